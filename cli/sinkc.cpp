@@ -1,0 +1,89 @@
+// sinkc: the front end. Torch-free so that `check`, `plan` and `fields`
+// answer in milliseconds; training commands are forwarded to sinkc-runtime.
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <fmt/format.h>
+#include <iostream>
+#include <unistd.h>
+
+#include "cli/commands.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Commands that need LibTorch live in a separate binary beside this one.
+int forward_to_runtime(int argc, char** argv) {
+  fs::path self = fs::read_symlink("/proc/self/exe");
+  fs::path runtime = self.parent_path() / "sinkc-runtime";
+  if (!fs::exists(runtime)) {
+    fmt::print(stderr, "sinkc: '{}' needs the runtime, which was not built ({} is missing)\n", argv[1], runtime.string());
+    return 2;
+  }
+  std::vector<char*> args(argv, argv + argc);
+  args[0] = const_cast<char*>(runtime.c_str());
+  args.push_back(nullptr);
+  execv(runtime.c_str(), args.data());
+  fmt::print(stderr, "sinkc: cannot start {}\n", runtime.string());
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  static const std::vector<std::string> runtime_commands = {"run", "measure", "diff", "report", "table"};
+  if (argc > 1)
+    for (const auto& c : runtime_commands)
+      if (c == argv[1]) return forward_to_runtime(argc, argv);
+
+  CLI::App app{"sinkc: compiler for attention-sink ablation studies"};
+  app.require_subcommand(1);
+  sink::cli::CommonOptions common;
+  auto add_common = [&](CLI::App* cmd) {
+    cmd->add_option("--set", common.overrides, "override a field in every run: --set optim.lr=1e-3 (repeatable)");
+    cmd->add_option("--base", common.base, "replace the preset every experiment extends, e.g. --base paper_60m");
+    cmd->add_option("--stdlib", common.stdlib, "folder of defaults.sink and presets.sink");
+    cmd->add_flag("--color,!--no-color", common.color, "color diagnostics");
+  };
+
+  std::vector<std::string> check_files;
+  auto* check = app.add_subcommand("check", "parse, resolve and type-check specs; all diagnostics at once");
+  check->add_option("files", check_files, "spec files")->required();
+  add_common(check);
+
+  std::string plan_file, plan_run, plan_format = "toml";
+  auto* plan = app.add_subcommand("plan", "print resolved plans (every default filled, sweeps expanded) with their hashes");
+  plan->add_option("file", plan_file, "spec file")->required();
+  plan->add_option("--run", plan_run, "only this run");
+  plan->add_option("--format", plan_format, "toml or json")->check(CLI::IsMember({"toml", "json"}));
+  add_common(plan);
+
+  std::string fields_format = "text";
+  auto* fields = app.add_subcommand("fields", "every field of the language: type, range, default, doc");
+  fields->add_option("--format", fields_format, "text or markdown")->check(CLI::IsMember({"text", "markdown"}));
+  add_common(fields);
+
+  std::string compile_file, compile_out;
+  auto* compile = app.add_subcommand("compile", "write DIR/<run>/plan.toml for every run of a spec");
+  compile->add_option("file", compile_file, "spec file")->required();
+  compile->add_option("-o,--out", compile_out, "output folder")->required();
+  add_common(compile);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  if (common.color == -1) common.color = isatty(2) ? 1 : 0;
+  try {
+    if (*check) return sink::cli::check(check_files, common);
+    if (*plan) return sink::cli::plan(plan_file, plan_run, plan_format, common);
+    if (*fields) return sink::cli::fields(fields_format, common);
+    if (*compile) return sink::cli::compile(compile_file, compile_out, common);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "sinkc: internal error: {}\n", e.what());
+    return 2;
+  }
+  return 2;
+}

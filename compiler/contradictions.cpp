@@ -1,0 +1,146 @@
+#include "compiler/contradictions.h"
+
+#include <fmt/format.h>
+
+namespace sink {
+namespace {
+
+class RunView {
+ public:
+  RunView(const Run& run, Diagnostics& diags) : run_(run), diags_(diags) {}
+  const Setting* get(const std::string& path) const {
+    auto it = run_.fields.find(path);
+    return it == run_.fields.end() ? nullptr : &it->second;
+  }
+  int64_t i(const std::string& path) const { auto* s = get(path); return s ? s->value.i : 0; }
+  double f(const std::string& path) const { auto* s = get(path); return s ? s->value.number() : 0; }
+  std::string e(const std::string& path) const { auto* s = get(path); return s ? s->value.s : ""; }
+  const Value* v(const std::string& path) const { auto* s = get(path); return s ? &s->value : nullptr; }
+
+  // Reports at whichever of the paths was set last in source order within
+  // the run's own files, so the caret lands on the line to change.
+  void error(std::initializer_list<const char*> paths, const std::string& message, const std::string& hint = "") {
+    Span best;
+    for (const char* p : paths) {
+      const Setting* s = get(p);
+      if (!s || !s->origin.valid()) continue;
+      if (!best.valid() || prefer(s->origin, best)) best = s->origin;
+    }
+    if (!best.valid()) best = run_.name_span;
+    diags_.error(best, fmt::format("{}{}", message, in_run()), hint);
+  }
+
+ private:
+  // Origins in the run's own file beat origins in presets; later beats earlier.
+  bool prefer(const Span& a, const Span& b) const {
+    bool a_own = a.file == run_.name_span.file, b_own = b.file == run_.name_span.file;
+    if (a_own != b_own) return a_own;
+    return std::tie(a.file, a.line, a.col) > std::tie(b.file, b.line, b.col);
+  }
+  std::string in_run() const { return fmt::format(" (in run '{}')", run_.name); }
+  const Run& run_;
+  Diagnostics& diags_;
+};
+
+// exp(...) overflows without a normalizer to divide it away; polynomial and
+// bounded scores train (the paper's identity and sigmoid rows).
+bool grows_without_bound(const ExprNode& e) { return mentions_call(e, "exp"); }
+
+void check_run(const Run& run, Diagnostics& diags) {
+  RunView r(run, diags);
+  const int64_t d = r.i("model.d"), heads = r.i("model.heads"), kv = r.i("model.kv_heads");
+  const int64_t context = r.i("train.context");
+  if (heads > 0 && d % heads != 0)
+    r.error({"model.heads", "model.d"}, fmt::format("heads = {} does not divide d = {}", heads, d));
+  const int64_t d_head = heads > 0 ? d / heads : d;
+  if (kv > 0 && heads % kv != 0)
+    r.error({"model.kv_heads", "model.heads"}, fmt::format("kv_heads = {} does not divide heads = {}", kv, heads));
+  if (kv > heads) r.error({"model.kv_heads", "model.heads"}, fmt::format("kv_heads = {} exceeds heads = {}", kv, heads));
+  if (r.i("model.k_dims") > d_head)
+    r.error({"model.k_dims", "model.d", "model.heads"}, fmt::format("k_dims = {} exceeds d_head = {}", r.i("model.k_dims"), d_head));
+  if (const Value* pe = r.v("model.pe"); pe && pe->s == "rope" && d_head % 2 != 0)
+    r.error({"model.pe", "model.d", "model.heads"}, fmt::format("RoPE rotates pairs of dimensions: d_head = {} is odd", d_head));
+  if (const Value* pe = r.v("model.pe"); pe && pe->s == "learned" && r.i("measure.T") > context)
+    r.error({"measure.T", "train.context", "model.pe"},
+            fmt::format("learned positions stop at context = {}: measure.T = {} cannot be measured", context, r.i("measure.T")));
+  const std::string biases = r.e("model.biases");
+  const Value* vstar = r.v("model.v_star");
+  if (vstar && vstar->kind == Value::Kind::Expr && biases != "k")
+    r.error({"model.v_star", "model.biases"}, "a fixed v* vector needs biases = k");
+  if (vstar && vstar->kind == Value::Kind::Enum && vstar->s != "auto" && biases == "none")
+    r.error({"model.v_star", "model.biases"}, fmt::format("v_star = {} has no effect with biases = none", vstar->s));
+  if (r.i("model.k_dims") > 0 && biases != "k" && biases != "kv")
+    r.error({"model.k_dims", "model.biases"}, "k_dims needs key biases (biases = k or kv)");
+
+  // Attention operation.
+  const Value* score = r.v("attention.score");
+  const Value* norm = r.v("attention.normalize");
+  if (score && score->expr && norm && norm->s == "none" && grows_without_bound(*score->expr))
+    r.error({"attention.normalize", "attention.score"},
+            fmt::format("score {} without normalization grows without bound and diverges", score->str()),
+            "use normalize = sum (softmax), or a bounded score such as sigmoid(qk)");
+  if (score && score->expr && !mentions_var(*score->expr, "qk"))
+    r.error({"attention.score"}, fmt::format("score {} does not depend on qk: attention would ignore the content", score->str()));
+
+  // Masks and positions.
+  const int64_t prefix = r.i("loss.prefix");
+  if (prefix >= context)
+    r.error({"loss.prefix", "train.context"}, fmt::format("prefix = {} must be below context = {}", prefix, context));
+  if (const Value* w = r.v("loss.window"); w && w->kind == Value::Kind::Int && w->i >= context)
+    r.error({"loss.window", "train.context"},
+            fmt::format("window = {} covers the whole context = {}: use window = none", w->i, context));
+  auto check_positions = [&](const char* path, const Value* list, int64_t limit, const char* limit_name) {
+    if (!list) return;
+    for (const auto& p : list->items) {
+      int64_t pos = p.kind == Value::Kind::List ? p.items[1].i : p.i;
+      if (pos > limit)
+        r.error({path, limit_name}, fmt::format("position {} is past {} = {}", pos, limit_name, limit));
+    }
+  };
+  check_positions("data.random", r.v("data.random"), context, "train.context");
+  check_positions("data.fix", r.v("data.fix"), context, "train.context");
+  check_positions("measure.positions", r.v("measure.positions"), r.i("measure.T"), "measure.T");
+  const int64_t vocab = r.i("model.vocab");
+  if (const Value* fix = r.v("data.fix"); fix && vocab > 0) {
+    for (const auto& p : fix->items)
+      if (p.items[0].i >= vocab)
+        r.error({"data.fix", "model.vocab"}, fmt::format("token {} is outside the vocabulary (vocab = {})", p.items[0].i, vocab));
+  }
+  if (const Value* fix = r.v("data.fix")) {
+    std::map<int64_t, int64_t> at;
+    for (const auto& p : fix->items) {
+      auto [it, fresh] = at.emplace(p.items[1].i, p.items[0].i);
+      if (!fresh && it->second != p.items[0].i)
+        r.error({"data.fix"}, fmt::format("position {} is fixed to two different tokens", p.items[1].i));
+    }
+    if (const Value* rnd = r.v("data.random"))
+      for (const auto& q : rnd->items)
+        if (at.count(q.i)) r.error({"data.random", "data.fix"}, fmt::format("position {} is both fixed and random", q.i));
+  }
+  if (const Value* corpus = r.v("data.corpus"); corpus && corpus->s == "synthetic") {
+    const Value* offsets = corpus->arg("offsets");
+    const Value* triggers = corpus->arg("triggers");
+    const Value* voc = corpus->arg("vocab");
+    if (offsets && triggers && offsets->items.size() != 1 && static_cast<int64_t>(offsets->items.size()) != triggers->i)
+      r.error({"data.corpus"}, fmt::format("synthetic: give one offset or one per trigger ({} triggers, {} offsets)",
+                                           triggers->i, offsets->items.size()));
+    if (voc && triggers && triggers->i >= voc->i)
+      r.error({"data.corpus"}, fmt::format("synthetic: triggers = {} leaves no ordinary tokens in vocab = {}", triggers->i, voc->i));
+  }
+  if (const Value* corpus = r.v("data.corpus"); corpus && corpus->s == "file" && corpus->arg("path")->s.empty())
+    r.error({"data.corpus"}, "file(...) needs a path, e.g. file(\"data/*.jsonl.zst\")");
+  if (const Value* tok = r.v("data.tokenizer"); tok && tok->s == "llama2c" && tok->arg("path")->s.empty())
+    r.error({"data.tokenizer"}, "llama2c(...) needs the path of a tok*.bin file");
+  if (r.i("measure.every") > 0 && r.i("measure.every") > r.i("train.steps"))
+    diags.warning(r.get("measure.every") ? r.get("measure.every")->origin : run.name_span,
+                  fmt::format("measure.every = {} is past train.steps = {}: only the final measurement runs (in run '{}')",
+                              r.i("measure.every"), r.i("train.steps"), run.name));
+}
+
+}  // namespace
+
+void check_contradictions(const Program& program, Diagnostics& diags) {
+  for (const auto& run : program.runs) check_run(run, diags);
+}
+
+}  // namespace sink

@@ -1,0 +1,127 @@
+#include "compiler/expand.h"
+
+#include <fmt/format.h>
+
+namespace sink {
+namespace {
+
+void apply(const Program& p, const ast::Statement& s, std::map<std::string, Setting>& fields) {
+  auto it = p.typed_statements.find(&s);
+  if (it == p.typed_statements.end()) return;  // an error was reported
+  if (s.kind == ast::Statement::Kind::Fix) {
+    Setting& fix = fields["data.fix"];
+    fix.value.kind = Value::Kind::List;
+    fix.value.items.push_back(it->second);
+    fix.origin = s.span;
+    return;
+  }
+  fields[s.path] = {it->second, s.span};
+}
+
+std::map<std::string, Setting> settle(const Program& p, const std::vector<ExperimentRef>& chain) {
+  std::map<std::string, Setting> fields;
+  for (auto ref : chain)
+    for (const auto& s : p.experiment(ref).statements) apply(p, s, fields);
+  return fields;
+}
+
+std::string safe(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' || c == '+' || c == '=';
+    out += ok ? c : '_';
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string point_name(const std::string& sweep, const std::vector<std::pair<std::string, Value>>& point) {
+  std::string name = sweep;
+  for (size_t k = 0; k < point.size(); ++k) {
+    std::string leaf = point[k].first.substr(point[k].first.rfind('.') + 1);
+    name += (k ? "," : ".") + leaf + "=" + safe(point[k].second.str());
+  }
+  return name;
+}
+
+void expand(Program& program, Diagnostics& diags) {
+  std::vector<Run> runs;
+  for (int m : program.root_modules) {
+    const auto& xs = program.modules[m].experiments;
+    for (int i = 0; i < static_cast<int>(xs.size()); ++i) {
+      const ast::Experiment& x = xs[i];
+      auto chain_it = program.chains.find(x.name);
+      if (chain_it == program.chains.end()) continue;  // unresolved: reported
+      ExperimentRef owner = program.experiments.at(x.name);
+      if (owner.module != m || owner.index != i) continue;  // a duplicate name: reported by resolve
+      auto base = settle(program, chain_it->second);
+      if (!x.is_sweep) {
+        runs.push_back({x.name, {m, i}, x.name_span, base, {}});
+        continue;
+      }
+      // Grid product: the last axis varies fastest, like nested loops.
+      struct AxisValues {
+        std::string path;
+        std::vector<std::pair<Value, Span>> values;
+      };
+      std::vector<AxisValues> axes;
+      bool ok = true;
+      for (const auto& a : x.axes) {
+        AxisValues av{a.path, {}};
+        for (const auto& v : a.values.children) {
+          auto t = program.typed_axis_values.find(&v);
+          if (t == program.typed_axis_values.end()) ok = false;
+          else av.values.emplace_back(t->second, v.span);
+        }
+        if (av.values.empty()) ok = false;
+        axes.push_back(std::move(av));
+      }
+      if (!ok || axes.empty()) {
+        if (axes.empty()) diags.error(x.name_span, fmt::format("sweep '{}' has no axis (`path in [ ... ]`)", x.name));
+        continue;
+      }
+      std::vector<size_t> index(axes.size(), 0);
+      while (true) {
+        Run run{"", {m, i}, x.name_span, base, {}};
+        for (size_t k = 0; k < axes.size(); ++k) {
+          const auto& [value, span] = axes[k].values[index[k]];
+          run.fields[axes[k].path] = {value, span};
+          run.axis_values.emplace_back(axes[k].path, value);
+        }
+        run.name = point_name(x.name, run.axis_values);
+        runs.push_back(std::move(run));
+        size_t k = axes.size();
+        while (k > 0 && ++index[k - 1] == axes[k - 1].values.size()) index[--k] = 0;
+        if (k == 0) break;
+      }
+    }
+  }
+  // Command-line overrides apply last, to every run.
+  for (auto& run : runs)
+    for (const auto& s : program.overrides) apply(program, s, run.fields);
+
+  // Seeds: one run per seed, each its own plan and hash.
+  for (auto& run : runs) {
+    auto it = run.fields.find("train.seeds");
+    int64_t n = it == run.fields.end() ? 1 : it->second.value.i;
+    if (n <= 1) {
+      program.runs.push_back(std::move(run));
+      continue;
+    }
+    int64_t seed0 = run.fields["train.seed"].value.i;
+    for (int64_t k = 0; k < n; ++k) {
+      Run copy = run;
+      copy.fields["train.seed"].value = Value::of_int(seed0 + k);
+      copy.name = fmt::format("{}.seed={}", run.name, seed0 + k);
+      program.runs.push_back(std::move(copy));
+    }
+  }
+  std::map<std::string, Span> names;
+  for (const auto& r : program.runs) {
+    auto [it, fresh] = names.emplace(r.name, r.name_span);
+    if (!fresh) diags.error(r.name_span, fmt::format("two runs are named '{}'", r.name), "sweep values must differ");
+  }
+}
+
+}  // namespace sink

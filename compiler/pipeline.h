@@ -1,0 +1,34 @@
+// The front end's passes, in order (see pipeline.cpp):
+//   parse -> resolve -> check -> expand -> contradictions -> lower
+// A Compilation owns the program and its diagnostics.
+#pragma once
+#include <memory>
+
+#include "compiler/plan.h"
+#include "compiler/program.h"
+
+namespace sink {
+
+// Where stdlib/ is: $SINKLAB_STDLIB, else the source tree's (set at build time).
+std::string default_stdlib_dir();
+
+class Compilation {
+ public:
+  explicit Compilation(Options options);
+  // Pass 1 (parse) for a file named on the command line and its imports.
+  bool add_file(const std::string& path);  // false if the file cannot be read
+  void add_text(const std::string& name, std::string text);
+  // Passes 2-6. Plans are produced only when there is no error.
+  void run();
+
+  const std::vector<Plan>& plans() const { return plans_; }
+  Diagnostics& diagnostics() { return *diags_; }
+  const Program& program() const { return *program_; }
+
+ private:
+  std::unique_ptr<Program> program_;
+  std::unique_ptr<Diagnostics> diags_;
+  std::vector<Plan> plans_;
+};
+
+}  // namespace sink

@@ -1,0 +1,263 @@
+#include "compiler/plan.h"
+
+#include <cctype>
+#include <fmt/format.h>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "compiler/check.h"
+#include "compiler/parse.h"
+#include "compiler/schema.h"
+
+namespace sink {
+
+const Value& Plan::at(const std::string& path) const {
+  auto it = fields.find(path);
+  if (it == fields.end()) throw PlanError(fmt::format("plan '{}' has no field '{}'", name, path));
+  return it->second;
+}
+
+std::string Plan::canonical_text() const {
+  std::string out;
+  for (const auto& [path, value] : fields) out += path + " = " + value.str() + "\n";
+  return out;
+}
+
+std::string Plan::hash() const {
+  // FNV-1a, 64 bit: stable across platforms and compilers, which std::hash is not.
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : canonical_text()) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return fmt::format("{:016x}", h);
+}
+
+namespace {
+
+// ---- writing -------------------------------------------------------------
+// Written by hand rather than through toml++'s printer so that numbers come
+// out in their shortest round-trip form (0.1, not 0.10000000000000001);
+// toml++ reads it back.
+
+std::string toml_string(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') out += '\\', out += static_cast<char>(c);
+    else if (c < 0x20 || c == 0x7f) out += fmt::format("\\u{:04x}", c);
+    else out += static_cast<char>(c);
+  }
+  return out + "\"";
+}
+
+std::string toml_key(const std::string& k) {
+  for (char c : k)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') return toml_string(k);
+  return k;
+}
+
+std::string toml_value(const Value& v) {
+  switch (v.kind) {
+    case Value::Kind::Int: return std::to_string(v.i);
+    case Value::Kind::Float: return format_number(v.f);
+    case Value::Kind::Bool: return v.b ? "true" : "false";
+    case Value::Kind::String: return toml_string(v.s);
+    case Value::Kind::List: {
+      std::string out = "[";
+      for (size_t k = 0; k < v.items.size(); ++k) out += (k ? ", " : "") + toml_value(v.items[k]);
+      return out + "]";
+    }
+    case Value::Kind::Call: {
+      if (v.args.empty()) return toml_string(v.s);
+      std::string out = "{ form = " + toml_string(v.s);
+      for (const auto& [k, a] : v.args) out += ", " + toml_key(k) + " = " + toml_value(a);
+      return out + " }";
+    }
+    default: return toml_string(v.str());  // None, Enum, Expr: their source text
+  }
+}
+
+nlohmann::ordered_json to_json_value(const Value& v) {
+  switch (v.kind) {
+    case Value::Kind::Int: return v.i;
+    case Value::Kind::Float: return v.f;
+    case Value::Kind::Bool: return v.b;
+    case Value::Kind::String: return v.s;
+    case Value::Kind::List: {
+      auto a = nlohmann::ordered_json::array();
+      for (const auto& item : v.items) a.push_back(to_json_value(item));
+      return a;
+    }
+    case Value::Kind::Call: {
+      if (v.args.empty()) return v.s;
+      nlohmann::ordered_json o;
+      o["form"] = v.s;
+      for (const auto& [k, a] : v.args) o[k] = to_json_value(a);
+      return o;
+    }
+    default: return v.str();
+  }
+}
+
+// ---- reading: TOML nodes become AST expressions, typed by the checker -----
+
+ast::Expr number_expr(double v, bool integral) {
+  ast::Expr e;
+  e.kind = ast::Expr::Kind::Number;
+  e.number = v;
+  e.integral = integral;
+  return e;
+}
+
+ast::Expr name_expr(const std::string& name) {
+  ast::Expr e;
+  e.kind = ast::Expr::Kind::Name;
+  e.text = name;
+  return e;
+}
+
+ast::Expr parse_text(const std::string& text, const std::string& key) {
+  SourceManager sources;
+  Diagnostics diags(sources);
+  int file = sources.add("<plan " + key + ">", text);
+  auto e = parse_expression(file, sources, diags);
+  if (!e || diags.has_errors()) throw PlanError(fmt::format("'{}': cannot read '{}'\n{}", key, text, diags.render()));
+  return *e;
+}
+
+ast::Expr to_expr(const toml::node& node, const TypeSpec& spec, const std::string& key) {
+  if (auto i = node.as_integer()) return number_expr(static_cast<double>(i->get()), true);
+  if (auto f = node.as_floating_point()) return number_expr(f->get(), false);
+  if (auto b = node.as_boolean()) return name_expr(b->get() ? "true" : "false");
+  if (auto s = node.as_string()) {
+    if (spec.type == Type::String) {
+      ast::Expr e;
+      e.kind = ast::Expr::Kind::String;
+      e.text = s->get();
+      return e;
+    }
+    return parse_text(s->get(), key);
+  }
+  if (auto a = node.as_array()) {
+    ast::Expr e;
+    e.kind = ast::Expr::Kind::List;
+    TypeSpec item = spec;
+    if (spec.type == Type::FixList) item.type = Type::IntList;
+    for (const auto& n : *a) e.children.push_back(to_expr(n, item, key));
+    return e;
+  }
+  if (auto t = node.as_table()) {
+    auto form_name = (*t)["form"].value<std::string>();
+    if (!form_name) throw PlanError(fmt::format("'{}': a call table needs a 'form' key", key));
+    const TypeSpec::Form* form = spec.form(*form_name);
+    if (!form) throw PlanError(fmt::format("'{}': unknown form '{}'", key, *form_name));
+    ast::Expr e;
+    e.kind = ast::Expr::Kind::Call;
+    e.text = *form_name;
+    for (const auto& [k, n] : *t) {
+      if (k.str() == "form") continue;
+      const Param* param = nullptr;
+      for (const auto& p : form->params)
+        if (p.name == k.str()) param = &p;
+      if (!param) throw PlanError(fmt::format("'{}': '{}' has no parameter '{}'", key, *form_name, k.str()));
+      e.arg_names.push_back(std::string(k.str()));
+      e.children.push_back(to_expr(n, param->spec, key + "." + std::string(k.str())));
+    }
+    return e;
+  }
+  throw PlanError(fmt::format("'{}': unsupported TOML value", key));
+}
+
+Value read_field(const toml::node& node, const Field& field) {
+  SourceManager sources;
+  Diagnostics diags(sources);
+  if (field.spec.type == Type::FixList) {
+    Value out = Value::of_list({});
+    auto a = node.as_array();
+    if (!a) throw PlanError(fmt::format("'{}': expected an array of [token, position] pairs", field.path));
+    for (const auto& pair : *a) {
+      auto p = pair.as_array();
+      if (!p || p->size() != 2 || !(*p)[0].is_integer() || !(*p)[1].is_integer())
+        throw PlanError(fmt::format("'{}': expected [token, position] pairs", field.path));
+      out.items.push_back(Value::of_list({Value::of_int((*p)[0].as_integer()->get()), Value::of_int((*p)[1].as_integer()->get())}));
+    }
+    return out;
+  }
+  ast::Expr e = to_expr(node, field.spec, field.path);
+  auto v = type_value(field.spec, e, field.path, diags);
+  if (!v) throw PlanError(fmt::format("'{}': {}", field.path, diags.all().empty() ? "invalid" : diags.all()[0].message));
+  return *v;
+}
+
+}  // namespace
+
+std::string to_toml(const Plan& plan) {
+  std::string out = "# sinklab plan: every field resolved. Read back by sinkc and the runtime.\n";
+  out += "name = " + toml_string(plan.name) + "\n";
+  out += "hash = " + toml_string(plan.hash()) + "\n";
+  if (!plan.source.empty()) out += "source = " + toml_string(plan.source) + "\n";
+  if (!plan.sweep_point.empty()) {
+    out += "\n[sweep_point]\n";
+    for (const auto& [path, v] : plan.sweep_point) out += toml_key(path) + " = " + toml_value(v) + "\n";
+  }
+  std::string block;
+  for (const auto& [path, value] : plan.fields) {
+    std::string b = path.substr(0, path.find('.'));
+    if (b != block) out += "\n[" + (block = b) + "]\n";
+    out += toml_key(path.substr(path.find('.') + 1)) + " = " + toml_value(value) + "\n";
+  }
+  return out;
+}
+
+std::string to_json(const Plan& plan) {
+  nlohmann::ordered_json j;
+  j["name"] = plan.name;
+  j["hash"] = plan.hash();
+  j["source"] = plan.source;
+  nlohmann::ordered_json fields;
+  for (const auto& [path, value] : plan.fields) fields[path] = to_json_value(value);
+  j["fields"] = fields;
+  return j.dump(2);
+}
+
+Plan plan_from_toml(const std::string& text, const std::string& origin) {
+  toml::table root;
+  try {
+    root = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    throw PlanError(fmt::format("{}: not a valid plan: {}", origin, e.description()));
+  }
+  Plan plan;
+  plan.name = root["name"].value_or(std::string());
+  plan.source = root["source"].value_or(std::string());
+  if (plan.name.empty()) throw PlanError(origin + ": plan has no name");
+  for (const Field& f : schema()) {
+    std::string block = f.path.substr(0, f.path.find('.'));
+    std::string leaf = f.path.substr(f.path.find('.') + 1);
+    const toml::node* node = root[block][leaf].node();
+    if (!node) throw PlanError(fmt::format("{}: plan has no field '{}'", origin, f.path));
+    plan.fields[f.path] = read_field(*node, f);
+  }
+  if (auto point = root["sweep_point"].as_table()) {
+    for (const auto& [k, n] : *point) {
+      const Field* f = find_field(std::string(k.str()));
+      if (f) plan.sweep_point.emplace_back(std::string(k.str()), read_field(n, *f));
+    }
+  }
+  std::string stored = root["hash"].value_or(std::string());
+  if (!stored.empty() && stored != plan.hash())
+    throw PlanError(fmt::format("{}: hash {} does not match the plan's content ({}): edited by hand?", origin, stored, plan.hash()));
+  return plan;
+}
+
+Plan read_plan(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw PlanError(fmt::format("cannot read plan '{}'", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return plan_from_toml(ss.str(), path);
+}
+
+}  // namespace sink

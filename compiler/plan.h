@@ -1,0 +1,46 @@
+// The Plan: the contract between compiler and runtime. One run, every field
+// resolved, plain values. Round-trips through TOML exactly; its content hash
+// is computed from the canonical text, so formatting and field order in the
+// spec never change it, and any semantic change does.
+#pragma once
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "compiler/value.h"
+
+namespace sink {
+
+struct Plan {
+  std::string name;
+  std::string source;  // the spec file it came from (not hashed)
+  std::map<std::string, Value> fields;  // every schema field, by dotted path
+  std::vector<std::pair<std::string, Value>> sweep_point;  // axis values (not hashed: they are in fields)
+
+  const Value& at(const std::string& path) const;
+  int64_t integer(const std::string& path) const { return at(path).i; }
+  double number(const std::string& path) const { return at(path).number(); }
+  bool flag(const std::string& path) const { return at(path).b; }
+  const std::string& choice(const std::string& path) const { return at(path).s; }  // Enum value or Call name
+
+  // `path = value` lines in path order: what the hash and `sinkc diff` read.
+  std::string canonical_text() const;
+  std::string hash() const;        // 16 hex digits
+  std::string hash8() const { return hash().substr(0, 8); }
+  std::string dir_name() const { return name + "-" + hash8(); }
+  bool operator==(const Plan& o) const { return name == o.name && fields == o.fields; }
+};
+
+struct PlanError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::string to_toml(const Plan& plan);
+std::string to_json(const Plan& plan);
+// Throws PlanError with the offending key on anything that does not match the schema.
+Plan plan_from_toml(const std::string& text, const std::string& origin);
+Plan read_plan(const std::string& path);
+
+}  // namespace sink

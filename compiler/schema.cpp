@@ -1,0 +1,239 @@
+#include "compiler/schema.h"
+
+#include <fmt/format.h>
+
+namespace sink {
+namespace {
+
+constexpr double kBig = 1e15;
+
+TypeSpec int_in(double lo, double hi) { TypeSpec t; t.type = Type::Int; t.min = lo; t.max = hi; return t; }
+TypeSpec count_in(double lo, double hi) { TypeSpec t; t.type = Type::Count; t.min = lo; t.max = hi; return t; }
+TypeSpec float_in(double lo, double hi, bool open = false) {
+  TypeSpec t; t.type = Type::Float; t.min = lo; t.max = hi; t.min_open = open; return t;
+}
+TypeSpec boolean() { TypeSpec t; t.type = Type::Bool; return t; }
+TypeSpec text() { TypeSpec t; t.type = Type::String; return t; }
+TypeSpec one_of(std::vector<std::string> c) { TypeSpec t; t.type = Type::Enum; t.choices = std::move(c); return t; }
+TypeSpec int_list(double lo, double hi, int len = 0) {
+  TypeSpec t; t.type = Type::IntList; t.min = lo; t.max = hi; t.list_len = len; return t;
+}
+TypeSpec float_list(double lo, double hi, int len = 0) {
+  TypeSpec t; t.type = Type::FloatList; t.min = lo; t.max = hi; t.list_len = len; return t;
+}
+TypeSpec optional_int(double lo, double hi) { TypeSpec t; t.type = Type::OptionalInt; t.min = lo; t.max = hi; return t; }
+TypeSpec variant(std::vector<TypeSpec::Form> forms) { TypeSpec t; t.type = Type::Variant; t.forms = std::move(forms); return t; }
+TypeSpec::Form form(std::string name, std::string doc, std::vector<Param> params = {}) {
+  return {std::move(name), std::move(params), std::move(doc)};
+}
+Param param(std::string name, TypeSpec spec, Value def) { return {std::move(name), std::move(spec), std::move(def)}; }
+
+std::vector<Field> build() {
+  TypeSpec score;
+  score.type = Type::ScoreExpr;
+  TypeSpec vec;
+  vec.type = Type::VectorExpr;
+  vec.choices = {"auto", "learned", "zero"};
+  TypeSpec fixes;
+  fixes.type = Type::FixList;
+  fixes.min = 1;
+  fixes.max = kBig;
+
+  return {
+      // model
+      {"model.vocab", int_in(0, 1e7), "vocabulary size; 0 takes it from the tokenizer or synthetic corpus"},
+      {"model.d", int_in(1, 65536), "model width d"},
+      {"model.layers", int_in(1, 1024), "number of transformer blocks L"},
+      {"model.heads", int_in(1, 1024), "attention heads H per block; d_head = d / H"},
+      {"model.kv_heads", int_in(0, 1024), "key/value heads (grouped-query attention); 0 = same as heads"},
+      {"model.ffn", one_of({"relu", "gelu", "swish", "reglu", "geglu", "swiglu"}), "feed-forward activation (the *glu forms are gated)"},
+      {"model.ffn_hidden", int_in(1, 1e6), "feed-forward hidden size"},
+      {"model.pe",
+       variant({form("nope", "no positional embedding"),
+                form("sinusoidal", "fixed absolute sinusoidal embedding added to the input"),
+                form("learned", "learned absolute embedding added to the input"),
+                form("relative", "T5 relative bias: learned per-head bucket table",
+                     {param("buckets", int_in(1, 4096), Value::of_int(32)),
+                      param("max_distance", int_in(1, 1e7), Value::of_int(128))}),
+                form("alibi", "ALiBi linear bias, slopes 2^(-8h/H)"),
+                form("rope", "rotary embedding of q and k",
+                     {param("theta", float_in(0, 1e12, true), Value::of_float(10000))})}),
+       "positional embedding"},
+      {"model.norm", one_of({"rmsnorm", "layernorm"}), "normalization layer"},
+      {"model.norm_eps", float_in(0, 1, true), "epsilon of the normalization layer"},
+      {"model.placement", one_of({"pre", "post"}), "norm placement: pre-norm (paper eq. 2) or post-norm (eq. 3)"},
+      {"model.heads_combine", one_of({"concat", "add"}), "combine heads by concatenation + projection, or by addition"},
+      {"model.sink_token", boolean(), "prepend a learnable sink token x* to every sequence"},
+      {"model.biases", one_of({"none", "kv", "k", "v"}), "attention biases: kv = learnable k* and v*; k = k* with v* fixed; v = o + v*"},
+      {"model.bias_shared", boolean(), "one k*/v* per block shared by all heads instead of one per head"},
+      {"model.k_dims", int_in(0, 65536), "learnable dimensions of k* (the rest fixed at 0); 0 = all d_head"},
+      {"model.v_star", vec, "v* for K biases: auto (learned for kv/v, zero for k), learned, zero, or a fixed vector such as 5 * onehot(0) or 20 * ones / sqrt(d_head)"},
+      {"model.tie_embeddings", boolean(), "share the input embedding with the output projection"},
+      {"model.init_std", float_in(0, 10, true), "standard deviation of the normal weight initialization"},
+      // attention
+      {"attention.score", score, "score s(x) of x = <phi(q_i), phi(k_j)>/sqrt(d_head) + g(i-j); softmax is exp(qk) with normalize = sum"},
+      {"attention.kernel",
+       variant({form("identity", "phi(x) = x"), form("elu1", "phi(x) = elu(x) + 1"),
+                form("mlp", "phi = a two-layer MLP per head", {param("hidden", int_in(1, 65536), Value::of_int(64))})}),
+       "kernel phi applied to q and k before the inner product"},
+      {"attention.normalize",
+       variant({form("sum", "Z = sum_j s_ij"), form("none", "Z = 1"), form("abs_clamped", "Z = max(|sum_j s_ij|, 1)"),
+                form("pnorm", "Z = (sum_j s_ij^p)^(1/p)", {param("p", float_in(0, 64, true), Value::of_float(1))})}),
+       "row normalizer Z"},
+      {"attention.scale", float_in(0, 1e6, true), "alpha: each row of normalized attention sums to alpha"},
+      {"attention.backend", one_of({"jit", "reference"}), "generated kernels, or the LibTorch reference path (the test oracle)"},
+      // data
+      {"data.corpus",
+       variant({form("builtin", "an embedded corpus assembled by the set-up", {param("name", text(), Value::of_string("default"))}),
+                form("file", "plain text, .jsonl (`text` field), .jsonl.zst, or uint16 .bin tokens; globs allowed",
+                     {param("path", text(), Value::of_string(""))}),
+                form("synthetic", "generated sequences",
+                     {param("kind", one_of({"random", "repeat", "bigram_backcopy"}), Value::of_enum("bigram_backcopy")),
+                      param("vocab", int_in(2, 1e6), Value::of_int(64)),
+                      param("triggers", int_in(0, 1e6), Value::of_int(4)),
+                      param("offsets", int_list(1, 4096), Value::of_list({Value::of_int(1), Value::of_int(2), Value::of_int(3), Value::of_int(4)})),
+                      param("sparsity", float_in(0, 1e6, true), Value::of_float(0.1)),
+                      param("seed", int_in(0, 2147483647), Value::of_int(0))})}),
+       "training and validation text"},
+      {"data.tokenizer",
+       variant({form("bytes", "UTF-8 bytes (256 symbols plus BOS/EOS)"),
+                form("sentencepiece", "BPE trained on the corpus on first use, cached",
+                     {param("vocab", int_in(64, 1e6), Value::of_int(2048))}),
+                form("llama2c", "a llama2.c tokenizer file (tok*.bin)", {param("path", text(), Value::of_string(""))})}),
+       "tokenizer (ignored by synthetic corpora)"},
+      {"data.bos", boolean(), "start every chunk with a BOS token"},
+      {"data.amount", count_in(0, 1e15), "unique training tokens (e.g. 50M tokens); training cycles through them; 0 = the whole corpus"},
+      {"data.first_token", one_of({"natural", "random"}), "random: x1 of every chunk drawn uniformly from the vocabulary (same as random at [1])"},
+      {"data.random", int_list(1, kBig), "1-based positions whose token is drawn uniformly from the vocabulary in every chunk"},
+      {"data.fix", fixes, "fixed tokens: `fix token 17 at 2` puts token 17 at position 2 of every chunk"},
+      {"data.valid_fraction", float_in(0, 0.5, true), "share of the corpus held out for validation and measurement"},
+      // loss
+      {"loss.prefix", int_in(0, kBig), "prefix-LM length p: the first p tokens attend bidirectionally and carry no loss; 0 = none"},
+      {"loss.window", optional_int(1, kBig), "sliding window w: query i sees keys i-w < j <= i; none = full causal"},
+      // optim
+      {"optim.lr", float_in(0, 10, true), "peak learning rate"},
+      {"optim.schedule",
+       variant({form("constant", "constant after linear warm-up", {param("warmup", int_in(0, kBig), Value::of_int(0))}),
+                form("cosine", "linear warm-up, then cosine decay to min_lr",
+                     {param("warmup", int_in(0, kBig), Value::of_int(100)), param("min_lr", float_in(0, 10), Value::of_float(0))})}),
+       "learning-rate schedule"},
+      {"optim.weight_decay", float_in(0, 100), "AdamW decoupled weight decay gamma"},
+      {"optim.betas", float_list(0, 0.999999, 2), "AdamW betas"},
+      {"optim.eps", float_in(0, 1, true), "AdamW epsilon"},
+      {"optim.clip", float_in(0, 1e6), "gradient clipping by global norm; 0 = off"},
+      // train
+      {"train.steps", int_in(1, 1e9), "optimizer steps"},
+      {"train.batch", int_in(1, 1e6), "sequences per step"},
+      {"train.context", int_in(2, 1e6), "sequence length (tokens per chunk)"},
+      {"train.seed", int_in(0, 2147483647), "seed of initialization, data order and modifications"},
+      {"train.seeds", int_in(1, 1000), "repeat the run with this many seeds (seed, seed+1, ...) for noise bars"},
+      {"train.checkpoint_every", int_in(0, 1e9), "steps between checkpoints; 0 = only at the end"},
+      {"train.threads", int_in(0, 1024), "CPU threads; 0 = all cores"},
+      {"train.device", one_of({"cpu", "cuda"}), "where to train"},
+      // measure
+      {"measure.every", int_in(0, 1e9), "steps between evaluations (valid loss, sink metrics); 0 = only at the end"},
+      {"measure.eps", float_in(0, 1, true), "threshold eps of Sink_k^eps"},
+      {"measure.T", int_in(2, 1e6), "length of the measured sequences"},
+      {"measure.sequences", int_in(1, 1e6), "held-out sequences measured"},
+      {"measure.positions", int_list(1, kBig), "1-based token positions k for Sink_k"},
+      {"measure.input", one_of({"natural", "random", "repeat"}), "held-out text, uniform random tokens, or one token repeated"},
+      {"measure.bos", one_of({"auto", "with", "without"}), "measure with a BOS first: auto = as the training data does"},
+      {"measure.massive_activations", boolean(), "record the first-token hidden-state norm ratio per layer"},
+  };
+}
+
+}  // namespace
+
+const TypeSpec::Form* TypeSpec::form(const std::string& name) const {
+  for (const auto& f : forms)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+const char* type_name(Type t) {
+  switch (t) {
+    case Type::Int: return "int";
+    case Type::Float: return "float";
+    case Type::Count: return "count";
+    case Type::Bool: return "bool";
+    case Type::Enum: return "enum";
+    case Type::String: return "string";
+    case Type::Variant: return "call";
+    case Type::ScoreExpr: return "expression";
+    case Type::VectorExpr: return "vector";
+    case Type::IntList: return "list of int";
+    case Type::FloatList: return "list of float";
+    case Type::FixList: return "fix statements";
+    case Type::OptionalInt: return "int or none";
+  }
+  return "?";
+}
+
+static std::string bound(double v) {
+  if (v >= 1e15) return "inf";
+  if (v == static_cast<long long>(v)) return std::to_string(static_cast<long long>(v));
+  return format_number(v);
+}
+
+std::string TypeSpec::describe() const {
+  auto range = [&] { return fmt::format("{}{}, {}]", min_open ? "(" : "[", bound(min), bound(max)); };
+  switch (type) {
+    case Type::Int:
+    case Type::Count:
+    case Type::Float:
+    case Type::OptionalInt: return fmt::format("{} in {}", type_name(type), range());
+    case Type::IntList:
+    case Type::FloatList:
+      return fmt::format("{}{} in {}", type_name(type), list_len ? fmt::format(" of length {}", list_len) : "", range());
+    case Type::Enum: return "one of " + fmt::format("{}", fmt::join(choices, "|"));
+    case Type::Variant: {
+      std::vector<std::string> names;
+      for (const auto& f : forms) {
+        std::string s = f.name;
+        if (!f.params.empty()) {
+          s += "(";
+          for (size_t k = 0; k < f.params.size(); ++k) s += (k ? ", " : "") + f.params[k].name;
+          s += ")";
+        }
+        names.push_back(s);
+      }
+      return fmt::format("{}", fmt::join(names, " | "));
+    }
+    case Type::VectorExpr: return fmt::format("{} or a vector expression", fmt::join(choices, "|"));
+    case Type::ScoreExpr: return "expression of qk, i, j";
+    default: return type_name(type);
+  }
+}
+
+const std::vector<Field>& schema() {
+  static const std::vector<Field> table = build();
+  return table;
+}
+
+const Field* find_field(const std::string& path) {
+  for (const auto& f : schema())
+    if (f.path == path) return &f;
+  return nullptr;
+}
+
+std::vector<std::string> field_paths() {
+  std::vector<std::string> out;
+  for (const auto& f : schema()) out.push_back(f.path);
+  return out;
+}
+
+std::vector<std::string> block_names() {
+  std::vector<std::string> out;
+  for (const auto& f : schema())
+    if (out.empty() || out.back() != f.block()) out.push_back(f.block());
+  return out;
+}
+
+const std::vector<ScoreFunction>& score_functions() {
+  static const std::vector<ScoreFunction> fns = {
+      {"exp", 1}, {"sigmoid", 1}, {"elu", 1}, {"relu", 1}, {"tanh", 1}, {"softplus", 1},
+      {"abs", 1}, {"pow", 2},     {"sqrt", 1}, {"log", 1}};
+  return fns;
+}
+
+}  // namespace sink

@@ -1,0 +1,74 @@
+// The one table of every field of the language. The checker, `sinkc fields`,
+// the plan reader/writer and docs/FIELDS.md all read it. Defaults are not
+// here: they are written in stdlib/defaults.sink, in the language itself.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compiler/value.h"
+
+namespace sink {
+
+enum class Type {
+  Int,         // whole number, count suffixes allowed (2K)
+  Float,
+  Count,       // whole number of tokens: suffixes and the unit word `tokens`
+  Bool,
+  Enum,        // one of `choices`
+  String,
+  Variant,     // one of `forms`: a bare name or a call with named arguments
+  ScoreExpr,   // attention score: expression of qk, i, j and constants
+  VectorExpr,  // a vector of d_head values (onehot(k), ones, d_head), or one of `choices`
+  IntList,
+  FloatList,
+  FixList,     // (token, position) pairs, from `fix token T at P`
+  OptionalInt  // `none` or a whole number
+};
+
+struct Param;
+
+// The type of a field or of a call parameter, with its valid range.
+struct TypeSpec {
+  Type type = Type::Int;
+  double min = -1e300, max = 1e300;
+  bool min_open = false;  // min itself excluded
+  std::vector<std::string> choices;
+  struct Form {
+    std::string name;
+    std::vector<Param> params;  // positional order
+    std::string doc;
+  };
+  std::vector<Form> forms;
+  int list_len = 0;  // lists: exact length, 0 = any
+  std::string describe() const;  // "int in [1, 65536]", "one of relu|gelu|..."
+  const Form* form(const std::string& name) const;
+};
+
+struct Param {
+  std::string name;
+  TypeSpec spec;
+  Value default_value;
+};
+
+struct Field {
+  std::string path;
+  TypeSpec spec;
+  std::string doc;
+  std::string block() const { return path.substr(0, path.find('.')); }
+};
+
+const std::vector<Field>& schema();
+const Field* find_field(const std::string& path);
+std::vector<std::string> field_paths();
+std::vector<std::string> block_names();
+const char* type_name(Type t);
+
+// Functions allowed in score expressions, with their arity.
+struct ScoreFunction {
+  const char* name;
+  int arity;
+};
+const std::vector<ScoreFunction>& score_functions();
+
+}  // namespace sink

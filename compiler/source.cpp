@@ -1,0 +1,132 @@
+#include "compiler/source.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <set>
+#include <tuple>
+
+namespace sink {
+
+std::string SourceFile::line(int n) const {
+  if (n < 1 || n > static_cast<int>(line_starts.size())) return "";
+  size_t begin = line_starts[n - 1];
+  size_t end = text.find('\n', begin);
+  if (end == std::string::npos) end = text.size();
+  if (end > begin && text[end - 1] == '\r') --end;
+  return text.substr(begin, end - begin);
+}
+
+int SourceManager::add(std::string path, std::string text) {
+  auto f = std::make_unique<SourceFile>();
+  f->path = std::move(path);
+  f->text = std::move(text);
+  f->line_starts.push_back(0);
+  for (size_t i = 0; i < f->text.size(); ++i)
+    if (f->text[i] == '\n') f->line_starts.push_back(i + 1);
+  files_.push_back(std::move(f));
+  return static_cast<int>(files_.size()) - 1;
+}
+
+int SourceManager::find(const std::string& path) const {
+  for (size_t i = 0; i < files_.size(); ++i)
+    if (files_[i]->path == path) return static_cast<int>(i);
+  return -1;
+}
+
+void Diagnostics::error(Span span, std::string message, std::string hint) {
+  add({Severity::Error, span, std::move(message), std::move(hint)});
+}
+
+void Diagnostics::warning(Span span, std::string message, std::string hint) {
+  add({Severity::Warning, span, std::move(message), std::move(hint)});
+}
+
+void Diagnostics::add(Diagnostic d) {
+  // The same contradiction can surface once per run of a sweep; say it once.
+  for (const auto& e : items_)
+    if (e.message == d.message && e.span.file == d.span.file && e.span.line == d.span.line &&
+        e.span.col == d.span.col)
+      return;
+  if (d.severity == Severity::Error) ++errors_;
+  if (static_cast<int>(items_.size()) >= kMaxReported) {
+    ++dropped_;
+    return;
+  }
+  items_.push_back(std::move(d));
+}
+
+// Printable form of a source line: tabs kept (so the caret lines up), other
+// control or non-UTF-8 bytes replaced so garbage input cannot garble a terminal.
+static std::string printable(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) out += (c == '\t' || (c >= 0x20 && c < 0x7f)) ? static_cast<char>(c) : '?';
+  return out;
+}
+
+std::string Diagnostics::render(bool color) const {
+  std::vector<const Diagnostic*> sorted;
+  for (const auto& d : items_) sorted.push_back(&d);
+  std::stable_sort(sorted.begin(), sorted.end(), [](const Diagnostic* a, const Diagnostic* b) {
+    return std::tie(a->span.file, a->span.line, a->span.col) < std::tie(b->span.file, b->span.line, b->span.col);
+  });
+  const char* bold = color ? "\033[1m" : "";
+  const char* red = color ? "\033[1;31m" : "";
+  const char* magenta = color ? "\033[1;35m" : "";
+  const char* green = color ? "\033[1;32m" : "";
+  const char* reset = color ? "\033[0m" : "";
+  std::string out;
+  for (const Diagnostic* d : sorted) {
+    const bool is_error = d->severity == Severity::Error;
+    const char* kind = is_error ? "error" : "warning";
+    const char* kind_color = is_error ? red : magenta;
+    if (!d->span.valid()) {
+      std::string where = d->span.file >= 0 ? sources_.file(d->span.file).path + ": " : "sinkc: ";
+      out += fmt::format("{}{}{}{}: {}{}\n", bold, where, kind_color, kind, reset, d->message);
+    } else {
+      const SourceFile& f = sources_.file(d->span.file);
+      out += fmt::format("{}{}:{}:{}: {}{}:{}{} {}{}\n", bold, f.path, d->span.line, d->span.col, kind_color, kind, reset,
+                         bold, d->message, reset);
+      std::string line = printable(f.line(d->span.line));
+      if (line.size() > 240) line = line.substr(0, 240) + "...";
+      out += "  " + line + "\n";
+      std::string caret = "  ";
+      int col = std::max(1, d->span.col);
+      for (int i = 1; i < col && i - 1 < static_cast<int>(line.size()); ++i) caret += line[i - 1] == '\t' ? '\t' : ' ';
+      int width = 1;
+      if (d->span.end_line == d->span.line && d->span.end_col > d->span.col) width = d->span.end_col - d->span.col;
+      width = std::min(width, 120);
+      out += std::string(green) + caret + "^" + std::string(width - 1, '~') + reset + "\n";
+    }
+    if (!d->hint.empty()) out += fmt::format("  {}hint:{} {}\n", green, reset, d->hint);
+  }
+  if (dropped_ > 0) out += fmt::format("sinkc: note: {} more diagnostics not shown\n", dropped_);
+  if (errors_ > 0) out += fmt::format("{} error{} generated.\n", errors_, errors_ == 1 ? "" : "s");
+  return out;
+}
+
+int edit_distance(const std::string& a, const std::string& b) {
+  std::vector<int> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = static_cast<int>(j);
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = static_cast<int>(i);
+    for (size_t j = 1; j <= b.size(); ++j) {
+      int sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string closest(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  int best_d = 1 << 30;
+  int limit = std::max(1, static_cast<int>(word.size()) / 3 + 1);
+  for (const auto& c : candidates) {
+    int d = edit_distance(word, c);
+    if (d < best_d) best_d = d, best = c;
+  }
+  return best_d <= limit ? best : "";
+}
+
+}  // namespace sink
