@@ -31,7 +31,7 @@ int forward_to_runtime(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  static const std::vector<std::string> runtime_commands = {"run", "measure", "diff", "report", "table"};
+  static const std::vector<std::string> runtime_commands = {"run", "measure"};
   if (argc > 1)
     for (const auto& c : runtime_commands)
       if (c == argv[1]) return forward_to_runtime(argc, argv);

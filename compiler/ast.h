@@ -44,6 +44,8 @@ struct Experiment {
   bool is_sweep = false;
   std::vector<Statement> statements;
   std::vector<Axis> axes;
+  std::vector<std::pair<std::string, Span>> blocks;  // `name { ... }` blocks: dotted path, span of the name
+  bool syntax_error = false;  // ANTLR recovered inside it: checks of what is missing would echo the error
   int module = -1;  // index into Program::modules
 };
 

@@ -72,20 +72,23 @@ std::optional<Value> type_number(const TypeSpec& spec, const ast::Expr& e, const
   bool integral = true, tokens = false;
   auto v = fold(e, integral, tokens);
   bool want_int = spec.type != Type::Float && spec.type != Type::FloatList;
+  const char* want = spec.type == Type::OptionalInt ? "an integer or none" : want_int ? "an integer" : "a number";
   if (!v) {
-    diags.error(e.span, fmt::format("'{}' expects {}, got {}", what, want_int ? "an integer" : "a number", describe(e)));
+    diags.error(e.span, fmt::format("'{}' expects {}, got {}", what, want, describe(e)));
     return std::nullopt;
   }
   if (tokens && spec.type != Type::Count) {
     diags.error(e.span, fmt::format("'{}' is not a count of tokens: drop the unit 'tokens'", what));
     return std::nullopt;
   }
-  if (want_int && !integral) {
-    diags.error(e.span, fmt::format("'{}' expects an integer, got {}", what, format_number(*v)));
+  // Too large to be told whole from fractional (1e20, 2^100, 1e999): a range error.
+  const bool huge = !std::isfinite(*v) || std::fabs(*v) >= 9.0e15;
+  if (want_int && !integral && !huge) {
+    diags.error(e.span, fmt::format("'{}' expects {}, got {}", what, want, format_number(*v)));
     return std::nullopt;
   }
-  if (!in_range(spec, *v)) {
-    std::string shown = want_int ? std::to_string(static_cast<long long>(*v)) : format_number(*v);
+  if (huge || !in_range(spec, *v)) {
+    std::string shown = want_int && !huge ? std::to_string(static_cast<long long>(*v)) : format_number(*v);
     diags.error(e.span, fmt::format("{} is out of range for '{}': expected {}", shown, what, range_text(spec)),
                 "see `sinkc fields` for every field's range");
     return std::nullopt;
@@ -183,6 +186,10 @@ bool check_expr(const ast::Expr& e, const ExprRules& rules, const std::string& w
     case Kind::Number:
       if (e.tokens_unit) {
         diags.error(e.span, "the unit 'tokens' has no meaning in an expression");
+        return false;
+      }
+      if (!std::isfinite(e.number)) {
+        diags.error(e.span, fmt::format("number {} is too large", e.text));
         return false;
       }
       return true;
@@ -413,9 +420,30 @@ void check_statement(Program& p, const ast::Statement& s, Diagnostics& diags) {
 }  // namespace
 
 void check(Program& program, Diagnostics& diags) {
+  const std::vector<std::string> blocks = block_names();
   for (const auto& m : program.modules) {
     for (const auto& x : m.experiments) {
-      for (const auto& s : x.statements) check_statement(program, s, diags);
+      // Unknown blocks: said once, at the block's name, not once per field in it.
+      std::vector<std::string> bad;
+      auto inside_bad = [&](const std::string& path) {
+        for (const auto& b : bad)
+          if (path == b || path.rfind(b + ".", 0) == 0) return true;
+        return false;
+      };
+      for (const auto& [path, span] : x.blocks) {
+        if (inside_bad(path) || std::find(blocks.begin(), blocks.end(), path) != blocks.end()) continue;
+        bad.push_back(path);
+        std::string hint;
+        if (size_t dot = path.rfind('.'); dot != std::string::npos) {
+          hint = fmt::format("blocks do not nest inside '{}'", path.substr(0, dot));
+        } else {
+          std::string guess = closest(path, blocks);
+          hint = guess.empty() ? fmt::format("blocks: {}", fmt::join(blocks, ", ")) : fmt::format("did you mean '{}'?", guess);
+        }
+        diags.error(span, fmt::format("unknown block '{}'", path), hint);
+      }
+      for (const auto& s : x.statements)
+        if (!inside_bad(s.path)) check_statement(program, s, diags);
       std::vector<std::string> seen;
       for (const auto& axis : x.axes) {
         const Field* field = find_field(axis.path);

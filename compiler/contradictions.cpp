@@ -20,6 +20,15 @@ class RunView {
   // Reports at whichever of the paths was set last in source order within
   // the run's own files, so the caret lands on the line to change.
   void error(std::initializer_list<const char*> paths, const std::string& message, const std::string& hint = "") {
+    report(Severity::Error, paths, message, hint);
+  }
+  void warning(std::initializer_list<const char*> paths, const std::string& message, const std::string& hint = "") {
+    report(Severity::Warning, paths, message, hint);
+  }
+
+ private:
+  void report(Severity severity, std::initializer_list<const char*> paths, const std::string& message,
+              const std::string& hint) {
     Span best;
     for (const char* p : paths) {
       const Setting* s = get(p);
@@ -27,17 +36,19 @@ class RunView {
       if (!best.valid() || prefer(s->origin, best)) best = s->origin;
     }
     if (!best.valid()) best = run_.name_span;
-    diags_.error(best, fmt::format("{}{}", message, in_run()), hint);
+    // Inherited from a preset: say which run of this spec it breaks.
+    std::string where = best.file == run_.name_span.file ? "" : fmt::format("in run '{}'", run_.name);
+    std::string full_hint = hint.empty() ? where : where.empty() ? hint : where + "; " + hint;
+    if (severity == Severity::Error) diags_.error(best, message, full_hint);
+    else diags_.warning(best, message, full_hint);
   }
 
- private:
   // Origins in the run's own file beat origins in presets; later beats earlier.
   bool prefer(const Span& a, const Span& b) const {
     bool a_own = a.file == run_.name_span.file, b_own = b.file == run_.name_span.file;
     if (a_own != b_own) return a_own;
     return std::tie(a.file, a.line, a.col) > std::tie(b.file, b.line, b.col);
   }
-  std::string in_run() const { return fmt::format(" (in run '{}')", run_.name); }
   const Run& run_;
   Diagnostics& diags_;
 };
@@ -53,12 +64,14 @@ void check_run(const Run& run, Diagnostics& diags) {
   if (heads > 0 && d % heads != 0)
     r.error({"model.heads", "model.d"}, fmt::format("heads = {} does not divide d = {}", heads, d));
   const int64_t d_head = heads > 0 ? d / heads : d;
-  if (kv > 0 && heads % kv != 0)
-    r.error({"model.kv_heads", "model.heads"}, fmt::format("kv_heads = {} does not divide heads = {}", kv, heads));
   if (kv > heads) r.error({"model.kv_heads", "model.heads"}, fmt::format("kv_heads = {} exceeds heads = {}", kv, heads));
-  if (r.i("model.k_dims") > d_head)
+  else if (kv > 0 && heads % kv != 0)
+    r.error({"model.kv_heads", "model.heads"}, fmt::format("kv_heads = {} does not divide heads = {}", kv, heads));
+  // With heads not dividing d, d_head is meaningless: say the one error.
+  const bool d_head_ok = heads > 0 && d % heads == 0;
+  if (d_head_ok && r.i("model.k_dims") > d_head)
     r.error({"model.k_dims", "model.d", "model.heads"}, fmt::format("k_dims = {} exceeds d_head = {}", r.i("model.k_dims"), d_head));
-  if (const Value* pe = r.v("model.pe"); pe && pe->s == "rope" && d_head % 2 != 0)
+  if (const Value* pe = r.v("model.pe"); pe && pe->s == "rope" && d_head_ok && d_head % 2 != 0)
     r.error({"model.pe", "model.d", "model.heads"}, fmt::format("RoPE rotates pairs of dimensions: d_head = {} is odd", d_head));
   if (const Value* pe = r.v("model.pe"); pe && pe->s == "learned" && r.i("measure.T") > context)
     r.error({"measure.T", "train.context", "model.pe"},
@@ -100,11 +113,16 @@ void check_run(const Run& run, Diagnostics& diags) {
   check_positions("data.random", r.v("data.random"), context, "train.context");
   check_positions("data.fix", r.v("data.fix"), context, "train.context");
   check_positions("measure.positions", r.v("measure.positions"), r.i("measure.T"), "measure.T");
-  const int64_t vocab = r.i("model.vocab");
+  // vocab = 0 takes the size from the data; a synthetic corpus states it.
+  int64_t vocab = r.i("model.vocab");
+  std::string vocab_name = "vocab";
+  if (const Value* corpus = r.v("data.corpus"); vocab == 0 && corpus && corpus->s == "synthetic" && corpus->arg("vocab"))
+    vocab = corpus->arg("vocab")->i, vocab_name = "synthetic vocab";
   if (const Value* fix = r.v("data.fix"); fix && vocab > 0) {
     for (const auto& p : fix->items)
       if (p.items[0].i >= vocab)
-        r.error({"data.fix", "model.vocab"}, fmt::format("token {} is outside the vocabulary (vocab = {})", p.items[0].i, vocab));
+        r.error({"data.fix", "model.vocab"},
+                fmt::format("token {} is outside the vocabulary ({} = {})", p.items[0].i, vocab_name, vocab));
   }
   if (const Value* fix = r.v("data.fix")) {
     std::map<int64_t, int64_t> at;
@@ -132,9 +150,9 @@ void check_run(const Run& run, Diagnostics& diags) {
   if (const Value* tok = r.v("data.tokenizer"); tok && tok->s == "llama2c" && tok->arg("path")->s.empty())
     r.error({"data.tokenizer"}, "llama2c(...) needs the path of a tok*.bin file");
   if (r.i("measure.every") > 0 && r.i("measure.every") > r.i("train.steps"))
-    diags.warning(r.get("measure.every") ? r.get("measure.every")->origin : run.name_span,
-                  fmt::format("measure.every = {} is past train.steps = {}: only the final measurement runs (in run '{}')",
-                              r.i("measure.every"), r.i("train.steps"), run.name));
+    r.warning({"measure.every", "train.steps"},
+                  fmt::format("measure.every = {} is past train.steps = {}: only the final measurement runs",
+                              r.i("measure.every"), r.i("train.steps")));
 }
 
 }  // namespace

@@ -78,7 +78,7 @@ void expand(Program& program, Diagnostics& diags) {
         axes.push_back(std::move(av));
       }
       if (!ok || axes.empty()) {
-        if (axes.empty()) diags.error(x.name_span, fmt::format("sweep '{}' has no axis (`path in [ ... ]`)", x.name));
+        if (axes.empty() && !x.syntax_error) diags.error(x.name_span, fmt::format("sweep '{}' has no axis (`path in [ ... ]`)", x.name));
         continue;
       }
       std::vector<size_t> index(axes.size(), 0);

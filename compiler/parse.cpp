@@ -3,6 +3,7 @@
 #include <antlr4-runtime.h>
 #include <cmath>
 #include <fmt/format.h>
+#include <set>
 
 #include "SinkLexer.h"
 #include "SinkParser.h"
@@ -30,7 +31,7 @@ class ErrorCollector : public antlr4::BaseErrorListener {
  public:
   ErrorCollector(int file, const SourceManager& sources, Diagnostics& diags)
       : file_(file), sources_(sources), diags_(diags) {}
-  void syntaxError(antlr4::Recognizer*, antlr4::Token* offending, size_t line, size_t col,
+  void syntaxError(antlr4::Recognizer* recognizer, antlr4::Token* offending, size_t line, size_t col,
                    const std::string& msg, std::exception_ptr) override {
     Span s;
     s.file = file_;
@@ -38,17 +39,95 @@ class ErrorCollector : public antlr4::BaseErrorListener {
     s.col = byte_column(sources_.file(file_), s.line, static_cast<int>(col));
     s.end_line = s.line;
     s.end_col = s.col + 1;
-    if (offending && offending->getType() != antlr4::Token::EOF) {
+    auto* parser = dynamic_cast<antlr4::Parser*>(recognizer);
+    // One syntax error per top-level declaration: ANTLR's recovery inside a
+    // broken declaration mostly finds echoes of the first error.
+    if (parser && offending) {
+      size_t index = offending->getTokenIndex();
+      long decl = std::upper_bound(decl_starts.begin(), decl_starts.end(), index) - decl_starts.begin();
+      if (decl == last_decl_) {
+        if (++suppressed_ > 100000) throw TooManyErrors{};
+        return;
+      }
+      last_decl_ = decl;
+    }
+    const bool at_eof = offending && offending->getType() == antlr4::Token::EOF;
+    if (offending && !at_eof) {
       s.end_col = s.col + static_cast<int>(std::min<size_t>(offending->getText().size(), 80));
     }
-    diags_.error(s, "syntax error: " + tidy(msg));
+    std::string hint;
+    if (at_eof && parser) {
+      // Point just past the last token (where the missing text goes), not at
+      // the blank line after it.
+      size_t index = offending->getTokenIndex();
+      if (index > 0 && index != INVALID_INDEX) {
+        antlr4::Token* last = parser->getTokenStream()->get(index - 1);
+        s.line = static_cast<int>(last->getLine());
+        s.col = byte_column(sources_.file(file_), s.line,
+                            static_cast<int>(last->getCharPositionInLine() + last->getText().size()));
+        s.end_line = s.line;
+        s.end_col = s.col + 1;
+      }
+      hint = eof_hint;
+    }
+    diags_.error(s, "syntax error: " + rephrase(parser, offending, msg), hint);
     if (++count_ >= 50) throw TooManyErrors{};
   }
   int count() const { return count_; }
+  std::string eof_hint;             // said with errors at the end of the file (an unclosed bracket)
+  std::vector<size_t> decl_starts;  // token indexes where top-level declarations start
 
  private:
-  // ANTLR's messages list token names like '<EOF>' and IDENT; keep them, but
-  // make the unprintable readable.
+  // ANTLR's messages name every token of the expected set, keyword by keyword
+  // ("expecting {'import', 'experiment', ..., IDENT}"); say it in words.
+  static std::string rephrase(antlr4::Parser* parser, antlr4::Token* offending, const std::string& msg) {
+    if (!parser || !offending) return tidy(msg);
+    std::string what = offending->getType() == antlr4::Token::EOF ? "end of file" : "'" + tidy(offending->getText()) + "'";
+    auto starts = [&](const char* prefix) { return msg.rfind(prefix, 0) == 0; };
+    std::string expected;
+    if (starts("missing ") || starts("mismatched input ") || starts("extraneous input ")) {
+      try {
+        expected = expected_text(parser->getExpectedTokens().toList(), parser->getVocabulary());
+      } catch (...) {
+      }
+    }
+    if (starts("missing ") && !expected.empty()) return fmt::format("missing {} before {}", expected, what);
+    if (expected.empty()) return "unexpected " + what;
+    return fmt::format("unexpected {}, expected {}", what, expected);
+  }
+
+  static std::string expected_text(const std::vector<ssize_t>& types, const antlr4::dfa::Vocabulary& vocabulary) {
+    std::set<std::string> names;
+    std::vector<std::string> ordered;
+    for (ssize_t t : types) {
+      std::string n = t < 0 ? "<EOF>" : vocabulary.getDisplayName(static_cast<size_t>(t));
+      names.insert(n);
+      ordered.push_back(n);
+    }
+    // Keywords that are also names (see `ident` in the grammar) hide behind "a name".
+    static const std::set<std::string> keyword_names = {"'random'", "'fix'",  "'token'",      "'at'",
+                                                        "'in'",     "'over'", "'tokens'",     "'import'",
+                                                        "'experiment'", "'sweep'", "'extends'"};
+    static const std::set<std::string> value_starts = {"'('", "'['", "'-'", "NUMBER", "STRING", "IDENT"};
+    const bool name = names.count("IDENT") > 0;
+    bool value = true;
+    for (const auto& v : value_starts) value = value && names.count(v) > 0;
+    std::vector<std::string> out;
+    if (value) out.push_back("a value");
+    for (const auto& n : ordered) {
+      if (name && keyword_names.count(n)) continue;
+      if (value && value_starts.count(n)) continue;
+      if (n == "<EOF>" && ordered.size() > 1) continue;
+      out.push_back(n == "IDENT" ? "a name" : n == "NUMBER" ? "a number" : n == "STRING" ? "a string"
+                    : n == "<EOF>" ? "end of file" : n);
+    }
+    if (out.empty()) return "";
+    std::string text = out[0];
+    for (size_t k = 1; k < out.size(); ++k) text += (k + 1 == out.size() ? " or " : ", ") + out[k];
+    return text;
+  }
+
+  // Makes the unprintable readable and keeps messages short.
   static std::string tidy(const std::string& msg) {
     std::string out;
     for (unsigned char c : msg) {
@@ -65,6 +144,22 @@ class ErrorCollector : public antlr4::BaseErrorListener {
   const SourceManager& sources_;
   Diagnostics& diags_;
   int count_ = 0;
+  long last_decl_ = -1;
+  int suppressed_ = 0;
+};
+
+// ANTLR recovers from an unexpected token by deleting it when the token
+// after it fits. For a closing bracket that is the wrong guess: `d = }`
+// would delete the block's `}` and read the next line as d's value, and
+// every block after it would be misread. Closing brackets are kept; the
+// statement is abandoned instead and the bracket closes its block.
+class KeepClosers : public antlr4::DefaultErrorStrategy {
+ protected:
+  antlr4::Token* singleTokenDeletion(antlr4::Parser* parser) override {
+    std::string next = parser->getCurrentToken()->getText();
+    if (next == "}" || next == ")" || next == "]") return nullptr;
+    return antlr4::DefaultErrorStrategy::singleTokenDeletion(parser);
+  }
 };
 
 // Replaces bytes that are not valid UTF-8 (ANTLR's decoder throws on them)
@@ -75,7 +170,9 @@ std::string sanitized_utf8(int file, const SourceManager& sources, Diagnostics& 
   out.reserve(in.size());
   bool reported = false;
   int line = 1, col = 1;
-  for (size_t i = 0; i < in.size();) {
+  size_t start = 0;
+  if (in.rfind("\xEF\xBB\xBF", 0) == 0) out += ' ', start = 3, col = 4;  // a byte-order mark: one code point, like the space
+  for (size_t i = start; i < in.size();) {
     unsigned char c = in[i];
     size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
     bool ok = len > 0 && i + len <= in.size();
@@ -86,7 +183,7 @@ std::string sanitized_utf8(int file, const SourceManager& sources, Diagnostics& 
         diags.error({file, line, col, line, col + 1}, "invalid byte in source (not UTF-8 text)");
         reported = true;
       }
-      out += '?';
+      out += ' ';  // reported once above; a stand-in token would only add errors
       ++i, ++col;
       continue;
     }
@@ -126,6 +223,60 @@ bool nesting_ok(int file, antlr4::CommonTokenStream& tokens, Diagnostics& diags)
     }
   }
   return true;
+}
+
+// Errors the lexer cannot say well: an unclosed string or comment lexes as
+// stray characters, and the parser would report those one by one. Returns
+// false if the file should not be parsed. Also finds the innermost bracket
+// left open at the end of the file, for the hint of an end-of-file error.
+bool lexical_ok(int file, const SourceManager& sources, antlr4::CommonTokenStream& tokens, Diagnostics& diags,
+                std::string& eof_hint, std::vector<size_t>& decl_starts) {
+  bool ok = true;
+  std::vector<antlr4::Token*> open;
+  const auto& all = tokens.getTokens();
+  int string_line = 0;  // the rest of a line after an unterminated string is its text
+  for (size_t k = 0; k < all.size(); ++k) {
+    antlr4::Token* t = all[k];
+    std::string text = t->getText();
+    int line = static_cast<int>(t->getLine());
+    if (line == string_line) continue;
+    int col = byte_column(sources.file(file), line, static_cast<int>(t->getCharPositionInLine()));
+    Span here{file, line, col, line, col + 1};
+    if (t->getType() == SinkLexer::ANY && text == "\"") {
+      diags.error(here, "unterminated string", "a string ends with \" on the same line");
+      ok = false;
+      string_line = line;
+    } else if (text == "/" && k + 1 < all.size() && all[k + 1]->getText() == "*" &&
+               all[k + 1]->getStartIndex() == t->getStopIndex() + 1) {
+      diags.error({file, line, col, line, col + 2}, "unterminated comment", "a comment started with /* ends with */");
+      return false;  // the rest of the file is inside it
+    }
+    // A declaration starts outside brackets, or (when a bracket was left
+    // open above) with its keyword first on a line.
+    const bool first_on_line = k == 0 || all[k - 1]->getLine() != t->getLine();
+    if ((open.empty() || first_on_line) && (text == "experiment" || text == "sweep" || text == "import"))
+      decl_starts.push_back(k);
+    if (text == "(" || text == "[" || text == "{") open.push_back(t);
+    else if ((text == ")" || text == "]" || text == "}") && !open.empty()) open.pop_back();
+  }
+  if (!open.empty()) {
+    antlr4::Token* t = open.back();
+    int line = static_cast<int>(t->getLine());
+    eof_hint = fmt::format("the '{}' at line {}, column {} is never closed", t->getText(), line,
+                           byte_column(sources.file(file), line, static_cast<int>(t->getCharPositionInLine())));
+  }
+  return ok;
+}
+
+// True if ANTLR recovered from a syntax error inside `tree`: what it built
+// there is a guess, and checking it would only repeat the syntax error.
+bool has_syntax_error(antlr4::tree::ParseTree* tree) {
+  if (!tree) return false;
+  if (dynamic_cast<antlr4::tree::ErrorNode*>(tree)) return true;
+  if (auto* ctx = dynamic_cast<antlr4::ParserRuleContext*>(tree); ctx && ctx->exception) return true;
+  for (auto* child : tree->children)
+    if (has_syntax_error(child)) return true;
+  return false;
 }
 
 class Builder {
@@ -230,9 +381,11 @@ class Builder {
   void statement(SinkParser::StatementContext* ctx, const std::string& prefix, std::vector<ast::Statement>& out) {
     auto join = [&](const std::string& p) { return prefix.empty() ? p : prefix + "." + p; };
     if (auto* b = dynamic_cast<SinkParser::BlockStatementContext*>(ctx)) {
+      if (blocks_ && !has_syntax_error(b->ident())) blocks_->push_back({join(text(b->ident())), span(b->ident())});
       statements(b->statement(), join(text(b->ident())), out);
       return;
     }
+    if (has_syntax_error(ctx)) return;  // reported; its value would be a guess
     ast::Statement s;
     s.span = span(ctx);
     if (auto* a = dynamic_cast<SinkParser::AssignStatementContext*>(ctx)) {
@@ -259,31 +412,38 @@ class Builder {
 
   ast::Experiment experiment(SinkParser::ExperimentDeclContext* ctx) {
     ast::Experiment x;
-    x.name = text(ctx->name);
-    if (ctx->name) x.name_span = span(ctx->name);
-    if (ctx->base) x.base = text(ctx->base), x.base_span = span(ctx->base);
+    header(x, ctx->name, ctx->base);
+    blocks_ = &x.blocks;
     statements(ctx->statement(), "", x.statements);
+    blocks_ = nullptr;
     return x;
   }
 
   ast::Experiment sweep(SinkParser::SweepDeclContext* ctx) {
     ast::Experiment x;
     x.is_sweep = true;
-    x.name = text(ctx->name);
-    if (ctx->name) x.name_span = span(ctx->name);
-    x.base = text(ctx->base);
-    if (ctx->base) x.base_span = span(ctx->base);
+    header(x, ctx->name, ctx->base);
+    blocks_ = &x.blocks;
     for (auto* item : ctx->sweepItem()) {
       if (auto* a = dynamic_cast<SinkParser::SweepAxisContext*>(item)) {
-        x.axes.push_back({path(a->path()), span(a->path()), expr(a->expr())});
+        if (has_syntax_error(a)) x.syntax_error = true;
+        else x.axes.push_back({path(a->path()), span(a->path()), expr(a->expr())});
       } else if (auto* s = dynamic_cast<SinkParser::SweepStatementContext*>(item)) {
         statement(s->statement(), "", x.statements);
       }
     }
+    blocks_ = nullptr;
     return x;
   }
 
  private:
+  // A name or base that ANTLR had to make up is left empty: an unnamed
+  // experiment is skipped, a missing base means `defaults`.
+  void header(ast::Experiment& x, SinkParser::IdentContext* name, SinkParser::IdentContext* base) {
+    if (name && !has_syntax_error(name)) x.name = text(name), x.name_span = span(name);
+    if (base && !has_syntax_error(base)) x.base = text(base), x.base_span = span(base);
+  }
+
   static std::string unquote(const std::string& quoted) {
     std::string out;
     for (size_t i = 1; i + 1 < quoted.size(); ++i) {
@@ -309,12 +469,8 @@ class Builder {
       else if (c == 'T') scale = 1e12;
       else digits += c;
     }
-    try {
-      e.number = std::stod(digits) * scale;
-    } catch (...) {
-      diags_.error(e.span, "number out of range: " + e.text);
-      e.number = 0;
-    }
+    // Overflow gives inf, underflow 0: the checker reports either against the field's range.
+    e.number = std::strtod(digits.c_str(), nullptr) * scale;
     // `64.0` is a float; `2.5K` and `1e3` are whole counts.
     bool whole = std::isfinite(e.number) && e.number == std::floor(e.number) && std::fabs(e.number) < 9.0e15;
     e.integral = whole && (digits.find('.') == std::string::npos || scale > 1);
@@ -323,6 +479,7 @@ class Builder {
   int file_;
   const SourceManager& sources_;
   Diagnostics& diags_;
+  std::vector<std::pair<std::string, Span>>* blocks_ = nullptr;  // of the experiment being built
 };
 
 // Runs `entry` over the file with error collection; nullptr if the input was
@@ -347,10 +504,12 @@ auto with_parser(int file, const SourceManager& sources, Diagnostics& diags, Ent
   } catch (const TooManyErrors&) {
     return entry(nullptr, nullptr);
   }
+  if (!lexical_ok(file, sources, tokens, diags, errors.eof_hint, errors.decl_starts)) return entry(nullptr, nullptr);
   if (!nesting_ok(file, tokens, diags)) return entry(nullptr, nullptr);
   SinkParser parser(&tokens);
   parser.removeErrorListeners();
   parser.addErrorListener(&errors);
+  parser.setErrorHandler(std::make_shared<KeepClosers>());
   parser.getInterpreter<antlr4::atn::ParserATNSimulator>()->setPredictionMode(antlr4::atn::PredictionMode::SLL);
   try {
     return entry(&parser, &errors);
@@ -373,6 +532,7 @@ ast::Module parse_module(int file, const SourceManager& sources, Diagnostics& di
     Builder b(file, sources, diags);
     for (auto* top : tree->topLevel()) {
       if (auto* imp = top->importDecl()) {
+        if (has_syntax_error(imp)) continue;
         std::string raw = imp->STRING() ? imp->STRING()->getText() : "\"\"";
         m.imports.push_back({raw.size() >= 2 ? raw.substr(1, raw.size() - 2) : raw, b.span(imp)});
       } else if (auto* x = top->experimentDecl()) {

@@ -1,5 +1,6 @@
 #include "compiler/plan.h"
 
+#include <algorithm>
 #include <cctype>
 #include <fmt/format.h>
 #include <fstream>
@@ -241,9 +242,17 @@ Plan plan_from_toml(const std::string& text, const std::string& origin) {
     plan.fields[f.path] = read_field(*node, f);
   }
   if (auto point = root["sweep_point"].as_table()) {
-    for (const auto& [k, n] : *point) {
-      const Field* f = find_field(std::string(k.str()));
-      if (f) plan.sweep_point.emplace_back(std::string(k.str()), read_field(n, *f));
+    // toml++ tables iterate in key order; the axes' order is the order written.
+    std::vector<std::pair<const toml::key*, const toml::node*>> entries;
+    for (const auto& [k, n] : *point) entries.emplace_back(&k, &n);
+    std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+      const auto& x = a.first->source().begin;
+      const auto& y = b.first->source().begin;
+      return std::pair(x.line, x.column) < std::pair(y.line, y.column);
+    });
+    for (const auto& [k, n] : entries) {
+      const Field* f = find_field(std::string(k->str()));
+      if (f) plan.sweep_point.emplace_back(std::string(k->str()), read_field(*n, *f));
     }
   }
   std::string stored = root["hash"].value_or(std::string());

@@ -126,7 +126,8 @@ std::string closest(const std::string& word, const std::vector<std::string>& can
     int d = edit_distance(word, c);
     if (d < best_d) best_d = d, best = c;
   }
-  return best_d <= limit ? best : "";
+  // Replacing every letter of the word is no hint ('x' -> 'a').
+  return best_d <= limit && best_d < static_cast<int>(word.size()) ? best : "";
 }
 
 }  // namespace sink

@@ -1,0 +1,80 @@
+#include "runtime/attention.h"
+
+#include <cmath>
+
+#include "runtime/score.h"
+
+namespace sink::rt {
+
+torch::Tensor allowed_pairs(int64_t T, int64_t prefix, int64_t window) {
+  auto i = torch::arange(T).unsqueeze(1);
+  auto j = torch::arange(T).unsqueeze(0);
+  auto ok = j <= i;
+  if (prefix > 0) ok = ok | ((i < prefix) & (j < prefix));
+  if (window > 0) ok = ok & (i - j < window);
+  return ok;
+}
+
+torch::Tensor metric_attention(const AttentionConfig& cfg, const torch::Tensor& s, const torch::Tensor& A,
+                               const torch::Tensor& allowed) {
+  auto sm = s.masked_fill(allowed.logical_not(), 0.0);
+  bool nonnegative = (sm >= 0).all().item<bool>();
+  if (cfg.normalize == "sum" && nonnegative) return A;
+  if (nonnegative) return sm / (sm.sum(-1, true) + 1e-8);
+  auto a = sm.abs();
+  return a / a.sum(-1, true).clamp_min(1e-30);
+}
+
+AttentionOutput reference_attention(const AttentionConfig& cfg, const AttentionInputs& in, bool want_probe) {
+  const int64_t T = in.q.size(2), dh = in.q.size(3);
+  const double scale_qk = 1.0 / std::sqrt(static_cast<double>(dh));
+  auto x = torch::matmul(in.q, in.k.transpose(-2, -1)) * scale_qk;
+  if (in.bias) x = x + *in.bias;
+  auto allowed = allowed_pairs(T, cfg.prefix, cfg.window).to(x.device());
+  // 1-based positions; the k* column sits at position 0.
+  auto pos_i = torch::arange(1, T + 1, x.options()).unsqueeze(1);
+  auto pos_j = torch::arange(1, T + 1, x.options()).unsqueeze(0);
+  if (in.k_star) {
+    auto ks = in.k_star->unsqueeze(0).unsqueeze(2);  // [1, H|1, 1, dh]
+    auto x_star = (in.q * ks).sum(-1, true) * scale_qk;  // [B, H, T, 1]
+    x = torch::cat({x_star, x}, -1);
+    allowed = torch::cat({torch::ones({T, 1}, allowed.options()), allowed}, -1);
+    pos_j = torch::cat({torch::zeros({1, 1}, x.options()), pos_j}, -1);
+  }
+  torch::Tensor s, A;
+  if (cfg.softmax) {
+    // exp(qk) / sum exp(qk), max-subtracted.
+    auto masked = x.masked_fill(allowed.logical_not(), -std::numeric_limits<double>::infinity());
+    A = torch::softmax(masked, -1);
+    if (want_probe) s = torch::exp(masked - std::get<0>(masked.max(-1, true)));
+    if (cfg.scale != 1) A = A * cfg.scale;
+  } else {
+    s = eval_score(cfg.score, x, pos_i, pos_j);
+    s = s.expand_as(x).masked_fill(allowed.logical_not(), 0.0);
+    torch::Tensor Z;
+    if (cfg.normalize == "sum") Z = s.sum(-1, true);
+    else if (cfg.normalize == "none") Z = torch::ones({1}, x.options());
+    else if (cfg.normalize == "abs_clamped") Z = s.sum(-1, true).abs().clamp_min(1.0);
+    else Z = s.abs().pow(cfg.pnorm_p).sum(-1, true).pow(1.0 / cfg.pnorm_p);
+    // An all-zero row (relu scores, say) has nothing to normalize.
+    Z = torch::where(Z.abs() < 1e-30, torch::ones_like(Z), Z);
+    A = s * (cfg.scale / Z);
+  }
+  torch::Tensor out;
+  if (in.k_star) {
+    auto A_star = A.narrow(-1, 0, 1);
+    auto A_tok = A.narrow(-1, 1, T);
+    out = torch::matmul(A_tok, in.v);
+    if (in.v_star) out = out + A_star * in.v_star->unsqueeze(0).unsqueeze(2);
+  } else {
+    out = torch::matmul(A, in.v);
+  }
+  AttentionOutput result{out, {}};
+  if (want_probe) {
+    torch::NoGradGuard no_grad;
+    result.probe = metric_attention(cfg, s.detach(), A.detach(), allowed);
+  }
+  return result;
+}
+
+}  // namespace sink::rt

@@ -1,0 +1,40 @@
+// The attention operation of DESIGN.md §5 in LibTorch: the reference path
+// and test oracle. Autograd provides its backward pass.
+//
+//   x_ij = scale_qk <q_i, k_j> + g(i - j)     (q, k already through phi)
+//   s_ij = score(x_ij)                        masked entries contribute 0
+//   A_ij = alpha s_ij / Z_i                   Z: sum | 1 | max(|sum|, 1) | (sum |s|^p)^(1/p)
+//   o_i  = sum_j A_ij v_j  (+ A_i* v* for the k* column)
+#pragma once
+#include <optional>
+#include <torch/torch.h>
+
+#include "runtime/config.h"
+
+namespace sink::rt {
+
+struct AttentionInputs {
+  torch::Tensor q, k, v;                 // [B, H, T, dh] (k, v already repeated for grouped-query heads)
+  std::optional<torch::Tensor> bias;     // g(i-j): broadcastable to [B, H, T, T]
+  std::optional<torch::Tensor> k_star;   // [H, dh] or [1, dh]: an extra key column seen by every query
+  std::optional<torch::Tensor> v_star;   // its value (zeros for K biases)
+};
+
+struct AttentionOutput {
+  torch::Tensor out;    // [B, H, T, dh]
+  torch::Tensor probe;  // when asked: [B, H, T, S] attention (or proxy) with the k* column first if present
+};
+
+// Which (query, key) pairs a mask allows: [T, T] bool. Causal, with the
+// prefix block bidirectional and the window limiting how far back.
+torch::Tensor allowed_pairs(int64_t T, int64_t prefix, int64_t window);
+
+AttentionOutput reference_attention(const AttentionConfig& cfg, const AttentionInputs& in, bool want_probe);
+
+// The attention a sink metric reads: A itself for sum-normalized non-negative
+// scores, otherwise the paper's proxy: s/(sum s + 1e-8), or |s|/sum|s| when
+// scores can be negative. `allowed` has the layout of s.
+torch::Tensor metric_attention(const AttentionConfig& cfg, const torch::Tensor& s, const torch::Tensor& A,
+                               const torch::Tensor& allowed);
+
+}  // namespace sink::rt

@@ -1,0 +1,127 @@
+#include "runtime/config.h"
+
+namespace sink::rt {
+namespace {
+
+std::vector<int64_t> ints(const Value& list) {
+  std::vector<int64_t> out;
+  for (const auto& v : list.items) out.push_back(v.i);
+  return out;
+}
+
+}  // namespace
+
+RunConfig read_config(const Plan& p) {
+  RunConfig c;
+  c.name = p.name;
+  c.hash = p.hash();
+
+  ModelConfig& m = c.model;
+  m.vocab = p.integer("model.vocab");
+  m.d = p.integer("model.d");
+  m.layers = p.integer("model.layers");
+  m.heads = p.integer("model.heads");
+  m.kv_heads = p.integer("model.kv_heads");
+  if (m.kv_heads == 0) m.kv_heads = m.heads;
+  m.d_head = m.d / m.heads;
+  m.ffn = p.choice("model.ffn");
+  m.ffn_hidden = p.integer("model.ffn_hidden");
+  const Value& pe = p.at("model.pe");
+  m.pe = pe.s;
+  if (m.pe == "relative") m.rel_buckets = pe.arg("buckets")->i, m.rel_max_distance = pe.arg("max_distance")->i;
+  if (m.pe == "rope") m.rope_theta = pe.arg("theta")->number();
+  m.norm = p.choice("model.norm");
+  m.norm_eps = p.number("model.norm_eps");
+  m.placement = p.choice("model.placement");
+  m.heads_combine = p.choice("model.heads_combine");
+  m.sink_token = p.flag("model.sink_token");
+  m.biases = p.choice("model.biases");
+  m.bias_shared = p.flag("model.bias_shared");
+  m.k_dims = p.integer("model.k_dims");
+  if (m.k_dims == 0) m.k_dims = m.d_head;
+  const Value& vstar = p.at("model.v_star");
+  if (vstar.kind == Value::Kind::Expr) {
+    m.v_star = "fixed";
+    m.v_star_expr = *vstar.expr;
+  } else {
+    m.v_star = vstar.s == "auto" ? (m.biases == "k" ? "zero" : "learned") : vstar.s;
+  }
+  m.tie_embeddings = p.flag("model.tie_embeddings");
+  m.init_std = p.number("model.init_std");
+
+  AttentionConfig& a = m.attention;
+  a.score = *p.at("attention.score").expr;
+  const Value& kernel = p.at("attention.kernel");
+  a.kernel = kernel.s;
+  if (a.kernel == "mlp") a.kernel_hidden = kernel.arg("hidden")->i;
+  const Value& norm = p.at("attention.normalize");
+  a.normalize = norm.s;
+  if (a.normalize == "pnorm") a.pnorm_p = norm.arg("p")->number();
+  a.scale = p.number("attention.scale");
+  ExprNode softmax_score;
+  softmax_score.op = ExprNode::Op::Call;
+  softmax_score.name = "exp";
+  softmax_score.args.push_back({ExprNode::Op::Var, 0, "qk", {}});
+  a.softmax = a.score == softmax_score && a.normalize == "sum";
+  a.prefix = p.integer("loss.prefix");
+  const Value& window = p.at("loss.window");
+  a.window = window.kind == Value::Kind::Int ? window.i : 0;
+  a.backend = p.choice("attention.backend");
+
+  DataConfig& d = c.data;
+  const Value& corpus = p.at("data.corpus");
+  d.corpus = corpus.s;
+  if (d.corpus == "builtin") d.corpus_arg = corpus.arg("name")->s;
+  if (d.corpus == "file") d.corpus_arg = corpus.arg("path")->s;
+  if (d.corpus == "synthetic") {
+    d.synthetic_kind = corpus.arg("kind")->s;
+    d.synthetic_vocab = corpus.arg("vocab")->i;
+    d.triggers = corpus.arg("triggers")->i;
+    d.offsets = ints(*corpus.arg("offsets"));
+    d.sparsity = corpus.arg("sparsity")->number();
+    d.synthetic_seed = corpus.arg("seed")->i;
+  }
+  const Value& tok = p.at("data.tokenizer");
+  d.tokenizer = tok.s;
+  if (d.tokenizer == "sentencepiece") d.tokenizer_vocab = tok.arg("vocab")->i;
+  if (d.tokenizer == "llama2c") d.tokenizer_path = tok.arg("path")->s;
+  d.bos = p.flag("data.bos");
+  d.amount = p.integer("data.amount");
+  d.random_positions = ints(p.at("data.random"));
+  if (p.choice("data.first_token") == "random") d.random_positions.insert(d.random_positions.begin(), 1);
+  for (const auto& f : p.at("data.fix").items) d.fixed.emplace_back(f.items[0].i, f.items[1].i);
+  d.valid_fraction = p.number("data.valid_fraction");
+
+  TrainConfig& t = c.train;
+  t.lr = p.number("optim.lr");
+  const Value& schedule = p.at("optim.schedule");
+  t.schedule = schedule.s;
+  t.warmup = schedule.arg("warmup")->i;
+  t.min_lr = t.schedule == "cosine" ? schedule.arg("min_lr")->number() : t.lr;
+  t.weight_decay = p.number("optim.weight_decay");
+  t.beta1 = p.at("optim.betas").items[0].number();
+  t.beta2 = p.at("optim.betas").items[1].number();
+  t.eps = p.number("optim.eps");
+  t.clip = p.number("optim.clip");
+  t.steps = p.integer("train.steps");
+  t.batch = p.integer("train.batch");
+  t.context = p.integer("train.context");
+  t.seed = p.integer("train.seed");
+  t.checkpoint_every = p.integer("train.checkpoint_every");
+  t.threads = p.integer("train.threads");
+  t.device = p.choice("train.device");
+  m.max_positions = std::max(t.context, p.integer("measure.T")) + (m.sink_token ? 1 : 0);
+
+  MeasureConfig& ms = c.measure;
+  ms.every = p.integer("measure.every");
+  ms.eps = p.number("measure.eps");
+  ms.T = p.integer("measure.T");
+  ms.sequences = p.integer("measure.sequences");
+  ms.positions = ints(p.at("measure.positions"));
+  ms.input = p.choice("measure.input");
+  ms.bos = p.choice("measure.bos");
+  ms.massive_activations = p.flag("measure.massive_activations");
+  return c;
+}
+
+}  // namespace sink::rt

@@ -1,0 +1,92 @@
+// The runtime's typed view of a Plan: read once, then plain fields. The
+// runtime never sees the AST; this is its only reader of plan values.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "compiler/plan.h"
+
+namespace sink::rt {
+
+struct AttentionConfig {
+  ExprNode score;                  // over qk, i, j
+  bool softmax = false;            // score == exp(qk) and normalize == sum: the max-subtracted form
+  std::string kernel = "identity";  // identity | elu1 | mlp
+  int64_t kernel_hidden = 64;
+  std::string normalize = "sum";   // sum | none | abs_clamped | pnorm
+  double pnorm_p = 1;
+  double scale = 1;                // alpha
+  int64_t prefix = 0;              // loss.prefix
+  int64_t window = 0;              // 0 = full causal
+  std::string backend = "reference";
+};
+
+struct ModelConfig {
+  int64_t vocab = 0, d = 0, layers = 0, heads = 0, kv_heads = 0, d_head = 0;
+  std::string ffn;
+  int64_t ffn_hidden = 0;
+  std::string pe;  // nope | sinusoidal | learned | relative | alibi | rope
+  int64_t rel_buckets = 32, rel_max_distance = 128;
+  double rope_theta = 10000;
+  std::string norm, placement, heads_combine;
+  double norm_eps = 1e-5;
+  bool sink_token = false;
+  std::string biases;  // none | kv | k | v
+  bool bias_shared = false;
+  int64_t k_dims = 0;
+  std::string v_star;        // learned | zero | fixed
+  ExprNode v_star_expr;      // when fixed
+  bool tie_embeddings = false;
+  double init_std = 0.02;
+  int64_t max_positions = 0;  // learned/sinusoidal table size
+  AttentionConfig attention;
+};
+
+// Where tokens come from and how chunks are modified.
+struct DataConfig {
+  std::string corpus;        // builtin | file | synthetic
+  std::string corpus_arg;    // name or path
+  std::string synthetic_kind;
+  int64_t synthetic_vocab = 64, triggers = 4, synthetic_seed = 0;
+  std::vector<int64_t> offsets;
+  double sparsity = 0.1;
+  std::string tokenizer;     // bytes | sentencepiece | llama2c
+  int64_t tokenizer_vocab = 0;
+  std::string tokenizer_path;
+  bool bos = false;
+  int64_t amount = 0;
+  std::vector<int64_t> random_positions;                  // 1-based
+  std::vector<std::pair<int64_t, int64_t>> fixed;         // (token, 1-based position)
+  double valid_fraction = 0.05;
+};
+
+struct TrainConfig {
+  double lr = 4e-4, weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, clip = 1;
+  std::string schedule;
+  int64_t warmup = 0;
+  double min_lr = 0;
+  int64_t steps = 0, batch = 0, context = 0, seed = 0, checkpoint_every = 0, threads = 0;
+  std::string device;
+};
+
+struct MeasureConfig {
+  int64_t every = 0, T = 64, sequences = 100;
+  double eps = 0.3;
+  std::vector<int64_t> positions;
+  std::string input = "natural";
+  std::string bos = "auto";
+  bool massive_activations = true;
+};
+
+struct RunConfig {
+  std::string name, hash;
+  ModelConfig model;
+  DataConfig data;
+  TrainConfig train;
+  MeasureConfig measure;
+};
+
+// model.vocab = 0 is filled in by the caller once the tokenizer is known.
+RunConfig read_config(const Plan& plan);
+
+}  // namespace sink::rt

@@ -1,0 +1,197 @@
+// sinkc-runtime: the LibTorch half of sinkc (`sinkc run`, `sinkc measure`).
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fmt/format.h>
+#include <iostream>
+
+#include "compiler/pipeline.h"
+#include "runtime/batches.h"
+#include "runtime/config.h"
+#include "runtime/llama2c.h"
+#include "runtime/measure.h"
+#include "runtime/run_dir.h"
+#include "runtime/tokenizer.h"
+#include "runtime/train.h"
+
+namespace fs = std::filesystem;
+using namespace sink;
+
+namespace {
+
+// Plans of FILE (a spec), a directory of specs, or a `sinkc compile` output
+// (directories holding plan.toml). Diagnostics go to stderr.
+int collect_plans(const std::string& target, const Options& options, std::vector<Plan>& plans) {
+  std::vector<std::string> specs;
+  if (fs::is_directory(target)) {
+    for (const auto& e : fs::recursive_directory_iterator(target)) {
+      if (e.path().filename() == "plan.toml") plans.push_back(read_plan(e.path().string()));
+      else if (e.path().extension() == ".sink") specs.push_back(e.path().string());
+    }
+    std::sort(specs.begin(), specs.end());
+  } else if (fs::path(target).filename() == "plan.toml") {
+    plans.push_back(read_plan(target));
+  } else {
+    specs.push_back(target);
+  }
+  for (const auto& spec : specs) {
+    Compilation c(options);
+    if (!c.add_file(spec)) {
+      fmt::print(stderr, "sinkc: cannot read '{}'\n", spec);
+      return 2;
+    }
+    c.run();
+    std::cerr << c.diagnostics().render(isatty(2));
+    if (c.diagnostics().has_errors()) return 1;
+    plans.insert(plans.end(), c.plans().begin(), c.plans().end());
+  }
+  return 0;
+}
+
+int run_command(const std::string& target, const std::string& only, const std::string& out, bool resume,
+                const Options& options) {
+  std::vector<Plan> plans;
+  if (int rc = collect_plans(target, options, plans); rc != 0) return rc;
+  int failures = 0, ran = 0;
+  for (const auto& plan : plans) {
+    if (!only.empty() && plan.name != only) continue;
+    ++ran;
+    rt::RunOptions ro;
+    ro.out = out;
+    ro.resume = resume;
+    auto r = rt::run_plan(plan, ro);
+    std::string sink;
+    if (r.summary.contains("final") && r.summary["final"].contains("sink"))
+      for (auto& [k, v] : r.summary["final"]["sink"].items()) sink += fmt::format(" Sink_{} {:.2f}%", k, v.get<double>());
+    if (r.summary.contains("final") && r.summary["final"].contains("sink_star"))
+      sink += fmt::format(" Sink_* {:.2f}%", r.summary["final"]["sink_star"].get<double>());
+    std::string loss = r.summary.contains("final") ? fmt::format(" valid {:.4f}", r.summary["final"]["valid_loss"].get<double>()) : "";
+    fmt::print("{:<10} {}{}{}{}\n", r.status, r.dir, loss, sink,
+               r.summary.contains("reason") ? "  (" + r.summary["reason"].get<std::string>() + ")" : "");
+    if (r.status == "failed") ++failures;
+  }
+  if (ran == 0) {
+    fmt::print(stderr, "sinkc: no run named '{}'\n", only);
+    return 2;
+  }
+  return failures ? 1 : 0;
+}
+
+void print_report(const rt::SinkReport& r, double eps) {
+  fmt::print("alpha_1 per layer (rows) and head (columns), eps = {}\n", eps);
+  for (size_t l = 0; l < r.alpha.size(); ++l) {
+    fmt::print("  L{:<3}", l);
+    for (double a : r.alpha[l]) fmt::print(" {:6.3f}", a);
+    fmt::print("\n");
+  }
+  for (auto& [k, v] : r.sink) fmt::print("Sink_{}^{} = {:.2f} %\n", k, eps, v);
+  if (r.sink_star >= 0) fmt::print("Sink_*^{} = {:.2f} %\n", eps, r.sink_star);
+  if (!r.massive.empty()) {
+    fmt::print("massive-activation ratio |h_1| / mean |h_t>1| per layer:");
+    for (double m : r.massive) fmt::print(" {:.2f}", m);
+    fmt::print("\n");
+  }
+}
+
+int measure_command(const std::string& target, std::string input, double eps, int64_t T, int64_t n,
+                    std::vector<int64_t> positions, const std::string& tokenizer_path) {
+  if (positions.empty()) positions = {1};
+  torch::manual_seed(0);
+  if (fs::is_directory(target)) {
+    Plan plan = read_plan((fs::path(target) / "plan.toml").string());
+    auto cfg = rt::read_config(plan);
+    auto data = rt::load_data(cfg.data, (fs::path(target).parent_path() / ".cache").string());
+    if (cfg.model.vocab == 0) cfg.model.vocab = data.vocab;
+    rt::Transformer model(cfg.model);
+    torch::serialize::InputArchive archive, model_archive;
+    archive.load_from((fs::path(target) / "checkpoint" / "state.pt").string());
+    archive.read("model", model_archive);
+    model.load(model_archive);
+    rt::Batches batches(data, cfg.data, cfg.train.context, 1, cfg.train.seed);
+    if (input.empty()) input = cfg.measure.input;
+    const bool bos = cfg.measure.bos == "with" || (cfg.measure.bos == "auto" && cfg.data.bos);
+    auto x = batches.measure_inputs(n, T, input, bos);
+    fmt::print("{} ({}), input {}, T = {}, {} sequences{}\n", plan.name, plan.hash8(), input, T, n, bos ? ", with BOS" : "");
+    print_report(rt::measure_model(model, x, positions, eps, true), eps);
+    return 0;
+  }
+  auto loaded = rt::load_llama2c(target);
+  if (input.empty()) input = "random";
+  auto x = torch::empty({n, T}, torch::kLong);
+  std::mt19937_64 rng(0);
+  std::uniform_int_distribution<int64_t> tok(3, loaded.config.vocab - 1);
+  if (input == "natural") {
+    std::string tok_path = tokenizer_path.empty() ? (fs::path(target).parent_path() / "tok512.bin").string() : tokenizer_path;
+    auto tokenizer = rt::llama2c_tokenizer(tok_path, loaded.config.vocab);
+    // Held-out natural text: stories the model generates would be in-distribution
+    // but circular; use the builtin corpus's prose instead.
+    auto docs = rt::read_documents((fs::path(SINKLAB_SOURCE_DIR) / "data/builtin/default.jsonl").string(), nullptr);
+    std::vector<int32_t> stream;
+    for (const auto& d : docs) {
+      if (static_cast<int64_t>(stream.size()) > n * T + T) break;
+      auto ids = tokenizer->encode(d.substr(0, 4000));
+      stream.insert(stream.end(), ids.begin(), ids.end());
+    }
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t t = 0; t < T; ++t) x[b][t] = stream[static_cast<size_t>(b * T + t) % stream.size()];
+  } else {
+    for (int64_t b = 0; b < n; ++b) {
+      int64_t repeated = tok(rng);
+      for (int64_t t = 0; t < T; ++t) x[b][t] = input == "random" ? tok(rng) : repeated;
+    }
+  }
+  fmt::print("{} (llama2.c: d {}, {} layers, {} heads, {} kv heads), input {}, T = {}, {} sequences\n", target, loaded.config.d,
+             loaded.config.layers, loaded.config.heads, loaded.config.kv_heads, input, T, n);
+  print_report(rt::measure_model(*loaded.model, x, positions, eps, true), eps);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // OpenBLAS/OpenMP threads spin between small ops unless told to yield.
+  setenv("OMP_WAIT_POLICY", "passive", 0);
+  CLI::App app{"sinkc runtime commands"};
+  app.require_subcommand(1);
+  Options options;
+  std::string target, only, out = "runs";
+  bool resume = false;
+  auto* run = app.add_subcommand("run", "train and measure every run of a spec; runs already completed are cached");
+  run->add_option("target", target, "spec file, folder of specs, or a `sinkc compile` folder")->required();
+  run->add_option("--run", only, "only this run");
+  run->add_option("--out", out, "folder of run directories");
+  run->add_flag("--resume", resume, "continue interrupted runs from their last checkpoint");
+  run->add_option("--set", options.overrides, "override a field in every run (repeatable)");
+  run->add_option("--base", options.base, "replace the preset at the root of every experiment");
+
+  std::string input, tokenizer;
+  double eps = 0.3;
+  int64_t T = 64, n = 100;
+  std::vector<int64_t> positions;
+  auto* measure = app.add_subcommand("measure", "sink metrics of a trained run or a llama2.c checkpoint");
+  measure->add_option("target", target, "run directory or llama2.c .bin")->required();
+  measure->add_option("--input", input, "natural | random | repeat")->check(CLI::IsMember({"natural", "random", "repeat"}));
+  measure->add_option("--eps", eps, "threshold eps")->check(CLI::Range(0.0, 1.0));
+  measure->add_option("--T", T, "sequence length")->check(CLI::Range(2, 1 << 20));
+  measure->add_option("--n", n, "sequences")->check(CLI::Range(1, 1 << 20));
+  measure->add_option("--positions", positions, "1-based positions k of Sink_k");
+  measure->add_option("--tokenizer", tokenizer, "llama2.c tokenizer (tok*.bin) for natural input");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  try {
+    if (*run) return run_command(target, only, out, resume, options);
+    if (*measure) return measure_command(target, input, eps, T, n, positions, tokenizer);
+  } catch (const c10::Error& e) {
+    std::string what = e.what_without_backtrace();
+    fmt::print(stderr, "sinkc: {}\n", what.substr(0, what.find('\n')));
+    return 1;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "sinkc: {}\n", e.what());
+    return 1;
+  }
+  return 2;
+}

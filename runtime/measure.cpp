@@ -1,0 +1,79 @@
+#include "runtime/measure.h"
+
+namespace sink::rt {
+
+SinkReport sink_metrics(const std::vector<torch::Tensor>& attention, const torch::Tensor& allowed,
+                        const std::vector<int64_t>& positions, double eps, bool extra_column) {
+  SinkReport r;
+  if (attention.empty()) return r;
+  const int64_t offset = extra_column ? 1 : 0;
+  auto seen_by = allowed.to(torch::kDouble).sum(0);  // [S]: how many queries see each key
+  std::map<int64_t, std::pair<int64_t, int64_t>> hits;  // position -> (heads over eps, total)
+  int64_t star_hits = 0, star_total = 0;
+  for (const auto& A : attention) {
+    auto a = A.to(torch::kDouble).masked_fill(allowed.logical_not(), 0.0);
+    auto alpha = a.sum(2) / seen_by.clamp_min(1.0);  // [N, H, S]
+    r.sequences = alpha.size(0);
+    for (int64_t k : positions) {
+      const int64_t col = k - 1 + offset;
+      if (col >= alpha.size(2)) continue;
+      auto over = (alpha.select(2, col) > eps);
+      hits[k].first += over.sum().item<int64_t>();
+      hits[k].second += over.numel();
+    }
+    int64_t first = positions.empty() ? offset : positions.front() - 1 + offset;
+    auto mean_first = alpha.select(2, std::min<int64_t>(first, alpha.size(2) - 1)).mean(0);
+    r.alpha.emplace_back(mean_first.data_ptr<double>(), mean_first.data_ptr<double>() + mean_first.numel());
+    if (extra_column) {
+      auto over = alpha.select(2, 0) > eps;
+      star_hits += over.sum().item<int64_t>();
+      star_total += over.numel();
+      auto mean_star = alpha.select(2, 0).mean(0).contiguous();
+      r.alpha_star.emplace_back(mean_star.data_ptr<double>(), mean_star.data_ptr<double>() + mean_star.numel());
+    }
+  }
+  for (auto& [k, ht] : hits) r.sink[k] = ht.second ? 100.0 * ht.first / ht.second : 0.0;
+  if (extra_column) r.sink_star = star_total ? 100.0 * star_hits / star_total : 0.0;
+  return r;
+}
+
+SinkReport measure_model(Transformer& model, const torch::Tensor& inputs, const std::vector<int64_t>& positions, double eps,
+                         bool massive) {
+  torch::NoGradGuard no_grad;
+  const bool was_training = model.is_training();
+  model.eval();
+  ForwardResult f = model.forward(inputs, /*probe=*/true, /*hidden=*/massive);
+  if (was_training) model.train();
+  const auto& cfg = model.cfg;
+  const int64_t T = inputs.size(1) + (cfg.sink_token ? 1 : 0);
+  auto allowed = allowed_pairs(T, cfg.attention.prefix, cfg.attention.window);
+  const bool k_column = cfg.biases == "k" || cfg.biases == "kv";
+  if (k_column) allowed = torch::cat({torch::ones({T, 1}, allowed.options()), allowed}, 1);
+
+  std::vector<torch::Tensor> attention = f.attention;
+  bool extra = k_column;
+  if (cfg.sink_token) {
+    // The sink token is position 0 of the sequence: queries over the real
+    // tokens only, and its key column is the extra one.
+    for (auto& A : attention) A = A.narrow(2, 1, T - 1);
+    allowed = allowed.narrow(0, 1, T - 1);
+    if (k_column) {
+      // Both: k* column first, then x*; Sink_* reports x*, the stronger claim's column is k*.
+      for (auto& A : attention) A = A.narrow(3, 1, A.size(3) - 1);
+      allowed = allowed.narrow(1, 1, allowed.size(1) - 1);
+    }
+    extra = true;
+  }
+  SinkReport r = sink_metrics(attention, allowed, positions, eps, extra);
+  if (massive) {
+    for (auto h : f.hidden) {
+      if (cfg.sink_token) h = h.narrow(1, 1, h.size(1) - 1);
+      auto norms = h.to(torch::kDouble).norm(2, -1);  // [N, T]
+      auto ratio = norms.select(1, 0) / norms.narrow(1, 1, norms.size(1) - 1).mean(1);
+      r.massive.push_back(ratio.mean().item<double>());
+    }
+  }
+  return r;
+}
+
+}  // namespace sink::rt

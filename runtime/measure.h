@@ -1,0 +1,33 @@
+// Sink metrics (PAPER-FACTS.md): alpha_k^{l,h} = mean attention that token k
+// receives from the queries that can see it; Sink_k^eps = percentage of
+// (sequence, layer, head) triples with alpha_k > eps; Sink_* the same on the
+// k* column or sink token; the massive-activation ratio per layer.
+#pragma once
+#include <map>
+#include <torch/torch.h>
+
+#include "runtime/batches.h"
+#include "runtime/model.h"
+
+namespace sink::rt {
+
+struct SinkReport {
+  std::map<int64_t, double> sink;                 // position k (1-based) -> Sink_k^eps in %
+  double sink_star = -1;                          // Sink_* in %, -1 when there is no extra column
+  std::vector<std::vector<double>> alpha;         // [layer][head] mean alpha_1 (first measured position)
+  std::vector<std::vector<double>> alpha_star;    // [layer][head] mean alpha_*, when present
+  std::vector<double> massive;                    // per layer: |h_1| / mean_{t>1} |h_t|
+  int64_t sequences = 0;
+};
+
+// attention: per layer [N, H, T, S] metric attention; S = T, or T + 1 with the
+// extra column first. allowed: [T, S] pairs the mask permits. Positions are
+// 1-based over the T query positions.
+SinkReport sink_metrics(const std::vector<torch::Tensor>& attention, const torch::Tensor& allowed,
+                        const std::vector<int64_t>& positions, double eps, bool extra_column);
+
+// Runs the model on the measurement inputs and computes everything.
+SinkReport measure_model(Transformer& model, const torch::Tensor& inputs, const std::vector<int64_t>& positions, double eps,
+                         bool massive);
+
+}  // namespace sink::rt

@@ -1,0 +1,223 @@
+#include "runtime/model.h"
+
+#include <cmath>
+
+#include "runtime/score.h"
+
+namespace sink::rt {
+
+Norm::Norm(const std::string& kind, int64_t d, double eps_) : rms(kind == "rmsnorm"), eps(eps_) {
+  weight = register_parameter("weight", torch::ones({d}));
+  if (!rms) bias = register_parameter("bias", torch::zeros({d}));
+}
+
+torch::Tensor Norm::forward(const torch::Tensor& x) {
+  if (rms) return x * torch::rsqrt(x.pow(2).mean(-1, true) + eps) * weight;
+  return torch::layer_norm(x, {x.size(-1)}, weight, bias, eps);
+}
+
+FeedForward::FeedForward(const ModelConfig& c) {
+  gated = c.ffn == "reglu" || c.ffn == "geglu" || c.ffn == "swiglu";
+  act = c.ffn == "reglu" ? "relu" : c.ffn == "geglu" ? "gelu" : c.ffn == "swiglu" ? "swish" : c.ffn;
+  w1 = register_module("w1", torch::nn::Linear(torch::nn::LinearOptions(c.d, c.ffn_hidden).bias(false)));
+  w2 = register_module("w2", torch::nn::Linear(torch::nn::LinearOptions(c.ffn_hidden, c.d).bias(false)));
+  if (gated) w3 = register_module("w3", torch::nn::Linear(torch::nn::LinearOptions(c.d, c.ffn_hidden).bias(false)));
+}
+
+torch::Tensor FeedForward::forward(const torch::Tensor& x) {
+  auto h = w1(x);
+  h = act == "relu" ? torch::relu(h) : act == "gelu" ? torch::gelu(h) : torch::silu(h);
+  if (gated) h = h * w3(x);
+  return w2(h);
+}
+
+SelfAttention::SelfAttention(const ModelConfig& c) : cfg(c) {
+  const int64_t H = c.heads, Hkv = c.kv_heads, dh = c.d_head;
+  auto linear = [](int64_t in, int64_t out) { return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false)); };
+  wq = register_module("wq", linear(c.d, H * dh));
+  wk = register_module("wk", linear(c.d, Hkv * dh));
+  wv = register_module("wv", linear(c.d, Hkv * dh));
+  wo = register_module("wo", linear(c.heads_combine == "add" ? dh : H * dh, c.d));
+  if (c.attention.kernel == "mlp") {
+    kernel_w1 = register_parameter("kernel_w1", torch::randn({H, dh, c.attention.kernel_hidden}) / std::sqrt(double(dh)));
+    kernel_w2 = register_parameter("kernel_w2", torch::randn({H, c.attention.kernel_hidden, dh}) /
+                                                    std::sqrt(double(c.attention.kernel_hidden)));
+  }
+  const int64_t bias_heads = c.bias_shared ? 1 : H;
+  if (c.biases == "kv" || c.biases == "k")
+    k_star_learned = register_parameter("k_star", torch::randn({bias_heads, c.k_dims}) * c.init_std);
+  if (c.biases != "none") {
+    if (c.v_star == "learned") v_star = register_parameter("v_star", torch::zeros({bias_heads, dh}));
+    else if (c.v_star == "fixed")
+      v_star = register_buffer("v_star", eval_vector(c.v_star_expr, dh).to(torch::kFloat).unsqueeze(0).expand({bias_heads, dh}).clone());
+    else v_star = register_buffer("v_star", torch::zeros({bias_heads, dh}));
+  }
+}
+
+namespace {
+
+// Rotates interleaved pairs (x_2m, x_2m+1), as llama2.c does.
+torch::Tensor apply_rope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
+  auto pairs = x.unflatten(-1, {x.size(-1) / 2, 2});
+  auto a = pairs.select(-1, 0), b = pairs.select(-1, 1);
+  return torch::stack({a * cos - b * sin, a * sin + b * cos}, -1).flatten(-2);
+}
+
+}  // namespace
+
+torch::Tensor SelfAttention::forward(const torch::Tensor& x, const torch::Tensor& rope_cos, const torch::Tensor& rope_sin,
+                                     const torch::Tensor& bias, torch::Tensor* probe) {
+  const int64_t B = x.size(0), T = x.size(1), H = cfg.heads, Hkv = cfg.kv_heads, dh = cfg.d_head;
+  auto q = wq(x).view({B, T, H, dh}).transpose(1, 2);
+  auto k = wk(x).view({B, T, Hkv, dh}).transpose(1, 2);
+  auto v = wv(x).view({B, T, Hkv, dh}).transpose(1, 2);
+  if (rope_cos.defined()) {
+    q = apply_rope(q, rope_cos, rope_sin);
+    k = apply_rope(k, rope_cos, rope_sin);
+  }
+  if (Hkv != H) {
+    k = k.repeat_interleave(H / Hkv, 1);
+    v = v.repeat_interleave(H / Hkv, 1);
+  }
+  if (cfg.attention.kernel == "elu1") {
+    q = torch::elu(q) + 1;
+    k = torch::elu(k) + 1;
+  } else if (cfg.attention.kernel == "mlp") {
+    auto phi = [&](const torch::Tensor& t) {
+      return torch::matmul(torch::relu(torch::matmul(t, kernel_w1.unsqueeze(0))), kernel_w2.unsqueeze(0));
+    };
+    q = phi(q);
+    k = phi(k);
+  }
+  AttentionInputs in{q, k, v, {}, {}, {}};
+  if (bias.defined()) in.bias = bias;
+  if (k_star_learned.defined()) {
+    auto ks = k_star_learned;
+    if (cfg.k_dims < dh) ks = torch::cat({ks, torch::zeros({ks.size(0), dh - cfg.k_dims}, ks.options())}, -1);
+    in.k_star = ks;
+    in.v_star = v_star;
+  }
+  AttentionOutput o = reference_attention(cfg.attention, in, probe != nullptr);
+  if (probe) *probe = o.probe;
+  auto out = o.out;  // [B, H, T, dh]
+  if (cfg.biases == "v") out = out + v_star.unsqueeze(0).unsqueeze(2);
+  if (cfg.heads_combine == "add") return wo(out.sum(1));
+  return wo(out.transpose(1, 2).reshape({B, T, H * dh}));
+}
+
+Block::Block(const ModelConfig& c) : cfg(c) {
+  norm1 = register_module("norm1", std::make_shared<Norm>(c.norm, c.d, c.norm_eps));
+  norm2 = register_module("norm2", std::make_shared<Norm>(c.norm, c.d, c.norm_eps));
+  attn = register_module("attn", std::make_shared<SelfAttention>(c));
+  ffn = register_module("ffn", std::make_shared<FeedForward>(c));
+}
+
+int64_t relative_bucket(int64_t n, int64_t buckets, int64_t max_distance) {
+  const int64_t exact = std::max<int64_t>(1, buckets / 2);
+  if (n < exact) return n;
+  double scaled = std::log(double(n) / exact) / std::log(std::max(double(max_distance) / exact, 1.0 + 1e-9));
+  return std::min(buckets - 1, exact + static_cast<int64_t>(scaled * (buckets - exact)));
+}
+
+Transformer::Transformer(const ModelConfig& c) : cfg(c) {
+  embed = register_module("embed", torch::nn::Embedding(c.vocab, c.d));
+  if (c.pe == "learned") positions = register_module("positions", torch::nn::Embedding(c.max_positions, c.d));
+  if (c.pe == "relative") relative = register_module("relative", torch::nn::Embedding(c.rel_buckets, c.heads));
+  if (c.sink_token) sink_token = register_parameter("sink_token", torch::randn({c.d}) * c.init_std);
+  for (int64_t l = 0; l < c.layers; ++l)
+    blocks.push_back(register_module("block" + std::to_string(l), std::make_shared<Block>(c)));
+  if (c.placement == "pre") final_norm = register_module("final_norm", std::make_shared<Norm>(c.norm, c.d, c.norm_eps));
+  if (!c.tie_embeddings) head = register_module("head", torch::nn::Linear(torch::nn::LinearOptions(c.d, c.vocab).bias(false)));
+
+  torch::NoGradGuard no_grad;
+  for (auto& item : named_parameters()) {
+    if (item.value().dim() >= 2 && item.key().find("kernel_") == std::string::npos) item.value().normal_(0, c.init_std);
+  }
+  if (relative) relative->weight.zero_();
+}
+
+torch::Tensor Transformer::position_bias(int64_t T) {
+  if (cfg.pe == "alibi") {
+    auto h = torch::arange(1, cfg.heads + 1, torch::kFloat);
+    auto slopes = torch::pow(2.0, -8.0 * h / cfg.heads).view({1, cfg.heads, 1, 1});
+    auto i = torch::arange(T, torch::kFloat).view({T, 1});
+    auto j = torch::arange(T, torch::kFloat).view({1, T});
+    return -slopes * (i - j).abs();
+  }
+  if (cfg.pe == "relative") {
+    std::vector<int64_t> table(T * T);
+    for (int64_t i = 0; i < T; ++i)
+      for (int64_t j = 0; j < T; ++j) table[i * T + j] = relative_bucket(std::abs(i - j), cfg.rel_buckets, cfg.rel_max_distance);
+    auto idx = torch::tensor(table).view({T, T});
+    return relative(idx).permute({2, 0, 1}).unsqueeze(0);  // [1, H, T, T]
+  }
+  return {};
+}
+
+ForwardResult Transformer::forward(const torch::Tensor& tokens, bool probe, bool want_hidden) {
+  ForwardResult r;
+  auto x = embed(tokens);
+  const int64_t B = x.size(0);
+  if (cfg.sink_token) x = torch::cat({sink_token.view({1, 1, cfg.d}).expand({B, 1, cfg.d}), x}, 1);
+  const int64_t T = x.size(1);
+  if (cfg.pe == "learned") x = x + positions(torch::arange(T));
+  if (cfg.pe == "sinusoidal") {
+    auto pos = torch::arange(T, torch::kFloat).unsqueeze(1);
+    auto freq = torch::exp(torch::arange(0, cfg.d, 2, torch::kFloat) * (-std::log(10000.0) / cfg.d));
+    auto table = torch::zeros({T, cfg.d});
+    table.index_put_({torch::indexing::Slice(), torch::indexing::Slice(0, torch::indexing::None, 2)}, torch::sin(pos * freq));
+    table.index_put_({torch::indexing::Slice(), torch::indexing::Slice(1, torch::indexing::None, 2)},
+                     torch::cos(pos * freq).narrow(1, 0, cfg.d / 2));
+    x = x + table;
+  }
+  torch::Tensor cos, sin;
+  if (cfg.pe == "rope") {
+    auto inv = torch::pow(cfg.rope_theta, -torch::arange(0, cfg.d_head, 2, torch::kDouble) / double(cfg.d_head));
+    auto angles = torch::arange(T, torch::kDouble).unsqueeze(1) * inv.unsqueeze(0);
+    cos = torch::cos(angles).to(torch::kFloat);
+    sin = torch::sin(angles).to(torch::kFloat);
+  }
+  auto bias = position_bias(T);
+  for (auto& blk : blocks) {
+    torch::Tensor p;
+    torch::Tensor* probe_slot = probe ? &p : nullptr;
+    if (cfg.placement == "pre") {
+      x = x + blk->attn->forward(blk->norm1->forward(x), cos, sin, bias, probe_slot);
+      x = x + blk->ffn->forward(blk->norm2->forward(x));
+      if (want_hidden) r.hidden.push_back(x.detach());
+    } else {
+      x = blk->norm1->forward(x + blk->attn->forward(x, cos, sin, bias, probe_slot));
+      auto before_ln = x + blk->ffn->forward(x);
+      if (want_hidden) r.hidden.push_back(before_ln.detach());
+      x = blk->norm2->forward(before_ln);
+    }
+    if (probe) r.attention.push_back(p);
+  }
+  if (final_norm) x = final_norm->forward(x);
+  if (cfg.sink_token) x = x.narrow(1, 1, T - 1);
+  r.logits = cfg.tie_embeddings ? torch::matmul(x, embed->weight.t()) : head(x);
+  return r;
+}
+
+// Weight matrices and embeddings decay; gains, k*, v*, the sink token and
+// the T5 bucket table do not.
+static bool decays(const std::string& name, const torch::Tensor& p) {
+  return p.dim() >= 2 && name.find("k_star") == std::string::npos && name.find("v_star") == std::string::npos &&
+         name.find("relative") == std::string::npos;
+}
+
+std::vector<torch::Tensor> Transformer::decayed_parameters() {
+  std::vector<torch::Tensor> out;
+  for (auto& item : named_parameters())
+    if (decays(item.key(), item.value())) out.push_back(item.value());
+  return out;
+}
+
+std::vector<torch::Tensor> Transformer::other_parameters() {
+  std::vector<torch::Tensor> out;
+  for (auto& item : named_parameters())
+    if (!decays(item.key(), item.value())) out.push_back(item.value());
+  return out;
+}
+
+}  // namespace sink::rt

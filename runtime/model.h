@@ -1,0 +1,72 @@
+// The transformer, configured only from the Plan: LLaMA-style by default
+// (RoPE, pre-RMSNorm, SwiGLU) with every knob the paper ablates.
+#pragma once
+#include <torch/torch.h>
+
+#include "runtime/attention.h"
+#include "runtime/config.h"
+
+namespace sink::rt {
+
+struct Norm : torch::nn::Module {
+  Norm(const std::string& kind, int64_t d, double eps);
+  torch::Tensor forward(const torch::Tensor& x);
+  bool rms;
+  double eps;
+  torch::Tensor weight, bias;
+};
+
+struct FeedForward : torch::nn::Module {
+  FeedForward(const ModelConfig& c);
+  torch::Tensor forward(const torch::Tensor& x);
+  std::string act;
+  bool gated;
+  torch::nn::Linear w1{nullptr}, w2{nullptr}, w3{nullptr};
+};
+
+struct SelfAttention : torch::nn::Module {
+  SelfAttention(const ModelConfig& c);
+  // bias: position term g(i - j) or undefined. probe: filled with the metric attention when defined.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& rope_cos, const torch::Tensor& rope_sin,
+                        const torch::Tensor& bias, torch::Tensor* probe);
+  ModelConfig cfg;
+  torch::nn::Linear wq{nullptr}, wk{nullptr}, wv{nullptr}, wo{nullptr};
+  torch::Tensor kernel_w1, kernel_w2;  // mlp kernel, per head
+  torch::Tensor k_star_learned;        // [H|1, k_dims]
+  torch::Tensor v_star;                // learned parameter or fixed buffer, [H|1, dh]
+};
+
+struct Block : torch::nn::Module {
+  Block(const ModelConfig& c);
+  ModelConfig cfg;
+  std::shared_ptr<Norm> norm1, norm2;
+  std::shared_ptr<SelfAttention> attn;
+  std::shared_ptr<FeedForward> ffn;
+};
+
+struct ForwardResult {
+  torch::Tensor logits;                    // [B, T, vocab] (sink token removed)
+  std::vector<torch::Tensor> attention;    // per layer [B, H, T', S] metric attention, when probing
+  std::vector<torch::Tensor> hidden;       // per layer [B, T', d] (before the LN for post-norm), when asked
+};
+
+struct Transformer : torch::nn::Module {
+  explicit Transformer(const ModelConfig& c);
+  ForwardResult forward(const torch::Tensor& tokens, bool probe = false, bool hidden = false);
+  torch::Tensor position_bias(int64_t T);  // ALiBi or T5 bucket bias: [1, H, T, T], or undefined
+  // Parameters AdamW decays: weight matrices and embeddings, not gains, k*, v*, x*.
+  std::vector<torch::Tensor> decayed_parameters();
+  std::vector<torch::Tensor> other_parameters();
+
+  ModelConfig cfg;
+  torch::nn::Embedding embed{nullptr}, positions{nullptr}, relative{nullptr};
+  torch::nn::Linear head{nullptr};
+  torch::Tensor sink_token;
+  std::vector<std::shared_ptr<Block>> blocks;
+  std::shared_ptr<Norm> final_norm;
+};
+
+// T5's bucket of a distance n >= 0.
+int64_t relative_bucket(int64_t n, int64_t buckets, int64_t max_distance);
+
+}  // namespace sink::rt

@@ -1,0 +1,18 @@
+// AdamW with decoupled weight decay on weight matrices and embeddings only
+// (not on norm gains, k*, v*, the sink token or the T5 bucket table), and
+// the learning-rate schedule.
+#pragma once
+#include <memory>
+#include <torch/torch.h>
+
+#include "runtime/config.h"
+#include "runtime/model.h"
+
+namespace sink::rt {
+
+std::unique_ptr<torch::optim::AdamW> make_optimizer(Transformer& model, const TrainConfig& cfg);
+// Linear warm-up to lr over `warmup` steps, then constant or cosine to min_lr.
+double learning_rate(const TrainConfig& cfg, int64_t step);
+void set_learning_rate(torch::optim::Optimizer& opt, double lr);
+
+}  // namespace sink::rt

@@ -1,0 +1,69 @@
+#include "runtime/score.h"
+
+#include <stdexcept>
+
+namespace sink::rt {
+
+torch::Tensor eval_score(const ExprNode& e, const torch::Tensor& qk, const torch::Tensor& i, const torch::Tensor& j) {
+  using Op = ExprNode::Op;
+  auto arg = [&](size_t k) { return eval_score(e.args.at(k), qk, i, j); };
+  switch (e.op) {
+    case Op::Number: return torch::full({}, e.number, qk.options());
+    case Op::Var:
+      if (e.name == "qk") return qk;
+      if (e.name == "i") return i.to(qk.dtype());
+      if (e.name == "j") return j.to(qk.dtype());
+      break;
+    case Op::Neg: return -arg(0);
+    case Op::Add: return arg(0) + arg(1);
+    case Op::Sub: return arg(0) - arg(1);
+    case Op::Mul: return arg(0) * arg(1);
+    case Op::Div: return arg(0) / arg(1);
+    case Op::Pow: return torch::pow(arg(0), arg(1));
+    case Op::Call: {
+      const std::string& f = e.name;
+      if (f == "exp") return torch::exp(arg(0));
+      if (f == "sigmoid") return torch::sigmoid(arg(0));
+      if (f == "elu") return torch::elu(arg(0));
+      if (f == "relu") return torch::relu(arg(0));
+      if (f == "tanh") return torch::tanh(arg(0));
+      if (f == "softplus") return torch::softplus(arg(0));
+      if (f == "abs") return torch::abs(arg(0));
+      if (f == "sqrt") return torch::sqrt(arg(0));
+      if (f == "log") return torch::log(arg(0));
+      if (f == "pow") return torch::pow(arg(0), arg(1));
+      break;
+    }
+  }
+  throw std::runtime_error("score expression: unsupported node '" + to_string(e) + "'");
+}
+
+torch::Tensor eval_vector(const ExprNode& e, int64_t d_head) {
+  using Op = ExprNode::Op;
+  auto arg = [&](size_t k) { return eval_vector(e.args.at(k), d_head); };
+  switch (e.op) {
+    case Op::Number: return torch::full({}, e.number, torch::kDouble);
+    case Op::Var:
+      if (e.name == "ones") return torch::ones({d_head}, torch::kDouble);
+      if (e.name == "d_head") return torch::full({}, static_cast<double>(d_head), torch::kDouble);
+      break;
+    case Op::Neg: return -arg(0);
+    case Op::Add: return arg(0) + arg(1);
+    case Op::Sub: return arg(0) - arg(1);
+    case Op::Mul: return arg(0) * arg(1);
+    case Op::Div: return arg(0) / arg(1);
+    case Op::Pow: return torch::pow(arg(0), arg(1));
+    case Op::Call:
+      if (e.name == "sqrt") return torch::sqrt(arg(0));
+      if (e.name == "onehot") {
+        auto k = static_cast<int64_t>(e.args.at(0).number);
+        auto v = torch::zeros({d_head}, torch::kDouble);
+        if (k >= 0 && k < d_head) v[k] = 1.0;
+        return v;
+      }
+      break;
+  }
+  throw std::runtime_error("vector expression: unsupported node '" + to_string(e) + "'");
+}
+
+}  // namespace sink::rt

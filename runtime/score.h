@@ -1,0 +1,17 @@
+// Evaluates the plan's expression trees on tensors: the attention score
+// s(qk, i, j) and fixed value vectors (v* = 5 * onehot(0)).
+#pragma once
+#include <torch/torch.h>
+
+#include "compiler/value.h"
+
+namespace sink::rt {
+
+// qk: [..., T, S] scaled inner products (+ position bias); i, j: 1-based query
+// and key positions broadcastable to qk.
+torch::Tensor eval_score(const ExprNode& e, const torch::Tensor& qk, const torch::Tensor& i, const torch::Tensor& j);
+
+// A vector of d_head values.
+torch::Tensor eval_vector(const ExprNode& e, int64_t d_head);
+
+}  // namespace sink::rt

@@ -1,0 +1,281 @@
+#include "runtime/train.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fmt/format.h>
+#include <thread>
+#include <unistd.h>
+
+#include "runtime/batches.h"
+#include "runtime/config.h"
+#include "runtime/corpus.h"
+#include "runtime/measure.h"
+#include "runtime/model.h"
+#include "runtime/optimizer.h"
+#include "runtime/run_dir.h"
+
+namespace sink::rt {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string duration(double s) {
+  if (s < 60) return fmt::format("{:.0f}s", s);
+  if (s < 3600) return fmt::format("{}m{:02}s", int(s) / 60, int(s) % 60);
+  return fmt::format("{}h{:02}m", int(s) / 3600, (int(s) % 3600) / 60);
+}
+
+// Cross-entropy over the positions that carry loss: prefix-LM excludes the
+// targets inside the prefix.
+torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets, int64_t prefix) {
+  auto flat = logits.reshape({-1, logits.size(-1)});
+  if (prefix <= 1) return torch::nn::functional::cross_entropy(flat, targets.reshape({-1}));
+  // Target t (0-based input index) is token t+2 (1-based): inside the prefix when t + 2 <= prefix.
+  auto keep = torch::arange(targets.size(1)) + 2 > prefix;
+  auto per = torch::nn::functional::cross_entropy(
+      flat, targets.reshape({-1}), torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+  auto mask = keep.unsqueeze(0).expand_as(targets).reshape({-1}).to(per.dtype());
+  return (per * mask).sum() / mask.sum().clamp_min(1);
+}
+
+json evaluate(Transformer& model, const Batches& batches, const RunConfig& cfg, int64_t vocab_bos, bool bos_data) {
+  torch::NoGradGuard no_grad;
+  model.eval();
+  json m;
+  const int64_t n_valid = std::min<int64_t>(cfg.measure.sequences, 64);
+  auto [x, y] = batches.valid(n_valid);
+  double loss = 0;
+  int64_t chunks = 0;
+  for (int64_t b = 0; b < n_valid; b += 16, ++chunks) {
+    int64_t n = std::min<int64_t>(16, n_valid - b);
+    loss += lm_loss(model.forward(x.narrow(0, b, n)).logits, y.narrow(0, b, n), cfg.model.attention.prefix).item<double>();
+  }
+  m["valid_loss"] = loss / std::max<int64_t>(1, chunks);
+
+  const bool bos = cfg.measure.bos == "with" || (cfg.measure.bos == "auto" && bos_data);
+  auto inputs = batches.measure_inputs(cfg.measure.sequences, cfg.measure.T, cfg.measure.input, bos);
+  std::vector<SinkReport> parts;
+  for (int64_t b = 0; b < inputs.size(0); b += 25)
+    parts.push_back(measure_model(model, inputs.narrow(0, b, std::min<int64_t>(25, inputs.size(0) - b)),
+                                  cfg.measure.positions, cfg.measure.eps, cfg.measure.massive_activations));
+  // Combine chunks, weighted by their sequence counts.
+  json sink = json::object();
+  double total = 0;
+  for (auto& p : parts) total += p.sequences;
+  for (int64_t k : cfg.measure.positions) {
+    double v = 0;
+    for (auto& p : parts) v += p.sink[k] * p.sequences / total;
+    sink[std::to_string(k)] = v;
+  }
+  m["sink"] = sink;
+  if (parts[0].sink_star >= 0) {
+    double v = 0;
+    for (auto& p : parts) v += p.sink_star * p.sequences / total;
+    m["sink_star"] = v;
+  }
+  auto average_table = [&](auto member) {
+    std::vector<std::vector<double>> t = parts[0].*member;
+    for (size_t l = 0; l < t.size(); ++l)
+      for (size_t h = 0; h < t[l].size(); ++h) {
+        double v = 0;
+        for (auto& p : parts) v += (p.*member)[l][h] * p.sequences / total;
+        t[l][h] = v;
+      }
+    return t;
+  };
+  m["alpha"] = average_table(&SinkReport::alpha);
+  if (!parts[0].alpha_star.empty()) m["alpha_star"] = average_table(&SinkReport::alpha_star);
+  if (cfg.measure.massive_activations) {
+    std::vector<double> massive(parts[0].massive.size(), 0.0);
+    for (auto& p : parts)
+      for (size_t l = 0; l < massive.size(); ++l) massive[l] += p.massive[l] * p.sequences / total;
+    m["massive"] = massive;
+  }
+  model.train();
+  return m;
+}
+
+struct Checkpoint {
+  int64_t step = 0;
+  double loss_sum = 0;
+  int64_t loss_count = 0;
+};
+
+void save_checkpoint(const std::string& path, Transformer& model, torch::optim::Optimizer& opt, const Checkpoint& c) {
+  torch::serialize::OutputArchive archive;
+  torch::serialize::OutputArchive model_archive, opt_archive;
+  model.save(model_archive);
+  opt.save(opt_archive);
+  archive.write("model", model_archive);
+  archive.write("optimizer", opt_archive);
+  archive.write("step", torch::tensor(c.step));
+  archive.write("loss_sum", torch::tensor(c.loss_sum, torch::kDouble));
+  archive.write("loss_count", torch::tensor(c.loss_count));
+  archive.save_to(path + ".tmp");
+  fs::rename(path + ".tmp", path);
+}
+
+Checkpoint load_checkpoint(const std::string& path, Transformer& model, torch::optim::Optimizer* opt) {
+  Checkpoint c;
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(path);
+    torch::serialize::InputArchive model_archive, opt_archive;
+    archive.read("model", model_archive);
+    model.load(model_archive);
+    if (opt) {
+      archive.read("optimizer", opt_archive);
+      opt->load(opt_archive);
+    }
+    torch::Tensor t;
+    archive.read("step", t);
+    c.step = t.item<int64_t>();
+    archive.read("loss_sum", t);
+    c.loss_sum = t.item<double>();
+    archive.read("loss_count", t);
+    c.loss_count = t.item<int64_t>();
+  } catch (const c10::Error& e) {
+    std::string what = e.what_without_backtrace();
+    throw std::runtime_error(fmt::format("checkpoint '{}' is corrupt or from another model: {}", path,
+                                         what.substr(0, what.find('\n'))));
+  }
+  return c;
+}
+
+}  // namespace
+
+RunResult run_plan(const Plan& plan, const RunOptions& options) {
+  RunResult result;
+  RunDir dir(fmt::format("{}/{}", options.out, plan.dir_name()));
+  result.dir = dir.path();
+  if (auto s = dir.summary(); s && s->value("status", "") == "completed" && s->value("hash", "") == plan.hash()) {
+    result.status = "cached";
+    result.summary = *s;
+    return result;
+  }
+  write_atomically(dir.file("plan.toml"), to_toml(plan));
+  const auto started = Clock::now();
+  json summary = {{"name", plan.name}, {"hash", plan.hash()}, {"status", "running"}};
+  auto finish = [&](const std::string& status, const std::string& reason) {
+    summary["status"] = status;
+    if (!reason.empty()) summary["reason"] = reason;
+    summary["wall_s"] = std::chrono::duration<double>(Clock::now() - started).count();
+    dir.write_summary(summary);
+    dir.log(fmt::format("status: {}{}", status, reason.empty() ? "" : " (" + reason + ")"));
+    result.status = status;
+    result.summary = summary;
+    return result;
+  };
+
+  try {
+    RunConfig cfg = read_config(plan);
+    const int64_t threads = cfg.train.threads > 0 ? cfg.train.threads : std::max(1u, std::thread::hardware_concurrency());
+    at::set_num_threads(static_cast<int>(threads));
+    if (cfg.train.device != "cpu") throw std::runtime_error("train.device = cuda needs a CUDA build of LibTorch; this one is CPU-only");
+
+    TokenData data = load_data(cfg.data, options.data_cache.empty() ? options.out + "/.cache" : options.data_cache);
+    if (cfg.model.vocab == 0) cfg.model.vocab = data.vocab;
+    if (cfg.model.vocab < data.vocab)
+      throw std::runtime_error(fmt::format("model.vocab = {} is smaller than the data's vocabulary ({})", cfg.model.vocab, data.vocab));
+    for (auto [token, pos] : cfg.data.fixed)
+      if (token >= cfg.model.vocab) throw std::runtime_error(fmt::format("fixed token {} is outside the vocabulary ({})", token, cfg.model.vocab));
+    Batches batches(data, cfg.data, cfg.train.context, cfg.train.batch, cfg.train.seed);
+
+    torch::manual_seed(static_cast<uint64_t>(cfg.train.seed));
+    Transformer model(cfg.model);
+    auto opt = make_optimizer(model, cfg.train);
+    int64_t params = 0;
+    for (auto& p : model.parameters()) params += p.numel();
+    const char* backend = "reference";
+    dir.log(fmt::format("run {} ({}), {} parameters, data {}", plan.name, plan.hash8(), params, data.description));
+    if (cfg.model.attention.backend == "jit")
+      dir.log("attention backend: jit requested; the JIT kernels are not built in this version, using the reference path");
+    summary["parameters"] = params;
+    summary["attention_backend"] = backend;
+    summary["threads"] = threads;
+    summary["train_tokens_unique"] = batches.train_tokens();
+
+    Checkpoint state;
+    if (options.resume && fs::exists(dir.checkpoint())) {
+      state = load_checkpoint(dir.checkpoint(), model, opt.get());
+      dir.truncate_metrics(state.step);
+      dir.log(fmt::format("resumed at step {}", state.step));
+    } else {
+      dir.clear_metrics();
+    }
+
+    const int64_t steps = cfg.train.steps;
+    const int64_t tokens_per_step = cfg.train.batch * cfg.train.context;
+    const bool tty = options.progress && isatty(2);
+    auto loop_start = Clock::now();
+    const int64_t first_step = state.step;
+    double last_loss = NAN;
+    for (int64_t step = state.step; step < steps; ++step) {
+      if (options.stop_after >= 0 && step - first_step >= options.stop_after) {
+        return finish("stopped", fmt::format("stopped after step {}", step));
+      }
+      const double lr = learning_rate(cfg.train, step);
+      set_learning_rate(*opt, lr);
+      auto [x, y] = batches.train(step);
+      auto loss = lm_loss(model.forward(x).logits, y, cfg.model.attention.prefix);
+      last_loss = loss.item<double>();
+      if (!std::isfinite(last_loss)) {
+        summary["steps_done"] = step;
+        summary["tokens"] = step * tokens_per_step;
+        return finish("diverged", fmt::format("non-finite loss at step {}", step + 1));
+      }
+      opt->zero_grad();
+      loss.backward();
+      if (cfg.train.clip > 0) torch::nn::utils::clip_grad_norm_(model.parameters(), cfg.train.clip);
+      opt->step();
+      state.loss_sum += last_loss;
+      state.loss_count += 1;
+      state.step = step + 1;
+
+      const double elapsed = std::chrono::duration<double>(Clock::now() - loop_start).count();
+      const double tps = (state.step - first_step) * tokens_per_step / std::max(elapsed, 1e-9);
+      const double eta = (steps - state.step) * tokens_per_step / std::max(tps, 1e-9);
+      std::string line = fmt::format("{} step {}/{} loss {:.4f} lr {:.2e} {:.1f}k tok/s ETA {}", plan.name, state.step, steps,
+                                     last_loss, lr, tps / 1000, duration(eta));
+      if (tty) fmt::print(stderr, "\r{:<100}", line);
+      if (state.step % std::max<int64_t>(1, steps / 10) == 0) dir.log(line);
+
+      const bool final_step = state.step == steps;
+      if (final_step || (cfg.measure.every > 0 && state.step % cfg.measure.every == 0)) {
+        json m = evaluate(model, batches, cfg, data.bos, cfg.data.bos);
+        m["step"] = state.step;
+        m["tokens"] = state.step * tokens_per_step;
+        m["lr"] = lr;
+        m["train_loss"] = state.loss_sum / std::max<int64_t>(1, state.loss_count);
+        m["elapsed_s"] = elapsed;
+        m["tokens_per_s"] = tps;
+        state.loss_sum = 0;
+        state.loss_count = 0;
+        dir.append_metrics(m);
+        summary["final"] = m;
+        if (!std::isfinite(m["valid_loss"].get<double>())) {
+          summary["steps_done"] = state.step;
+          return finish("diverged", fmt::format("non-finite validation loss at step {}", state.step));
+        }
+      }
+      if (final_step || (cfg.train.checkpoint_every > 0 && state.step % cfg.train.checkpoint_every == 0))
+        save_checkpoint(dir.checkpoint(), model, *opt, state);
+    }
+    if (tty) fmt::print(stderr, "\n");
+    const double elapsed = std::chrono::duration<double>(Clock::now() - loop_start).count();
+    summary["steps_done"] = steps;
+    summary["tokens"] = steps * tokens_per_step;
+    summary["train_wall_s"] = elapsed;
+    summary["tokens_per_s"] = (steps - first_step) * tokens_per_step / std::max(elapsed, 1e-9);
+    return finish("completed", "");
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    if (auto* c10 = dynamic_cast<const c10::Error*>(&e)) what = c10->what_without_backtrace();
+    return finish("failed", what.substr(0, 2000));
+  }
+}
+
+}  // namespace sink::rt

@@ -1,0 +1,28 @@
+// Training one plan end to end: data, model, AdamW, schedule, clipping,
+// periodic measurement, atomic checkpoints, resume, divergence handling.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "compiler/plan.h"
+
+namespace sink::rt {
+
+struct RunOptions {
+  std::string out = "runs";
+  bool resume = false;
+  bool progress = true;      // the live progress line on a terminal
+  int64_t stop_after = -1;   // tests: stop (as if killed) after this many steps
+  std::string data_cache = "";  // SentencePiece models etc.; default <out>/.cache
+};
+
+struct RunResult {
+  std::string status;  // completed | cached | diverged | failed | stopped
+  std::string dir;
+  nlohmann::json summary;
+};
+
+// Never throws for a bad run: a failure is recorded in summary.json.
+RunResult run_plan(const Plan& plan, const RunOptions& options);
+
+}  // namespace sink::rt

@@ -1,0 +1,46 @@
+#!/bin/bash
+# Installs what a fresh Debian 12 machine lacks (idempotent), assembles the
+# builtin corpus, and builds sinklab into build/.
+#   scripts/setup.sh          runtime + front end
+#   scripts/setup.sh --tests  also what the test suite needs (clang for the fuzzer, chromium)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  # toolchain
+  cmake ninja-build g++ python3 git ca-certificates
+  # front end
+  antlr4 libantlr4-runtime-dev libtomlplusplus-dev libfmt-dev libcli11-dev nlohmann-json3-dev
+  libgtest-dev
+  # runtime: LibTorch needs a real BLAS (the reference libblas3 is ~30x slower)
+  libtorch-dev libopenblas0-pthread libzstd-dev zlib1g-dev
+  # JIT attention kernels: LLVM 19 (ORC); its CMake config needs zstd
+  llvm-19-dev
+  # tokenizer
+  libsentencepiece-dev sentencepiece
+  # the builtin corpus: prose, reference, code, math
+  bible-kjv fortunes python3.11-doc golang-1.19-src metamath-databases
+)
+if [[ "${1:-}" == "--tests" ]]; then
+  packages+=(clang-19 libclang-rt-19-dev python3-torch)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if [[ ! -s data/builtin/default.jsonl ]]; then
+  echo "setup: assembling the builtin corpus (data/builtin/default.jsonl)"
+  /usr/bin/python3 scripts/build_corpus.py data/builtin/default.jsonl
+fi
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSINKLAB_FUZZ=OFF > /dev/null
+ninja -C build

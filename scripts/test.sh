@@ -1,0 +1,11 @@
+#!/bin/bash
+# Set up (with the test-only packages), build, and run the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh --tests
+ctest --test-dir build --output-on-failure -j2
+# The parser fuzz target needs clang: its own build folder.
+cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSINKLAB_FUZZ=ON -DSINKLAB_RUNTIME=OFF \
+  -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 > /dev/null
+ninja -C build-fuzz parse_fuzz
+ctest --test-dir build-fuzz --output-on-failure -L fuzz

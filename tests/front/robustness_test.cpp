@@ -1,0 +1,379 @@
+// The built `sinkc` as a user runs it: exit statuses (0 clean, 1 spec errors,
+// 2 usage or I/O) and "never a crash" on hostile input, each run in its own
+// process so that a signal or a hang shows as a failure, not as a dead test
+// binary.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <spawn.h>
+#include <sstream>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+#include "helpers.h"
+
+namespace fs = std::filesystem;
+extern char** environ;
+
+namespace {
+
+struct Result {
+  bool exited = false;  // false: killed by a signal or by our time limit
+  int status = -1;      // exit status when exited
+  int signal = 0;
+  bool timed_out = false;
+  std::string out, err;
+  std::string describe() const {
+    std::ostringstream s;
+    if (timed_out) s << "timed out; ";
+    if (!exited) s << "killed by signal " << signal << " (" << strsignal(signal) << "); ";
+    else s << "exit " << status << "; ";
+    s << "stderr (" << err.size() << " bytes): " << err.substr(0, 2000);
+    return s.str();
+  }
+};
+
+class TempDir {
+ public:
+  TempDir() {
+    path_ = fs::temp_directory_path() / ("sinklab-robust-" + std::to_string(getpid()) + "-" + std::to_string(counter_++));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  fs::path write(const std::string& name, const std::string& bytes) const {
+    fs::path p = path_ / name;
+    std::ofstream(p, std::ios::binary) << bytes;
+    return p;
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  static inline int counter_ = 0;
+  fs::path path_;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Runs sinkc with `args`, stdout and stderr to files; kills it after `limit`.
+Result run_sinkc(const std::vector<std::string>& args, std::chrono::seconds limit = std::chrono::seconds(60)) {
+  TempDir io;
+  const fs::path out = io.path() / "stdout", err = io.path() / "stderr";
+  std::vector<std::string> argv_s = {SINKC_BINARY};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = 0;
+  Result r;
+  int rc = posix_spawn(&pid, SINKC_BINARY, &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    r.err = std::string("posix_spawn failed: ") + strerror(rc);
+    return r;
+  }
+  int wstatus = 0;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (true) {
+    pid_t done = waitpid(pid, &wstatus, WNOHANG);
+    if (done == pid) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &wstatus, 0);
+      r.timed_out = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  r.exited = WIFEXITED(wstatus) && !r.timed_out;
+  if (r.exited) r.status = WEXITSTATUS(wstatus);
+  if (WIFSIGNALED(wstatus)) r.signal = WTERMSIG(wstatus);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+Result check(const fs::path& file) {
+  return run_sinkc({"check", "--no-color", "--stdlib", sink::testing::stdlib_dir(), file.string()});
+}
+
+// What every hostile input must give: a clean exit 1 with an error on stderr,
+// and a bounded amount of it.
+void expect_rejected(const Result& r) {
+  ASSERT_TRUE(r.exited) << r.describe();
+  EXPECT_EQ(r.status, 1) << r.describe();
+  EXPECT_NE(r.err.find("error"), std::string::npos) << r.describe();
+  EXPECT_LT(r.err.size(), 256u * 1024) << "diagnostics must stay readable";
+}
+
+std::string random_bytes(uint32_t seed, size_t n) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (auto& c : s) c = static_cast<char>(rng() & 0xff);
+  return s;
+}
+
+// ---- exit statuses -----------------------------------------------------------
+
+TEST(Exit, CleanSpecIsZero) {
+  TempDir dir;
+  auto r = check(dir.write("clean.sink", "experiment clean extends tiny {\n  optim.lr = 1e-3\n}\n"
+                                         "sweep wd over tiny { optim.weight_decay in [0.0, 0.1] }\n"));
+  ASSERT_TRUE(r.exited) << r.describe();
+  EXPECT_EQ(r.status, 0) << r.describe();
+  EXPECT_EQ(r.err, "");
+  EXPECT_NE(r.out.find("ok: 1 file, 3 runs"), std::string::npos) << r.out;
+}
+
+TEST(Exit, EveryStdlibFileChecksClean) {
+  for (const char* name : {"defaults.sink", "presets.sink"}) {
+    auto r = check(fs::path(sink::testing::stdlib_dir()) / name);
+    ASSERT_TRUE(r.exited) << r.describe();
+    EXPECT_EQ(r.status, 0) << name << ": " << r.describe();
+  }
+}
+
+TEST(Exit, WarningsAloneAreZero) {
+  TempDir dir;
+  auto r = check(dir.write("warn.sink", "experiment w extends tiny { train.steps = 100  measure.every = 250 }\n"));
+  ASSERT_TRUE(r.exited) << r.describe();
+  EXPECT_EQ(r.status, 0) << r.describe();
+  EXPECT_NE(r.err.find("warning:"), std::string::npos) << r.describe();
+}
+
+TEST(Exit, SpecErrorsAreOne) {
+  TempDir dir;
+  auto r = check(dir.write("bad.sink", "experiment bad extends tiny {\n  model.d = true\n}\n"));
+  expect_rejected(r);
+  EXPECT_NE(r.err.find("bad.sink:2:13: error: 'model.d' expects an integer"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("1 error generated."), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(Exit, ErrorsInAnyOfSeveralFilesAreOne) {
+  TempDir dir;
+  auto good = dir.write("good.sink", "experiment good extends tiny {}\n");
+  auto bad = dir.write("bad.sink", "experiment bad extends tiny { optim.lr = 100 }\n");
+  auto r = run_sinkc({"check", "--stdlib", sink::testing::stdlib_dir(), good.string(), bad.string()});
+  expect_rejected(r);
+}
+
+TEST(Exit, MissingFileIsTwo) {
+  TempDir dir;
+  auto r = check(dir.path() / "no-such-file.sink");
+  ASSERT_TRUE(r.exited) << r.describe();
+  EXPECT_EQ(r.status, 2) << r.describe();
+  EXPECT_NE(r.err.find("cannot read"), std::string::npos) << r.describe();
+}
+
+TEST(Exit, DirectoryInsteadOfFileIsTwo) {
+  TempDir dir;
+  auto r = check(dir.path());
+  ASSERT_TRUE(r.exited) << r.describe();
+  EXPECT_EQ(r.status, 2) << r.describe();
+}
+
+TEST(Exit, BadUsageIsTwo) {
+  const std::vector<std::vector<std::string>> usages = {
+      {},                                         // no command
+      {"check"},                                  // no file
+      {"frobnicate", "x.sink"},                   // no such command
+      {"check", "--no-such-flag", "x.sink"},      // no such option
+      {"plan", "x.sink", "--format", "yaml"},     // bad option value
+  };
+  for (const auto& args : usages) {
+    auto r = run_sinkc(args);
+    std::string shown;
+    for (const auto& a : args) shown += a + " ";
+    ASSERT_TRUE(r.exited) << shown << r.describe();
+    EXPECT_EQ(r.status, 2) << "sinkc " << shown << r.describe();
+  }
+}
+
+TEST(Exit, HelpIsZero) {
+  auto r = run_sinkc({"--help"});
+  ASSERT_TRUE(r.exited) << r.describe();
+  EXPECT_EQ(r.status, 0) << r.describe();
+  EXPECT_NE(r.out.find("check"), std::string::npos);
+}
+
+// ---- never a crash -----------------------------------------------------------
+
+TEST(Robust, BinaryGarbageWithNulBytes) {
+  TempDir dir;
+  for (uint32_t seed : {1u, 2u, 3u, 42u}) {
+    std::string bytes = random_bytes(seed, 64 * 1024);
+    bytes[100] = '\0';  // and certainly NULs
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    auto r = check(dir.write("garbage.sink", bytes));
+    expect_rejected(r);
+    EXPECT_NE(r.err.find("invalid byte in source"), std::string::npos) << r.describe();
+  }
+}
+
+TEST(Robust, PrintableGarbage) {
+  TempDir dir;
+  std::mt19937 rng(7);
+  const std::string alphabet = "{}[]()=.,;+-*/^\"'#@!$%&|~<>?:_ \n\tabcxyz019 experiment sweep over in extends fix token at";
+  std::string s;
+  for (int k = 0; k < 64 * 1024; ++k) s += alphabet[rng() % alphabet.size()];
+  expect_rejected(check(dir.write("printable.sink", s)));
+}
+
+TEST(Robust, OnlyNulBytes) {
+  TempDir dir;
+  expect_rejected(check(dir.write("nul.sink", std::string(4096, '\0'))));
+}
+
+TEST(Robust, TenMegabyteFile) {
+  TempDir dir;
+  std::string big;
+  big.reserve(10 << 20);
+  while (big.size() < (10u << 20)) big += "experiment e extends tiny { model.d = 64 }  // filler\n";
+  auto r = check(dir.write("big.sink", big));
+  expect_rejected(r);
+  EXPECT_NE(r.err.find("MB"), std::string::npos) << r.describe();
+}
+
+TEST(Robust, LargestAcceptedFileIsFast) {
+  // Just under the size limit: many experiments and comments, all valid.
+  TempDir dir;
+  std::string text = "// many experiments\n";
+  for (int k = 0; text.size() < 900 * 1024; ++k)
+    text += "experiment e" + std::to_string(k) + " extends tiny {\n  optim.lr = 1e-3  // a comment\n}\n";
+  auto start = std::chrono::steady_clock::now();
+  auto r = check(dir.write("large.sink", text));
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(r.exited) << r.describe();
+  EXPECT_EQ(r.status, 0) << r.describe();
+  EXPECT_LT(seconds, 30.0);
+}
+
+TEST(Robust, DeeplyNestedParentheses) {
+  TempDir dir;
+  std::string s = "experiment deep extends tiny {\n  model.d = " + std::string(100000, '(') + "64\n}\n";
+  auto r = check(dir.write("parens.sink", s));
+  expect_rejected(r);
+  EXPECT_NE(r.err.find("nesting deeper than"), std::string::npos) << r.describe();
+}
+
+TEST(Robust, DeeplyNestedBracketsAndBlocks) {
+  TempDir dir;
+  expect_rejected(check(dir.write("brackets.sink", "experiment a extends tiny { measure.positions = " +
+                                                       std::string(100000, '[') + "\n}\n")));
+  expect_rejected(check(dir.write("blocks.sink", "experiment a extends tiny " + std::string(100000, '{'))));
+  std::string closing(100000, ')');
+  expect_rejected(check(dir.write("closing.sink", closing)));
+}
+
+TEST(Robust, HugeSum) {
+  TempDir dir;
+  std::string sum = "1";
+  for (int k = 1; k < 200000; ++k) sum += "+1";
+  auto r = check(dir.write("sum.sink", "experiment sum extends tiny {\n  model.d = " + sum + "\n}\n"));
+  expect_rejected(r);
+  EXPECT_NE(r.err.find("operators"), std::string::npos) << r.describe();
+  // Also as a score expression and with unary minus chains.
+  expect_rejected(check(dir.write("score.sink", "experiment s extends tiny { attention.score = qk" +
+                                                    std::string(200000, '+') + "qk }\n")));
+  expect_rejected(check(dir.write("neg.sink", "experiment s extends tiny { optim.lr = " + std::string(200000, '-') + "1 }\n")));
+}
+
+TEST(Robust, UnterminatedStringAndComment) {
+  TempDir dir;
+  auto r = check(dir.write("string.sink", "experiment a extends tiny {\n  data.corpus = file(\"data/x\n}\n"));
+  expect_rejected(r);
+  EXPECT_NE(r.err.find("unterminated string"), std::string::npos) << r.describe();
+  r = check(dir.write("comment.sink", "experiment a extends tiny {\n  /* no end\n  optim.lr = 1e-3\n}\n"));
+  expect_rejected(r);
+  EXPECT_NE(r.err.find("unterminated comment"), std::string::npos) << r.describe();
+  expect_rejected(check(dir.write("quote.sink", "\"")));
+  expect_rejected(check(dir.write("slashstar.sink", "/*")));
+  expect_rejected(check(dir.write("backslash.sink", "import \"abc\\")));
+}
+
+TEST(Robust, ManyErrorsAreCapped) {
+  TempDir dir;
+  std::string s;
+  for (int k = 0; k < 5000; ++k) s += "experiment e" + std::to_string(k) + " extends tiny { model.d = true }\n";
+  auto r = check(dir.write("many.sink", s));
+  expect_rejected(r);
+  EXPECT_NE(r.err.find("5000 errors generated."), std::string::npos) << r.describe();
+  EXPECT_NE(r.err.find("more diagnostics not shown"), std::string::npos);
+}
+
+TEST(Robust, HugeNumbersAndLongNames) {
+  TempDir dir;
+  std::string digits(5000, '9');
+  std::string name(100000, 'a');
+  expect_rejected(check(dir.write("num.sink", "experiment a extends tiny { model.d = " + digits + "\n optim.lr = " +
+                                                  digits + "e99999 }\n")));
+  expect_rejected(check(dir.write("name.sink", "experiment a extends tiny { model." + name + " = 1 }\n")));
+  expect_rejected(check(dir.write("exp.sink", "experiment a extends tiny { model.d = 2^2^2^2^2^2^2 }\n")));
+}
+
+TEST(Robust, SelfImportAndMissingImport) {
+  TempDir dir;
+  auto self = dir.write("self.sink", "import \"self.sink\"\nexperiment a extends tiny {}\n");
+  auto r = check(self);
+  expect_rejected(r);
+  EXPECT_NE(r.err.find("import cycle"), std::string::npos) << r.describe();
+  expect_rejected(check(dir.write("dir.sink", "import \".\"\nimport \"/\"\nimport \"\"\n")));
+}
+
+// In process: thousands of mutations of real specs through the whole front
+// end. Each must end with diagnostics or plans, never both missing errors and
+// plans, and never a crash (the test binary would die).
+TEST(Robust, MutatedSpecsInProcess) {
+  std::vector<std::string> seeds = {slurp(fs::path(sink::testing::stdlib_dir()) / "presets.sink"),
+                                    "experiment a extends tiny {\n  model { biases = k  v_star = 5 * onehot(0) }\n"
+                                    "  data { fix token 3 at 2  random at [4, 5] }\n"
+                                    "  attention { score = sigmoid(qk) normalize = none }\n}\n"
+                                    "sweep s over micro { optim.lr in [1e-3, 3e-3]  model.pe in [rope, alibi] }\n"};
+  const std::string tokens[] = {"{", "}", "(", ")", "[", "]", "=", ",", ".", "\"", "/*", "*/", "//", "\n", "-",
+                                "^", "1e999", "0", "tokens", "fix", "random", "at", "in", "none", "qk", "\xff"};
+  std::mt19937 rng(12345);
+  int with_errors = 0;
+  for (int iteration = 0; iteration < 1500; ++iteration) {
+    std::string text = seeds[iteration % seeds.size()];
+    int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits && !text.empty(); ++e) {
+      size_t at = rng() % text.size();
+      switch (rng() % 3) {
+        case 0: text.erase(at, 1 + rng() % 8); break;
+        case 1: text.insert(at, tokens[rng() % std::size(tokens)]); break;
+        default: text[at] = static_cast<char>(rng() & 0xff); break;
+      }
+    }
+    auto c = sink::testing::compile_text(text);
+    if (c->diagnostics().has_errors()) {
+      ++with_errors;
+      EXPECT_TRUE(c->plans().empty());
+      c->diagnostics().render();  // renders without crashing
+    }
+  }
+  EXPECT_GT(with_errors, 500);  // the mutations do break things
+}
+
+}  // namespace
