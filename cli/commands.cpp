@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "compiler/kernels/emit_llvm.h"
 #include "compiler/schema.h"
 
 namespace sink::cli {
@@ -103,11 +104,13 @@ int compile(const std::string& file, const std::string& out, const CommonOptions
     fs::create_directories(dir, ec);
     std::ofstream f(dir / "plan.toml");
     f << to_toml(p);
-    if (!f) {
+    std::ofstream ll(dir / "attention.ll");
+    ll << kernels::emit_llvm(kernels::kernel_spec(p));
+    if (!f || !ll) {
       fmt::print(stderr, "sinkc: cannot write {}\n", (dir / "plan.toml").string());
       return 2;
     }
-    fmt::print("{}  {}\n", p.hash8(), (dir / "plan.toml").string());
+    fmt::print("{}  {}  {}\n", p.hash8(), (dir / "plan.toml").string(), (dir / "attention.ll").string());
   }
   return 0;
 }

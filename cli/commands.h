@@ -24,4 +24,18 @@ int compile(const std::string& file, const std::string& out, const CommonOptions
 // Compiles one file; prints diagnostics to stderr. Returns the exit status.
 int compile_file(Compilation& c, const std::string& file, const CommonOptions& common);
 
+// Results (cli/results_commands.cpp, library sinkresults): read run
+// directories, never LibTorch. A target is a run directory, a folder of runs,
+// or a spec whose runs are looked up in `out` by name and plan hash.
+struct ResultsOptions {
+  std::string out = "runs";           // where `sinkc run` wrote the runs of a spec
+  std::string format = "text";        // text, markdown or json (diff, table)
+  std::vector<std::string> runs;      // --run: one for every spec target, or one for A and one for B
+};
+int diff(const std::string& a, const std::string& b, const ResultsOptions& options, const CommonOptions& common);
+int table(const std::vector<std::string>& targets, const std::vector<std::string>& metrics, const ResultsOptions& options,
+          const CommonOptions& common);
+int report(const std::vector<std::string>& targets, const std::string& output, const std::string& title,
+           const ResultsOptions& options, const CommonOptions& common);
+
 }  // namespace sink::cli

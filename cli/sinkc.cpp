@@ -40,7 +40,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   sink::cli::CommonOptions common;
   auto add_common = [&](CLI::App* cmd) {
-    cmd->add_option("--set", common.overrides, "override a field in every run: --set optim.lr=1e-3 (repeatable)");
+    cmd->add_option("--set", common.overrides, "override a field in every run: --set optim.lr=1e-3 (repeatable)")
+        ->allow_extra_args(false);
     cmd->add_option("--base", common.base, "replace the preset every experiment extends, e.g. --base paper_60m");
     cmd->add_option("--stdlib", common.stdlib, "folder of defaults.sink and presets.sink");
     cmd->add_flag("--color,!--no-color", common.color, "color diagnostics");
@@ -64,10 +65,42 @@ int main(int argc, char** argv) {
   add_common(fields);
 
   std::string compile_file, compile_out;
-  auto* compile = app.add_subcommand("compile", "write DIR/<run>/plan.toml for every run of a spec");
+  auto* compile = app.add_subcommand("compile", "write DIR/<run>/plan.toml and attention.ll (the generated kernel IR) for every run");
   compile->add_option("file", compile_file, "spec file")->required();
   compile->add_option("-o,--out", compile_out, "output folder")->required();
   add_common(compile);
+
+  // Results: read run directories only, so they stay here, not in the runtime.
+  sink::cli::ResultsOptions results;
+  auto add_results = [&](CLI::App* cmd, bool with_format) {
+    cmd->add_option("--run", results.runs, "a run of a spec target (diff: once for every spec, or once for A and once for B)")
+        ->allow_extra_args(false);
+    cmd->add_option("--out", results.out, "folder where `sinkc run` wrote the runs of a spec")->capture_default_str();
+    if (with_format)
+      cmd->add_option("--format", results.format, "text, markdown or json")->check(CLI::IsMember({"text", "markdown", "json"}));
+    add_common(cmd);
+  };
+
+  std::string diff_a, diff_b;
+  auto* diff = app.add_subcommand("diff", "plan diff, metric deltas against seed noise, and alpha_1 moves between two runs");
+  diff->add_option("a", diff_a, "run directory, or spec file (with --run)")->required();
+  diff->add_option("b", diff_b, "run directory, or spec file (with --run)")->required();
+  add_results(diff, true);
+
+  std::vector<std::string> table_targets, table_metrics;
+  auto* table = app.add_subcommand("table", "one row per run of a sweep (seeds aggregated), the sweep axes as columns");
+  table->add_option("targets", table_targets, "folder of runs, run directories, or spec files")->required();
+  table->add_option("--metric", table_metrics, "only these metrics: sink_1, sink_star, valid_loss, train_loss, massive_max, tokens_per_s")
+      ->allow_extra_args(false);
+  add_results(table, true);
+
+  std::vector<std::string> report_targets;
+  std::string report_output, report_title;
+  auto* report = app.add_subcommand("report", "one self-contained HTML file: curves, alpha_1 heatmaps, massive activations, run table, plan diff");
+  report->add_option("targets", report_targets, "run directories, folders of runs, or spec files")->required();
+  report->add_option("-o,--output", report_output, "the HTML file to write")->required();
+  report->add_option("--title", report_title, "the report's title");
+  add_results(report, false);
 
   try {
     app.parse(argc, argv);
@@ -81,6 +114,9 @@ int main(int argc, char** argv) {
     if (*plan) return sink::cli::plan(plan_file, plan_run, plan_format, common);
     if (*fields) return sink::cli::fields(fields_format, common);
     if (*compile) return sink::cli::compile(compile_file, compile_out, common);
+    if (*diff) return sink::cli::diff(diff_a, diff_b, results, common);
+    if (*table) return sink::cli::table(table_targets, table_metrics, results, common);
+    if (*report) return sink::cli::report(report_targets, report_output, report_title, results, common);
   } catch (const std::exception& e) {
     fmt::print(stderr, "sinkc: internal error: {}\n", e.what());
     return 2;

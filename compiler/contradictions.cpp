@@ -80,7 +80,7 @@ void check_run(const Run& run, Diagnostics& diags) {
   const Value* vstar = r.v("model.v_star");
   if (vstar && vstar->kind == Value::Kind::Expr && biases != "k")
     r.error({"model.v_star", "model.biases"}, "a fixed v* vector needs biases = k");
-  if (vstar && vstar->kind == Value::Kind::Enum && vstar->s != "auto" && biases == "none")
+  if (vstar && vstar->kind == Value::Kind::Enum && vstar->s == "learned" && biases == "none")
     r.error({"model.v_star", "model.biases"}, fmt::format("v_star = {} has no effect with biases = none", vstar->s));
   if (r.i("model.k_dims") > 0 && biases != "k" && biases != "kv")
     r.error({"model.k_dims", "model.biases"}, "k_dims needs key biases (biases = k or kv)");

@@ -1,5 +1,6 @@
 #include "compiler/expand.h"
 
+#include <algorithm>
 #include <fmt/format.h>
 
 namespace sink {
@@ -8,6 +9,15 @@ namespace {
 void apply(const Program& p, const ast::Statement& s, std::map<std::string, Setting>& fields) {
   auto it = p.typed_statements.find(&s);
   if (it == p.typed_statements.end()) return;  // an error was reported
+  if (s.kind == ast::Statement::Kind::Random && fields.count("data.random")) {
+    // `random at` statements accumulate, like `fix token`; `data.random = [...]` replaces.
+    Setting& random = fields["data.random"];
+    for (const auto& v : it->second.items)
+      if (std::find(random.value.items.begin(), random.value.items.end(), v) == random.value.items.end())
+        random.value.items.push_back(v);
+    random.origin = s.span;
+    return;
+  }
   if (s.kind == ast::Statement::Kind::Fix) {
     Setting& fix = fields["data.fix"];
     fix.value.kind = Value::Kind::List;
@@ -97,7 +107,14 @@ void expand(Program& program, Diagnostics& diags) {
       }
     }
   }
-  // Command-line overrides apply last, to every run.
+  // Command-line overrides apply last, to every run. One that sets a swept
+  // field makes the sweep's points identical: say so.
+  for (const auto& s : program.overrides)
+    for (const auto& m : program.root_modules)
+      for (const auto& x : program.modules[m].experiments)
+        for (const auto& axis : x.axes)
+          if (axis.path == s.path)
+            diags.warning(s.path_span, fmt::format("--set {} overrides an axis of sweep '{}': its runs become identical", s.path, x.name));
   for (auto& run : runs)
     for (const auto& s : program.overrides) apply(program, s, run.fields);
 

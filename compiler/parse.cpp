@@ -2,6 +2,7 @@
 
 #include <antlr4-runtime.h>
 #include <cmath>
+#include <filesystem>
 #include <fmt/format.h>
 #include <set>
 
@@ -16,29 +17,44 @@ constexpr int kMaxOperatorsPerValue = 500;  // keeps recursion (ANTLR's and ours
 
 struct TooManyErrors {};
 
-// ANTLR reports columns in code points; our carets count bytes.
-int byte_column(const SourceFile& f, int line, int codepoint_col0) {
-  std::string text = f.line(line);
-  size_t i = 0;
-  for (int cp = 0; cp < codepoint_col0 && i < text.size(); ++cp) {
-    unsigned char c = text[i];
-    i += c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+// ANTLR counts code points; our carets count bytes. The map from one to the
+// other is built once per file (by sanitized_utf8), so that a lookup costs the
+// same on a 1 MB line as on a short one.
+class Columns {
+ public:
+  Columns(int file, const SourceFile& f) : file_(file), f_(f) {}
+  std::vector<uint32_t> byte_of_cp;  // file byte offset of each code point ANTLR reads, then the end
+
+  // 1-based byte column of the code point at index `cp` of the input, on `line`.
+  int at(int line, size_t cp) const {
+    size_t byte = byte_of_cp.empty() ? 0 : byte_of_cp[std::min(cp, byte_of_cp.size() - 1)];
+    size_t start = line >= 1 && line <= static_cast<int>(f_.line_starts.size()) ? f_.line_starts[line - 1] : 0;
+    return byte >= start ? static_cast<int>(byte - start) + 1 : 1;
   }
-  return static_cast<int>(std::min(i, text.size())) + 1;
-}
+  // From the start of `a` to the end of `b` (tokens on one line or several).
+  Span tokens(antlr4::Token* a, antlr4::Token* b) const {
+    Span s;
+    s.file = file_;
+    s.line = static_cast<int>(a->getLine());
+    s.col = at(s.line, a->getStartIndex());
+    s.end_line = static_cast<int>(b->getLine());
+    s.end_col = at(s.end_line, b->getStopIndex() + 1);
+    if (s.end_line == s.line && s.end_col <= s.col) s.end_col = s.col + 1;
+    return s;
+  }
+  Span token(antlr4::Token* t) const { return tokens(t, t); }
+
+ private:
+  int file_;
+  const SourceFile& f_;
+};
 
 class ErrorCollector : public antlr4::BaseErrorListener {
  public:
-  ErrorCollector(int file, const SourceManager& sources, Diagnostics& diags)
-      : file_(file), sources_(sources), diags_(diags) {}
+  ErrorCollector(int file, const Columns& columns, Diagnostics& diags) : file_(file), columns_(columns), diags_(diags) {}
   void syntaxError(antlr4::Recognizer* recognizer, antlr4::Token* offending, size_t line, size_t col,
                    const std::string& msg, std::exception_ptr) override {
-    Span s;
-    s.file = file_;
-    s.line = static_cast<int>(line);
-    s.col = byte_column(sources_.file(file_), s.line, static_cast<int>(col));
-    s.end_line = s.line;
-    s.end_col = s.col + 1;
+    Span s{file_, static_cast<int>(line), static_cast<int>(col) + 1, static_cast<int>(line), static_cast<int>(col) + 2};
     auto* parser = dynamic_cast<antlr4::Parser*>(recognizer);
     // One syntax error per top-level declaration: ANTLR's recovery inside a
     // broken declaration mostly finds echoes of the first error.
@@ -53,7 +69,8 @@ class ErrorCollector : public antlr4::BaseErrorListener {
     }
     const bool at_eof = offending && offending->getType() == antlr4::Token::EOF;
     if (offending && !at_eof) {
-      s.end_col = s.col + static_cast<int>(std::min<size_t>(offending->getText().size(), 80));
+      s = columns_.token(offending);
+      if (s.end_line != s.line || s.end_col > s.col + 80) s.end_line = s.line, s.end_col = s.col + 80;
     }
     std::string hint;
     if (at_eof && parser) {
@@ -63,8 +80,7 @@ class ErrorCollector : public antlr4::BaseErrorListener {
       if (index > 0 && index != INVALID_INDEX) {
         antlr4::Token* last = parser->getTokenStream()->get(index - 1);
         s.line = static_cast<int>(last->getLine());
-        s.col = byte_column(sources_.file(file_), s.line,
-                            static_cast<int>(last->getCharPositionInLine() + last->getText().size()));
+        s.col = columns_.at(s.line, last->getStopIndex() + 1);
         s.end_line = s.line;
         s.end_col = s.col + 1;
       }
@@ -74,6 +90,7 @@ class ErrorCollector : public antlr4::BaseErrorListener {
     if (++count_ >= 50) throw TooManyErrors{};
   }
   int count() const { return count_; }
+  const Columns& columns() const { return columns_; }
   std::string eof_hint;             // said with errors at the end of the file (an unclosed bracket)
   std::vector<size_t> decl_starts;  // token indexes where top-level declarations start
 
@@ -141,7 +158,7 @@ class ErrorCollector : public antlr4::BaseErrorListener {
     return out;
   }
   int file_;
-  const SourceManager& sources_;
+  const Columns& columns_;
   Diagnostics& diags_;
   int count_ = 0;
   long last_decl_ = -1;
@@ -162,22 +179,46 @@ class KeepClosers : public antlr4::DefaultErrorStrategy {
   }
 };
 
-// Replaces bytes that are not valid UTF-8 (ANTLR's decoder throws on them)
-// and reports the first one.
-std::string sanitized_utf8(int file, const SourceManager& sources, Diagnostics& diags) {
+// Length of the well-formed UTF-8 sequence at in[i] (RFC 3629: no overlong
+// forms, no surrogates, nothing past U+10FFFF), or 0. ANTLR's decoder throws
+// on anything else.
+size_t utf8_length(const std::string& in, size_t i) {
+  auto byte = [&](size_t k) { return i + k < in.size() ? static_cast<unsigned char>(in[i + k]) : 0; };
+  auto cont = [&](size_t k) { return (byte(k) & 0xC0) == 0x80; };
+  unsigned char c = byte(0);
+  if (c == 0) return 0;  // NUL (or the end): not text
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    unsigned char lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    return byte(1) >= lo && byte(1) <= hi && cont(2) ? 3 : 0;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    unsigned char lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    return byte(1) >= lo && byte(1) <= hi && cont(2) && cont(3) ? 4 : 0;
+  }
+  return 0;
+}
+
+// Replaces bytes that are not valid UTF-8 and reports the first one; records
+// where each code point of the result is in the file.
+std::string sanitized_utf8(int file, const SourceManager& sources, Diagnostics& diags, Columns& columns) {
   const std::string& in = sources.file(file).text;
   std::string out;
   out.reserve(in.size());
+  columns.byte_of_cp.reserve(in.size() + 1);
   bool reported = false;
   int line = 1, col = 1;
   size_t start = 0;
-  if (in.rfind("\xEF\xBB\xBF", 0) == 0) out += ' ', start = 3, col = 4;  // a byte-order mark: one code point, like the space
+  if (in.rfind("\xEF\xBB\xBF", 0) == 0) {  // a byte-order mark: one code point, like the space
+    out += ' ', start = 3, col = 4;
+    columns.byte_of_cp.push_back(0);
+  }
   for (size_t i = start; i < in.size();) {
     unsigned char c = in[i];
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    bool ok = len > 0 && i + len <= in.size();
-    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(in[i + k]) >> 6) == 0x2;
-    if (ok && c == 0) ok = false;
+    size_t len = utf8_length(in, i);
+    bool ok = len > 0;
+    columns.byte_of_cp.push_back(static_cast<uint32_t>(i));
     if (!ok) {
       if (!reported) {
         diags.error({file, line, col, line, col + 1}, "invalid byte in source (not UTF-8 text)");
@@ -192,20 +233,17 @@ std::string sanitized_utf8(int file, const SourceManager& sources, Diagnostics& 
     else col += static_cast<int>(len);
     i += len;
   }
+  columns.byte_of_cp.push_back(static_cast<uint32_t>(in.size()));
   return out;
 }
 
 // Guards the recursive parts (ANTLR's recursive descent and our tree walk)
 // against pathological nesting before the parser sees the tokens.
-bool nesting_ok(int file, antlr4::CommonTokenStream& tokens, Diagnostics& diags) {
+bool nesting_ok(const Columns& columns, antlr4::CommonTokenStream& tokens, Diagnostics& diags) {
   int depth = 0, operators = 0;
   for (antlr4::Token* t : tokens.getTokens()) {
     std::string text = t->getText();
-    auto here = [&] {
-      int line = static_cast<int>(t->getLine());
-      int col = static_cast<int>(t->getCharPositionInLine()) + 1;
-      return Span{file, line, col, line, col + 1};
-    };
+    auto here = [&] { return columns.token(t); };
     if (text == "(" || text == "[" || text == "{") {
       if (++depth > kMaxNesting) {
         diags.error(here(), fmt::format("nesting deeper than {} levels", kMaxNesting));
@@ -229,8 +267,8 @@ bool nesting_ok(int file, antlr4::CommonTokenStream& tokens, Diagnostics& diags)
 // stray characters, and the parser would report those one by one. Returns
 // false if the file should not be parsed. Also finds the innermost bracket
 // left open at the end of the file, for the hint of an end-of-file error.
-bool lexical_ok(int file, const SourceManager& sources, antlr4::CommonTokenStream& tokens, Diagnostics& diags,
-                std::string& eof_hint, std::vector<size_t>& decl_starts) {
+bool lexical_ok(const Columns& columns, antlr4::CommonTokenStream& tokens, Diagnostics& diags, std::string& eof_hint,
+                std::vector<size_t>& decl_starts) {
   bool ok = true;
   std::vector<antlr4::Token*> open;
   const auto& all = tokens.getTokens();
@@ -240,15 +278,13 @@ bool lexical_ok(int file, const SourceManager& sources, antlr4::CommonTokenStrea
     std::string text = t->getText();
     int line = static_cast<int>(t->getLine());
     if (line == string_line) continue;
-    int col = byte_column(sources.file(file), line, static_cast<int>(t->getCharPositionInLine()));
-    Span here{file, line, col, line, col + 1};
     if (t->getType() == SinkLexer::ANY && text == "\"") {
-      diags.error(here, "unterminated string", "a string ends with \" on the same line");
+      diags.error(columns.token(t), "unterminated string", "a string ends with \" on the same line");
       ok = false;
       string_line = line;
     } else if (text == "/" && k + 1 < all.size() && all[k + 1]->getText() == "*" &&
                all[k + 1]->getStartIndex() == t->getStopIndex() + 1) {
-      diags.error({file, line, col, line, col + 2}, "unterminated comment", "a comment started with /* ends with */");
+      diags.error(columns.tokens(t, all[k + 1]), "unterminated comment", "a comment started with /* ends with */");
       return false;  // the rest of the file is inside it
     }
     // A declaration starts outside brackets, or (when a bracket was left
@@ -263,7 +299,7 @@ bool lexical_ok(int file, const SourceManager& sources, antlr4::CommonTokenStrea
     antlr4::Token* t = open.back();
     int line = static_cast<int>(t->getLine());
     eof_hint = fmt::format("the '{}' at line {}, column {} is never closed", t->getText(), line,
-                           byte_column(sources.file(file), line, static_cast<int>(t->getCharPositionInLine())));
+                           columns.at(line, t->getStartIndex()));
   }
   return ok;
 }
@@ -281,34 +317,17 @@ bool has_syntax_error(antlr4::tree::ParseTree* tree) {
 
 class Builder {
  public:
-  Builder(int file, const SourceManager& sources, Diagnostics& diags) : file_(file), sources_(sources), diags_(diags) {}
+  Builder(const Columns& columns, Diagnostics& diags) : columns_(columns), diags_(diags) {}
 
   Span span(antlr4::ParserRuleContext* ctx) const {
-    Span s;
-    s.file = file_;
     antlr4::Token* a = ctx->getStart();
     antlr4::Token* b = ctx->getStop();
-    if (!a) return s;
-    s.line = static_cast<int>(a->getLine());
-    s.col = byte_column(sources_.file(file_), s.line, static_cast<int>(a->getCharPositionInLine()));
-    if (!b || b->getType() == antlr4::Token::EOF) b = a;
-    s.end_line = static_cast<int>(b->getLine());
-    s.end_col = byte_column(sources_.file(file_), s.end_line,
-                            static_cast<int>(b->getCharPositionInLine() + b->getText().size()));
-    return s;
+    if (!a) return Span{};
+    if (!b || b->getType() == antlr4::Token::EOF || b->getTokenIndex() < a->getTokenIndex()) b = a;
+    return columns_.tokens(a, b);
   }
 
-  Span span(antlr4::tree::TerminalNode* node) const {
-    antlr4::Token* t = node->getSymbol();
-    Span s;
-    s.file = file_;
-    s.line = static_cast<int>(t->getLine());
-    s.col = byte_column(sources_.file(file_), s.line, static_cast<int>(t->getCharPositionInLine()));
-    s.end_line = s.line;
-    s.end_col = byte_column(sources_.file(file_), s.line,
-                            static_cast<int>(t->getCharPositionInLine() + t->getText().size()));
-    return s;
-  }
+  Span span(antlr4::tree::TerminalNode* node) const { return columns_.token(node->getSymbol()); }
 
   static std::string text(SinkParser::IdentContext* ctx) { return ctx ? ctx->getStart()->getText() : ""; }
 
@@ -476,8 +495,7 @@ class Builder {
     e.integral = whole && (digits.find('.') == std::string::npos || scale > 1);
   }
 
-  int file_;
-  const SourceManager& sources_;
+  const Columns& columns_;
   Diagnostics& diags_;
   std::vector<std::pair<std::string, Span>>* blocks_ = nullptr;  // of the experiment being built
 };
@@ -488,14 +506,24 @@ template <typename Entry>
 auto with_parser(int file, const SourceManager& sources, Diagnostics& diags, Entry entry) {
   const SourceFile& f = sources.file(file);
   if (f.text.size() > kMaxSpecBytes) {
+    // Files are read only up to the limit: their size comes from the disk.
+    std::error_code ec;
+    uintmax_t size = std::filesystem::file_size(f.path, ec);
+    if (ec || size < f.text.size()) size = f.text.size();
     diags.error({file, 0, 0, 0, 0},
-                fmt::format("file is {:.1f} MB; sinkc reads specs up to {} MB", f.text.size() / 1048576.0,
-                            kMaxSpecBytes >> 20));
+                fmt::format("file is {:.1f} MB; sinkc reads specs up to {} MB", size / 1048576.0, kMaxSpecBytes >> 20));
     return entry(nullptr, nullptr);
   }
-  antlr4::ANTLRInputStream input(sanitized_utf8(file, sources, diags));
+  Columns columns(file, f);
+  antlr4::ANTLRInputStream input;
+  try {
+    input.load(sanitized_utf8(file, sources, diags, columns));
+  } catch (const std::exception& e) {  // sanitized_utf8 should have made this impossible
+    diags.error({file, 0, 0, 0, 0}, std::string("cannot decode the file as UTF-8: ") + e.what());
+    return entry(nullptr, nullptr);
+  }
   SinkLexer lexer(&input);
-  ErrorCollector errors(file, sources, diags);
+  ErrorCollector errors(file, columns, diags);
   lexer.removeErrorListeners();
   lexer.addErrorListener(&errors);
   antlr4::CommonTokenStream tokens(&lexer);
@@ -503,9 +531,12 @@ auto with_parser(int file, const SourceManager& sources, Diagnostics& diags, Ent
     tokens.fill();
   } catch (const TooManyErrors&) {
     return entry(nullptr, nullptr);
+  } catch (const std::exception& e) {
+    diags.error({file, 0, 0, 0, 0}, std::string("lexer failure: ") + e.what());
+    return entry(nullptr, nullptr);
   }
-  if (!lexical_ok(file, sources, tokens, diags, errors.eof_hint, errors.decl_starts)) return entry(nullptr, nullptr);
-  if (!nesting_ok(file, tokens, diags)) return entry(nullptr, nullptr);
+  if (!lexical_ok(columns, tokens, diags, errors.eof_hint, errors.decl_starts)) return entry(nullptr, nullptr);
+  if (!nesting_ok(columns, tokens, diags)) return entry(nullptr, nullptr);
   SinkParser parser(&tokens);
   parser.removeErrorListeners();
   parser.addErrorListener(&errors);
@@ -526,10 +557,10 @@ auto with_parser(int file, const SourceManager& sources, Diagnostics& diags, Ent
 ast::Module parse_module(int file, const SourceManager& sources, Diagnostics& diags) {
   ast::Module m;
   m.file = file;
-  with_parser(file, sources, diags, [&](SinkParser* parser, ErrorCollector*) -> int {
+  with_parser(file, sources, diags, [&](SinkParser* parser, ErrorCollector* errors) -> int {
     if (!parser) return 0;
     SinkParser::FileContext* tree = parser->file();
-    Builder b(file, sources, diags);
+    Builder b(errors->columns(), diags);
     for (auto* top : tree->topLevel()) {
       if (auto* imp = top->importDecl()) {
         if (has_syntax_error(imp)) continue;
@@ -552,7 +583,7 @@ std::optional<ast::Statement> parse_override(int file, const SourceManager& sour
     if (!parser) return 0;
     auto* tree = parser->overrideEntry();
     if (errors->count() > 0) return 0;
-    Builder b(file, sources, diags);
+    Builder b(errors->columns(), diags);
     ast::Statement s;
     s.span = b.span(tree);
     s.path = b.path(tree->path());
@@ -570,7 +601,7 @@ std::optional<ast::Expr> parse_expression(int file, const SourceManager& sources
     if (!parser) return 0;
     auto* tree = parser->exprEntry();
     if (errors->count() > 0) return 0;
-    out = Builder(file, sources, diags).expr(tree->expr());
+    out = Builder(errors->columns(), diags).expr(tree->expr());
     return 0;
   });
   return out;

@@ -24,12 +24,17 @@ std::optional<std::string> read_file(const fs::path& p) {
   if (!fs::is_regular_file(p, ec)) return std::nullopt;
   std::ifstream in(p, std::ios::binary);
   if (!in) return std::nullopt;
-  // Read at most a little past the limit: the parser reports the size.
+  // Read at most one byte past the limit (the parser then refuses the file
+  // and reports its size), in chunks: neither a zeroed 1 MB buffer per file
+  // nor a copy the size of a huge file.
   std::string text;
-  text.resize(kMaxSpecBytes + 1);
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
-  if (text.size() > kMaxSpecBytes) text.assign(fs::file_size(p, ec), ' ');  // keep the size for the message only
+  char chunk[1 << 16];
+  while (text.size() <= kMaxSpecBytes) {
+    in.read(chunk, sizeof chunk);
+    if (in.gcount() <= 0) break;
+    text.append(chunk, static_cast<size_t>(in.gcount()));
+  }
+  if (text.size() > kMaxSpecBytes) text.resize(kMaxSpecBytes + 1);
   return text;
 }
 

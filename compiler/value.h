@@ -35,7 +35,11 @@ struct Value {
   std::vector<std::pair<std::string, Value>> args;  // Call, every parameter named
   std::shared_ptr<const ExprNode> expr;              // Expr
 
-  static Value none() { return {}; }
+  // User-provided: with the implicit one, clang and libstdc++ recurse through
+  // std::pair<std::string, Value> (for `args`) while Value is being defined.
+  Value() {}
+
+  static Value none() { return Value(); }
   static Value of_int(int64_t v) { Value x; x.kind = Kind::Int; x.i = v; return x; }
   static Value of_float(double v) { Value x; x.kind = Kind::Float; x.f = v; return x; }
   static Value of_bool(bool v) { Value x; x.kind = Kind::Bool; x.b = v; return x; }

@@ -156,11 +156,16 @@ TokenData load_data(const DataConfig& cfg, const std::string& cache_dir) {
   if (!pretokenized.empty() && !docs.empty())
     throw std::runtime_error("a corpus mixes token files (.bin) with text; use one kind");
 
+  if (pretokenized.empty() && docs.size() < 2)
+    throw std::runtime_error("the corpus needs at least two documents (one for validation)");
+  // Whole documents go to validation: the split is disjoint by document.
+  const size_t n_valid_docs = std::max<size_t>(1, static_cast<size_t>(docs.size() * cfg.valid_fraction));
+
   if (cfg.tokenizer == "bytes") out.tokenizer = byte_tokenizer();
   else if (cfg.tokenizer == "llama2c") out.tokenizer = llama2c_tokenizer(cfg.tokenizer_path, 0);
   else {
-    // Train on the training share only, so validation stays unseen.
-    size_t n_train = docs.size() - static_cast<size_t>(docs.size() * cfg.valid_fraction);
+    // Train on the training share only (the same split as below), so validation stays unseen.
+    size_t n_train = docs.size() - std::min(docs.size(), n_valid_docs);
     out.tokenizer = sentencepiece_tokenizer({docs.begin(), docs.begin() + static_cast<long>(n_train)},
                                             cfg.tokenizer_vocab, cache_dir);
   }
@@ -177,9 +182,7 @@ TokenData load_data(const DataConfig& cfg, const std::string& cache_dir) {
     if (max_id >= out.vocab)
       throw std::runtime_error(fmt::format("token id {} in the .bin data is outside the tokenizer's vocabulary ({})", max_id, out.vocab));
   } else {
-    if (docs.size() < 2) throw std::runtime_error("the corpus needs at least two documents (one for validation)");
-    // Whole documents go to validation: the split is disjoint by document.
-    size_t n_valid = std::max<size_t>(1, static_cast<size_t>(docs.size() * cfg.valid_fraction));
+    const size_t n_valid = n_valid_docs;
     auto ids = out.tokenizer->encode_all(docs);
     for (size_t k = 0; k < ids.size(); ++k) {
       auto& stream = k < ids.size() - n_valid ? out.train : out.valid;

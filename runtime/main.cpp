@@ -161,7 +161,7 @@ int main(int argc, char** argv) {
   run->add_option("--run", only, "only this run");
   run->add_option("--out", out, "folder of run directories");
   run->add_flag("--resume", resume, "continue interrupted runs from their last checkpoint");
-  run->add_option("--set", options.overrides, "override a field in every run (repeatable)");
+  run->add_option("--set", options.overrides, "override a field in every run (repeatable)")->allow_extra_args(false);
   run->add_option("--base", options.base, "replace the preset at the root of every experiment");
 
   std::string input, tokenizer;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "runtime/jit_attention.h"
 #include "runtime/score.h"
 
 namespace sink::rt {
@@ -31,7 +32,7 @@ torch::Tensor FeedForward::forward(const torch::Tensor& x) {
   return w2(h);
 }
 
-SelfAttention::SelfAttention(const ModelConfig& c) : cfg(c) {
+SelfAttention::SelfAttention(const ModelConfig& c) : cfg(c), jit(c.attention.backend == "jit"), kernel(kernel_spec_of(c)) {
   const int64_t H = c.heads, Hkv = c.kv_heads, dh = c.d_head;
   auto linear = [](int64_t in, int64_t out) { return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false)); };
   wq = register_module("wq", linear(c.d, H * dh));
@@ -66,7 +67,7 @@ torch::Tensor apply_rope(const torch::Tensor& x, const torch::Tensor& cos, const
 }  // namespace
 
 torch::Tensor SelfAttention::forward(const torch::Tensor& x, const torch::Tensor& rope_cos, const torch::Tensor& rope_sin,
-                                     const torch::Tensor& bias, torch::Tensor* probe) {
+                                     const torch::Tensor& bias, const torch::Tensor& g, torch::Tensor* probe) {
   const int64_t B = x.size(0), T = x.size(1), H = cfg.heads, Hkv = cfg.kv_heads, dh = cfg.d_head;
   auto q = wq(x).view({B, T, H, dh}).transpose(1, 2);
   auto k = wk(x).view({B, T, Hkv, dh}).transpose(1, 2);
@@ -89,17 +90,35 @@ torch::Tensor SelfAttention::forward(const torch::Tensor& x, const torch::Tensor
     q = phi(q);
     k = phi(k);
   }
-  AttentionInputs in{q, k, v, {}, {}, {}};
-  if (bias.defined()) in.bias = bias;
+  torch::Tensor k_star;
   if (k_star_learned.defined()) {
-    auto ks = k_star_learned;
-    if (cfg.k_dims < dh) ks = torch::cat({ks, torch::zeros({ks.size(0), dh - cfg.k_dims}, ks.options())}, -1);
-    in.k_star = ks;
-    in.v_star = v_star;
+    k_star = k_star_learned;
+    if (cfg.k_dims < dh) k_star = torch::cat({k_star, torch::zeros({k_star.size(0), dh - cfg.k_dims}, k_star.options())}, -1);
   }
-  AttentionOutput o = reference_attention(cfg.attention, in, probe != nullptr);
-  if (probe) *probe = o.probe;
-  auto out = o.out;  // [B, H, T, dh]
+  torch::Tensor out;  // [B, H, T, dh]
+  if (jit) {
+    JitInputs in{q, k, v, g, k_star, k_star.defined() ? v_star : torch::Tensor()};
+    out = jit_attention(kernel, in);
+    if (probe) {
+      // The generated probe gives A (softmax) or s and Z; the metric reads them as the reference does.
+      auto [scores, Z] = jit_probe(kernel, in);
+      const int64_t S = scores.size(-1);
+      auto allowed = allowed_pairs(T, cfg.attention.prefix, cfg.attention.window);
+      if (S > T) allowed = torch::cat({torch::ones({T, 1}, allowed.options()), allowed}, -1);
+      auto A = cfg.attention.softmax ? scores : scores * (cfg.attention.scale / Z.unsqueeze(-1));
+      *probe = metric_attention(cfg.attention, scores, A, allowed);
+    }
+  } else {
+    AttentionInputs in{q, k, v, {}, {}, {}};
+    if (bias.defined()) in.bias = bias;
+    if (k_star.defined()) {
+      in.k_star = k_star;
+      in.v_star = v_star;
+    }
+    AttentionOutput o = reference_attention(cfg.attention, in, probe != nullptr);
+    if (probe) *probe = o.probe;
+    out = o.out;
+  }
   if (cfg.biases == "v") out = out + v_star.unsqueeze(0).unsqueeze(2);
   if (cfg.heads_combine == "add") return wo(out.sum(1));
   return wo(out.transpose(1, 2).reshape({B, T, H * dh}));
@@ -134,6 +153,20 @@ Transformer::Transformer(const ModelConfig& c) : cfg(c) {
     if (item.value().dim() >= 2 && item.key().find("kernel_") == std::string::npos) item.value().normal_(0, c.init_std);
   }
   if (relative) relative->weight.zero_();
+}
+
+torch::Tensor Transformer::distance_bias(int64_t T) {
+  auto n = torch::arange(T, torch::kFloat);
+  if (cfg.pe == "alibi") {
+    auto slopes = torch::pow(2.0, -8.0 * torch::arange(1, cfg.heads + 1, torch::kFloat) / cfg.heads).view({cfg.heads, 1});
+    return -slopes * n.view({1, T});
+  }
+  if (cfg.pe == "relative") {
+    std::vector<int64_t> buckets(T);
+    for (int64_t d = 0; d < T; ++d) buckets[d] = relative_bucket(d, cfg.rel_buckets, cfg.rel_max_distance);
+    return relative(torch::tensor(buckets)).t();  // [H, T]
+  }
+  return {};
 }
 
 torch::Tensor Transformer::position_bias(int64_t T) {
@@ -177,16 +210,18 @@ ForwardResult Transformer::forward(const torch::Tensor& tokens, bool probe, bool
     cos = torch::cos(angles).to(torch::kFloat);
     sin = torch::sin(angles).to(torch::kFloat);
   }
-  auto bias = position_bias(T);
+  const bool jit = cfg.attention.backend == "jit";
+  auto bias = jit ? torch::Tensor() : position_bias(T);
+  auto g = jit ? distance_bias(T) : torch::Tensor();
   for (auto& blk : blocks) {
     torch::Tensor p;
     torch::Tensor* probe_slot = probe ? &p : nullptr;
     if (cfg.placement == "pre") {
-      x = x + blk->attn->forward(blk->norm1->forward(x), cos, sin, bias, probe_slot);
+      x = x + blk->attn->forward(blk->norm1->forward(x), cos, sin, bias, g, probe_slot);
       x = x + blk->ffn->forward(blk->norm2->forward(x));
       if (want_hidden) r.hidden.push_back(x.detach());
     } else {
-      x = blk->norm1->forward(x + blk->attn->forward(x, cos, sin, bias, probe_slot));
+      x = blk->norm1->forward(x + blk->attn->forward(x, cos, sin, bias, g, probe_slot));
       auto before_ln = x + blk->ffn->forward(x);
       if (want_hidden) r.hidden.push_back(before_ln.detach());
       x = blk->norm2->forward(before_ln);

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "runtime/attention.h"
+#include "compiler/kernels/kernel_spec.h"
 #include "runtime/config.h"
 
 namespace sink::rt {
@@ -27,9 +28,12 @@ struct FeedForward : torch::nn::Module {
 struct SelfAttention : torch::nn::Module {
   SelfAttention(const ModelConfig& c);
   // bias: position term g(i - j) or undefined. probe: filled with the metric attention when defined.
+  // g: the same bias by distance [H, T] (the JIT kernels' form).
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& rope_cos, const torch::Tensor& rope_sin,
-                        const torch::Tensor& bias, torch::Tensor* probe);
+                        const torch::Tensor& bias, const torch::Tensor& g, torch::Tensor* probe);
   ModelConfig cfg;
+  bool jit = false;
+  kernels::KernelSpec kernel;
   torch::nn::Linear wq{nullptr}, wk{nullptr}, wv{nullptr}, wo{nullptr};
   torch::Tensor kernel_w1, kernel_w2;  // mlp kernel, per head
   torch::Tensor k_star_learned;        // [H|1, k_dims]
@@ -54,6 +58,7 @@ struct Transformer : torch::nn::Module {
   explicit Transformer(const ModelConfig& c);
   ForwardResult forward(const torch::Tensor& tokens, bool probe = false, bool hidden = false);
   torch::Tensor position_bias(int64_t T);  // ALiBi or T5 bucket bias: [1, H, T, T], or undefined
+  torch::Tensor distance_bias(int64_t T);  // the same by distance |i - j|: [H, T], or undefined
   // Parameters AdamW decays: weight matrices and embeddings, not gains, k*, v*, x*.
   std::vector<torch::Tensor> decayed_parameters();
   std::vector<torch::Tensor> other_parameters();

@@ -228,8 +228,19 @@ std::unique_ptr<Tokenizer> sentencepiece_tokenizer(const std::vector<std::string
         "--byte_fallback=true --pad_id=-1 --unk_id=0 --bos_id=1 --eos_id=2 --max_sentence_length=1000000 "
         "--input_sentence_size=200000 --shuffle_input_sentence=true --minloglevel=2 > {}.log 2>&1",
         shell_quote(text.string()), shell_quote(prefix.string()), vocab, shell_quote(prefix.string()));
-    if (run(cmd) != 0)
-      throw std::runtime_error(fmt::format("spm_train failed; see {}.log", prefix.string()));
+    if (run(cmd) != 0) {
+      // Say why: the usual cause is a vocabulary too small for the 256
+      // byte-fallback pieces plus the corpus's characters.
+      std::string reason;
+      std::ifstream log(prefix.string() + ".log");
+      for (std::string line; std::getline(log, line);) {
+        const bool internal = line.find("Internal") != std::string::npos;
+        if (internal || (reason.empty() && line.find("rror") != std::string::npos)) reason = line;
+        if (internal) break;  // the first internal error says why
+      }
+      throw std::runtime_error(fmt::format("spm_train failed for sentencepiece(vocab = {}){}{}; see {}.log", vocab,
+                                           reason.empty() ? "" : ": ", reason.substr(0, 400), prefix.string()));
+    }
     fs::remove(text);
   }
   return std::make_unique<SentencePieceTokenizer>(prefix.string() + ".model", vocab);

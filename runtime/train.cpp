@@ -125,18 +125,41 @@ Checkpoint load_checkpoint(const std::string& path, Transformer& model, torch::o
     archive.load_from(path);
     torch::serialize::InputArchive model_archive, opt_archive;
     archive.read("model", model_archive);
+    // InputArchive::read set_()s a defined tensor to whatever the file holds
+    // (shape and bytes), so a checkpoint of another model would load silently:
+    // compare every parameter and buffer with what the plan's model expects.
+    std::vector<std::tuple<std::string, std::vector<int64_t>, c10::ScalarType>> expected;
+    for (auto& item : model.named_parameters()) expected.emplace_back(item.key(), item.value().sizes().vec(), item.value().scalar_type());
+    for (auto& item : model.named_buffers()) expected.emplace_back(item.key(), item.value().sizes().vec(), item.value().scalar_type());
     model.load(model_archive);
+    auto shape = [](const std::vector<int64_t>& v) {
+      std::string out;
+      for (int64_t n : v) out += (out.empty() ? "" : ", ") + std::to_string(n);
+      return "[" + out + "]";
+    };
+    auto loaded = model.named_parameters();
+    auto loaded_buffers = model.named_buffers();
+    for (const auto& [name, sizes, type] : expected) {
+      const torch::Tensor* now = loaded.find(name);
+      if (!now) now = loaded_buffers.find(name);
+      if (!now || now->sizes().vec() != sizes || now->scalar_type() != type)
+        throw std::runtime_error(fmt::format("checkpoint '{}' is from another model: '{}' is {} there, the plan's model has {}",
+                                             path, name, now ? shape(now->sizes().vec()) : "missing", shape(sizes)));
+    }
     if (opt) {
       archive.read("optimizer", opt_archive);
       opt->load(opt_archive);
     }
-    torch::Tensor t;
-    archive.read("step", t);
-    c.step = t.item<int64_t>();
-    archive.read("loss_sum", t);
-    c.loss_sum = t.item<double>();
-    archive.read("loss_count", t);
-    c.loss_count = t.item<int64_t>();
+    // A fresh tensor per scalar: reading into a defined tensor of another
+    // dtype would reinterpret the bytes (a double read as int64).
+    auto scalar = [&](const char* key) {
+      torch::Tensor t;
+      archive.read(key, t);
+      return t;
+    };
+    c.step = scalar("step").item<int64_t>();
+    c.loss_sum = scalar("loss_sum").item<double>();
+    c.loss_count = scalar("loss_count").item<int64_t>();
   } catch (const c10::Error& e) {
     std::string what = e.what_without_backtrace();
     throw std::runtime_error(fmt::format("checkpoint '{}' is corrupt or from another model: {}", path,
@@ -189,10 +212,9 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
     auto opt = make_optimizer(model, cfg.train);
     int64_t params = 0;
     for (auto& p : model.parameters()) params += p.numel();
-    const char* backend = "reference";
+    const std::string backend = cfg.model.attention.backend;
     dir.log(fmt::format("run {} ({}), {} parameters, data {}", plan.name, plan.hash8(), params, data.description));
-    if (cfg.model.attention.backend == "jit")
-      dir.log("attention backend: jit requested; the JIT kernels are not built in this version, using the reference path");
+    dir.log(fmt::format("attention backend: {}", backend));
     summary["parameters"] = params;
     summary["attention_backend"] = backend;
     summary["threads"] = threads;

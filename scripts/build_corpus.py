@@ -61,7 +61,7 @@ def files(pattern, min_size=200):
 
 
 def metamath():
-    path = "/usr/share/metamath/set.mm"
+    path = "/usr/share/metamath/databases/set.mm"
     if not os.path.exists(path):
         return []
     with open(path, encoding="utf-8", errors="replace") as f:

@@ -23,6 +23,10 @@ packages=(
 )
 if [[ "${1:-}" == "--tests" ]]; then
   packages+=(clang-19 libclang-rt-19-dev python3-torch)
+  # The report's browser test: Debian's chromium, driven from Node with
+  # playwright-core (tests/browser, installed by scripts/test.sh with npm ci).
+  packages+=(chromium)
+  command -v npm > /dev/null || packages+=(nodejs npm)
 fi
 
 missing=()

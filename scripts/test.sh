@@ -3,6 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --tests
+# The browser test's one node module, at the version package-lock.json pins.
+npm ci --prefix tests/browser --no-audit --no-fund
 ctest --test-dir build --output-on-failure -j2
 # The parser fuzz target needs clang: its own build folder.
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSINKLAB_FUZZ=ON -DSINKLAB_RUNTIME=OFF \

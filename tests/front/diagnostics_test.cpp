@@ -231,6 +231,19 @@ TEST(DiagRender, SourceLineAndCaretUnderTheColumn) {
   EXPECT_EQ(source[caret.find('^')], 'w');
 }
 
+TEST(DiagRender, ColumnsCountBytesAfterMultiByteText) {
+  // "é" is two bytes: the caret (and the column) count bytes, as the source
+  // line is printed byte for byte.
+  auto c = compile_text("experiment a extends tiny { data.corpus = builtin(\"\xc3\xa9t\xc3\xa9\") model.d = true }\n");
+  ASSERT_EQ(c->diagnostics().all().size(), 1u) << c->diagnostics().render();
+  const auto& d = c->diagnostics().all()[0];
+  EXPECT_EQ(d.span.col, 70);
+  EXPECT_EQ(d.span.end_col, 74);
+  EXPECT_EQ(std::string("experiment a extends tiny { data.corpus = builtin(\"\xc3\xa9t\xc3\xa9\") model.d = true }")
+                .substr(d.span.col - 1, 4),
+            "true");
+}
+
 TEST(DiagRender, TabsKeepTheCaretAligned) {
   auto c = compile_text("experiment a extends tiny {\n\tmodel.d = true\n}\n");
   const std::string r = c->diagnostics().render();

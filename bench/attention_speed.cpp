@@ -1,0 +1,96 @@
+// JIT attention (forward + backward) against the LibTorch reference path and,
+// for softmax, at::_scaled_dot_product_attention, in the same process. Prints
+// ratios and the achieved GFLOP/s next to this machine's matmul GFLOP/s.
+//
+//   build/bench/attention_speed [threads=2] [repeats=5]
+#include <ATen/ATen.h>
+#include <chrono>
+#include <fmt/format.h>
+#include <functional>
+
+#include "runtime/attention.h"
+#include "runtime/jit_attention.h"
+
+using namespace sink;
+using namespace sink::rt;
+
+namespace {
+
+double seconds(const std::function<void()>& f, int repeats) {
+  f();  // warm-up (and JIT compile)
+  std::vector<double> times;
+  for (int r = 0; r < repeats; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    f();
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+ExprNode var(const char* n) { return {ExprNode::Op::Var, 0, n, {}}; }
+ExprNode call(const char* f, ExprNode a) { return {ExprNode::Op::Call, 0, f, {std::move(a)}}; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
+  const int repeats = argc > 2 ? std::atoi(argv[2]) : 5;
+  at::set_num_threads(threads);
+  torch::manual_seed(0);
+  auto a = torch::randn({1024, 1024}), b = torch::randn({1024, 1024});
+  const double mm_s = seconds([&] { (void)torch::mm(a, b); }, repeats);
+  const double mm_gflops = 2.0 * 1024 * 1024 * 1024 / mm_s / 1e9;
+  fmt::print("threads {}; matmul 1024^3: {:.1f} GFLOP/s\n\n", threads, mm_gflops);
+  fmt::print("{:<18} {:>4} {:>3} | {:>9} {:>9} {:>7} | {:>9} {:>7} | {:>7}\n", "variant", "T", "dh", "ref ms", "jit ms",
+             "jit/ref", "sdpa ms", "jit/sdpa", "jit GF/s");
+
+  struct Variant {
+    const char* name;
+    ExprNode score;
+    std::string normalize;
+    int64_t window;
+  };
+  std::vector<Variant> variants = {{"softmax", call("exp", var("qk")), "sum", 0},
+                                   {"sigmoid, no norm", call("sigmoid", var("qk")), "none", 0},
+                                   {"softmax, window 32", call("exp", var("qk")), "sum", 32}};
+  const int64_t B = 16, H = 4;  // batch x heads of the tiny presets
+  for (const auto& v : variants) {
+    for (int64_t T : {64, 128, 256, 512}) {
+      for (int64_t dh : {16, 32, 64}) {
+        AttentionConfig cfg;
+        cfg.score = v.score;
+        cfg.normalize = v.normalize;
+        cfg.window = v.window;
+        cfg.softmax = v.normalize == "sum" && v.score.name == "exp";
+        kernels::KernelSpec spec;
+        spec.score = cfg.score;
+        spec.softmax = cfg.softmax;
+        spec.normalize = cfg.normalize;
+        spec.window = cfg.window;
+        spec.d_head = dh;
+        auto q = torch::randn({B, H, T, dh}).requires_grad_(true);
+        auto k = torch::randn({B, H, T, dh}).requires_grad_(true);
+        auto vv = torch::randn({B, H, T, dh}).requires_grad_(true);
+        auto dout = torch::randn({B, H, T, dh});
+        auto ref = seconds([&] { reference_attention(cfg, {q, k, vv, {}, {}, {}}, false).out.backward(dout); }, repeats);
+        auto jit = seconds([&] { jit_attention(spec, {q, k, vv, {}, {}, {}}).backward(dout); }, repeats);
+        std::string sdpa_ms = "-", sdpa_ratio = "-";
+        if (cfg.softmax && v.window == 0) {
+          auto sdpa = seconds([&] {
+            auto out = std::get<0>(at::_scaled_dot_product_attention(q, k, vv, {}, 0.0, false, true));
+            out.backward(dout);
+          }, repeats);
+          sdpa_ms = fmt::format("{:.2f}", sdpa * 1e3);
+          sdpa_ratio = fmt::format("{:.2f}x", sdpa / jit);
+        }
+        // Causal: half of the T x T pairs; forward 2 products, backward 4, each 2 flops per multiply-add.
+        const double pairs = v.window ? double(T) * std::min<int64_t>(T, v.window) : double(T) * (T + 1) / 2;
+        const double flops = B * H * pairs * dh * 2 * 6;
+        fmt::print("{:<18} {:>4} {:>3} | {:>9.2f} {:>9.2f} {:>6.2f}x | {:>9} {:>7} | {:>7.1f}\n", v.name, T, dh, ref * 1e3,
+                   jit * 1e3, ref / jit, sdpa_ms, sdpa_ratio, flops / jit / 1e9);
+      }
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,129 @@
+// `sinkc diff`, `sinkc table`, `sinkc report`: the torch-free commands that
+// read run directories. Declared in cli/commands.h.
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+
+#include "cli/commands.h"
+#include "results/metric_diff.h"
+#include "results/report_html.h"
+#include "results/table.h"
+#include "results/targets.h"
+
+namespace sink::cli {
+namespace fs = std::filesystem;
+using namespace sink::results;
+
+namespace {
+
+TargetOptions target_options(const ResultsOptions& options, const CommonOptions& common) {
+  return {options.out, common.options(), common.color == 1};
+}
+
+// Spec errors were printed as diagnostics (exit 1); anything else is a
+// target that cannot be read or a bad argument (exit 2).
+template <typename F>
+int guarded(F&& body) {
+  try {
+    return body();
+  } catch (const SpecErrors&) {
+    return 1;
+  } catch (const ResultsError& e) {
+    fmt::print(stderr, "sinkc: {}\n", e.what());
+    return 2;
+  }
+}
+
+std::string side_label(const std::string& target, const std::string& run) {
+  return is_spec_file(target) ? fmt::format("{} --run {}", target, run) : target;
+}
+
+bool any_spec(const std::vector<std::string>& targets) {
+  for (const auto& t : targets)
+    if (is_spec_file(t)) return true;
+  return false;
+}
+
+void hint_not_run(const char* side, const std::string& target, const RunGroup& g, const ResultsOptions& options) {
+  for (const auto& r : g.runs)
+    if (r.status == Status::NotRun) {
+      fmt::print(stderr, "sinkc: {} ({}) has not run yet: sinkc run {} --run {} --out {}\n", side, r.plan.name, target,
+                 g.name, options.out);
+      return;
+    }
+}
+
+}  // namespace
+
+int diff(const std::string& a, const std::string& b, const ResultsOptions& options, const CommonOptions& common) {
+  return guarded([&] {
+    if (options.runs.size() > 2) throw ResultsError("--run: give it once (for every spec) or twice (for A, then B)");
+    const std::string run_a = options.runs.empty() ? "" : options.runs.front();
+    const std::string run_b = options.runs.empty() ? "" : options.runs.back();
+    auto to = target_options(options, common);
+    RunGroup ga = resolve_group(a, run_a, to);
+    RunGroup gb = resolve_group(b, run_b, to);
+    hint_not_run("A", a, ga, options);
+    hint_not_run("B", b, gb, options);
+    std::string name_a = ga.name, name_b = gb.name;
+    RunDiff d = diff_runs({side_label(a, name_a), std::move(ga)}, {side_label(b, name_b), std::move(gb)});
+    if (options.format == "json") fmt::print("{}\n", to_json(d).dump(2));
+    else if (options.format == "markdown") fmt::print("{}", render_markdown(d));
+    else fmt::print("{}", render_text(d));
+    return 0;
+  });
+}
+
+int table(const std::vector<std::string>& targets, const std::vector<std::string>& metrics, const ResultsOptions& options,
+          const CommonOptions& common) {
+  return guarded([&] {
+    if (options.runs.size() > 1) throw ResultsError("table: --run takes one run name");
+    for (const auto& m : metrics) metric_by_id(m);  // a typo fails before anything is read
+    auto runs = resolve_runs(targets, options.runs.empty() ? "" : options.runs.front(), target_options(options, common));
+    auto groups = group_seeds(runs);
+    // A spec lists its runs in sweep order already; a folder lists them by name.
+    if (!any_spec(targets)) sort_like_sweeps(groups);
+    ResultTable t = build_table(groups, metrics);
+    if (options.format == "json") fmt::print("{}\n", t.json().dump(2));
+    else if (options.format == "markdown") fmt::print("{}", t.text_table().markdown());
+    else fmt::print("{}", t.text_table().text());
+    return 0;
+  });
+}
+
+int report(const std::vector<std::string>& targets, const std::string& output, const std::string& title,
+           const ResultsOptions& options, const CommonOptions& common) {
+  return guarded([&] {
+    if (options.runs.size() > 1) throw ResultsError("report: --run takes one run name");
+    auto runs = resolve_runs(targets, options.runs.empty() ? "" : options.runs.front(), target_options(options, common));
+    if (!any_spec(targets)) {
+      // Folders list runs by name; the sweeps' order reads better, and its
+      // first run is the plan diff's reference.
+      auto groups = group_seeds(runs);
+      sort_like_sweeps(groups);
+      runs.clear();
+      for (auto& g : groups)
+        for (auto& r : g.runs) runs.push_back(std::move(r));
+    }
+    ReportOptions ro;
+    if (!title.empty()) ro.title = title;
+    ro.targets = targets;
+    std::string html = render_report(runs, ro);
+    // Through a temporary file: a browser watching the report never sees half of one.
+    std::string tmp = output + ".tmp";
+    {
+      std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+      f << html;
+      if (!f) throw ResultsError(fmt::format("cannot write {}", tmp));
+    }
+    std::error_code ec;
+    fs::rename(tmp, output, ec);
+    if (ec) throw ResultsError(fmt::format("cannot write {}: {}", output, ec.message()));
+    size_t charts = 0;
+    for (size_t pos = 0; (pos = html.find("<figure class=\"chart\"", pos)) != std::string::npos; ++pos) ++charts;
+    fmt::print("wrote {} ({} run{}, {} chart{})\n", output, runs.size(), runs.size() == 1 ? "" : "s", charts, charts == 1 ? "" : "s");
+    return 0;
+  });
+}
+
+}  // namespace sink::cli

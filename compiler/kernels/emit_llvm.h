@@ -1,0 +1,20 @@
+// LLVM IR (text) for one attention variant: forward, backward and probe,
+// specialized on the score expression, normalizer, masks, bias columns and
+// d_head. Text keeps the compiler free of the LLVM libraries (sinkc starts in
+// milliseconds); the runtime parses, optimizes (O3, host CPU) and JITs it.
+//
+// Every function works on one (batch, head) slice; rows of q, k, v, o are
+// d_head floats apart. The C signatures are in runtime/jit_attention.h.
+#pragma once
+#include <string>
+
+#include "compiler/kernels/kernel_spec.h"
+
+namespace sink::kernels {
+
+enum class Target { Host, NVPTX };
+
+// A whole module: the three functions plus comments that show the variant.
+std::string emit_llvm(const KernelSpec& spec, Target target = Target::Host);
+
+}  // namespace sink::kernels

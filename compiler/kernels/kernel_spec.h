@@ -1,0 +1,28 @@
+// The attention part of a Plan that a kernel is specialized on: everything
+// the generated code depends on, and a hash that names the kernel.
+#pragma once
+#include <string>
+
+#include "compiler/plan.h"
+
+namespace sink::kernels {
+
+struct KernelSpec {
+  ExprNode score;            // over qk, i, j (1-based positions)
+  bool softmax = false;      // exp(qk) with normalize = sum: the online, max-subtracted form
+  std::string normalize;     // sum | none | abs_clamped | pnorm
+  double p = 1;              // pnorm
+  double alpha = 1;          // rows sum to alpha
+  int64_t prefix = 0, window = 0;
+  bool position_bias = false;  // g(i - j) from a per-head table indexed by distance (ALiBi, T5)
+  bool key_bias = false;       // the k* column (with v*)
+  int64_t d_head = 0;
+
+  std::string describe() const;
+  std::string hash() const;  // 16 hex digits, of describe()
+};
+
+// Reads the attention fields of a plan. Position bias: ALiBi or relative PE.
+KernelSpec kernel_spec(const Plan& plan);
+
+}  // namespace sink::kernels

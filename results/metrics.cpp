@@ -1,0 +1,153 @@
+#include "results/metrics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <set>
+
+namespace sink::results {
+namespace {
+
+const std::vector<MetricDef>& fixed_metrics() {
+  static const std::vector<MetricDef> m = {
+      {"sink_star", "Sink_* (%)", 2},
+      {"valid_loss", "valid loss (nats/token)", 4},
+      {"train_loss", "final train loss (nats/token)", 4},
+      {"massive_max", "max massive-activation ratio (x)", 2},
+      {"tokens_per_s", "tokens/s", 0},
+  };
+  return m;
+}
+
+MetricDef sink_metric(int k) { return {fmt::format("sink_{}", k), fmt::format("Sink_{} (%)", k), 2}; }
+
+int64_t seed_number(const RunData& r) {
+  auto it = r.plan.fields.find("train.seed");
+  return it == r.plan.fields.end() ? 0 : it->second.i;
+}
+
+}  // namespace
+
+std::vector<MetricDef> available_metrics(const std::vector<const RunData*>& runs) {
+  std::set<int> positions;
+  bool star = false;
+  for (const RunData* r : runs) {
+    for (const auto& e : r->evals) {
+      for (const auto& [k, v] : e.sink) positions.insert(k);
+      star = star || e.sink_star.has_value();
+    }
+    // A run not evaluated yet still says what it will measure.
+    if (auto it = r->plan.fields.find("measure.positions"); it != r->plan.fields.end())
+      for (const auto& v : it->second.items) positions.insert(static_cast<int>(v.i));
+  }
+  std::vector<MetricDef> out;
+  for (int k : positions) out.push_back(sink_metric(k));
+  for (const auto& m : fixed_metrics())
+    if (m.id != "sink_star" || star) out.push_back(m);
+  return out;
+}
+
+MetricDef metric_by_id(const std::string& id) {
+  for (const auto& m : fixed_metrics())
+    if (m.id == id) return m;
+  if (id.rfind("sink_", 0) == 0) {
+    std::string digits = id.substr(5);
+    if (!digits.empty() && digits.size() < 7 && std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); }))
+      return sink_metric(std::stoi(digits));
+  }
+  throw ResultsError(fmt::format("unknown metric '{}': use {}", id, metric_ids_help()));
+}
+
+std::string metric_ids_help() {
+  std::string out = "sink_K (K a measured position, e.g. sink_1)";
+  for (const auto& m : fixed_metrics()) out += ", " + m.id;
+  return out;
+}
+
+double metric_value(const RunData& run, const std::string& id) {
+  const Eval* e = run.last();
+  if (id == "tokens_per_s" && std::isfinite(run.tokens_per_s)) return run.tokens_per_s;
+  if (!e) return NAN;
+  if (id == "valid_loss") return e->valid_loss;
+  if (id == "train_loss") return e->train_loss;
+  if (id == "tokens_per_s") return e->tokens_per_s;
+  if (id == "sink_star") return e->sink_star.value_or(NAN);
+  if (id == "massive_max") {
+    if (e->massive.empty()) return NAN;
+    double m = -INFINITY;
+    for (double v : e->massive)
+      if (std::isfinite(v)) m = std::max(m, v);
+    return std::isfinite(m) ? m : NAN;
+  }
+  if (id.rfind("sink_", 0) == 0) {
+    auto it = e->sink.find(std::stoi(id.substr(5)));
+    return it == e->sink.end() ? NAN : it->second;
+  }
+  return NAN;
+}
+
+std::vector<const RunData*> contributing_runs(const RunGroup& group, bool* partial) {
+  std::vector<const RunData*> use;
+  for (const auto& r : group.runs)
+    if (r.status == Status::Completed) use.push_back(&r);
+  *partial = false;
+  if (use.empty()) {
+    for (const auto& r : group.runs)
+      if ((r.status == Status::Running || r.status == Status::Stopped) && r.last()) use.push_back(&r);
+    *partial = !use.empty();
+  }
+  return use;
+}
+
+Aggregate aggregate(const RunGroup& group, const std::string& id) {
+  Aggregate a;
+  std::vector<const RunData*> use = contributing_runs(group, &a.partial);
+  for (const RunData* r : use) {
+    double v = metric_value(*r, id);
+    if (!std::isfinite(v)) continue;
+    a.values.push_back(v);
+    if (a.partial) a.step = a.step == 0 ? r->last()->step : std::min(a.step, r->last()->step);
+  }
+  if (a.values.empty()) {
+    if (!use.empty()) {
+      a.partial = false;
+      a.missing = "not measured";
+    } else {
+      std::set<std::string> why;
+      for (const auto& r : group.runs) why.insert(status_name(r.status));
+      for (const auto& w : why) a.missing += (a.missing.empty() ? "" : "/") + w;
+    }
+    return a;
+  }
+  double sum = 0;
+  for (double v : a.values) sum += v;
+  a.mean = sum / static_cast<double>(a.n());
+  if (a.n() > 1) {
+    double ss = 0;
+    for (double v : a.values) ss += (v - a.mean) * (v - a.mean);
+    a.std = std::sqrt(ss / static_cast<double>(a.n() - 1));
+  }
+  return a;
+}
+
+std::string format_aggregate(const Aggregate& a, int decimals) {
+  if (a.values.empty()) return a.missing;
+  std::string s = fmt::format("{:.{}f}", a.mean, decimals);
+  if (a.n() > 1) s += fmt::format(" ± {:.{}f}", a.std, decimals);
+  if (a.partial) s += fmt::format(" (step {})", a.step);
+  return s;
+}
+
+std::string group_status(const RunGroup& group) {
+  const size_t n = group.runs.size();
+  size_t done = 0;
+  for (const auto& r : group.runs) done += r.status == Status::Completed;
+  if (n == 1) return group.first().status_text();
+  if (done == n) return fmt::format("{} seeds, completed", n);
+  std::string out = fmt::format("{} of {} seeds completed", done, n);
+  for (const auto& r : group.runs)
+    if (r.status != Status::Completed) out += fmt::format("; seed {} {}", seed_number(r), r.status_text());
+  return out;
+}
+
+}  // namespace sink::results

@@ -1,0 +1,49 @@
+// The metrics diff, table and report compare, read off a run's last
+// evaluation, and their aggregation over the seeds of a run.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "results/run_data.h"
+
+namespace sink::results {
+
+struct MetricDef {
+  std::string id;     // sink_1, sink_star, valid_loss, train_loss, massive_max, tokens_per_s
+  std::string label;  // "Sink_1 (%)": name and unit
+  int decimals = 3;
+};
+
+// Every metric the runs carry: Sink_k for the union of measured positions,
+// Sink_* where any run has it, then the losses, massive activations, speed.
+std::vector<MetricDef> available_metrics(const std::vector<const RunData*>& runs);
+// `id` as typed by a user (sink_1, sink_star, valid_loss, ...); throws
+// ResultsError naming the valid ids.
+MetricDef metric_by_id(const std::string& id);
+std::string metric_ids_help();
+
+// NaN when the run has no such value (not evaluated yet, not measured).
+double metric_value(const RunData& run, const std::string& id);
+
+// A metric over the seeds of a run. Completed seeds count; when none has
+// completed, the unfinished ones' latest values do, marked partial. Diverged
+// and failed seeds never count: their numbers are not results.
+struct Aggregate {
+  std::vector<double> values;
+  double mean = NAN;
+  double std = NAN;      // sample standard deviation (n - 1); NaN with one value
+  bool partial = false;  // values from runs still going: at `step`, not the end
+  int64_t step = 0;
+  std::string missing;   // when there is no value: why ("not run", "diverged", ...)
+  size_t n() const { return values.size(); }
+};
+Aggregate aggregate(const RunGroup& group, const std::string& id);
+// The seeds `aggregate` reads; *partial tells whether they are unfinished.
+std::vector<const RunData*> contributing_runs(const RunGroup& group, bool* partial);
+
+// "66.00", "66.00 ± 1.20", "0.00 (step 750)", or the reason there is none.
+std::string format_aggregate(const Aggregate& a, int decimals);
+// "completed", "3 seeds, completed", "2 of 3 seeds completed; seed 2 diverged: ...".
+std::string group_status(const RunGroup& group);
+
+}  // namespace sink::results

@@ -1,0 +1,250 @@
+#include "results/report_html.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <map>
+#include <set>
+
+#include "results/metrics.h"
+#include "results/plan_diff.h"
+#include "results/svg.h"
+#include "results/table.h"
+
+namespace sink::results {
+namespace {
+
+constexpr const char* kStyle = R"(
+body { font-family: system-ui, 'DejaVu Sans', sans-serif; margin: 24px 32px; color: #222; background: #fafafa; }
+h1 { margin-bottom: 4px; } h2 { margin-top: 36px; border-bottom: 1px solid #ddd; padding-bottom: 4px; }
+h3 { margin: 20px 0 8px; font-size: 16px; }
+.meta { color: #555; margin-top: 0; }
+nav a { margin-right: 16px; }
+.charts { display: flex; flex-wrap: wrap; gap: 16px; align-items: flex-start; }
+figure.chart { margin: 0; background: #fff; border: 1px solid #ddd; border-radius: 4px; padding: 6px; }
+figure.chart svg { display: block; }
+figcaption { font-size: 12px; color: #555; max-width: 600px; padding: 4px 2px 0; }
+table { border-collapse: collapse; background: #fff; font-size: 13px; }
+th, td { border: 1px solid #ddd; padding: 4px 8px; text-align: left; white-space: nowrap; }
+th { background: #f0f0f0; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+code { background: #eee; padding: 1px 4px; border-radius: 3px; }
+.note { color: #555; font-size: 13px; }
+)";
+
+// Runs overlaid in one set of charts: a sweep's points, or the experiments
+// of one spec file.
+struct ChartGroup {
+  std::string title;
+  std::string prefix;  // trimmed from legend names: the sweep's "name."
+  std::vector<const RunData*> runs;
+};
+
+std::string sweep_of(const RunData& r) {
+  return r.plan.sweep_point.empty() ? "" : r.plan.name.substr(0, r.plan.name.find('.'));
+}
+
+std::vector<ChartGroup> chart_groups(const std::vector<RunData>& runs) {
+  std::vector<ChartGroup> groups;
+  std::map<std::pair<std::string, std::string>, size_t> index;
+  for (const auto& r : runs) {
+    auto key = std::make_pair(r.plan.source, sweep_of(r));
+    auto [it, fresh] = index.emplace(key, groups.size());
+    if (fresh) {
+      std::string where = r.plan.source.empty() ? "" : " (" + r.plan.source + ")";
+      if (!key.second.empty()) groups.push_back({"sweep " + key.second + where, key.second + ".", {}});
+      else groups.push_back({r.plan.source.empty() ? "runs" : r.plan.source, "", {}});
+    }
+    groups[it->second].runs.push_back(&r);
+  }
+  return groups;
+}
+
+std::string legend_name(const RunData& r, const std::string& prefix) {
+  std::string name = r.plan.name.rfind(prefix, 0) == 0 ? r.plan.name.substr(prefix.size()) : r.plan.name;
+  if (r.status != Status::Completed) name += fmt::format(" ({})", status_name(r.status));
+  return name;
+}
+
+// Seeds of one run share a color and differ by dash pattern.
+std::vector<svg::Series> series_of(const ChartGroup& g, double (*value)(const Eval&, int), int arg) {
+  std::vector<svg::Series> out;
+  std::map<std::string, size_t> colors;
+  std::map<std::string, int> dashes;
+  for (const RunData* r : g.runs) {
+    std::string base = seed_base(r->plan.name);
+    size_t color = colors.emplace(base, colors.size()).first->second;
+    svg::Series s{legend_name(*r, g.prefix), {}, color, dashes[base]++};
+    for (const auto& e : r->evals) s.points.emplace_back(static_cast<double>(e.step), value(e, arg));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+double train_loss(const Eval& e, int) { return e.train_loss; }
+double valid_loss(const Eval& e, int) { return e.valid_loss; }
+double sink_at(const Eval& e, int k) {
+  auto it = e.sink.find(k);
+  return it == e.sink.end() ? NAN : it->second;
+}
+double sink_star(const Eval& e, int) { return e.sink_star.value_or(NAN); }
+
+bool has_points(const std::vector<svg::Series>& series) {
+  for (const auto& s : series)
+    for (const auto& [x, y] : s.points)
+      if (std::isfinite(y)) return true;
+  return false;
+}
+
+std::string figure(const std::string& id, const std::string& svg_text, const std::string& caption) {
+  return fmt::format("<figure class=\"chart\" data-chart=\"{}\">\n{}<figcaption>{}</figcaption>\n</figure>\n", html_escape(id), svg_text,
+                     caption);
+}
+
+double eps_of(const RunData& r) {
+  auto it = r.plan.fields.find("measure.eps");
+  return it == r.plan.fields.end() ? NAN : it->second.number();
+}
+
+std::string curves_section(const std::vector<ChartGroup>& groups) {
+  std::string out = "<section id=\"curves\">\n<h2>Training curves</h2>\n"
+                    "<p class=\"note\">x: training step. Seeds of a run share a color (other seeds dashed). "
+                    "Train loss is the mean over the steps since the previous evaluation.</p>\n";
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const ChartGroup& g = groups[gi];
+    std::string charts;
+    auto add = [&](const std::string& id, const std::string& title, const std::string& y_label, std::vector<svg::Series> s,
+                   double y_min, double y_max, const std::string& caption) {
+      if (!has_points(s)) return;
+      svg::LineChart c{title, "training step", y_label, std::move(s), y_min, y_max};
+      charts += figure(fmt::format("{}:{}", id, gi), svg::line_chart(c), caption);
+    };
+    add("train_loss", "Train loss", "train loss (nats/token)", series_of(g, train_loss, 0), NAN, NAN,
+        "Cross-entropy on training batches.");
+    add("valid_loss", "Validation loss", "valid loss (nats/token)", series_of(g, valid_loss, 0), NAN, NAN,
+        "Cross-entropy on held-out sequences.");
+    std::set<int> positions;
+    bool star = false;
+    for (const RunData* r : g.runs)
+      for (const auto& e : r->evals) {
+        for (const auto& [k, v] : e.sink) positions.insert(k);
+        star = star || e.sink_star.has_value();
+      }
+    const double eps = g.runs.empty() ? NAN : eps_of(*g.runs.front());
+    for (int k : positions)
+      add(fmt::format("sink_{}", k), fmt::format("Sink_{} over training", k), fmt::format("Sink_{} (%)", k), series_of(g, sink_at, k), 0, 100,
+          fmt::format("Percentage of (sequence, layer, head) triples whose mean attention on token {} exceeds eps = {}.", k, eps));
+    if (star)
+      add("sink_star", "Sink_* over training", "Sink_* (%)", series_of(g, sink_star, 0), 0, 100,
+          "The same on the k* column or the sink token.");
+    out += fmt::format("<h3>{}</h3>\n", html_escape(g.title));
+    out += charts.empty() ? "<p class=\"note\">No evaluation yet.</p>\n" : "<div class=\"charts\">\n" + charts + "</div>\n";
+  }
+  return out + "</section>\n";
+}
+
+std::string massive_section(const std::vector<ChartGroup>& groups) {
+  std::string out = "<section id=\"massive\">\n<h2>Massive activations</h2>\n"
+                    "<p class=\"note\">Per layer, at the last evaluation: the norm of the first token's hidden state over the mean "
+                    "norm of the other tokens' (|h_1| / mean |h_t&gt;1|). Seeds are averaged.</p>\n";
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const ChartGroup& g = groups[gi];
+    svg::BarChart c{"Massive-activation ratio per layer", "layer", "|h_1| / mean |h_t>1| (x)", {}, {}};
+    size_t layers = 0;
+    std::vector<std::string> order;
+    std::map<std::string, std::pair<std::vector<double>, int>> sums;  // seed base -> per-layer sums, count
+    for (const RunData* r : g.runs) {
+      if (!r->last() || r->last()->massive.empty()) continue;
+      std::string base = seed_base(r->plan.name);
+      if (!sums.count(base)) order.push_back(base);
+      auto& [sum, n] = sums[base];
+      const auto& m = r->last()->massive;
+      sum.resize(std::max(sum.size(), m.size()), 0.0);
+      for (size_t l = 0; l < m.size(); ++l) sum[l] += m[l];
+      ++n;
+      layers = std::max(layers, m.size());
+    }
+    if (order.empty()) continue;
+    for (size_t l = 0; l < layers; ++l) c.categories.push_back(std::to_string(l));
+    for (size_t k = 0; k < order.size(); ++k) {
+      auto& [sum, n] = sums[order[k]];
+      for (auto& v : sum) v /= n;
+      std::string name = order[k].rfind(g.prefix, 0) == 0 ? order[k].substr(g.prefix.size()) : order[k];
+      if (n > 1) name += fmt::format(" (mean of {} seeds)", n);
+      c.bars.push_back({name, sum, k});
+    }
+    out += fmt::format("<h3>{}</h3>\n<div class=\"charts\">\n", html_escape(g.title));
+    out += figure(fmt::format("massive:{}", gi), svg::bar_chart(c), "A ratio far above 1 marks a massive activation on token 1.");
+    out += "</div>\n";
+  }
+  return out + "</section>\n";
+}
+
+std::string alpha_section(const std::vector<RunData>& runs) {
+  std::string out = "<section id=\"alpha\">\n<h2>alpha_1 per layer and head</h2>\n"
+                    "<p class=\"note\">Mean attention that token 1 receives from the queries that see it, at the last evaluation "
+                    "(proxy scores for unnormalized attention); runs with a k* column or sink token also get a map of alpha_*. "
+                    "Same color scale, 0 to 1, in every map.</p>\n<div class=\"charts\">\n";
+  std::string missing;
+  for (size_t k = 0; k < runs.size(); ++k) {
+    const RunData& r = runs[k];
+    if (!r.last() || r.last()->alpha.empty()) {
+      missing += (missing.empty() ? "" : ", ") + r.plan.name + " (" + status_name(r.status) + ")";
+      continue;
+    }
+    svg::Heatmap h{r.plan.name, "layer", "head", "alpha_1", r.last()->alpha, 0, 1};
+    std::string caption = r.status == Status::Completed ? fmt::format("completed, step {}", r.last()->step) : html_escape(r.status_text());
+    out += figure(fmt::format("alpha:{}", k), svg::heatmap(h), caption);
+    // With a k* column or a sink token the sink may move there (Table 4).
+    if (!r.last()->alpha_star.empty()) {
+      svg::Heatmap star{r.plan.name + " (k*)", "layer", "head", "alpha_*", r.last()->alpha_star, 0, 1};
+      out += figure(fmt::format("alpha_star:{}", k), svg::heatmap(star), "Mean attention on the k* column or sink token. " + caption);
+    }
+  }
+  out += "</div>\n";
+  if (!missing.empty()) out += "<p class=\"note\">No alpha_1 yet: " + html_escape(missing) + ".</p>\n";
+  return out + "</section>\n";
+}
+
+std::string plan_section(const std::vector<RunData>& runs) {
+  std::string out = "<section id=\"plans\">\n<h2>Plan differences</h2>\n";
+  if (runs.size() < 2) return out + "<p class=\"note\">One run: nothing to compare.</p>\n</section>\n";
+  const RunData& ref = runs.front();
+  out += fmt::format("<p>Every field that differs from the first run, <code>{}</code> ({}), in the language's syntax.</p>\n",
+                     html_escape(ref.plan.name), html_escape(ref.plan.hash().substr(0, 8)));
+  TextTable t;
+  t.header = {"run", "field", ref.plan.name, "this run"};
+  for (size_t k = 1; k < runs.size(); ++k) {
+    auto changes = diff_plans(ref.plan, runs[k].plan);
+    if (changes.empty()) t.rows.push_back({runs[k].plan.name, "(identical plan)", "", ""});
+    for (const auto& c : changes) t.rows.push_back({runs[k].plan.name, c.path, c.a, c.b});
+  }
+  return out + t.html() + "</section>\n";
+}
+
+}  // namespace
+
+std::string render_report(const std::vector<RunData>& runs, const ReportOptions& options) {
+  auto groups = chart_groups(runs);
+  std::string out = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
+  out += fmt::format("<title>{}</title>\n<style>{}</style>\n</head>\n<body>\n", html_escape(options.title), kStyle);
+  out += fmt::format("<h1>{}</h1>\n", html_escape(options.title));
+  std::string targets;
+  for (const auto& t : options.targets) targets += (targets.empty() ? "" : ", ") + html_escape(t);
+  out += fmt::format("<p class=\"meta\">{} run{}{}. Generated by <code>sinkc report</code>.</p>\n", runs.size(),
+                     runs.size() == 1 ? "" : "s", targets.empty() ? "" : " from " + targets);
+  out += "<nav><a href=\"#runs\">Runs</a><a href=\"#curves\">Curves</a><a href=\"#massive\">Massive activations</a>"
+         "<a href=\"#alpha\">alpha_1 heatmaps</a><a href=\"#plans\">Plan differences</a></nav>\n";
+
+  auto table = build_table(group_seeds(runs), {});
+  out += "<section id=\"runs\">\n<h2>Runs</h2>\n<p class=\"note\">Last evaluation of each run; seeds of a run as mean ± std.</p>\n";
+  out += table.text_table().html() + "</section>\n";
+  out += curves_section(groups);
+  out += massive_section(groups);
+  out += alpha_section(runs);
+  out += plan_section(runs);
+  out += "<section id=\"not-here\">\n<h2>Not in this report</h2>\n<p class=\"note\">Attention maps of single heads on a probe "
+         "sequence need the trained model (LibTorch), which this torch-free report does not load: "
+         "<code>sinkc measure RUN</code> prints alpha per head from a run's checkpoint.</p>\n</section>\n";
+  return out + "</body>\n</html>\n";
+}
+
+}  // namespace sink::results

@@ -1,0 +1,229 @@
+#include "results/run_data.h"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace sink::results {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+const char* status_name(Status s) {
+  switch (s) {
+    case Status::Completed: return "completed";
+    case Status::Running: return "running";
+    case Status::Stopped: return "stopped";
+    case Status::Diverged: return "diverged";
+    case Status::Failed: return "failed";
+    case Status::NotRun: return "not run";
+  }
+  return "?";
+}
+
+int64_t RunData::steps_total() const {
+  auto it = plan.fields.find("train.steps");
+  return it == plan.fields.end() ? 0 : it->second.i;
+}
+
+std::string RunData::status_text() const {
+  const Eval* e = last();
+  std::string at = e ? fmt::format("step {} of {}", e->step, steps_total()) : "no evaluation yet";
+  switch (status) {
+    case Status::Completed: return "completed";
+    case Status::Running: return "running or interrupted (no summary.json): " + at;
+    case Status::NotRun: return reason.empty() ? "not run yet" : "not run yet; " + reason;
+    default: return fmt::format("{}: {}", status_name(status), reason.empty() ? at : reason);
+  }
+}
+
+namespace {
+
+// JSON writes non-finite numbers as null: read them back as NaN, not zero.
+double number(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : NAN;
+}
+
+// A [layer][head] table of numbers.
+std::vector<std::vector<double>> table(const json& j, const char* key) {
+  std::vector<std::vector<double>> out;
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_array()) return out;
+  for (const auto& layer : *it) {
+    std::vector<double> heads;
+    if (layer.is_array())
+      for (const auto& h : layer) heads.push_back(h.is_number() ? h.get<double>() : NAN);
+    out.push_back(std::move(heads));
+  }
+  return out;
+}
+
+Eval read_eval(const json& j) {
+  Eval e;
+  e.step = j.value("step", int64_t{0});
+  e.tokens = j.value("tokens", int64_t{0});
+  e.lr = number(j, "lr");
+  e.train_loss = number(j, "train_loss");
+  e.valid_loss = number(j, "valid_loss");
+  e.tokens_per_s = number(j, "tokens_per_s");
+  if (auto it = j.find("sink"); it != j.end() && it->is_object())
+    for (const auto& [k, v] : it->items()) {
+      try {
+        e.sink[std::stoi(k)] = v.is_number() ? v.get<double>() : NAN;
+      } catch (const std::exception&) {
+        // a key that is not a position: written by some other tool, ignored
+      }
+    }
+  if (auto it = j.find("sink_star"); it != j.end()) e.sink_star = it->is_number() ? it->get<double>() : NAN;
+  e.alpha = table(j, "alpha");
+  e.alpha_star = table(j, "alpha_star");
+  if (auto it = j.find("massive"); it != j.end() && it->is_array())
+    for (const auto& m : *it) e.massive.push_back(m.is_number() ? m.get<double>() : NAN);
+  return e;
+}
+
+Status parse_status(const std::string& s) {
+  if (s == "completed") return Status::Completed;
+  if (s == "diverged") return Status::Diverged;
+  if (s == "failed") return Status::Failed;
+  if (s == "stopped") return Status::Stopped;
+  return Status::Running;
+}
+
+}  // namespace
+
+bool is_run_dir(const std::string& path) {
+  std::error_code ec;
+  return fs::is_directory(path, ec) && fs::is_regular_file(fs::path(path) / "plan.toml", ec);
+}
+
+RunData load_run(const std::string& dir) {
+  RunData r;
+  r.dir = dir;
+  try {
+    r.plan = read_plan((fs::path(dir) / "plan.toml").string());
+  } catch (const PlanError& e) {
+    throw ResultsError(e.what());
+  }
+  {
+    std::ifstream f(fs::path(dir) / "metrics.jsonl");
+    std::string line;
+    while (std::getline(f, line)) {
+      auto j = json::parse(line, nullptr, false);
+      if (!j.is_discarded() && j.is_object()) r.evals.push_back(read_eval(j));  // a torn last line is skipped
+    }
+    std::stable_sort(r.evals.begin(), r.evals.end(), [](const Eval& a, const Eval& b) { return a.step < b.step; });
+  }
+  std::ifstream sf(fs::path(dir) / "summary.json");
+  json summary = sf ? json::parse(sf, nullptr, false) : json();
+  if (summary.is_object()) {
+    r.status = parse_status(summary.value("status", ""));
+    r.reason = summary.value("reason", "");
+    r.tokens_per_s = number(summary, "tokens_per_s");
+    r.wall_s = number(summary, "wall_s");
+    // A diverged run's last good evaluation may only be in summary.final.
+    if (r.evals.empty() && summary.contains("final") && summary["final"].is_object())
+      r.evals.push_back(read_eval(summary["final"]));
+  } else {
+    // `sinkc compile` folders hold plan.toml alone: nothing has run there.
+    std::error_code ec;
+    bool started = !r.evals.empty() || fs::exists(fs::path(dir) / "log.txt", ec);
+    r.status = started ? Status::Running : Status::NotRun;
+  }
+  return r;
+}
+
+std::vector<RunData> load_run_folder(const std::string& folder, std::vector<std::string>* skipped) {
+  std::vector<std::string> dirs;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(folder, ec))
+    if (is_run_dir(e.path().string())) dirs.push_back(e.path().string());
+  std::sort(dirs.begin(), dirs.end());
+  std::vector<RunData> out;
+  for (const auto& d : dirs) {
+    try {
+      out.push_back(load_run(d));
+    } catch (const ResultsError& e) {
+      if (skipped) skipped->push_back(fmt::format("skipped {}: {}", d, e.what()));
+    }
+  }
+  return out;
+}
+
+std::optional<int64_t> seed_suffix(const std::string& run_name) {
+  auto pos = run_name.rfind(".seed=");
+  if (pos == std::string::npos) return std::nullopt;
+  std::string digits = run_name.substr(pos + 6);
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); })) return std::nullopt;
+  return std::stoll(digits);
+}
+
+std::string seed_base(const std::string& run_name) {
+  return seed_suffix(run_name) ? run_name.substr(0, run_name.rfind(".seed=")) : run_name;
+}
+
+bool same_but_seed(const Plan& a, const Plan& b) {
+  if (seed_base(a.name) != seed_base(b.name) || a.fields.size() != b.fields.size()) return false;
+  for (const auto& [path, value] : a.fields) {
+    if (path == "train.seed") continue;
+    auto it = b.fields.find(path);
+    if (it == b.fields.end() || it->second != value) return false;
+  }
+  return true;
+}
+
+namespace {
+
+int64_t seed_of(const RunData& r) {
+  auto it = r.plan.fields.find("train.seed");
+  return it == r.plan.fields.end() ? 0 : it->second.i;
+}
+
+void sort_by_seed(RunGroup& g) {
+  std::stable_sort(g.runs.begin(), g.runs.end(), [](const RunData& a, const RunData& b) { return seed_of(a) < seed_of(b); });
+}
+
+}  // namespace
+
+RunGroup with_seed_siblings(const RunData& run) {
+  RunGroup g{seed_base(run.plan.name), {run}};
+  if (!seed_suffix(run.plan.name) || run.dir.empty()) return g;
+  fs::path folder = fs::path(run.dir).parent_path();
+  if (folder.empty()) folder = ".";
+  const std::string prefix = g.name + ".seed=";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(folder, ec)) {
+    std::string leaf = e.path().filename().string();
+    // Cheap filter on the directory name before reading any plan.
+    if (leaf.rfind(prefix, 0) != 0 || fs::equivalent(e.path(), run.dir, ec) || !is_run_dir(e.path().string())) continue;
+    RunData other;
+    try {
+      other = load_run(e.path().string());
+    } catch (const ResultsError&) {
+      continue;  // unreadable: not a seed we can count
+    }
+    // A sibling from an older version of the spec (another hash) is not a seed of this run.
+    if (same_but_seed(run.plan, other.plan) && seed_of(other) != seed_of(run)) g.runs.push_back(std::move(other));
+  }
+  sort_by_seed(g);
+  return g;
+}
+
+std::vector<RunGroup> group_seeds(const std::vector<RunData>& runs) {
+  std::vector<RunGroup> groups;
+  for (const auto& r : runs) {
+    RunGroup* home = nullptr;
+    if (seed_suffix(r.plan.name))
+      for (auto& g : groups)
+        if (same_but_seed(g.first().plan, r.plan)) home = &g;
+    if (home) home->runs.push_back(r);
+    else groups.push_back({seed_base(r.plan.name), {r}});
+  }
+  for (auto& g : groups) sort_by_seed(g);
+  return groups;
+}
+
+}  // namespace sink::results

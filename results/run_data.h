@@ -1,0 +1,81 @@
+// Runs as the runtime leaves them on disk, runs/<run>-<hash8>/: plan.toml,
+// metrics.jsonl (one line per evaluation), summary.json (written when the run
+// ends). Read-only and torch-free: `sinkc diff`, `table` and `report` read
+// these without loading LibTorch.
+#pragma once
+#include <cmath>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "compiler/plan.h"
+
+namespace sink::results {
+
+struct ResultsError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// One line of metrics.jsonl: what the runtime measured at `step`.
+struct Eval {
+  int64_t step = 0;
+  int64_t tokens = 0;
+  double lr = NAN;
+  double train_loss = NAN;  // mean over the steps since the previous evaluation
+  double valid_loss = NAN;
+  std::map<int, double> sink;  // position k (1-based) -> Sink_k^eps in %
+  std::optional<double> sink_star;
+  std::vector<std::vector<double>> alpha;       // [layer][head] mean alpha_1
+  std::vector<std::vector<double>> alpha_star;  // [layer][head] on the k* column or sink token, when there is one
+  std::vector<double> massive;             // per layer: |h_1| / mean_{t>1} |h_t|
+  double tokens_per_s = NAN;
+};
+
+// `Running` also covers a run that was killed: only the end of a run writes
+// summary.json, so a missing one cannot tell the two apart.
+enum class Status { Completed, Running, Stopped, Diverged, Failed, NotRun };
+const char* status_name(Status s);
+
+struct RunData {
+  std::string dir;  // the run directory; for NotRun, where it would be
+  Plan plan;
+  Status status = Status::NotRun;
+  std::string reason;        // summary.json's, for diverged/failed/stopped; for NotRun, a hint
+  std::vector<Eval> evals;   // in step order
+  double tokens_per_s = NAN; // the whole run's, from summary.json
+  double wall_s = NAN;
+
+  const Eval* last() const { return evals.empty() ? nullptr : &evals.back(); }
+  int64_t steps_total() const;
+  // "completed", "running or interrupted: step 750 of 1500", "diverged: non-finite loss at step 12", ...
+  std::string status_text() const;
+};
+
+// A run and its other seeds (`train.seeds = n` expands NAME into NAME.seed=K):
+// the unit that diff and table aggregate over.
+struct RunGroup {
+  std::string name;  // the run name without `.seed=K`
+  std::vector<RunData> runs;
+  const RunData& first() const { return runs.front(); }
+};
+
+bool is_run_dir(const std::string& path);
+RunData load_run(const std::string& dir);  // throws ResultsError
+// Every run directory directly inside `folder`, sorted by name. One whose
+// plan cannot be read (written by an older schema, edited by hand) is
+// skipped with a line in `skipped`, rather than hiding all the others.
+std::vector<RunData> load_run_folder(const std::string& folder, std::vector<std::string>* skipped = nullptr);
+
+std::string seed_base(const std::string& run_name);  // "x.seed=3" -> "x"
+std::optional<int64_t> seed_suffix(const std::string& run_name);
+// True when the plans are the same but for the seed: two seeds of one run.
+bool same_but_seed(const Plan& a, const Plan& b);
+// `run` and the seeds of it found beside it in its runs folder, by seed.
+RunGroup with_seed_siblings(const RunData& run);
+// Groups runs by seed base (and identical plans but for the seed), keeping
+// the order in which each group first appears.
+std::vector<RunGroup> group_seeds(const std::vector<RunData>& runs);
+
+}  // namespace sink::results

@@ -1,0 +1,36 @@
+// `sinkc table`: one row per run of a sweep (its seeds aggregated), the
+// sweep axes as columns, then the metrics: the shape of the paper's tables.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "results/metrics.h"
+#include "results/text_table.h"
+
+namespace sink::results {
+
+struct ResultTable {
+  std::vector<std::string> axes;  // dotted paths of the sweep axes, in sweep order
+  std::vector<MetricDef> metrics;
+  struct Row {
+    std::string name;                      // the run, without `.seed=K`
+    std::vector<std::string> axis_values;  // language syntax; "" where the run has no such axis
+    std::string status;                    // short: completed, running (step 750/1500), diverged, 2/3 done...
+    size_t seeds = 1;
+    std::vector<Aggregate> values;         // one per metric
+  };
+  std::vector<Row> rows;
+
+  TextTable text_table() const;
+  nlohmann::ordered_json json() const;
+};
+
+// `metric_ids` empty: every metric the runs carry.
+ResultTable build_table(const std::vector<RunGroup>& groups, const std::vector<std::string>& metric_ids);
+// Orders runs found in a folder as a spec would: by spec file, sweep, then
+// by each axis value (numbers numerically, so 2 comes before 10).
+void sort_like_sweeps(std::vector<RunGroup>& groups);
+std::string short_status(const RunGroup& group);
+
+}  // namespace sink::results

@@ -1,0 +1,121 @@
+#include "results/targets.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fmt/format.h>
+#include <iostream>
+
+#include "compiler/pipeline.h"
+#include "compiler/source.h"
+
+namespace sink::results {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<Plan> compile_spec(const std::string& spec, const TargetOptions& options) {
+  Compilation c(options.compile);
+  if (!c.add_file(spec)) throw ResultsError(fmt::format("cannot read '{}'", spec));
+  c.run();
+  std::cerr << c.diagnostics().render(options.color);
+  if (c.diagnostics().has_errors()) throw SpecErrors(fmt::format("{} has errors", spec));
+  return c.plans();
+}
+
+// Where `sinkc run` put the plan, or a NotRun entry saying what is there instead.
+RunData find_run(const Plan& plan, const TargetOptions& options) {
+  fs::path dir = fs::path(options.out) / plan.dir_name();
+  if (is_run_dir(dir.string())) return load_run(dir.string());
+  RunData r;
+  r.dir = dir.string();
+  r.plan = plan;
+  r.status = Status::NotRun;
+  // A run of the same name with another hash: the spec changed since, or it
+  // ran with other --set/--base options. Say so rather than leave a puzzle.
+  std::vector<std::string> others;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(options.out, ec)) {
+    std::string leaf = e.path().filename().string();
+    if (leaf.size() == plan.name.size() + 9 && leaf.rfind(plan.name + "-", 0) == 0 && is_run_dir(e.path().string()))
+      others.push_back(leaf);
+  }
+  std::sort(others.begin(), others.end());
+  if (!others.empty())
+    r.reason = fmt::format("{} holds {} from another plan (the spec changed, or it ran with other --set/--base); "
+                           "name that directory to use it",
+                           options.out, others.front());
+  return r;
+}
+
+bool matches(const Plan& plan, const std::string& run) { return plan.name == run || seed_base(plan.name) == run; }
+
+}  // namespace
+
+bool is_spec_file(const std::string& target) {
+  std::error_code ec;
+  return fs::is_regular_file(target, ec);
+}
+
+RunGroup resolve_group(const std::string& target, const std::string& run, const TargetOptions& options) {
+  if (is_run_dir(target)) return with_seed_siblings(load_run(target));
+  if (!is_spec_file(target)) {
+    std::error_code ec;
+    if (fs::is_directory(target, ec))
+      throw ResultsError(fmt::format("'{}' is not a run directory (it has no plan.toml)", target));
+    throw ResultsError(fmt::format("'{}' is neither a run directory nor a spec file", target));
+  }
+  std::vector<Plan> plans = compile_spec(target, options);
+  std::vector<std::string> names;
+  for (const auto& p : plans)
+    if (std::find(names.begin(), names.end(), seed_base(p.name)) == names.end()) names.push_back(seed_base(p.name));
+  std::string want = run;
+  if (want.empty()) {
+    if (names.size() != 1) {
+      std::string list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      throw ResultsError(fmt::format("{} has {} runs: pick one with --run ({})", target, names.size(), list));
+    }
+    want = names.front();
+  }
+  std::vector<RunData> runs;
+  for (const auto& p : plans)
+    if (matches(p, want)) runs.push_back(find_run(p, options));
+  if (runs.empty()) {
+    std::string guess = closest(want, names);
+    throw ResultsError(fmt::format("no run named '{}' in {}{}", want, target, guess.empty() ? "" : fmt::format(" (did you mean '{}'?)", guess)));
+  }
+  auto groups = group_seeds(runs);
+  return groups.front();
+}
+
+std::vector<RunData> resolve_runs(const std::vector<std::string>& targets, const std::string& run, const TargetOptions& options) {
+  std::vector<RunData> out;
+  auto add = [&](RunData r) {
+    for (const auto& have : out)
+      if (!r.dir.empty() && have.dir == r.dir) return;
+    out.push_back(std::move(r));
+  };
+  for (const auto& t : targets) {
+    std::error_code ec;
+    if (is_run_dir(t)) {
+      add(load_run(t));
+    } else if (fs::is_directory(t, ec)) {
+      std::vector<std::string> skipped;
+      auto runs = load_run_folder(t, &skipped);
+      for (const auto& s : skipped) std::cerr << "sinkc: " << s << "\n";
+      if (runs.empty()) throw ResultsError(fmt::format("no run directories (folders with a plan.toml) in '{}'", t));
+      for (auto& r : runs)
+        if (run.empty() || matches(r.plan, run)) add(std::move(r));
+    } else if (is_spec_file(t)) {
+      size_t before = out.size();
+      for (const auto& p : compile_spec(t, options))
+        if (run.empty() || matches(p, run)) add(find_run(p, options));
+      if (out.size() == before && !run.empty()) throw ResultsError(fmt::format("no run named '{}' in {}", run, t));
+    } else {
+      throw ResultsError(fmt::format("'{}' is neither a run directory, a folder of runs, nor a spec file", t));
+    }
+  }
+  return out;
+}
+
+}  // namespace sink::results

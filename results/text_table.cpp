@@ -1,0 +1,90 @@
+#include "results/text_table.h"
+
+#include <algorithm>
+
+namespace sink::results {
+namespace {
+
+// Terminal width of UTF-8 text: count code points, not bytes (±, Δ, ×).
+size_t width(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+std::string pad(const std::string& s, size_t w, bool right) {
+  std::string fill(w > width(s) ? w - width(s) : 0, ' ');
+  return right ? fill + s : s + fill;
+}
+
+}  // namespace
+
+std::string html_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string TextTable::text() const {
+  std::vector<size_t> w(header.size(), 0);
+  for (size_t c = 0; c < header.size(); ++c) w[c] = width(header[c]);
+  for (const auto& r : rows)
+    for (size_t c = 0; c < r.size() && c < w.size(); ++c) w[c] = std::max(w[c], width(r[c]));
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string out;
+    for (size_t c = 0; c < w.size(); ++c) {
+      bool right_aligned = c < right.size() && right[c];
+      out += pad(c < cells.size() ? cells[c] : "", w[c], right_aligned) + (c + 1 < w.size() ? "  " : "");
+    }
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    return out + "\n";
+  };
+  std::string out = line(header);
+  std::string rule;
+  for (size_t c = 0; c < w.size(); ++c) rule += std::string(w[c], '-') + (c + 1 < w.size() ? "  " : "");
+  out += rule + "\n";
+  for (const auto& r : rows) out += line(r);
+  return out;
+}
+
+std::string TextTable::markdown() const {
+  auto cell = [](std::string s) {
+    for (size_t pos = 0; (pos = s.find('|', pos)) != std::string::npos; pos += 2) s.replace(pos, 1, "\\|");
+    return s.empty() ? std::string(" ") : s;
+  };
+  std::string out = "|";
+  for (const auto& h : header) out += " " + cell(h) + " |";
+  out += "\n|";
+  for (size_t c = 0; c < header.size(); ++c) out += (c < right.size() && right[c]) ? " ---: |" : " --- |";
+  out += "\n";
+  for (const auto& r : rows) {
+    out += "|";
+    for (size_t c = 0; c < header.size(); ++c) out += " " + cell(c < r.size() ? r[c] : "") + " |";
+    out += "\n";
+  }
+  return out;
+}
+
+std::string TextTable::html() const {
+  std::string out = "<table>\n<thead><tr>";
+  for (const auto& h : header) out += "<th>" + html_escape(h) + "</th>";
+  out += "</tr></thead>\n<tbody>\n";
+  for (const auto& r : rows) {
+    out += "<tr>";
+    for (size_t c = 0; c < header.size(); ++c)
+      out += std::string(c < right.size() && right[c] ? "<td class=\"num\">" : "<td>") + html_escape(c < r.size() ? r[c] : "") + "</td>";
+    out += "</tr>\n";
+  }
+  return out + "</tbody>\n</table>\n";
+}
+
+}  // namespace sink::results

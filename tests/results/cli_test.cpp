@@ -1,0 +1,97 @@
+// The commands end to end, through the sinkc binary: exit status and output.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sys/wait.h>
+
+#include "synthetic_runs.h"
+
+using namespace sink;
+using namespace sink::testing;
+
+namespace {
+
+struct Result {
+  int status = -1;
+  std::string out;  // stdout and stderr
+};
+
+Result sinkc(const std::string& args) {
+  Result r;
+  FILE* p = popen((std::string(SINKC_BINARY) + " " + args + " 2>&1").c_str(), "r");
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) r.out.append(buf, n);
+  int raw = pclose(p);
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  return r;
+}
+
+// Two experiments of one spec file, `a` run, `b` not.
+struct SpecAndRuns {
+  TempDir tmp{"cli"};
+  std::string spec = tmp.path + "/two.sink";
+  std::string out = tmp.path + "/runs";
+  SpecAndRuns() {
+    std::ofstream(spec) << "experiment a extends micro {}\nexperiment b extends micro { model.biases = k }\n";
+    auto plans = compile_plans("experiment a extends micro {}\n");
+    EvalLine e;
+    write_run(out, {plans[0], "completed", "", curve(3, e)});
+  }
+};
+
+}  // namespace
+
+TEST(Cli, DiffOfASpecSaysWhatHasNotRunYet) {
+  SpecAndRuns s;
+  Result r = sinkc("diff " + s.spec + " " + s.spec + " --run a --run b --out " + s.out);
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("model.biases: none -> k"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("B (b) has not run yet: sinkc run " + s.spec + " --run b"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("not run yet"), std::string::npos);
+}
+
+TEST(Cli, ExitStatusesFollowTheOtherCommands) {
+  SpecAndRuns s;
+  EXPECT_EQ(sinkc("diff /nonexistent/a /nonexistent/b").status, 2);
+  EXPECT_EQ(sinkc("diff " + s.spec + " " + s.spec + " --out " + s.out).status, 2);  // two runs: which?
+  EXPECT_EQ(sinkc("diff " + s.spec + " " + s.spec + " --run zz --out " + s.out).status, 2);
+  EXPECT_EQ(sinkc("table " + s.out + " --metric nope").status, 2);
+  EXPECT_EQ(sinkc("table " + s.out + " --format yaml").status, 2);
+  std::string bad = s.tmp.path + "/bad.sink";
+  std::ofstream(bad) << "experiment x extends micro { model.dd = 3 }\n";
+  Result r = sinkc("table " + bad);
+  EXPECT_EQ(r.status, 1) << r.out;  // spec errors, with their diagnostics
+  EXPECT_NE(r.out.find("bad.sink:1:"), std::string::npos) << r.out;
+}
+
+TEST(Cli, TableAndReportOfASpec) {
+  SpecAndRuns s;
+  Result t = sinkc("table " + s.spec + " --out " + s.out + " --format json");
+  ASSERT_EQ(t.status, 0) << t.out;
+  auto j = nlohmann::json::parse(t.out);
+  ASSERT_EQ(j["rows"].size(), 2u);
+  EXPECT_EQ(j["rows"][0]["status"], "completed");
+  EXPECT_EQ(j["rows"][1]["status"], "not run");
+
+  std::string html = s.tmp.path + "/r.html";
+  Result r = sinkc("report " + s.spec + " --out " + s.out + " -o " + html);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("(2 runs, "), std::string::npos) << r.out;
+  std::ifstream f(html);
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("<!DOCTYPE html>"), std::string::npos);
+  EXPECT_EQ(sinkc("report " + s.spec + " --out " + s.out).status, 2);  // -o is required
+}
+
+TEST(Cli, AnUnreadableRunIsSkippedNotFatal) {
+  SpecAndRuns s;
+  auto plans = compile_plans("experiment c extends micro { optim.lr = 0.5 }\n");
+  std::string dir = write_run(s.out, {plans[0], "completed", "", curve(2, {})});
+  std::ofstream(dir + "/plan.toml", std::ios::app) << "\n[model]\nnot_a_field = 1\n";
+  Result r = sinkc("table " + s.out);
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("skipped " + dir), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("completed"), std::string::npos) << r.out;
+}

@@ -1,0 +1,94 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "results/report_html.h"
+#include "results/svg.h"
+#include "synthetic_runs.h"
+
+using namespace sink;
+using namespace sink::results;
+using namespace sink::testing;
+
+namespace {
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t pos = 0; (pos = text.find(what, pos)) != std::string::npos; pos += what.size()) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST(Report, OneSvgPerChartAndNothingFromTheNetwork) {
+  TempDir tmp("report");
+  // A sweep with two seeds per point, plus a run with a k* column (Sink_*),
+  // one still running, one that diverged.
+  auto sweep = compile_plans("sweep wd over micro { optim.weight_decay in [0.0, 1.0]  train.seeds = 2 }\n");
+  for (const auto& p : sweep) {
+    EvalLine e;
+    e.valid_loss = 2 + p.number("optim.weight_decay");
+    e.alpha = {{0.9, 0.1}, {0.4, 0.2}};
+    e.massive = {3.0, 40.0};
+    write_run(tmp.path, {p, "completed", "", curve(4, e)});
+  }
+  auto others = compile_plans(R"(
+    experiment kbias extends micro { model.biases = k }
+    experiment slow extends micro {}
+    experiment boom extends micro { optim.lr = 10.0 }
+  )");
+  EvalLine star;
+  star.sink_star = 80;
+  star.alpha_star = {{0.9, 0.8}};
+  write_run(tmp.path, {plan_named(others, "kbias"), "completed", "", curve(3, star)});
+  write_run(tmp.path, {plan_named(others, "slow"), "running", "", curve(1, {})});
+  write_run(tmp.path, {plan_named(others, "boom"), "diverged", "non-finite loss at step 2", {}});
+
+  auto runs = load_run_folder(tmp.path);
+  ASSERT_EQ(runs.size(), 7u);
+  // The sweep first: its first run is the plan diff's reference.
+  std::stable_partition(runs.begin(), runs.end(), [](const RunData& r) { return !r.plan.sweep_point.empty(); });
+  std::string html = render_report(runs, {});
+
+  // Charts: per group (the sweep; the three experiments), train loss, valid
+  // loss, Sink_1 (+ Sink_* for the experiments), one massive-activation
+  // chart; a heatmap per run with alpha_1 (the diverged one has none), and
+  // one of alpha_* for the run with a k* column.
+  const size_t expected = (3 + 1) + (4 + 1) + 6 + 1;
+  EXPECT_EQ(count(html, "<figure class=\"chart\""), expected);
+  EXPECT_EQ(count(html, "<svg "), expected);
+  EXPECT_EQ(count(html, "</svg>"), expected);
+  EXPECT_EQ(count(html, "data-chart=\"alpha:"), 6u);
+  EXPECT_EQ(count(html, "data-chart=\"alpha_star:"), 1u);
+  EXPECT_EQ(count(html, "data-chart=\"sink_star:"), 1u);
+
+  EXPECT_EQ(html.find("http"), std::string::npos);     // self-contained
+  EXPECT_EQ(html.find("<script"), std::string::npos);  // no script at all
+  EXPECT_EQ(html.find("src="), std::string::npos);
+  EXPECT_NE(html.find("boom (diverged)"), std::string::npos);  // legend says so
+  EXPECT_NE(html.find("No alpha_1 yet: boom (diverged)"), std::string::npos);
+  EXPECT_NE(html.find("<td>optim.weight_decay</td><td>0.0</td><td>1.0</td>"), std::string::npos);  // plan diff
+  EXPECT_NE(html.find("Sink_1 (%)"), std::string::npos);
+  EXPECT_NE(html.find("training step"), std::string::npos);
+}
+
+TEST(Report, ChartsHandleEdgeCases) {
+  // A single point, a flat series, gaps: finite coordinates, no crash.
+  svg::LineChart c{"t", "x", "y", {{"one", {{5, 1.0}}, 0, 0}, {"gap", {{1, 2.0}, {2, NAN}, {3, 2.0}, {4, 2.5}}, 1, 1}}};
+  std::string s = svg::line_chart(c);
+  EXPECT_EQ(s.find("nan"), std::string::npos) << s;
+  EXPECT_EQ(s.find("inf"), std::string::npos);
+  EXPECT_EQ(count(s, "<path"), 1u);  // "one" has a single point: a marker, no line
+  std::string path = s.substr(s.find("<path"), s.find("/>", s.find("<path")) - s.find("<path"));
+  EXPECT_EQ(std::count(path.begin(), path.end(), 'M'), 2) << path;  // the gap lifts the pen
+  EXPECT_EQ(count(s, "<circle"), 4u);
+  svg::Heatmap h{"h", "layer", "head", "alpha_1", {{0.0, 1.0, NAN}}, 0, 1};
+  std::string hs = svg::heatmap(h);
+  EXPECT_EQ(count(hs, "<title>layer"), 3u);
+  EXPECT_EQ(svg::viridis(0), "#440154");
+  EXPECT_EQ(svg::viridis(1), "#fde725");
+  auto ticks = svg::nice_ticks(2.28, 2.33);
+  ASSERT_GE(ticks.size(), 3u);
+  EXPECT_LE(ticks.front(), 2.28 + 1e-9);
+  EXPECT_GE(ticks.back(), 2.33 - 1e-9);
+}

@@ -1,0 +1,89 @@
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "results/table.h"
+#include "synthetic_runs.h"
+
+using namespace sink;
+using namespace sink::results;
+using namespace sink::testing;
+
+namespace {
+
+// A weight-decay sweep, two seeds per point, run into `folder`; valid loss
+// 2 + wd (seed 0) and 2 + wd + 0.2 (seed 1), Sink_1 = 10 x wd.
+void write_sweep(const std::string& folder, const std::vector<double>& wds) {
+  std::string values;
+  for (double wd : wds) values += (values.empty() ? "" : ", ") + format_number(wd);
+  auto plans = compile_plans("sweep wd over micro { optim.weight_decay in [" + values + "]  train.seeds = 2 }\n");
+  for (const auto& p : plans) {
+    double wd = p.number("optim.weight_decay");
+    EvalLine e;
+    e.valid_loss = 2 + wd + 0.2 * static_cast<double>(p.integer("train.seed"));
+    e.sink = {{1, 10 * wd}};
+    write_run(folder, {p, "completed", "", curve(2, e)});
+  }
+}
+
+}  // namespace
+
+TEST(Table, OneRowPerSweepPointWithTheAxisAsAColumn) {
+  TempDir tmp("table");
+  write_sweep(tmp.path, {10.0, 0.0, 2.0});
+  auto groups = group_seeds(load_run_folder(tmp.path));
+  ASSERT_EQ(groups.size(), 3u);
+  sort_like_sweeps(groups);
+  ResultTable t = build_table(groups, {"sink_1", "valid_loss"});
+  ASSERT_EQ(t.axes, std::vector<std::string>{"optim.weight_decay"});
+  ASSERT_EQ(t.rows.size(), 3u);
+  // Numerically, not as text: 2 before 10.
+  EXPECT_EQ(t.rows[0].axis_values[0], "0.0");
+  EXPECT_EQ(t.rows[1].axis_values[0], "2.0");
+  EXPECT_EQ(t.rows[2].axis_values[0], "10.0");
+  EXPECT_EQ(t.rows[1].name, "wd.weight_decay=2.0");
+  EXPECT_EQ(t.rows[1].seeds, 2u);
+  EXPECT_NEAR(t.rows[1].values[1].mean, 4.1, 1e-12);
+  EXPECT_NEAR(t.rows[2].values[0].mean, 100.0, 1e-12);
+
+  std::string text = t.text_table().text();
+  EXPECT_NE(text.find("optim.weight_decay"), std::string::npos) << text;
+  EXPECT_NE(text.find("4.1000 ± 0.1414"), std::string::npos) << text;
+}
+
+TEST(Table, MarkdownAndJsonParse) {
+  TempDir tmp("table-formats");
+  write_sweep(tmp.path, {0.1, 1.0});
+  auto groups = group_seeds(load_run_folder(tmp.path));
+  ResultTable t = build_table(groups, {});
+  std::istringstream md(t.text_table().markdown());
+  std::string line;
+  std::vector<std::string> lines;
+  while (std::getline(md, line)) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 4u);  // header, separator, two rows
+  const size_t columns = 4 + t.metrics.size();  // run, axis, seeds, status, metrics
+  for (const auto& l : lines) EXPECT_EQ(static_cast<size_t>(std::count(l.begin(), l.end(), '|')), columns + 1) << l;
+  EXPECT_EQ(lines[1].find_first_not_of("|-: "), std::string::npos);
+
+  auto j = nlohmann::json::parse(t.json().dump());
+  ASSERT_EQ(j["rows"].size(), 2u);
+  EXPECT_EQ(j["rows"][1]["sweep_point"]["optim.weight_decay"], "1.0");
+  EXPECT_NEAR(j["rows"][1]["values"]["valid_loss"]["mean"].get<double>(), 3.1, 1e-12);
+  EXPECT_EQ(j["rows"][1]["values"]["valid_loss"]["n"], 2);
+}
+
+TEST(Table, UnfinishedRunsSayWhereTheyAre) {
+  TempDir tmp("table-status");
+  auto plans = compile_plans("sweep wd over micro { optim.weight_decay in [0.1, 1.0, 5.0] }\n");
+  write_run(tmp.path, {plans[0], "completed", "", curve(2, {})});
+  write_run(tmp.path, {plans[1], "running", "", curve(1, {})});
+  write_run(tmp.path, {plans[2], "diverged", "non-finite loss at step 3", {}});
+  ResultTable t = build_table(group_seeds(load_run_folder(tmp.path)), {"valid_loss"});
+  ASSERT_EQ(t.rows.size(), 3u);
+  EXPECT_EQ(t.rows[0].status, "completed");
+  EXPECT_EQ(t.rows[1].status, "running (step 10/20)");
+  EXPECT_EQ(t.rows[2].status, "diverged");
+  EXPECT_EQ(t.text_table().rows[2].back(), "-");  // not 0
+  EXPECT_THROW(metric_by_id("valid_los"), ResultsError);
+  EXPECT_EQ(metric_by_id("sink_3").label, "Sink_3 (%)");
+}

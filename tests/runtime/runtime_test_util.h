@@ -1,0 +1,96 @@
+// Helpers shared by the runtime tests: plans compiled from spec text, temp
+// directories, small expression builders.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <unistd.h>
+
+#include "compiler/pipeline.h"
+#include "runtime/config.h"
+
+namespace sinktest {
+
+// Compiles `text` (experiments extending the stdlib presets) and returns its
+// plans; a spec with errors fails the calling test with the diagnostics.
+inline std::vector<sink::Plan> plans_of(const std::string& text) {
+  sink::Compilation c({std::string(SINKLAB_SOURCE_DIR) + "/stdlib", {}, ""});
+  c.add_text(std::string(SINKLAB_SOURCE_DIR) + "/t.sink", text);
+  c.run();
+  EXPECT_FALSE(c.diagnostics().has_errors()) << c.diagnostics().render(false) << "\nspec:\n" << text;
+  return c.plans();
+}
+
+inline sink::Plan plan_of(const std::string& text) {
+  auto plans = plans_of(text);
+  if (plans.empty()) throw std::runtime_error("spec produced no plan:\n" + text);
+  return plans[0];
+}
+
+inline sink::rt::RunConfig config_of(const std::string& text) { return sink::rt::read_config(plan_of(text)); }
+
+// A fresh directory under the system temp dir, removed when the object dies.
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(const std::string& tag) {
+    static int counter = 0;
+    std::random_device rd;
+    path = std::filesystem::temp_directory_path() /
+           ("sinklab-test-" + tag + "-" + std::to_string(getpid()) + "-" + std::to_string(counter++) + "-" +
+            std::to_string(rd() % 100000));
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string str() const { return path.string(); }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+inline void write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text;
+}
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Expression trees, for AttentionConfig::score.
+inline sink::ExprNode num(double v) {
+  sink::ExprNode e;
+  e.op = sink::ExprNode::Op::Number;
+  e.number = v;
+  return e;
+}
+inline sink::ExprNode var(const std::string& name) {
+  sink::ExprNode e;
+  e.op = sink::ExprNode::Op::Var;
+  e.name = name;
+  return e;
+}
+inline sink::ExprNode call(const std::string& fn, sink::ExprNode arg) {
+  sink::ExprNode e;
+  e.op = sink::ExprNode::Op::Call;
+  e.name = fn;
+  e.args.push_back(std::move(arg));
+  return e;
+}
+inline sink::ExprNode binary(sink::ExprNode::Op op, sink::ExprNode a, sink::ExprNode b) {
+  sink::ExprNode e;
+  e.op = op;
+  e.args.push_back(std::move(a));
+  e.args.push_back(std::move(b));
+  return e;
+}
+
+}  // namespace sinktest

@@ -1,0 +1,234 @@
+// End to end through run_plan: the run directory, caching, resume equal to
+// an uninterrupted run, divergence, a corrupt checkpoint, `sinkc run`.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <sys/wait.h>
+
+#include "runtime/run_dir.h"
+#include "runtime/train.h"
+#include "runtime_test_util.h"
+
+using namespace sink::rt;
+using json = nlohmann::json;
+using sinktest::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+RunOptions options(const std::string& out) {
+  RunOptions o;
+  o.out = out;
+  o.progress = false;
+  return o;
+}
+
+std::vector<json> metrics_lines(const std::string& dir) {
+  std::vector<json> out;
+  std::istringstream lines(sinktest::read_file(dir + "/metrics.jsonl"));
+  std::string line;
+  while (std::getline(lines, line)) {
+    auto j = json::parse(line, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << "unparseable metrics line: " << line;
+    out.push_back(j);
+  }
+  return out;
+}
+
+// The values that must not depend on how the run was scheduled.
+void expect_same_metrics(const json& a, const json& b, const std::string& where) {
+  for (const char* key : {"step", "tokens"}) EXPECT_EQ(a.at(key), b.at(key)) << where << " " << key;
+  for (const char* key : {"valid_loss", "train_loss", "lr"})
+    EXPECT_NEAR(a.at(key).get<double>(), b.at(key).get<double>(), 1e-6) << where << " " << key;
+  ASSERT_EQ(a.at("sink").size(), b.at("sink").size());
+  for (auto& [k, v] : a.at("sink").items()) EXPECT_NEAR(v.get<double>(), b.at("sink").at(k).get<double>(), 1e-6) << where;
+  const auto& aa = a.at("alpha");
+  const auto& ba = b.at("alpha");
+  ASSERT_EQ(aa.size(), ba.size());
+  for (size_t l = 0; l < aa.size(); ++l)
+    for (size_t h = 0; h < aa[l].size(); ++h) EXPECT_NEAR(aa[l][h].get<double>(), ba[l][h].get<double>(), 1e-6) << where;
+  for (size_t l = 0; l < a.at("massive").size(); ++l)
+    EXPECT_NEAR(a.at("massive")[l].get<double>(), b.at("massive")[l].get<double>(), 1e-6) << where;
+}
+
+}  // namespace
+
+TEST(Train, EndToEndRunDirectory) {
+  TempDir out("e2e");
+  auto plan = sinktest::plan_of("experiment e2e extends micro { }");
+  auto r = run_plan(plan, options(out.str()));
+  ASSERT_EQ(r.status, "completed") << r.summary.dump(2);
+  EXPECT_EQ(r.dir, out.str() + "/" + plan.dir_name());
+  for (const char* f : {"plan.toml", "metrics.jsonl", "summary.json", "log.txt", "checkpoint/state.pt"})
+    EXPECT_TRUE(fs::exists(r.dir + "/" + f)) << f;
+  EXPECT_FALSE(fs::exists(r.dir + "/checkpoint/state.pt.tmp"));
+  EXPECT_FALSE(fs::exists(r.dir + "/summary.json.tmp"));
+
+  // plan.toml is the resolved plan: it reads back to the same plan and hash.
+  auto back = sink::read_plan(r.dir + "/plan.toml");
+  EXPECT_EQ(back.hash(), plan.hash());
+
+  // micro: 20 steps, measure.every = 10 -> evaluations at 10 and 20.
+  auto m = metrics_lines(r.dir);
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0]["step"], 10);
+  EXPECT_EQ(m[1]["step"], 20);
+  EXPECT_EQ(m[1]["tokens"], 20 * 4 * 16);
+  for (const auto& line : m) {
+    for (const char* key : {"valid_loss", "train_loss", "lr", "sink", "alpha", "massive", "tokens_per_s"})
+      EXPECT_TRUE(line.contains(key)) << key;
+    EXPECT_TRUE(std::isfinite(line["valid_loss"].get<double>()));
+    EXPECT_TRUE(line["sink"].contains("1"));
+    const double s1 = line["sink"]["1"].get<double>();
+    EXPECT_GE(s1, 0.0);
+    EXPECT_LE(s1, 100.0);
+    EXPECT_EQ(line["alpha"].size(), 2u);     // layers
+    EXPECT_EQ(line["alpha"][0].size(), 2u);  // heads
+  }
+  // Training does something: the loss falls below the uniform guess ln(17).
+  EXPECT_LT(m[1]["valid_loss"].get<double>(), std::log(17.0));
+  EXPECT_LT(m[1]["train_loss"].get<double>(), m[0]["train_loss"].get<double>());
+
+  auto summary = json::parse(sinktest::read_file(r.dir + "/summary.json"));
+  EXPECT_EQ(summary["status"], "completed");
+  EXPECT_EQ(summary["hash"], plan.hash());
+  EXPECT_EQ(summary["steps_done"], 20);
+  EXPECT_EQ(summary["final"]["valid_loss"], m[1]["valid_loss"]);
+  EXPECT_NE(sinktest::read_file(r.dir + "/log.txt").find("status: completed"), std::string::npos);
+
+  // Again: cached, nothing rewritten.
+  const auto mtime = fs::last_write_time(r.dir + "/metrics.jsonl");
+  auto again = run_plan(plan, options(out.str()));
+  EXPECT_EQ(again.status, "cached");
+  EXPECT_EQ(again.summary["final"]["valid_loss"], m[1]["valid_loss"]);
+  EXPECT_EQ(fs::last_write_time(r.dir + "/metrics.jsonl"), mtime);
+  // A different plan is a different directory, not a cache hit.
+  auto other = run_plan(sinktest::plan_of("experiment e2e extends micro { train.steps = 10 }"), options(out.str()));
+  EXPECT_EQ(other.status, "completed");
+  EXPECT_NE(other.dir, r.dir);
+}
+
+TEST(Train, ResumeEqualsUninterrupted) {
+  const std::string spec =
+      "experiment resume extends micro { train { steps = 12  checkpoint_every = 5 }  measure.every = 3 "
+      "  optim.schedule = cosine(warmup = 2, min_lr = 1e-3) }";
+  auto plan = sinktest::plan_of(spec);
+  TempDir a("straight"), b("resumed");
+  auto straight = run_plan(plan, options(a.str()));
+  ASSERT_EQ(straight.status, "completed") << straight.summary.dump(2);
+
+  auto o = options(b.str());
+  o.stop_after = 7;
+  auto stopped = run_plan(plan, o);
+  ASSERT_EQ(stopped.status, "stopped") << stopped.summary.dump(2);
+  // Evaluations at 3 and 6 were written; the checkpoint holds step 5.
+  ASSERT_EQ(metrics_lines(stopped.dir).size(), 2u);
+  o.stop_after = -1;
+  o.resume = true;
+  auto resumed = run_plan(plan, o);
+  ASSERT_EQ(resumed.status, "completed") << resumed.summary.dump(2);
+  EXPECT_NE(sinktest::read_file(resumed.dir + "/log.txt").find("resumed at step 5"), std::string::npos);
+
+  auto ms = metrics_lines(straight.dir), mr = metrics_lines(resumed.dir);
+  ASSERT_EQ(ms.size(), 4u);  // 3, 6, 9, 12
+  ASSERT_EQ(mr.size(), ms.size());
+  for (size_t k = 0; k < ms.size(); ++k) expect_same_metrics(ms[k], mr[k], "line " + std::to_string(k));
+  expect_same_metrics(straight.summary["final"], resumed.summary["final"], "summary");
+  EXPECT_EQ(resumed.summary["steps_done"], 12);
+
+  // Resuming a run that is not there starts from scratch (and still matches).
+  TempDir c("fresh");
+  auto fresh_opts = options(c.str());
+  fresh_opts.resume = true;
+  auto fresh = run_plan(plan, fresh_opts);
+  ASSERT_EQ(fresh.status, "completed");
+  expect_same_metrics(straight.summary["final"], fresh.summary["final"], "fresh");
+}
+
+TEST(Train, DivergenceIsRecorded) {
+  // p-normalized exp scores with p = 2 and a huge lr without clipping: the
+  // paper's diverging row (Table 15), non-finite after the first update.
+  auto plan = sinktest::plan_of(
+      "experiment boom extends micro { attention { score = exp(qk)  normalize = pnorm(p = 2) }  optim { lr = 10  clip = 0 } }");
+  TempDir out("diverge");
+  RunResult r;
+  ASSERT_NO_THROW(r = run_plan(plan, options(out.str())));
+  EXPECT_EQ(r.status, "diverged") << r.summary.dump(2);
+  auto summary = json::parse(sinktest::read_file(r.dir + "/summary.json"));
+  EXPECT_EQ(summary["status"], "diverged");
+  EXPECT_NE(summary["reason"].get<std::string>().find("non-finite"), std::string::npos);
+  EXPECT_LT(summary["steps_done"].get<int64_t>(), 20);
+  // Not cached: a diverged run is run again.
+  EXPECT_EQ(run_plan(plan, options(out.str())).status, "diverged");
+}
+
+TEST(Train, CorruptCheckpointFailsClearly) {
+  auto plan = sinktest::plan_of("experiment corrupt extends micro { train.checkpoint_every = 5 }");
+  TempDir out("corrupt");
+  auto o = options(out.str());
+  o.stop_after = 7;
+  ASSERT_EQ(run_plan(plan, o).status, "stopped");
+  const std::string ckpt = out.str() + "/" + plan.dir_name() + "/checkpoint/state.pt";
+  ASSERT_TRUE(fs::exists(ckpt));
+  sinktest::write_file(ckpt, "this is not a checkpoint, just garbage bytes \x01\x02\x03");
+  o.stop_after = -1;
+  o.resume = true;
+  RunResult r;
+  ASSERT_NO_THROW(r = run_plan(plan, o));
+  EXPECT_EQ(r.status, "failed");
+  const std::string reason = r.summary.value("reason", "");
+  EXPECT_NE(reason.find("checkpoint"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("state.pt"), std::string::npos) << reason;
+  EXPECT_EQ(json::parse(sinktest::read_file(r.dir + "/summary.json"))["status"], "failed");
+
+  // A checkpoint from another model (the same run name, a different width) also fails clearly.
+  auto wide = sinktest::plan_of("experiment corrupt extends micro { train.checkpoint_every = 5  model.d = 32 }");
+  TempDir out2("mismatch");
+  auto o2 = options(out2.str());
+  o2.stop_after = 6;
+  ASSERT_EQ(run_plan(plan, o2).status, "stopped");
+  fs::create_directories(out2.str() + "/" + wide.dir_name() + "/checkpoint");
+  fs::copy_file(out2.str() + "/" + plan.dir_name() + "/checkpoint/state.pt",
+                out2.str() + "/" + wide.dir_name() + "/checkpoint/state.pt");
+  o2.stop_after = -1;
+  o2.resume = true;
+  auto mismatch = run_plan(wide, o2);
+  EXPECT_EQ(mismatch.status, "failed");
+  EXPECT_NE(mismatch.summary.value("reason", "").find("checkpoint"), std::string::npos) << mismatch.summary.dump(2);
+}
+
+TEST(Train, SinkcRunCommand) {
+  const std::string sinkc = SINKC_BINARY;
+  if (!fs::exists(sinkc)) GTEST_SKIP() << sinkc << " is not built";
+  TempDir dir("cli");
+  sinktest::write_file(dir.file("spec.sink"), "experiment cli extends micro { train.steps = 10 }\n");
+  const std::string cmd = sinkc + " run " + dir.file("spec.sink") + " --out " + dir.file("runs") + " 2>&1";
+  auto run = [&](std::string& output) {
+    FILE* p = popen(cmd.c_str(), "r");
+    if (!p) return -1;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) output.append(buf, n);
+    int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  std::string first, second;
+  EXPECT_EQ(run(first), 0) << first;
+  EXPECT_NE(first.find("completed"), std::string::npos) << first;
+  EXPECT_NE(first.find("Sink_1"), std::string::npos) << first;
+  EXPECT_EQ(run(second), 0) << second;
+  EXPECT_NE(second.find("cached"), std::string::npos) << second;
+  // A spec with an error exits non-zero with a diagnostic.
+  sinktest::write_file(dir.file("bad.sink"), "experiment bad extends micro { model.nope = 1 }\n");
+  std::string bad;
+  const std::string bad_cmd = sinkc + " run " + dir.file("bad.sink") + " --out " + dir.file("runs") + " 2>&1";
+  FILE* p = popen(bad_cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) bad.append(buf, n);
+  int status = pclose(p);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << bad;
+  EXPECT_NE(bad.find("nope"), std::string::npos) << bad;
+}
