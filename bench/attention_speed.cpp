@@ -34,6 +34,7 @@ ExprNode call(const char* f, ExprNode a) { return {ExprNode::Op::Call, 0, f, {st
 }  // namespace
 
 int main(int argc, char** argv) {
+  setenv("OMP_WAIT_POLICY", "passive", 0);  // idle OpenMP threads yield instead of spinning
   const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
   const int repeats = argc > 2 ? std::atoi(argv[2]) : 5;
   at::set_num_threads(threads);

@@ -75,6 +75,7 @@ double pytorch(const rt::RunConfig& cfg, int64_t vocab, int steps, int threads) 
 }  // namespace
 
 int main(int argc, char** argv) {
+  setenv("OMP_WAIT_POLICY", "passive", 0);  // idle OpenMP threads yield instead of spinning
   const int steps = argc > 1 ? std::atoi(argv[1]) : 20;
   const int threads = argc > 2 ? std::atoi(argv[2]) : 1;
   at::set_num_threads(threads);

@@ -1,6 +1,9 @@
 #include "runtime/jit_attention.h"
 
 #include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <map>
+#include <mutex>
 
 #include "compiler/kernels/emit_llvm.h"
 #include "runtime/jit.h"
@@ -20,13 +23,26 @@ struct Kernels {
   Probe probe;
 };
 
-Kernels kernels_for(const kernels::KernelSpec& spec) {
-  const std::string key = spec.hash();
+Kernels compile_kernels(const kernels::KernelSpec& spec) {
   const std::string ir = kernels::emit_llvm(spec);
+  // Keyed by the IR itself, so a changed generator never reuses a stale cached object.
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : ir) h = (h ^ c) * 0x100000001b3ull;
+  const std::string key = fmt::format("{}-{:016x}", spec.hash(), h);
   Jit& jit = Jit::shared();
   return {reinterpret_cast<Forward>(jit.lookup(key, ir, "sink_forward")),
           reinterpret_cast<Backward>(jit.lookup(key, ir, "sink_backward")),
           reinterpret_cast<Probe>(jit.lookup(key, ir, "sink_probe"))};
+}
+
+// Every layer calls this every step: emit and look up once per variant.
+Kernels kernels_for(const kernels::KernelSpec& spec) {
+  static std::mutex mutex;
+  static std::map<std::string, Kernels> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto [it, fresh] = known.try_emplace(spec.describe());
+  if (fresh) it->second = compile_kernels(spec);
+  return it->second;
 }
 
 // Raw pointers of one (batch, head) slice.

@@ -4,6 +4,7 @@
 // expressions drawn from the grammar's functions.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <random>
 
@@ -191,6 +192,34 @@ TEST(Jit, KernelsAreCompiledOncePerVariant) {
   int before = Jit::shared().compiled();
   compare(v);
   EXPECT_EQ(Jit::shared().compiled(), before);
+}
+
+TEST(Jit, DiskCacheSparesTheSecondProcessACompile) {
+  Variant v{.name = "disk cache", .score = call("sigmoid", {var("qk")}), .normalize = "none", .T = 5, .D = 4};
+  const std::string ir = kernels::emit_llvm(spec_of(v));
+  const std::string dir = testing::TempDir() + "/sinklab-kernel-cache-test";
+  std::filesystem::remove_all(dir);
+  using Forward = void (*)(const float*, const float*, const float*, const float*, const float*, const float*, float*,
+                           float*, int64_t);
+  auto run = [&](Jit& jit) {
+    auto fwd = reinterpret_cast<Forward>(jit.lookup("test-kernel", ir, "sink_forward"));
+    torch::manual_seed(1);
+    auto q = torch::randn({5, 4}), k = torch::randn({5, 4}), vv = torch::randn({5, 4});
+    auto o = torch::empty({5, 4}), stats = torch::empty({5, 2});
+    fwd(q.data_ptr<float>(), k.data_ptr<float>(), vv.data_ptr<float>(), nullptr, nullptr, nullptr, o.data_ptr<float>(),
+        stats.data_ptr<float>(), 5);
+    auto ref = reference_attention(config_of(v), {q.view({1, 1, 5, 4}), k.view({1, 1, 5, 4}), vv.view({1, 1, 5, 4}), {}, {}, {}},
+                                   false).out.view({5, 4});
+    EXPECT_LT(rel_error(o, ref), 1e-5);
+  };
+  {
+    Jit first(dir);
+    run(first);
+    EXPECT_EQ(first.compiled(), 1);
+  }
+  Jit second(dir);  // a new JIT, as in a second process: the object comes from disk
+  run(second);
+  EXPECT_EQ(second.compiled(), 0);
 }
 
 TEST(Jit, ProbeGivesTheReferenceAttention) {
