@@ -16,21 +16,11 @@
 #include "runtime/corpus.h"
 #include "runtime/model.h"
 #include "runtime/optimizer.h"
+#include "runtime/process.h"
 
 using namespace sink;
 
 namespace {
-
-std::string command_output(const std::string& cmd) {
-  std::string out;
-  if (FILE* p = popen(cmd.c_str(), "r")) {
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    pclose(p);
-  }
-  return out;
-}
 
 rt::RunConfig config(const std::string& spec) {
   Compilation c({std::string(SINKLAB_SOURCE_DIR) + "/stdlib", {}, ""});
@@ -68,7 +58,7 @@ double pytorch(const rt::RunConfig& cfg, int64_t vocab, int steps, int threads) 
   std::string cmd = fmt::format("OMP_WAIT_POLICY=passive /usr/bin/python3 {}/bench/tiny_pytorch.py {} {} {} {} {} {} {} {} {}",
                                 SINKLAB_SOURCE_DIR, cfg.model.d, cfg.model.layers, cfg.model.heads, cfg.model.ffn_hidden,
                                 cfg.train.context, cfg.train.batch, vocab, steps, threads);
-  auto j = nlohmann::json::parse(command_output(cmd), nullptr, false);
+  auto j = nlohmann::json::parse(rt::command_output(cmd), nullptr, false);
   return j.is_discarded() || !j.contains("tokens_per_s") ? 0 : j["tokens_per_s"].get<double>();
 }
 

@@ -11,19 +11,7 @@
 namespace sink::cli {
 namespace fs = std::filesystem;
 
-int compile_file(Compilation& c, const std::string& file, const CommonOptions& common) {
-  if (!c.add_file(file)) {
-    fmt::print(stderr, "sinkc: cannot read '{}'\n", file);
-    return 2;
-  }
-  c.run();
-  std::string text = c.diagnostics().render(common.color == 1);
-  if (!text.empty()) std::cerr << text;
-  return c.diagnostics().has_errors() ? 1 : 0;
-}
-
-int check(const std::vector<std::string>& files, const CommonOptions& common) {
-  Compilation c(common.options());
+int compile_files(Compilation& c, const std::vector<std::string>& files, const CommonOptions& common) {
   for (const auto& f : files) {
     if (!c.add_file(f)) {
       fmt::print(stderr, "sinkc: cannot read '{}'\n", f);
@@ -33,7 +21,16 @@ int check(const std::vector<std::string>& files, const CommonOptions& common) {
   c.run();
   std::string text = c.diagnostics().render(common.color == 1);
   if (!text.empty()) std::cerr << text;
-  if (c.diagnostics().has_errors()) return 1;
+  return c.diagnostics().has_errors() ? 1 : 0;
+}
+
+int compile_file(Compilation& c, const std::string& file, const CommonOptions& common) {
+  return compile_files(c, {file}, common);
+}
+
+int check(const std::vector<std::string>& files, const CommonOptions& common) {
+  Compilation c(common.options());
+  if (int rc = compile_files(c, files, common); rc != 0) return rc;
   fmt::print("ok: {} file{}, {} run{}\n", files.size(), files.size() == 1 ? "" : "s", c.plans().size(),
              c.plans().size() == 1 ? "" : "s");
   return 0;

@@ -1,12 +1,32 @@
 #include "runtime/score.h"
 
+#include <functional>
+#include <optional>
 #include <stdexcept>
 
 namespace sink::rt {
+namespace {
+
+// The arithmetic both evaluators share; nullopt for the other node kinds.
+std::optional<torch::Tensor> arithmetic(ExprNode::Op op, const std::function<torch::Tensor(size_t)>& arg) {
+  using Op = ExprNode::Op;
+  switch (op) {
+    case Op::Neg: return -arg(0);
+    case Op::Add: return arg(0) + arg(1);
+    case Op::Sub: return arg(0) - arg(1);
+    case Op::Mul: return arg(0) * arg(1);
+    case Op::Div: return arg(0) / arg(1);
+    case Op::Pow: return torch::pow(arg(0), arg(1));
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
 
 torch::Tensor eval_score(const ExprNode& e, const torch::Tensor& qk, const torch::Tensor& i, const torch::Tensor& j) {
   using Op = ExprNode::Op;
   auto arg = [&](size_t k) { return eval_score(e.args.at(k), qk, i, j); };
+  if (auto r = arithmetic(e.op, arg)) return *r;
   switch (e.op) {
     case Op::Number: return torch::full({}, e.number, qk.options());
     case Op::Var:
@@ -14,12 +34,6 @@ torch::Tensor eval_score(const ExprNode& e, const torch::Tensor& qk, const torch
       if (e.name == "i") return i.to(qk.dtype());
       if (e.name == "j") return j.to(qk.dtype());
       break;
-    case Op::Neg: return -arg(0);
-    case Op::Add: return arg(0) + arg(1);
-    case Op::Sub: return arg(0) - arg(1);
-    case Op::Mul: return arg(0) * arg(1);
-    case Op::Div: return arg(0) / arg(1);
-    case Op::Pow: return torch::pow(arg(0), arg(1));
     case Op::Call: {
       const std::string& f = e.name;
       if (f == "exp") return torch::exp(arg(0));
@@ -34,6 +48,7 @@ torch::Tensor eval_score(const ExprNode& e, const torch::Tensor& qk, const torch
       if (f == "pow") return torch::pow(arg(0), arg(1));
       break;
     }
+    default: break;
   }
   throw std::runtime_error("score expression: unsupported node '" + to_string(e) + "'");
 }
@@ -41,18 +56,13 @@ torch::Tensor eval_score(const ExprNode& e, const torch::Tensor& qk, const torch
 torch::Tensor eval_vector(const ExprNode& e, int64_t d_head) {
   using Op = ExprNode::Op;
   auto arg = [&](size_t k) { return eval_vector(e.args.at(k), d_head); };
+  if (auto r = arithmetic(e.op, arg)) return *r;
   switch (e.op) {
     case Op::Number: return torch::full({}, e.number, torch::kDouble);
     case Op::Var:
       if (e.name == "ones") return torch::ones({d_head}, torch::kDouble);
       if (e.name == "d_head") return torch::full({}, static_cast<double>(d_head), torch::kDouble);
       break;
-    case Op::Neg: return -arg(0);
-    case Op::Add: return arg(0) + arg(1);
-    case Op::Sub: return arg(0) - arg(1);
-    case Op::Mul: return arg(0) * arg(1);
-    case Op::Div: return arg(0) / arg(1);
-    case Op::Pow: return torch::pow(arg(0), arg(1));
     case Op::Call:
       if (e.name == "sqrt") return torch::sqrt(arg(0));
       if (e.name == "onehot") {
@@ -62,6 +72,7 @@ torch::Tensor eval_vector(const ExprNode& e, int64_t d_head) {
         return v;
       }
       break;
+    default: break;
   }
   throw std::runtime_error("vector expression: unsupported node '" + to_string(e) + "'");
 }

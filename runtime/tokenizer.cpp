@@ -1,5 +1,7 @@
 #include "runtime/tokenizer.h"
 
+#include "runtime/process.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -178,13 +180,7 @@ class SentencePieceTokenizer : public Tokenizer {
     fs::path tmp = fs::temp_directory_path() / fmt::format("sinklab-spm-{}.ids", getpid());
     { std::ofstream(tmp) << line << "\n"; }
     std::string cmd = fmt::format("spm_decode --model={} --input_format=id < {}", shell_quote(model_), shell_quote(tmp.string()));
-    std::string out;
-    if (FILE* p = popen(cmd.c_str(), "r")) {
-      char buf[4096];
-      size_t n;
-      while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-      pclose(p);
-    }
+    std::string out = command_output(cmd);
     fs::remove(tmp);
     if (!out.empty() && out.back() == '\n') out.pop_back();
     return out;

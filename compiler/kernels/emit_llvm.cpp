@@ -222,6 +222,21 @@ class Generator {
 
   double scale_qk() const { return 1.0 / std::sqrt(static_cast<double>(spec.d_head)); }
 
+  // for (i = 0; i < T; ++i): the loop over query rows.
+  static void open_rows(Body& b, const std::string& entry) {
+    b.label("row.head");
+    b.line("%i = phi i64 [ 0, %" + entry + " ], [ %i.next, %row.end ]");
+    b.line("%more = icmp slt i64 %i, %T");
+    b.line("br i1 %more, label %row.body, label %exit");
+    b.label("row.body");
+  }
+  static void close_rows(Body& b) {
+    b.line("%i.next = add i64 %i, 1");
+    b.line("br label %row.head");
+    b.label("exit");
+    b.line("ret void");
+  }
+
   // The allowed key range of row i: [lo, hi].
   std::pair<std::string, std::string> key_range(Body& b, const std::string& i) {
     std::string lo = "0";
@@ -244,13 +259,10 @@ class Generator {
   std::string logit(Body& b, const std::string& qi, const std::string& kj, const std::string& i, const std::string& j) {
     std::string x = b.fmul(b.dot(qi, kj), flt(scale_qk()));
     if (!spec.position_bias) return x;
-    std::string diff = b.op("sub i64 " + i + ", " + j);
-    std::string neg = b.op("sub i64 " + j + ", " + i);
-    std::string pos = b.op("icmp sge i64 " + diff + ", 0");
-    std::string dist = b.op("select i1 " + pos + ", i64 " + diff + ", i64 " + neg);
-    return b.fadd(x, b.load_float("%g", dist));
+    return b.fadd(x, b.load_float("%g", dist(b, i, j)));
   }
 
+  // |i - j|: the index into the per-distance position bias.
   std::string dist(Body& b, const std::string& i, const std::string& j) {
     std::string diff = b.op("sub i64 " + i + ", " + j);
     std::string neg = b.op("sub i64 " + j + ", " + i);
@@ -304,11 +316,7 @@ class Generator {
       head = "; forward: o_i and per-row statistics (softmax: log-sum-exp; otherwise Z and the raw sum)\n"
              "define void @sink_forward(" + sig + ") {\nentry:\n  br label %row.head\n";
     }
-    b.label("row.head");
-    b.line("%i = phi i64 [ 0, %" + std::string(nvptx ? "start" : "entry") + " ], [ %i.next, %row.end ]");
-    b.line("%more = icmp slt i64 %i, %T");
-    b.line("br i1 %more, label %row.body, label %exit");
-    b.label("row.body");
+    open_rows(b, nvptx ? "start" : "entry");
     auto [lo, hi] = key_range(b, "%i");
     std::string qi = b.load_row("%q", "%i");
     std::string fi = position(b, "%i");
@@ -372,10 +380,7 @@ class Generator {
       b.store_float(Z, "%stats", two_i);
       b.store_float("%S", "%stats", two_i1);
     }
-    b.line("%i.next = add i64 %i, 1");
-    b.line("br label %row.head");
-    b.label("exit");
-    b.line("ret void");
+    close_rows(b);
     std::string decl = nvptx ? "declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()\ndeclare i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()\n"
                                "declare i32 @llvm.nvvm.read.ptx.sreg.ntid.x()\n\n!nvvm.annotations = !{!0}\n"
                                "!0 = !{ptr @sink_forward, !\"kernel\", i32 1}\n"
@@ -426,11 +431,7 @@ class Generator {
         "ptr noalias %vstar, ptr noalias %o, ptr noalias %stats, ptr noalias %dout, ptr noalias %dq, ptr noalias %dk, "
         "ptr noalias %dv, ptr noalias %dg, ptr noalias %dkstar, ptr noalias %dvstar, i64 %T) {\nentry:\n"
         "  br label %row.head\n";
-    b.label("row.head");
-    b.line("%i = phi i64 [ 0, %entry ], [ %i.next, %row.end ]");
-    b.line("%more = icmp slt i64 %i, %T");
-    b.line("br i1 %more, label %row.body, label %exit");
-    b.label("row.body");
+    open_rows(b, "entry");
     auto [lo, hi] = key_range(b, "%i");
     std::string qi = b.load_row("%q", "%i");
     std::string doi = b.load_row("%dout", "%i");
@@ -471,10 +472,7 @@ class Generator {
     b.line("br label %col.head");
     b.label("row.end");
     b.store_row("%dqi", "%dq", "%i");
-    b.line("%i.next = add i64 %i, 1");
-    b.line("br label %row.head");
-    b.label("exit");
-    b.line("ret void");
+    close_rows(b);
     return out + b.text + "}\n";
   }
 
@@ -485,11 +483,7 @@ class Generator {
         "; probe: row i of the scores the sink metric reads, [T, T + k* column]: A for softmax, s otherwise\n"
         "define void @sink_probe(ptr noalias %q, ptr noalias %k, ptr noalias %g, ptr noalias %kstar, ptr noalias %stats, "
         "ptr noalias %out, i64 %T) {\nentry:\n  %S.cols = add i64 %T, " + std::to_string(cols) + "\n  br label %row.head\n";
-    b.label("row.head");
-    b.line("%i = phi i64 [ 0, %entry ], [ %i.next, %row.end ]");
-    b.line("%more = icmp slt i64 %i, %T");
-    b.line("br i1 %more, label %row.body, label %exit");
-    b.label("row.body");
+    open_rows(b, "entry");
     auto [lo, hi] = key_range(b, "%i");
     std::string qi = b.load_row("%q", "%i");
     std::string fi = position(b, "%i");
@@ -515,10 +509,7 @@ class Generator {
     b.line("%j.next = add i64 %j, 1");
     b.line("br label %col.head");
     b.label("row.end");
-    b.line("%i.next = add i64 %i, 1");
-    b.line("br label %row.head");
-    b.label("exit");
-    b.line("ret void");
+    close_rows(b);
     return out + b.text + "}\n";
   }
 };

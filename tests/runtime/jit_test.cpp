@@ -53,20 +53,14 @@ AttentionConfig config_of(const Variant& v) {
   return a;
 }
 
+// The kernel a model with this attention asks for (the runtime's own mapping).
 kernels::KernelSpec spec_of(const Variant& v) {
-  kernels::KernelSpec k;
-  AttentionConfig a = config_of(v);
-  k.score = a.score;
-  k.softmax = a.softmax;
-  k.normalize = a.normalize;
-  k.p = a.pnorm_p;
-  k.alpha = a.scale;
-  k.prefix = a.prefix;
-  k.window = a.window;
-  k.position_bias = v.position_bias;
-  k.key_bias = v.key_bias;
-  k.d_head = v.D;
-  return k;
+  ModelConfig m;
+  m.attention = config_of(v);
+  m.pe = v.position_bias ? "alibi" : "rope";
+  m.biases = v.key_bias ? "k" : "none";
+  m.d_head = v.D;
+  return kernel_spec_of(m);
 }
 
 // Normwise relative error: max |a - b| / max(|b|, tiny).
