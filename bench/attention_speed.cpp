@@ -3,6 +3,7 @@
 // ratios and the achieved GFLOP/s next to this machine's matmul GFLOP/s.
 //
 //   build/bench/attention_speed [threads=2] [repeats=5]
+// "fwd share": the forward kernel's part of the JIT's forward + backward time.
 #include <ATen/ATen.h>
 #include <chrono>
 #include <fmt/format.h>
@@ -43,8 +44,8 @@ int main(int argc, char** argv) {
   const double mm_s = seconds([&] { (void)torch::mm(a, b); }, repeats);
   const double mm_gflops = 2.0 * 1024 * 1024 * 1024 / mm_s / 1e9;
   fmt::print("threads {}; matmul 1024^3: {:.1f} GFLOP/s\n\n", threads, mm_gflops);
-  fmt::print("{:<18} {:>4} {:>3} | {:>9} {:>9} {:>7} | {:>9} {:>7} | {:>7}\n", "variant", "T", "dh", "ref ms", "jit ms",
-             "jit/ref", "sdpa ms", "jit/sdpa", "jit GF/s");
+  fmt::print("{:<18} {:>4} {:>3} | {:>9} {:>9} {:>7} | {:>9} {:>7} | {:>7} {:>8}\n", "variant", "T", "dh", "ref ms", "jit ms",
+             "jit/ref", "sdpa ms", "jit/sdpa", "jit GF/s", "fwd share");
 
   struct Variant {
     const char* name;
@@ -76,6 +77,10 @@ int main(int argc, char** argv) {
         auto dout = torch::randn({B, H, T, dh});
         auto ref = seconds([&] { reference_attention(cfg, {q, k, vv, {}, {}, {}}, false).out.backward(dout); }, repeats);
         auto jit = seconds([&] { jit_attention(spec, {q, k, vv, {}, {}, {}}).backward(dout); }, repeats);
+        auto jit_fwd = seconds([&] {
+          torch::NoGradGuard no_grad;
+          (void)jit_attention(spec, {q, k, vv, {}, {}, {}});
+        }, repeats);
         std::string sdpa_ms = "-", sdpa_ratio = "-";
         if (cfg.softmax && v.window == 0) {
           auto sdpa = seconds([&] {
@@ -88,8 +93,8 @@ int main(int argc, char** argv) {
         // Causal: half of the T x T pairs; forward 2 products, backward 4, each 2 flops per multiply-add.
         const double pairs = v.window ? double(T) * std::min<int64_t>(T, v.window) : double(T) * (T + 1) / 2;
         const double flops = B * H * pairs * dh * 2 * 6;
-        fmt::print("{:<18} {:>4} {:>3} | {:>9.2f} {:>9.2f} {:>6.2f}x | {:>9} {:>7} | {:>7.1f}\n", v.name, T, dh, ref * 1e3,
-                   jit * 1e3, ref / jit, sdpa_ms, sdpa_ratio, flops / jit / 1e9);
+        fmt::print("{:<18} {:>4} {:>3} | {:>9.2f} {:>9.2f} {:>6.2f}x | {:>9} {:>7} | {:>7.1f} {:>7.0f}%\n", v.name, T, dh,
+                   ref * 1e3, jit * 1e3, ref / jit, sdpa_ms, sdpa_ratio, flops / jit / 1e9, 100 * jit_fwd / jit);
       }
     }
   }

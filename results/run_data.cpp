@@ -117,6 +117,17 @@ RunData load_run(const std::string& dir) {
     }
     std::stable_sort(r.evals.begin(), r.evals.end(), [](const Eval& a, const Eval& b) { return a.step < b.step; });
   }
+  if (std::ifstream mf(fs::path(dir) / "attention_maps.json"); mf) {
+    json maps = json::parse(mf, nullptr, false);
+    if (maps.is_object() && maps.contains("maps") && maps["maps"].is_array())
+      for (const auto& m : maps["maps"]) {
+        if (!m.is_object() || !m.contains("A") || !m["A"].is_array()) continue;
+        AttentionMap a{m.value("layer", 0), m.value("head", 0), {}};
+        for (const auto& row : m["A"])
+          if (row.is_array()) a.A.push_back(row.get<std::vector<double>>());
+        r.maps.push_back(std::move(a));
+      }
+  }
   std::ifstream sf(fs::path(dir) / "summary.json");
   json summary = sf ? json::parse(sf, nullptr, false) : json();
   if (summary.is_object()) {

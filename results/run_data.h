@@ -38,6 +38,12 @@ struct Eval {
 enum class Status { Completed, Running, Stopped, Diverged, Failed, NotRun };
 const char* status_name(Status s);
 
+// One head's attention on the run's probe sequence (attention_maps.json).
+struct AttentionMap {
+  int layer = 0, head = 0;
+  std::vector<std::vector<double>> A;  // [query][key], token keys only
+};
+
 struct RunData {
   std::string dir;  // the run directory; for NotRun, where it would be
   Plan plan;
@@ -46,6 +52,7 @@ struct RunData {
   std::vector<Eval> evals;   // in step order
   double tokens_per_s = NAN; // the whole run's, from summary.json
   double wall_s = NAN;
+  std::vector<AttentionMap> maps;  // written at the end of a run; empty before
 
   const Eval* last() const { return evals.empty() ? nullptr : &evals.back(); }
   int64_t steps_total() const;

@@ -1,5 +1,6 @@
 #include "runtime/train.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -96,6 +97,37 @@ json evaluate(Transformer& model, const Batches& batches, const RunConfig& cfg, 
   }
   model.train();
   return m;
+}
+
+// The attention of the heads with the largest alpha_1 on the first measurement
+// sequence (at most 32 tokens, 4 heads), for the report's maps.
+json attention_maps(Transformer& model, const Batches& batches, const RunConfig& cfg, bool bos) {
+  torch::NoGradGuard no_grad;
+  const int64_t T = std::min<int64_t>(32, cfg.measure.T);
+  auto x = batches.measure_inputs(1, T, cfg.measure.input, bos);
+  model.eval();
+  ForwardResult f = model.forward(x, /*probe=*/true);
+  model.train();
+  const bool k_column = cfg.model.biases == "k" || cfg.model.biases == "kv";
+  std::vector<std::tuple<double, int64_t, int64_t>> heads;  // (alpha_1, layer, head)
+  std::vector<torch::Tensor> maps;
+  for (size_t l = 0; l < f.attention.size(); ++l) {
+    auto A = f.attention[l][0];  // [H, T', S]
+    if (cfg.model.sink_token) A = A.narrow(1, 1, A.size(1) - 1).narrow(2, 1, A.size(2) - 1);
+    if (k_column) A = A.narrow(2, 1, A.size(2) - 1);
+    maps.push_back(A);
+    for (int64_t h = 0; h < A.size(0); ++h) heads.emplace_back(A[h].select(1, 0).mean().item<double>(), l, h);
+  }
+  std::sort(heads.rbegin(), heads.rend());
+  json out = {{"tokens", std::vector<int64_t>(x.data_ptr<int64_t>(), x.data_ptr<int64_t>() + T)}, {"maps", json::array()}};
+  for (size_t k = 0; k < std::min<size_t>(4, heads.size()); ++k) {
+    auto [alpha, l, h] = heads[k];
+    auto A = maps[l][h].to(torch::kDouble).contiguous();
+    std::vector<std::vector<double>> rows(A.size(0));
+    for (int64_t i = 0; i < A.size(0); ++i) rows[i].assign(A[i].data_ptr<double>(), A[i].data_ptr<double>() + A.size(1));
+    out["maps"].push_back({{"layer", l}, {"head", h}, {"A", rows}});
+  }
+  return out;
 }
 
 struct Checkpoint {
@@ -287,6 +319,8 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
         save_checkpoint(dir.checkpoint(), model, *opt, state);
     }
     if (tty) fmt::print(stderr, "\n");
+    const bool bos = cfg.measure.bos == "with" || (cfg.measure.bos == "auto" && cfg.data.bos);
+    write_atomically(dir.file("attention_maps.json"), attention_maps(model, batches, cfg, bos).dump() + "\n");
     const double elapsed = std::chrono::duration<double>(Clock::now() - loop_start).count();
     summary["steps_done"] = steps;
     summary["tokens"] = steps * tokens_per_step;

@@ -11,6 +11,7 @@
 #   biases        sink token, KV, K and V biases                      (Table 4)
 #   weight_decay  gamma 0, 0.1, 0.5, 2                                (Table 2)
 #   lr            lr 3e-3 against 7.5e-4 at equal steps               (Table 9)
+#   text_kstar    natural text with and without a k* column           (Table 4)
 #   random        random x1, random x1 and x2 on natural text         (section 5)
 #   fixed         a fixed token at position 1 on natural text         (Table 10)
 #   repeat        the softmax run measured on one repeated token      (Appendix B)
@@ -26,10 +27,11 @@ declare -A ROWS=(
   [weight_decay]="table2_weight_decay:weight_decay.weight_decay=0.0 table2_weight_decay:weight_decay.weight_decay=0.1 table2_weight_decay:weight_decay.weight_decay=0.5 table2_weight_decay:weight_decay.weight_decay=2.0"
   [lr]="table9_lr_steps:lr_reference table9_lr_steps:lr.lr=0.00075"
   [random]="sec5_random_tokens:random_none sec5_random_tokens:random_x1 sec5_random_tokens:random_x1_x2"
+  [text_kstar]="text_key_bias:text_plain text_key_bias:text_k_bias"
   [fixed]="table10_fixed_token_position:fix_none table10_fixed_token_position:fix_at_1"
   [repeat]="table6_attention_operation:op_softmax"
 )
-ORDER=(sigmoid biases weight_decay lr random fixed repeat)
+ORDER=(sigmoid biases weight_decay lr text_kstar random fixed repeat)
 selected=("$@")
 [[ ${#selected[@]} -eq 0 ]] && selected=("${ORDER[@]}")
 

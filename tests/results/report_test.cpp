@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 
 #include "results/report_html.h"
 #include "results/svg.h"
@@ -91,4 +92,29 @@ TEST(Report, ChartsHandleEdgeCases) {
   ASSERT_GE(ticks.size(), 3u);
   EXPECT_LE(ticks.front(), 2.28 + 1e-9);
   EXPECT_GE(ticks.back(), 2.33 - 1e-9);
+}
+
+TEST(Report, AttentionMapsOfTheProbeSequence) {
+  TempDir tmp("maps");
+  auto plans = compile_plans("experiment a extends micro {}\n");
+  EvalLine e;
+  e.alpha = {{0.9, 0.1}};
+  write_run(tmp.path, {plans.at(0), "completed", "", curve(2, e)});
+  auto runs = load_run_folder(tmp.path);
+  ASSERT_EQ(runs.size(), 1u);
+  const size_t without = count(render_report(runs, {}), "<svg ");
+  // Two heads on a 3-token probe, as the runtime writes them at the end of a run.
+  {
+    std::ofstream f(runs[0].dir + "/attention_maps.json");
+    f << R"({"tokens": [16, 3, 5], "maps": [
+          {"layer": 0, "head": 1, "A": [[1, 0, 0], [0.9, 0.1, 0], [0.8, 0.1, 0.1]]},
+          {"layer": 1, "head": 0, "A": [[1, 0, 0], [0.5, 0.5, 0], [0.2, 0.3, 0.5]]}]})";
+  }
+  runs = load_run_folder(tmp.path);
+  ASSERT_EQ(runs[0].maps.size(), 2u);
+  EXPECT_DOUBLE_EQ(runs[0].maps[0].A[2][0], 0.8);
+  std::string html = render_report(runs, {});
+  EXPECT_EQ(count(html, "<svg "), without + 2);
+  EXPECT_NE(html.find("layer 0 head 1"), std::string::npos);
+  EXPECT_NE(html.find("id=\"maps\""), std::string::npos);
 }

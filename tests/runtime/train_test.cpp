@@ -64,6 +64,14 @@ TEST(Train, EndToEndRunDirectory) {
     EXPECT_TRUE(fs::exists(r.dir + "/" + f)) << f;
   EXPECT_FALSE(fs::exists(r.dir + "/checkpoint/state.pt.tmp"));
   EXPECT_FALSE(fs::exists(r.dir + "/summary.json.tmp"));
+  // The report's attention maps: rows of probabilities for softmax.
+  auto maps = json::parse(sinktest::read_file(r.dir + "/attention_maps.json"));
+  ASSERT_FALSE(maps["maps"].empty());
+  for (const auto& row : maps["maps"][0]["A"]) {
+    double sum = 0;
+    for (double v : row) sum += v;
+    EXPECT_NEAR(sum, 1.0, 1e-5);
+  }
 
   // plan.toml is the resolved plan: it reads back to the same plan and hash.
   auto back = sink::read_plan(r.dir + "/plan.toml");
