@@ -111,6 +111,13 @@ TEST(Train, EndToEndRunDirectory) {
   EXPECT_EQ(again.status, "cached");
   EXPECT_EQ(again.summary["final"]["valid_loss"], m[1]["valid_loss"]);
   EXPECT_EQ(fs::last_write_time(r.dir + "/metrics.jsonl"), mtime);
+  // The same content under another name is cached too, through a link.
+  sink::Plan renamed = plan;
+  renamed.name = "same_content";
+  auto alias = run_plan(renamed, options(out.str()));
+  EXPECT_EQ(alias.status, "cached");
+  EXPECT_TRUE(fs::is_symlink(alias.dir));
+  EXPECT_EQ(fs::last_write_time(r.dir + "/metrics.jsonl"), mtime);
   // A different plan is a different directory, not a cache hit.
   auto other = run_plan(sinktest::plan_of("experiment e2e extends micro { train.steps = 10 }"), options(out.str()));
   EXPECT_EQ(other.status, "completed");
