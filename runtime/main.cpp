@@ -94,7 +94,7 @@ void print_report(const rt::SinkReport& r, double eps) {
 }
 
 int measure_command(const std::string& target, std::string input, double eps, int64_t T, int64_t n,
-                    std::vector<int64_t> positions, const std::string& tokenizer_path) {
+                    std::vector<int64_t> positions, const std::string& tokenizer_path, std::string bos_mode) {
   if (positions.empty()) positions = {1};
   torch::manual_seed(0);
   if (fs::is_directory(target)) {
@@ -109,7 +109,8 @@ int measure_command(const std::string& target, std::string input, double eps, in
     model.load(model_archive);
     rt::Batches batches(data, cfg.data, cfg.train.context, 1, cfg.train.seed);
     if (input.empty()) input = cfg.measure.input;
-    const bool bos = cfg.measure.bos == "with" || (cfg.measure.bos == "auto" && cfg.data.bos);
+    if (bos_mode.empty()) bos_mode = cfg.measure.bos;
+    const bool bos = bos_mode == "with" || (bos_mode == "auto" && cfg.data.bos);
     auto x = batches.measure_inputs(n, T, input, bos);
     fmt::print("{} ({}), input {}, T = {}, {} sequences{}\n", plan.name, plan.hash8(), input, T, n, bos ? ", with BOS" : "");
     print_report(rt::measure_model(model, x, positions, eps, true), eps);
@@ -164,7 +165,7 @@ int main(int argc, char** argv) {
   run->add_option("--set", options.overrides, "override a field in every run (repeatable)")->allow_extra_args(false);
   run->add_option("--base", options.base, "replace the preset at the root of every experiment");
 
-  std::string input, tokenizer;
+  std::string input, tokenizer, bos_mode;
   double eps = 0.3;
   int64_t T = 64, n = 100;
   std::vector<int64_t> positions;
@@ -176,6 +177,8 @@ int main(int argc, char** argv) {
   measure->add_option("--n", n, "sequences")->check(CLI::Range(1, 1 << 20));
   measure->add_option("--positions", positions, "1-based positions k of Sink_k");
   measure->add_option("--tokenizer", tokenizer, "llama2.c tokenizer (tok*.bin) for natural input");
+  measure->add_option("--bos", bos_mode, "with | without | auto (as the run's measure.bos)")
+      ->check(CLI::IsMember({"with", "without", "auto"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -184,7 +187,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (*run) return run_command(target, only, out, resume, options);
-    if (*measure) return measure_command(target, input, eps, T, n, positions, tokenizer);
+    if (*measure) return measure_command(target, input, eps, T, n, positions, tokenizer, bos_mode);
   } catch (const c10::Error& e) {
     std::string what = e.what_without_backtrace();
     fmt::print(stderr, "sinkc: {}\n", what.substr(0, what.find('\n')));

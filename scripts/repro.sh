@@ -48,7 +48,8 @@ for row in "${selected[@]}"; do
   echo; echo "== $row"
   if [[ $row == repeat ]]; then
     dir=$(ls -d "$OUT"/op_softmax-* | head -1)
-    build/sinkc measure "$dir" --input repeat | tail -3
+    # One token repeated, no BOS: RoPE gives every position the same hidden state (Appendix B).
+    build/sinkc measure "$dir" --input repeat --bos without | tail -3
     continue
   fi
   first=${ROWS[$row]%% *}
