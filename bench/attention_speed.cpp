@@ -2,10 +2,13 @@
 // for softmax, at::_scaled_dot_product_attention, in the same process. Prints
 // ratios and the achieved GFLOP/s next to this machine's matmul GFLOP/s.
 //
-//   build/bench/attention_speed [threads=2] [repeats=5]
+//   build/bench/attention_speed [threads=2] [repeats=5] [only=T:dh]
+// With `only`, just the JIT softmax forward + backward at that shape, once:
+// for valgrind --tool=callgrind (where the instructions go).
 // "fwd share": the forward kernel's part of the JIT's forward + backward time.
 #include <ATen/ATen.h>
 #include <chrono>
+#include <cstring>
 #include <fmt/format.h>
 #include <functional>
 
@@ -39,6 +42,18 @@ int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
   const int repeats = argc > 2 ? std::atoi(argv[2]) : 5;
   at::set_num_threads(threads);
+  if (argc > 3) {
+    const int64_t T = std::atoll(argv[3]), dh = std::atoll(std::strchr(argv[3], ':') + 1);
+    kernels::KernelSpec spec;
+    spec.score = call("exp", var("qk"));
+    spec.softmax = true;
+    spec.normalize = "sum";
+    spec.d_head = dh;
+    auto q = torch::randn({16, 4, T, dh}).requires_grad_(true), k = torch::randn({16, 4, T, dh}).requires_grad_(true),
+         v = torch::randn({16, 4, T, dh}).requires_grad_(true);
+    jit_attention(spec, {q, k, v, {}, {}, {}}).backward(torch::randn({16, 4, T, dh}));
+    return 0;
+  }
   torch::manual_seed(0);
   auto a = torch::randn({1024, 1024}), b = torch::randn({1024, 1024});
   const double mm_s = seconds([&] { (void)torch::mm(a, b); }, repeats);
