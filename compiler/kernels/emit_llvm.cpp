@@ -237,6 +237,18 @@ class Generator {
     b.line("ret void");
   }
 
+  // The end of col.head's phis: loop while j <= hi.
+  static void enter_cols(Body& b, const std::string& hi) {
+    b.line("%cols = icmp sle i64 %j, " + hi);
+    b.line("br i1 %cols, label %col.body, label %row.end");
+    b.label("col.body");
+  }
+  static void close_cols(Body& b) {
+    b.line("%j.next = add i64 %j, 1");
+    b.line("br label %col.head");
+    b.label("row.end");
+  }
+
   // The allowed key range of row i: [lo, hi].
   std::pair<std::string, std::string> key_range(Body& b, const std::string& i) {
     std::string lo = "0";
@@ -344,9 +356,7 @@ class Generator {
       b.line("%S = phi float [ " + S0 + ", %row.body ], [ %S.next, %col.body ]");
       b.line("%P = phi float [ " + P0 + ", %row.body ], [ %P.next, %col.body ]");
     }
-    b.line("%cols = icmp sle i64 %j, " + hi);
-    b.line("br i1 %cols, label %col.body, label %row.end");
-    b.label("col.body");
+    enter_cols(b, hi);
     std::string kj = b.load_row("%k", "%j");
     std::string vj = b.load_row("%v", "%j");
     std::string x = logit(b, qi, kj, "%i", "%j");
@@ -364,9 +374,7 @@ class Generator {
       b.line("%P.next = fadd float %P, " + p_term(b, s));
       b.line("%acc.next = fadd " + V + " %acc, " + b.vscale(vj, s));
     }
-    b.line("%j.next = add i64 %j, 1");
-    b.line("br label %col.head");
-    b.label("row.end");
+    close_cols(b);
     std::string two_i = b.op("mul i64 %i, 2");
     std::string two_i1 = b.op("add i64 " + two_i + ", 1");
     if (spec.softmax) {
@@ -456,9 +464,7 @@ class Generator {
     b.label("col.head");
     b.line("%j = phi i64 [ " + lo + ", %row.body ], [ %j.next, %col.body ]");
     b.line("%dqi = phi " + V + " [ " + dq0 + ", %row.body ], [ %dqi.next, %col.body ]");
-    b.line("%cols = icmp sle i64 %j, " + hi);
-    b.line("br i1 %cols, label %col.body, label %row.end");
-    b.label("col.body");
+    enter_cols(b, hi);
     std::string kj = b.load_row("%k", "%j");
     std::string vj = b.load_row("%v", "%j");
     std::string x = logit(b, qi, kj, "%i", "%j");
@@ -468,9 +474,7 @@ class Generator {
     b.accumulate_row("%dk", "%j", sdx, qi);
     if (spec.position_bias) b.accumulate_float("%dg", dist(b, "%i", "%j"), dx);
     b.line("%dqi.next = fadd " + V + " %dqi, " + b.vscale(kj, sdx));
-    b.line("%j.next = add i64 %j, 1");
-    b.line("br label %col.head");
-    b.label("row.end");
+    close_cols(b);
     b.store_row("%dqi", "%dq", "%i");
     close_rows(b);
     return out + b.text + "}\n";
@@ -500,15 +504,11 @@ class Generator {
     b.line("br label %col.head");
     b.label("col.head");
     b.line("%j = phi i64 [ " + lo + ", %row.body ], [ %j.next, %col.body ]");
-    b.line("%cols = icmp sle i64 %j, " + hi);
-    b.line("br i1 %cols, label %col.body, label %row.end");
-    b.label("col.body");
+    enter_cols(b, hi);
     std::string x = logit(b, qi, b.load_row("%k", "%j"), "%i", "%j");
     std::string at = b.op("add i64 " + row0 + ", " + b.op("add i64 %j, " + std::to_string(cols)));
     b.store_float(value(x, position(b, "%j")), "%out", at);
-    b.line("%j.next = add i64 %j, 1");
-    b.line("br label %col.head");
-    b.label("row.end");
+    close_cols(b);
     close_rows(b);
     return out + b.text + "}\n";
   }
