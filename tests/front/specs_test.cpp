@@ -23,13 +23,8 @@
 
 namespace {
 
+// fs, Options, Plan, compile_text, compile_path and the helpers.
 using namespace spectest;
-namespace fs = std::filesystem;
-using sink::Options;
-using sink::Plan;
-using sink::testing::compile_path;
-using sink::testing::compile_text;
-
 
 // ---------------------------------------------------------------------------
 // (a) every spec and stdlib file checks clean, at CPU scale and paper scale

@@ -8,13 +8,8 @@
 
 namespace {
 
+// fs, Options, Plan, compile_text, compile_path and the helpers.
 using namespace spectest;
-namespace fs = std::filesystem;
-using sink::Options;
-using sink::Plan;
-using sink::testing::compile_path;
-using sink::testing::compile_text;
-
 
 // ---------------------------------------------------------------------------
 // (d) sweeps and seeds
