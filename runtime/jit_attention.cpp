@@ -11,11 +11,13 @@
 namespace sink::rt {
 namespace {
 
-using Forward = void (*)(const float*, const float*, const float*, const float*, const float*, const float*, float*, float*,
-                         int64_t);
-using Backward = void (*)(const float*, const float*, const float*, const float*, const float*, const float*, const float*,
-                          const float*, const float*, float*, float*, float*, float*, float*, float*, int64_t);
-using Probe = void (*)(const float*, const float*, const float*, const float*, const float*, float*, int64_t);
+// Pointers to float or double elements, as the kernel's spec says.
+using In = const void*;
+using Out = void*;
+using Forward = void (*)(In q, In kt, In v, In g, In kstar, In vstar, Out o, Out stats, int64_t T, int64_t Tp);
+using Backward = void (*)(In q, In k, In kt, In v, In vt, In g, In kstar, In vstar, In o, In stats, In dout, Out dq, Out dk,
+                          Out dv, Out dg, Out dkstar, Out dvstar, int64_t T, int64_t Tp);
+using Probe = void (*)(In q, In k, In g, In kstar, In stats, Out out, int64_t T);
 
 struct Kernels {
   Forward forward;
@@ -45,37 +47,59 @@ Kernels kernels_for(const kernels::KernelSpec& spec) {
   return it->second;
 }
 
+// Element n of a contiguous tensor, whatever its element type.
+char* at(const torch::Tensor& t, int64_t n) { return static_cast<char*>(t.data_ptr()) + n * t.element_size(); }
+
 // Raw pointers of one (batch, head) slice.
 struct Slices {
   int64_t B, H, T, D;
-  const float* ptr(const torch::Tensor& t, int64_t bh) const { return t.data_ptr<float>() + bh * T * D; }
-  float* mut(torch::Tensor& t, int64_t bh) const { return t.data_ptr<float>() + bh * T * D; }
+  explicit Slices(const torch::Tensor& q) : B(q.size(0)), H(q.size(1)), T(q.size(2)), D(q.size(3)) {}
+  void* rows(const torch::Tensor& t, int64_t bh) const { return at(t, bh * T * D); }
   // Per-head tensors [H|1, n]: the row of head h.
-  static const float* head(const torch::Tensor& t, int64_t h, int64_t n) {
+  static void* head(const torch::Tensor& t, int64_t h, int64_t n) {
     if (!t.defined() || t.numel() == 0) return nullptr;
-    return t.data_ptr<float>() + (t.size(0) == 1 ? 0 : h) * n;
+    return at(t, (t.size(0) == 1 ? 0 : h) * n);
   }
 };
 
-torch::Tensor contiguous_float(const torch::Tensor& t) {
-  return t.defined() && t.numel() > 0 ? t.contiguous().to(torch::kFloat) : torch::Tensor();
+// [B, H, T, D] -> [B, H, D, Tp], zero padded: the kernels read a block of
+// key columns as one vector load per element of d_head.
+torch::Tensor transposed(const torch::Tensor& t) {
+  const int64_t T = t.size(2);
+  auto out = torch::zeros({t.size(0), t.size(1), t.size(3), T + kernels::kKeyBlock}, t.options());
+  out.narrow(3, 0, T).copy_(t.transpose(2, 3));
+  return out;
+}
+
+// Double inputs run the double kernels (finite-difference checks); all else float.
+torch::ScalarType kernel_dtype(const torch::Tensor& q) {
+  return q.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
+}
+
+torch::Tensor contiguous_as(const torch::Tensor& t, torch::ScalarType dtype) {
+  return t.defined() && t.numel() > 0 ? t.contiguous().to(dtype) : torch::Tensor();
 }
 
 class JitAttention : public torch::autograd::Function<JitAttention> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor q, torch::Tensor k, torch::Tensor v,
                                torch::Tensor g, torch::Tensor k_star, torch::Tensor v_star, kernels::KernelSpec spec) {
-    q = contiguous_float(q), k = contiguous_float(k), v = contiguous_float(v);
-    g = contiguous_float(g), k_star = contiguous_float(k_star), v_star = contiguous_float(v_star);
-    const Slices s{q.size(0), q.size(1), q.size(2), q.size(3)};
+    const auto dtype = kernel_dtype(q);
+    spec.f64 = dtype == torch::kDouble;
+    q = contiguous_as(q, dtype), k = contiguous_as(k, dtype), v = contiguous_as(v, dtype);
+    g = contiguous_as(g, dtype), k_star = contiguous_as(k_star, dtype), v_star = contiguous_as(v_star, dtype);
+    const Slices s(q);
     Kernels kern = kernels_for(spec);
     auto o = torch::empty_like(q);
     auto stats = torch::empty({s.B, s.H, s.T, 2}, q.options());
+    auto kt = transposed(k);
+    const int64_t Tp = kt.size(3);
     at::parallel_for(0, s.B * s.H, 1, [&](int64_t begin, int64_t end) {
       for (int64_t bh = begin; bh < end; ++bh) {
         const int64_t h = bh % s.H;
-        kern.forward(s.ptr(q, bh), s.ptr(k, bh), s.ptr(v, bh), Slices::head(g, h, s.T), Slices::head(k_star, h, s.D),
-                     Slices::head(v_star, h, s.D), s.mut(o, bh), stats.data_ptr<float>() + bh * s.T * 2, s.T);
+        kern.forward(s.rows(q, bh), at(kt, bh * s.D * Tp), s.rows(v, bh), Slices::head(g, h, s.T),
+                     Slices::head(k_star, h, s.D), Slices::head(v_star, h, s.D), s.rows(o, bh), at(stats, bh * s.T * 2), s.T,
+                     Tp);
       }
     });
     ctx->save_for_backward({q, k, v, g, k_star, v_star, o, stats});
@@ -89,19 +113,21 @@ class JitAttention : public torch::autograd::Function<JitAttention> {
     auto q = saved[0], k = saved[1], v = saved[2], g = saved[3], k_star = saved[4], v_star = saved[5], o = saved[6],
          stats = saved[7];
     const kernels::KernelSpec& spec = spec_cache().at(ctx->saved_data["spec"].toStringRef());
-    auto dout = grads[0].contiguous().to(torch::kFloat);
-    const Slices s{q.size(0), q.size(1), q.size(2), q.size(3)};
+    auto dout = grads[0].contiguous().to(q.scalar_type());
+    const Slices s(q);
     Kernels kern = kernels_for(spec);
     auto dq = torch::zeros_like(q), dk = torch::zeros_like(k), dv = torch::zeros_like(v);
     auto dg = torch::zeros({s.B, s.H, s.T}, q.options());
     auto dks = torch::zeros({s.B, s.H, s.D}, q.options()), dvs = torch::zeros({s.B, s.H, s.D}, q.options());
+    auto kt = transposed(k), vt = transposed(v);
+    const int64_t Tp = kt.size(3), tile = s.D * Tp;
     at::parallel_for(0, s.B * s.H, 1, [&](int64_t begin, int64_t end) {
       for (int64_t bh = begin; bh < end; ++bh) {
         const int64_t h = bh % s.H;
-        kern.backward(s.ptr(q, bh), s.ptr(k, bh), s.ptr(v, bh), Slices::head(g, h, s.T), Slices::head(k_star, h, s.D),
-                      Slices::head(v_star, h, s.D), s.ptr(o, bh), stats.data_ptr<float>() + bh * s.T * 2, s.ptr(dout, bh),
-                      s.mut(dq, bh), s.mut(dk, bh), s.mut(dv, bh), dg.data_ptr<float>() + bh * s.T,
-                      dks.data_ptr<float>() + bh * s.D, dvs.data_ptr<float>() + bh * s.D, s.T);
+        kern.backward(s.rows(q, bh), s.rows(k, bh), at(kt, bh * tile), s.rows(v, bh), at(vt, bh * tile),
+                      Slices::head(g, h, s.T), Slices::head(k_star, h, s.D), Slices::head(v_star, h, s.D), s.rows(o, bh),
+                      at(stats, bh * s.T * 2), s.rows(dout, bh), s.rows(dq, bh), s.rows(dk, bh), s.rows(dv, bh),
+                      at(dg, bh * s.T), at(dks, bh * s.D), at(dvs, bh * s.D), s.T, Tp);
       }
     });
     // Per-slice partial sums of the shared parameters, reduced here.
@@ -147,22 +173,27 @@ torch::Tensor jit_attention(const kernels::KernelSpec& spec, const JitInputs& in
 
 std::pair<torch::Tensor, torch::Tensor> jit_probe(const kernels::KernelSpec& spec, const JitInputs& in) {
   torch::NoGradGuard no_grad;
-  auto q = contiguous_float(in.q), k = contiguous_float(in.k), v = contiguous_float(in.v);
-  auto g = contiguous_float(in.g), k_star = contiguous_float(in.k_star), v_star = contiguous_float(in.v_star);
-  const Slices s{q.size(0), q.size(1), q.size(2), q.size(3)};
-  Kernels kern = kernels_for(spec);
+  const auto dtype = kernel_dtype(in.q);
+  kernels::KernelSpec typed = spec;
+  typed.f64 = dtype == torch::kDouble;
+  auto q = contiguous_as(in.q, dtype), k = contiguous_as(in.k, dtype), v = contiguous_as(in.v, dtype);
+  auto g = contiguous_as(in.g, dtype), k_star = contiguous_as(in.k_star, dtype), v_star = contiguous_as(in.v_star, dtype);
+  const Slices s(q);
+  Kernels kern = kernels_for(typed);
   const int64_t S = s.T + (spec.key_bias ? 1 : 0);
   auto o = torch::empty_like(q);
   auto stats = torch::empty({s.B, s.H, s.T, 2}, q.options());
   auto scores = torch::zeros({s.B, s.H, s.T, S}, q.options());
+  auto kt = transposed(k);
+  const int64_t Tp = kt.size(3);
   at::parallel_for(0, s.B * s.H, 1, [&](int64_t begin, int64_t end) {
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t h = bh % s.H;
-      float* st = stats.data_ptr<float>() + bh * s.T * 2;
-      kern.forward(s.ptr(q, bh), s.ptr(k, bh), s.ptr(v, bh), Slices::head(g, h, s.T), Slices::head(k_star, h, s.D),
-                   Slices::head(v_star, h, s.D), s.mut(o, bh), st, s.T);
-      kern.probe(s.ptr(q, bh), s.ptr(k, bh), Slices::head(g, h, s.T), Slices::head(k_star, h, s.D), st,
-                 scores.data_ptr<float>() + bh * s.T * S, s.T);
+      void* st = at(stats, bh * s.T * 2);
+      kern.forward(s.rows(q, bh), at(kt, bh * s.D * Tp), s.rows(v, bh), Slices::head(g, h, s.T),
+                   Slices::head(k_star, h, s.D), Slices::head(v_star, h, s.D), s.rows(o, bh), st, s.T, Tp);
+      kern.probe(s.rows(q, bh), s.rows(k, bh), Slices::head(g, h, s.T), Slices::head(k_star, h, s.D), st,
+                 at(scores, bh * s.T * S), s.T);
     }
   });
   return {scores, stats.select(3, 0)};

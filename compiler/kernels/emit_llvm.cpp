@@ -1,179 +1,79 @@
 #include "compiler/kernels/emit_llvm.h"
 
 #include <cmath>
-#include <cstring>
 #include <fmt/format.h>
 
+#include "compiler/kernels/ir_text.h"
 #include "compiler/kernels/symbolic.h"
 
 namespace sink::kernels {
 namespace {
 
-std::string flt(double v) {
-  // LLVM spells float constants as the hex of the double holding the float.
-  double d = static_cast<float>(v);
-  if (std::isinf(d)) return d > 0 ? "0x7FF0000000000000" : "0xFFF0000000000000";
-  uint64_t bits;
-  std::memcpy(&bits, &d, 8);
-  return fmt::format("0x{:016X}", bits);
-}
-
-// One function body being written: fresh SSA names and the text.
-class Body {
- public:
-  Body(int64_t d, bool nvptx_target = false) : D(d), V(fmt::format("<{} x float>", d)), nvptx(nvptx_target) {}
-  const int64_t D;
-  const std::string V;
-  const bool nvptx;  // no libm on the GPU: exp and log through the PTX ex2/lg2 instructions
-  std::string text;
-
-  std::string exp(const std::string& a) {
-    if (!nvptx) return call1("llvm.exp.f32", a);
-    return call1("llvm.nvvm.ex2.approx.f", fmul(a, "0x3FF7154760000000"));  // log2(e)
-  }
-  std::string log(const std::string& a) {
-    if (!nvptx) return call1("llvm.log.f32", a);
-    return fmul(call1("llvm.nvvm.lg2.approx.f", a), "0x3FE62E4300000000");  // ln(2)
-  }
-  std::string pow(const std::string& a, const std::string& e) {
-    if (!nvptx) return call2("llvm.pow.f32", a, e);
-    return exp(fmul(e, log(a)));
-  }
-  std::string tanh(const std::string& a) {
-    if (!nvptx) return call1("tanhf", a);
-    std::string e2 = exp(fmul("0x4000000000000000", call2("llvm.minnum.f32", a, "0x4044000000000000")));  // x <= 40
-    return fdiv(fsub(e2, "0x3FF0000000000000"), fadd(e2, "0x3FF0000000000000"));
-  }
-  std::string log1p(const std::string& a) {
-    if (!nvptx) return call1("log1pf", a);
-    return log(fadd("0x3FF0000000000000", a));
-  }
-
-  std::string fresh(const std::string& hint = "t") { return fmt::format("%{}{}", hint, counter_++); }
-  std::string op(const std::string& rhs, const std::string& hint = "t") {
-    std::string r = fresh(hint);
-    text += "  " + r + " = " + rhs + "\n";
-    return r;
-  }
-  void line(const std::string& s) { text += "  " + s + "\n"; }
-  void label(const std::string& l) { text += l + ":\n"; }
-  void comment(const std::string& c) { text += "  ; " + c + "\n"; }
-
-  // Float helpers.
-  std::string fadd(const std::string& a, const std::string& b) { return op("fadd float " + a + ", " + b); }
-  std::string fsub(const std::string& a, const std::string& b) { return op("fsub float " + a + ", " + b); }
-  std::string fmul(const std::string& a, const std::string& b) { return op("fmul float " + a + ", " + b); }
-  std::string fdiv(const std::string& a, const std::string& b) { return op("fdiv float " + a + ", " + b); }
-  std::string call1(const std::string& fn, const std::string& a) { return op("call float @" + fn + "(float " + a + ")"); }
-  std::string call2(const std::string& fn, const std::string& a, const std::string& b) {
-    return op("call float @" + fn + "(float " + a + ", float " + b + ")");
-  }
-  std::string select_gt0(const std::string& x, const std::string& yes, const std::string& no) {
-    std::string c = op("fcmp ogt float " + x + ", 0.0");
-    return op("select i1 " + c + ", float " + yes + ", float " + no);
-  }
-
-  // Vector helpers over one row of d_head floats.
-  std::string row_ptr(const std::string& base, const std::string& index) {
-    std::string off = op("mul i64 " + index + ", " + std::to_string(D));
-    return op("getelementptr inbounds float, ptr " + base + ", i64 " + off, "p");
-  }
-  std::string load_row(const std::string& base, const std::string& index) {
-    return op("load " + V + ", ptr " + row_ptr(base, index) + ", align 4", "row");
-  }
-  std::string load_vec(const std::string& ptr) { return op("load " + V + ", ptr " + ptr + ", align 4", "row"); }
-  void store_row(const std::string& value, const std::string& base, const std::string& index) {
-    line("store " + V + " " + value + ", ptr " + row_ptr(base, index) + ", align 4");
-  }
-  // Reassociation lets LLVM reduce the product in a tree: the only fast-math flag we use.
-  std::string dot(const std::string& a, const std::string& b) {
-    std::string prod = op("fmul " + V + " " + a + ", " + b);
-    return op("call reassoc float @llvm.vector.reduce.fadd." + vt() + "(float 0.0, " + V + " " + prod + ")", "dot");
-  }
-  std::string splat(const std::string& s) {
-    std::string ins = op("insertelement " + V + " poison, float " + s + ", i64 0");
-    return op("shufflevector " + V + " " + ins + ", " + V + " poison, <" + std::to_string(D) + " x i32> zeroinitializer", "splat");
-  }
-  std::string vfma(const std::string& acc, const std::string& scalar, const std::string& vec) {  // acc + scalar * vec
-    std::string m = op("fmul " + V + " " + splat(scalar) + ", " + vec);
-    return op("fadd " + V + " " + acc + ", " + m, "acc");
-  }
-  std::string vscale(const std::string& vec, const std::string& scalar) {
-    return op("fmul " + V + " " + vec + ", " + splat(scalar));
-  }
-  void accumulate_row(const std::string& base, const std::string& index, const std::string& scalar, const std::string& vec) {
-    std::string p = row_ptr(base, index);
-    std::string old = op("load " + V + ", ptr " + p + ", align 4");
-    line("store " + V + " " + vfma(old, scalar, vec) + ", ptr " + p + ", align 4");
-  }
-  void accumulate_vec(const std::string& ptr, const std::string& scalar, const std::string& vec) {
-    std::string old = op("load " + V + ", ptr " + ptr + ", align 4");
-    line("store " + V + " " + vfma(old, scalar, vec) + ", ptr " + ptr + ", align 4");
-  }
-  void accumulate_float(const std::string& base, const std::string& index, const std::string& value) {
-    std::string p = op("getelementptr inbounds float, ptr " + base + ", i64 " + index, "p");
-    std::string old = op("load float, ptr " + p + ", align 4");
-    line("store float " + fadd(old, value) + ", ptr " + p + ", align 4");
-  }
-  std::string load_float(const std::string& base, const std::string& index) {
-    std::string p = op("getelementptr inbounds float, ptr " + base + ", i64 " + index, "p");
-    return op("load float, ptr " + p + ", align 4");
-  }
-  void store_float(const std::string& value, const std::string& base, const std::string& index) {
-    std::string p = op("getelementptr inbounds float, ptr " + base + ", i64 " + index, "p");
-    line("store float " + value + ", ptr " + p + ", align 4");
-  }
-  std::string vt() const { return fmt::format("v{}f32", D); }
-
- private:
-  int counter_ = 0;
-};
-
-// Scalar code for an expression of x (= qk), i and j (1-based, as floats).
+// Values of an expression's variables: x (= qk), i and j (1-based), all of one type.
 struct ScoreEnv {
   std::string x, i, j;
 };
 
-std::string emit_expr(Body& b, const ExprNode& e, const ScoreEnv& env) {
+std::string emit_expr(IrText& b, const Ty& t, const ExprNode& e, const ScoreEnv& env) {
   using Op = ExprNode::Op;
-  auto arg = [&](size_t k) { return emit_expr(b, e.args.at(k), env); };
+  auto arg = [&](size_t k) { return emit_expr(b, t, e.args.at(k), env); };
+  auto num = [&](double v) { return b.num(v, t); };
   switch (e.op) {
-    case Op::Number: return flt(e.number);
+    case Op::Number: return num(e.number);
     case Op::Var: return e.name == "qk" ? env.x : e.name == "i" ? env.i : env.j;
-    case Op::Neg: return b.op("fneg float " + arg(0));
-    case Op::Add: return b.fadd(arg(0), arg(1));
-    case Op::Sub: return b.fsub(arg(0), arg(1));
-    case Op::Mul: return b.fmul(arg(0), arg(1));
-    case Op::Div: return b.fdiv(arg(0), arg(1));
-    case Op::Pow: return b.pow(arg(0), arg(1));
+    case Op::Neg: return b.fneg(t, arg(0));
+    case Op::Add: return b.bin("fadd", t, arg(0), arg(1));
+    case Op::Sub: return b.bin("fsub", t, arg(0), arg(1));
+    case Op::Mul: return b.bin("fmul", t, arg(0), arg(1));
+    case Op::Div: return b.bin("fdiv", t, arg(0), arg(1));
+    case Op::Pow: return b.pow(t, arg(0), arg(1));
     case Op::Call: break;
   }
   const std::string& f = e.name;
   std::string a = arg(0);
-  if (f == "exp") return b.exp(b.call2("llvm.minnum.f32", a, flt(88.0)));  // guard: no inf
-  if (f == "sigmoid") {
-    std::string den = b.fadd(flt(1), b.exp(b.call2("llvm.minnum.f32", b.op("fneg float " + a), flt(88.0))));
-    return b.fdiv(flt(1), den);
-  }
-  if (f == "elu") return b.select_gt0(a, a, b.fsub(b.exp(b.call2("llvm.minnum.f32", a, flt(0))), flt(1)));
-  if (f == "relu") return b.select_gt0(a, a, flt(0));
-  if (f == "tanh") return b.tanh(a);
+  auto guarded_exp = [&](const std::string& v) { return b.exp(t, b.min(t, v, num(88))); };  // no inf
+  if (f == "exp") return guarded_exp(a);
+  if (f == "sigmoid") return b.bin("fdiv", t, num(1), b.bin("fadd", t, num(1), guarded_exp(b.fneg(t, a))));
+  if (f == "elu") return b.select_gt0(t, a, a, b.bin("fsub", t, b.exp(t, b.min(t, a, num(0))), num(1)));
+  if (f == "relu") return b.select_gt0(t, a, a, num(0));
+  if (f == "tanh") return b.tanh(t, a);
   if (f == "softplus") {  // max(x, 0) + log1p(exp(-|x|)): no overflow
-    std::string neg_abs = b.op("fneg float " + b.call1("llvm.fabs.f32", a));
-    return b.fadd(b.call2("llvm.maxnum.f32", a, flt(0)), b.log1p(b.exp(neg_abs)));
+    return b.bin("fadd", t, b.max(t, a, num(0)), b.log1p(t, b.exp(t, b.fneg(t, b.abs(t, a)))));
   }
-  if (f == "abs") return b.call1("llvm.fabs.f32", a);
-  if (f == "sqrt") return b.call1("llvm.sqrt.f32", a);
-  if (f == "log") return b.log(a);
-  if (f == "pow") return b.pow(a, arg(1));
-  if (f == "__step") return b.select_gt0(a, flt(1), flt(0));
-  if (f == "__sign") {
-    std::string neg = b.op("fcmp olt float " + a + ", 0.0");
-    return b.select_gt0(a, flt(1), b.op("select i1 " + neg + ", float " + flt(-1) + ", float 0.0"));
-  }
-  if (f == "__elu_grad") return b.select_gt0(a, flt(1), b.exp(b.call2("llvm.minnum.f32", a, flt(0))));
+  if (f == "abs") return b.abs(t, a);
+  if (f == "sqrt") return b.intrinsic("sqrt", t, a);
+  if (f == "log") return b.log(t, a);
+  if (f == "pow") return b.pow(t, a, arg(1));
+  if (f == "__step") return b.select_gt0(t, a, num(1), num(0));
+  if (f == "__sign") return b.select_gt0(t, a, num(1), b.select(b.fcmp("olt", t, a, b.zero(t)), t, num(-1), num(0)));
+  if (f == "__elu_grad") return b.select_gt0(t, a, num(1), b.exp(t, b.min(t, a, num(0))));
   throw std::runtime_error("kernel generator: no code for function '" + f + "'");
 }
+
+// Lines of `text` with repeats dropped (declarations of three functions).
+std::string unique_lines(const std::string& text) {
+  std::string out;
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    std::string line = text.substr(start, end - start + 1);
+    if (out.find(line) == std::string::npos) out += line;
+    start = end + 1;
+  }
+  return out;
+}
+
+void rename(std::string& text, const std::string& from, const std::string& to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) text.replace(at, from.size(), to);
+}
+
+// One block of kKeyBlock key columns j, j+1, ... of row i. Columns past hi
+// are masked by `valid`; their row reads are clamped to column hi.
+struct KeyBlock {
+  std::vector<std::string> col;  // i64 column index per lane (clamped)
+  std::string x;                 // logits, a lane vector
+  std::string valid;             // <W x i1>
+  std::string jpos;              // 1-based column positions as lane floats
+};
 
 class Generator {
  public:
@@ -187,70 +87,59 @@ class Generator {
     out += "; ds/dqk       = " + to_string(score_grad) + "   (symbolic, compiler/kernels/symbolic.cpp)\n";
     out += spec.softmax ? "; recognised as softmax: online, max-subtracted form\n" : "";
     out += "; rows: query i sees keys j in [lo(i), hi(i)] (causal" + std::string(spec.prefix ? ", prefix" : "") +
-           (spec.window ? ", window" : "") + ")" + (spec.key_bias ? "; the k* column comes first" : "") + "\n\n";
+           (spec.window ? ", window" : "") + ")" + (spec.key_bias ? "; the k* column comes first" : "") + "\n";
+    out += fmt::format("; keys in blocks of {}: one vector of logits, one vectorized exp per block\n\n", kKeyBlock);
     if (target == Target::NVPTX) {
       out += "target triple = \"nvptx64-nvidia-cuda\"\n\n";
       out += forward(true);
     } else {
       out += forward(false) + "\n" + backward() + "\n" + probe();
     }
-    out += "\n" + declarations(target);
-    return out;
+    return out + "\n" + unique_lines(declarations_);
   }
 
  private:
   const KernelSpec& spec;
   ExprNode score_grad;
+  std::string declarations_;
 
-  std::string declarations(Target target) const {
-    std::string vt = fmt::format("v{}f32", spec.d_head);
-    if (target == Target::NVPTX)
-      return fmt::format(
-          "declare float @llvm.nvvm.ex2.approx.f(float)\ndeclare float @llvm.nvvm.lg2.approx.f(float)\n"
-          "declare float @llvm.sqrt.f32(float)\ndeclare float @llvm.fabs.f32(float)\n"
-          "declare float @llvm.minnum.f32(float, float)\ndeclare float @llvm.maxnum.f32(float, float)\n"
-          "declare float @llvm.vector.reduce.fadd.{}(float, <{} x float>)\n",
-          vt, spec.d_head);
-    return fmt::format(
-        "declare float @llvm.exp.f32(float)\ndeclare float @llvm.log.f32(float)\ndeclare float @llvm.sqrt.f32(float)\n"
-        "declare float @llvm.fabs.f32(float)\ndeclare float @llvm.pow.f32(float, float)\n"
-        "declare float @llvm.minnum.f32(float, float)\ndeclare float @llvm.maxnum.f32(float, float)\n"
-        "declare float @tanhf(float)\ndeclare float @log1pf(float)\n"
-        "declare float @llvm.vector.reduce.fadd.{}(float, <{} x float>)\n",
-        vt, spec.d_head);
+  IrText body(bool nvptx = false) const { return IrText(spec.d_head, kKeyBlock, spec.f64, nvptx); }
+  std::string finish(IrText& b) {
+    declarations_ += b.declarations();
+    return b.text;
   }
 
   double scale_qk() const { return 1.0 / std::sqrt(static_cast<double>(spec.d_head)); }
 
   // for (i = 0; i < T; ++i): the loop over query rows.
-  static void open_rows(Body& b, const std::string& entry) {
+  static void open_rows(IrText& b, const std::string& entry) {
     b.label("row.head");
     b.line("%i = phi i64 [ 0, %" + entry + " ], [ %i.next, %row.end ]");
     b.line("%more = icmp slt i64 %i, %T");
     b.line("br i1 %more, label %row.body, label %exit");
     b.label("row.body");
   }
-  static void close_rows(Body& b) {
+  static void close_rows(IrText& b) {
     b.line("%i.next = add i64 %i, 1");
     b.line("br label %row.head");
     b.label("exit");
     b.line("ret void");
   }
 
-  // The end of col.head's phis: loop while j <= hi.
-  static void enter_cols(Body& b, const std::string& hi) {
+  // The column loop: col.head's phis come before, loop while j <= hi.
+  static void enter_cols(IrText& b, const std::string& hi) {
     b.line("%cols = icmp sle i64 %j, " + hi);
     b.line("br i1 %cols, label %col.body, label %row.end");
     b.label("col.body");
   }
-  static void close_cols(Body& b) {
-    b.line("%j.next = add i64 %j, 1");
+  static void close_cols(IrText& b, int step) {
+    b.line(fmt::format("%j.next = add i64 %j, {}", step));
     b.line("br label %col.head");
     b.label("row.end");
   }
 
   // The allowed key range of row i: [lo, hi].
-  std::pair<std::string, std::string> key_range(Body& b, const std::string& i) {
+  std::pair<std::string, std::string> key_range(IrText& b, const std::string& i) {
     std::string lo = "0";
     if (spec.window > 0) {
       std::string start = b.op(fmt::format("sub i64 {}, {}", i, spec.window - 1));
@@ -268,176 +157,235 @@ class Generator {
   }
 
   // x_ij = scale <q_i, k_j> + g(|i - j|)
-  std::string logit(Body& b, const std::string& qi, const std::string& kj, const std::string& i, const std::string& j) {
-    std::string x = b.fmul(b.dot(qi, kj), flt(scale_qk()));
+  std::string logit(IrText& b, const std::string& qi, const std::string& kj, const std::string& i, const std::string& j) {
+    std::string x = b.fmul(b.dot(qi, kj), b.num(scale_qk()));
     if (!spec.position_bias) return x;
-    return b.fadd(x, b.load_float("%g", dist(b, i, j)));
+    return b.fadd(x, b.load("%g", dist(b, i, j)));
   }
 
   // |i - j|: the index into the per-distance position bias.
-  std::string dist(Body& b, const std::string& i, const std::string& j) {
+  static std::string dist(IrText& b, const std::string& i, const std::string& j) {
     std::string diff = b.op("sub i64 " + i + ", " + j);
     std::string neg = b.op("sub i64 " + j + ", " + i);
     std::string pos = b.op("icmp sge i64 " + diff + ", 0");
     return b.op("select i1 " + pos + ", i64 " + diff + ", i64 " + neg);
   }
 
-  std::string position(Body& b, const std::string& index) {  // 1-based, as float
-    return b.op("sitofp i64 " + b.op("add i64 " + index + ", 1") + " to float");
+  static std::string position(IrText& b, const std::string& index) {  // 1-based, as a scalar
+    return b.op("sitofp i64 " + b.op("add i64 " + index + ", 1") + " to " + b.F);
+  }
+
+  static std::string lane_ints(int v0, int step) {
+    std::string out = "<";
+    for (int w = 0; w < kKeyBlock; ++w) out += fmt::format("{}i64 {}", w ? ", " : "", v0 + step * w);
+    return out + ">";
+  }
+  static std::string splat_int(IrText& b, const std::string& v) {
+    const std::string vt = fmt::format("<{} x i64>", kKeyBlock);
+    std::string ins = b.op("insertelement " + vt + " poison, i64 " + v + ", i64 0");
+    return b.op(fmt::format("shufflevector {0} {1}, {0} poison, <{2} x i32> zeroinitializer", vt, ins, kKeyBlock));
+  }
+
+  // <a, column c> for the block's columns c of a transposed [D, Tp] matrix:
+  // D vector loads and FMAs, in four chains so they pipeline.
+  std::string block_dot(IrText& b, const std::string& a, const std::string& transposed) {
+    const Ty& L = b.lane;
+    std::string base = b.element_ptr(transposed, "%j");
+    std::vector<std::string> acc(4, b.zero(L));
+    for (int64_t d = 0; d < spec.d_head; ++d) {
+      std::string offset = b.op(fmt::format("mul i64 %Tp, {}", d));
+      std::string p = b.op(fmt::format("getelementptr inbounds {}, ptr {}, i64 {}", b.F, base, offset), "p");
+      acc[d % 4] = b.fmuladd(L, b.load_lanes(p), b.splat(L, b.extract_row(a, d)), acc[d % 4]);
+    }
+    return b.bin("fadd", L, b.bin("fadd", L, acc[0], acc[1]), b.bin("fadd", L, acc[2], acc[3]));
+  }
+
+  KeyBlock key_block(IrText& b, const std::string& qi, const std::string& hi) {
+    const Ty& L = b.lane;
+    KeyBlock blk;
+    for (int w = 0; w < kKeyBlock; ++w) {
+      std::string raw = w == 0 ? "%j" : b.op(fmt::format("add i64 %j, {}", w));
+      std::string past = b.op("icmp sgt i64 " + raw + ", " + hi);
+      blk.col.push_back(b.op("select i1 " + past + ", i64 " + hi + ", i64 " + raw, "col"));
+    }
+    blk.x = b.bin("fmul", L, block_dot(b, qi, "%kt"), b.num(scale_qk(), L));
+    if (spec.position_bias) {
+      std::string g = "poison";
+      for (int w = 0; w < kKeyBlock; ++w) g = b.insert(g, b.load("%g", dist(b, "%i", blk.col[w])), w);
+      blk.x = b.bin("fadd", L, blk.x, g);
+    }
+    const std::string vt = fmt::format("<{} x i64>", kKeyBlock);
+    std::string cols = b.op("add " + vt + " " + splat_int(b, "%j") + ", " + lane_ints(0, 1));
+    blk.valid = b.op("icmp sle " + vt + " " + cols + ", " + splat_int(b, hi), "valid");
+    blk.jpos = b.op("sitofp " + vt + " " + b.op("add " + vt + " " + cols + ", " + lane_ints(1, 0)) + " to " + b.lane.ir);
+    return blk;
   }
 
   // The normalizer Z from the running sum S (of s) and P (of |s|^p).
-  std::string normalizer(Body& b, const std::string& S, const std::string& P) {
+  std::string normalizer(IrText& b, const std::string& S, const std::string& P) {
     if (spec.normalize == "sum") return S;
-    if (spec.normalize == "none") return flt(1);
-    if (spec.normalize == "abs_clamped") return b.call2("llvm.maxnum.f32", b.call1("llvm.fabs.f32", S), flt(1));
-    return b.pow(P, flt(1.0 / spec.p));
+    if (spec.normalize == "none") return b.num(1);
+    if (spec.normalize == "abs_clamped") return b.max(b.scalar, b.abs(b.scalar, S), b.num(1));
+    return b.pow(b.scalar, P, b.num(1.0 / spec.p));
   }
 
   // A zero Z (e.g. relu scores all zero) normalizes nothing.
-  std::string safe(Body& b, const std::string& Z) {
-    std::string tiny = b.op("fcmp olt float " + b.call1("llvm.fabs.f32", Z) + ", " + flt(1e-30));
-    return b.op("select i1 " + tiny + ", float " + flt(1) + ", float " + Z, "Z");
+  static std::string safe(IrText& b, const std::string& Z) {
+    std::string tiny = b.fcmp("olt", b.scalar, b.abs(b.scalar, Z), b.num(1e-30));
+    return b.select(tiny, b.scalar, b.num(1), Z);
   }
 
-  std::string p_term(Body& b, const std::string& s) {
-    if (spec.normalize != "pnorm") return flt(0);
-    return b.pow(b.call1("llvm.fabs.f32", s), flt(spec.p));
+  // |s|^p summed over the lanes of s (p-norm), else 0.
+  std::string p_term(IrText& b, const Ty& t, const std::string& s) {
+    if (spec.normalize != "pnorm") return b.num(0);
+    std::string powered = b.pow(t, b.abs(t, s), b.num(spec.p, t));
+    return t.vector() ? b.reduce_add(t, powered) : powered;
   }
 
   std::string forward(bool nvptx) {
-    Body b(spec.d_head, nvptx);
+    IrText b = body(nvptx);
+    const Ty& L = b.lane;
     const std::string V = b.V;
-    std::string sig = "ptr noalias %q, ptr noalias %k, ptr noalias %v, ptr noalias %g, ptr noalias %kstar, "
-                      "ptr noalias %vstar, ptr noalias %o, ptr noalias %stats, i64 %T";
     std::string head;
     if (nvptx) {
       // One thread per (batch x head) slice: the same row loop, offset by the slice.
-      head = "define ptx_kernel void @sink_forward(ptr %q0, ptr %k0, ptr %v0, ptr %g, ptr %kstar, ptr %vstar, ptr %o0, "
-             "ptr %stats0, i64 %T, i64 %slices) {\nentry:\n";
+      head = "define ptx_kernel void @sink_forward(ptr %q0, ptr %kt0, ptr %v0, ptr %g, ptr %kstar, ptr %vstar, ptr %o0, "
+             "ptr %stats0, i64 %T, i64 %Tp, i64 %slices) {\nentry:\n";
       b.text += "  %tid = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()\n  %ctaid = call i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()\n"
                 "  %ntid = call i32 @llvm.nvvm.read.ptx.sreg.ntid.x()\n  %base = mul i32 %ctaid, %ntid\n"
                 "  %slice32 = add i32 %base, %tid\n  %slice = zext i32 %slice32 to i64\n"
                 "  %inside = icmp slt i64 %slice, %slices\n  br i1 %inside, label %start, label %exit\nstart:\n";
       b.text += fmt::format("  %rows = mul i64 %slice, %T\n  %elems = mul i64 %rows, {}\n", spec.d_head);
-      for (const char* p : {"q", "k", "v", "o"})
-        b.text += fmt::format("  %{0} = getelementptr inbounds float, ptr %{0}0, i64 %elems\n", p);
-      b.text += "  %two = mul i64 %rows, 2\n  %stats = getelementptr inbounds float, ptr %stats0, i64 %two\n";
+      for (const char* p : {"q", "v", "o"})
+        b.text += fmt::format("  %{0} = getelementptr inbounds {1}, ptr %{0}0, i64 %elems\n", p, b.F);
+      b.text += fmt::format("  %kt.elems = mul i64 %slice, %Tp\n  %kt.offset = mul i64 %kt.elems, {}\n", spec.d_head);
+      b.text += "  %kt = getelementptr inbounds " + b.F + ", ptr %kt0, i64 %kt.offset\n";
+      b.text += "  %two = mul i64 %rows, 2\n  %stats = getelementptr inbounds " + b.F + ", ptr %stats0, i64 %two\n";
       b.text += "  br label %row.head\n";
     } else {
-      head = "; forward: o_i and per-row statistics (softmax: log-sum-exp; otherwise Z and the raw sum)\n"
-             "define void @sink_forward(" + sig + ") {\nentry:\n  br label %row.head\n";
+      head = "; forward: o_i and per-row statistics (softmax: the max m and the sum l of exp(x - m); otherwise Z and the raw sum)\n"
+             "; kt: k transposed, [d_head, Tp], Tp >= T + " + std::to_string(kKeyBlock) + " (zero padded)\n"
+             "define void @sink_forward(ptr noalias %q, ptr noalias %kt, ptr noalias %v, ptr noalias %g, ptr noalias %kstar, "
+             "ptr noalias %vstar, ptr noalias %o, ptr noalias %stats, i64 %T, i64 %Tp) {\nentry:\n  br label %row.head\n";
     }
     open_rows(b, nvptx ? "start" : "entry");
     auto [lo, hi] = key_range(b, "%i");
     std::string qi = b.load_row("%q", "%i");
     std::string fi = position(b, "%i");
     // Initial state: empty, or the k* column already folded in.
-    std::string m0 = flt(-INFINITY), l0 = flt(0), S0 = flt(0), P0 = flt(0), acc0 = "zeroinitializer";
+    std::string m0 = b.num(-INFINITY), l0 = b.num(0), S0 = b.num(0), P0 = b.num(0), acc0 = "zeroinitializer";
     if (spec.key_bias) {
       b.comment("the k* column: every query sees it; its value is v*");
-      std::string xs = b.fmul(b.dot(qi, b.load_vec("%kstar")), flt(scale_qk()));
+      std::string xs = b.fmul(b.dot(qi, b.load_vec("%kstar")), b.num(scale_qk()));
       std::string vs = b.load_vec("%vstar");
       if (spec.softmax) {
-        m0 = xs, l0 = flt(1), acc0 = vs;
+        m0 = xs, l0 = b.num(1), acc0 = vs;
       } else {
-        std::string ss = emit_expr(b, spec.score, {xs, fi, flt(0)});
-        S0 = ss, P0 = p_term(b, ss), acc0 = b.vscale(vs, ss);
+        std::string ss = emit_expr(b, b.scalar, spec.score, {xs, fi, b.num(0)});
+        S0 = ss, P0 = p_term(b, b.scalar, ss), acc0 = b.vscale(vs, ss);
       }
     }
     b.line("br label %col.head");
     b.label("col.head");
     b.line("%j = phi i64 [ " + lo + ", %row.body ], [ %j.next, %col.body ]");
     b.line("%acc = phi " + V + " [ " + acc0 + ", %row.body ], [ %acc.next, %col.body ]");
-    if (spec.softmax) {
-      b.line("%m = phi float [ " + m0 + ", %row.body ], [ %m.next, %col.body ]");
-      b.line("%l = phi float [ " + l0 + ", %row.body ], [ %l.next, %col.body ]");
-    } else {
-      b.line("%S = phi float [ " + S0 + ", %row.body ], [ %S.next, %col.body ]");
-      b.line("%P = phi float [ " + P0 + ", %row.body ], [ %P.next, %col.body ]");
-    }
+    const std::string s1 = spec.softmax ? "%m" : "%S", s2 = spec.softmax ? "%l" : "%P";
+    b.line(s1 + " = phi " + b.F + " [ " + (spec.softmax ? m0 : S0) + ", %row.body ], [ " + s1 + ".next, %col.body ]");
+    b.line(s2 + " = phi " + b.F + " [ " + (spec.softmax ? l0 : P0) + ", %row.body ], [ " + s2 + ".next, %col.body ]");
     enter_cols(b, hi);
-    std::string kj = b.load_row("%k", "%j");
-    std::string vj = b.load_row("%v", "%j");
-    std::string x = logit(b, qi, kj, "%i", "%j");
+    KeyBlock blk = key_block(b, qi, hi);
+    std::string weights, next1, next2;
+    std::string acc = "%acc";
     if (spec.softmax) {
-      b.comment("online softmax: rescale the running sums when the maximum grows");
-      std::string m_new = b.call2("llvm.maxnum.f32", "%m", x);
-      std::string corr = b.exp(b.fsub("%m", m_new));
-      std::string p = b.exp(b.fsub(x, m_new));
-      b.line("%l.next = fadd float " + b.fmul("%l", corr) + ", " + p);
-      b.line("%acc.next = fadd " + V + " " + b.vscale("%acc", corr) + ", " + b.vscale(vj, p));
-      b.line("%m.next = fadd float " + m_new + ", 0.0");
+      b.comment("online softmax: one rescale of the running sums per block");
+      std::string x = b.select(blk.valid, L, blk.x, b.num(-INFINITY, L));
+      std::string m_new = b.max(b.scalar, "%m", b.reduce_max(L, x));
+      std::string corr = b.exp(b.scalar, b.fsub("%m", m_new));
+      weights = b.exp(L, b.bin("fsub", L, x, b.splat(L, m_new)));
+      next1 = m_new;
+      next2 = b.fadd(b.fmul("%l", corr), b.reduce_add(L, weights));
+      acc = b.vscale(acc, corr);
     } else {
-      std::string s = emit_expr(b, spec.score, {x, fi, position(b, "%j")});
-      b.line("%S.next = fadd float %S, " + s);
-      b.line("%P.next = fadd float %P, " + p_term(b, s));
-      b.line("%acc.next = fadd " + V + " %acc, " + b.vscale(vj, s));
+      std::string s = emit_expr(b, L, spec.score, {blk.x, b.splat(L, fi), blk.jpos});
+      weights = b.select(blk.valid, L, s, b.zero(L));
+      next1 = b.fadd("%S", b.reduce_add(L, weights));
+      next2 = b.fadd("%P", p_term(b, L, weights));
     }
-    close_cols(b);
+    for (int w = 0; w < kKeyBlock; ++w) acc = b.vfma(acc, b.extract(weights, w), b.load_row("%v", blk.col[w]));
+    rename(b.text, "%acc.next", acc);
+    rename(b.text, s1 + ".next", next1);
+    rename(b.text, s2 + ".next", next2);
+    close_cols(b, kKeyBlock);
     std::string two_i = b.op("mul i64 %i, 2");
     std::string two_i1 = b.op("add i64 " + two_i + ", 1");
     if (spec.softmax) {
-      std::string scale = b.fdiv(flt(spec.alpha), "%l");
-      b.store_row(b.vscale("%acc", scale), "%o", "%i");
-      b.store_float(b.fadd("%m", b.log("%l")), "%stats", two_i);
-      b.store_float("%l", "%stats", two_i1);
+      b.store_row(b.vscale("%acc", b.fdiv(b.num(spec.alpha), "%l")), "%o", "%i");
+      // m and l apart, not m + log l: with large logits the sum would lose log l's digits.
+      b.store("%m", "%stats", two_i);
+      b.store("%l", "%stats", two_i1);
     } else {
       std::string Z = safe(b, normalizer(b, "%S", "%P"));
-      b.store_row(b.vscale("%acc", b.fdiv(flt(spec.alpha), Z)), "%o", "%i");
-      b.store_float(Z, "%stats", two_i);
-      b.store_float("%S", "%stats", two_i1);
+      b.store_row(b.vscale("%acc", b.fdiv(b.num(spec.alpha), Z)), "%o", "%i");
+      b.store(Z, "%stats", two_i);
+      b.store("%S", "%stats", two_i1);
     }
     close_rows(b);
     std::string decl = nvptx ? "declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()\ndeclare i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()\n"
                                "declare i32 @llvm.nvvm.read.ptx.sreg.ntid.x()\n\n!nvvm.annotations = !{!0}\n"
                                "!0 = !{ptr @sink_forward, !\"kernel\", i32 1}\n"
                              : "";
-    return head + b.text + "}\n" + decl;
+    return head + finish(b) + "}\n" + decl;
   }
 
-  // dZ/ds for one score s given the row's Z and raw sum S.
-  std::string dZ_ds(Body& b, const std::string& s, const std::string& Z, const std::string& S) {
-    if (spec.normalize == "sum") return flt(1);
-    if (spec.normalize == "none") return flt(0);
+  // dZ/ds for scores s given the row's Z and raw sum S (scalars).
+  std::string dZ_ds(IrText& b, const Ty& t, const std::string& s, const std::string& Z, const std::string& S) {
+    if (spec.normalize == "sum") return b.num(1, t);
+    if (spec.normalize == "none") return b.zero(t);
+    ExprNode sign_of_x{ExprNode::Op::Call, 0, "__sign", {ExprNode{ExprNode::Op::Var, 0, "qk", {}}}};
     if (spec.normalize == "abs_clamped") {
-      std::string over = b.op("fcmp ogt float " + b.call1("llvm.fabs.f32", S) + ", " + flt(1));
-      std::string sign = emit_expr(b, ExprNode{ExprNode::Op::Call, 0, "__sign", {ExprNode{ExprNode::Op::Var, 0, "qk", {}}}},
-                                   {S, "", ""});
-      return b.op("select i1 " + over + ", float " + sign + ", float 0.0");
+      std::string over = b.fcmp("ogt", b.scalar, b.abs(b.scalar, S), b.num(1));
+      std::string d = b.select(over, b.scalar, emit_expr(b, b.scalar, sign_of_x, {S, "", ""}), b.num(0));
+      return t.vector() ? b.splat(t, d) : d;
     }
     // pnorm: Z^(1-p) |s|^(p-1) sign(s)
-    std::string sign = emit_expr(b, ExprNode{ExprNode::Op::Call, 0, "__sign", {ExprNode{ExprNode::Op::Var, 0, "qk", {}}}},
-                                 {s, "", ""});
-    std::string mag = b.pow(b.call1("llvm.fabs.f32", s), flt(spec.p - 1));
-    return b.fmul(b.fmul(b.pow(Z, flt(1 - spec.p)), mag), sign);
+    std::string z_term = b.pow(b.scalar, Z, b.num(1 - spec.p));
+    if (t.vector()) z_term = b.splat(t, z_term);
+    std::string mag = b.pow(t, b.abs(t, s), b.num(spec.p - 1, t));
+    return b.bin("fmul", t, b.bin("fmul", t, z_term, mag), emit_expr(b, t, sign_of_x, {s, "", ""}));
   }
 
-  // Gradient of one column: returns (A, dx) given x, s-position j (float) and dA.
-  std::pair<std::string, std::string> column_grad(Body& b, const std::string& x, const std::string& fi, const std::string& fj,
-                                                  const std::string& dA, const std::string& D, const std::string& st0,
-                                                  const std::string& st1) {
-    if (spec.softmax) {
-      std::string A = b.fmul(flt(spec.alpha), b.exp(b.fsub(x, st0)));
-      std::string dx = b.fmul(A, b.fsub(dA, b.fdiv(D, flt(spec.alpha))));
+  // Gradient of columns (a scalar or a lane vector): returns (A, dx) given
+  // logits x, positions, dA = <do_i, v_j> and the row's D = <do_i, o_i>, stats.
+  std::pair<std::string, std::string> column_grad(IrText& b, const Ty& t, const std::string& x, const std::string& fi,
+                                                  const std::string& fj, const std::string& dA, const std::string& D,
+                                                  const std::string& st0, const std::string& st1) {
+    auto splat = [&](const std::string& s) { return t.vector() ? b.splat(t, s) : s; };
+    const std::string alpha = b.num(spec.alpha, t);
+    if (spec.softmax) {  // A = alpha exp(x - m) / l
+      std::string scale = splat(b.fdiv(b.num(spec.alpha), st1));
+      std::string A = b.bin("fmul", t, scale, b.exp(t, b.bin("fsub", t, x, splat(st0))));
+      std::string dx = b.bin("fmul", t, A, b.bin("fsub", t, dA, splat(b.fdiv(D, b.num(spec.alpha)))));
       return {A, dx};
     }
     ScoreEnv env{x, fi, fj};
-    std::string s = emit_expr(b, spec.score, env);
-    std::string A = b.fmul(flt(spec.alpha), b.fdiv(s, st0));
-    std::string ds = b.fdiv(b.fsub(b.fmul(flt(spec.alpha), dA), b.fmul(D, dZ_ds(b, s, st0, st1))), st0);
-    std::string dx = b.fmul(ds, emit_expr(b, score_grad, env));
+    std::string s = emit_expr(b, t, spec.score, env);
+    std::string Z = splat(st0);
+    std::string A = b.bin("fmul", t, alpha, b.bin("fdiv", t, s, Z));
+    std::string grad_s = b.bin("fsub", t, b.bin("fmul", t, alpha, dA), b.bin("fmul", t, splat(D), dZ_ds(b, t, s, st0, st1)));
+    std::string dx = b.bin("fmul", t, b.bin("fdiv", t, grad_s, Z), emit_expr(b, t, score_grad, env));
     return {A, dx};
   }
 
   std::string backward() {
-    Body b(spec.d_head);
+    IrText b = body();
+    const Ty& L = b.lane;
     const std::string V = b.V;
     std::string out =
-        "; backward: dq, dk, dv, the position-bias gradient by distance, and dk*, dv*\n"
-        "define void @sink_backward(ptr noalias %q, ptr noalias %k, ptr noalias %v, ptr noalias %g, ptr noalias %kstar, "
-        "ptr noalias %vstar, ptr noalias %o, ptr noalias %stats, ptr noalias %dout, ptr noalias %dq, ptr noalias %dk, "
-        "ptr noalias %dv, ptr noalias %dg, ptr noalias %dkstar, ptr noalias %dvstar, i64 %T) {\nentry:\n"
+        "; backward: dq, dk, dv, the position-bias gradient by distance, and dk*, dv*; kt, vt as in forward\n"
+        "define void @sink_backward(ptr noalias %q, ptr noalias %k, ptr noalias %kt, ptr noalias %v, ptr noalias %vt, "
+        "ptr noalias %g, ptr noalias %kstar, ptr noalias %vstar, ptr noalias %o, ptr noalias %stats, ptr noalias %dout, "
+        "ptr noalias %dq, ptr noalias %dk, ptr noalias %dv, ptr noalias %dg, ptr noalias %dkstar, ptr noalias %dvstar, "
+        "i64 %T, i64 %Tp) {\nentry:\n"
         "  br label %row.head\n";
     open_rows(b, "entry");
     auto [lo, hi] = key_range(b, "%i");
@@ -446,16 +394,16 @@ class Generator {
     std::string D = b.dot(doi, b.load_row("%o", "%i"));
     std::string fi = position(b, "%i");
     std::string two_i = b.op("mul i64 %i, 2");
-    std::string st0 = b.load_float("%stats", two_i);
-    std::string st1 = b.load_float("%stats", b.op("add i64 " + two_i + ", 1"));
+    std::string st0 = b.load("%stats", two_i);
+    std::string st1 = b.load("%stats", b.op("add i64 " + two_i + ", 1"));
     std::string dq0 = "zeroinitializer";
     if (spec.key_bias) {
       b.comment("the k* column");
       std::string ks = b.load_vec("%kstar");
       std::string vs = b.load_vec("%vstar");
-      std::string xs = b.fmul(b.dot(qi, ks), flt(scale_qk()));
-      auto [A, dx] = column_grad(b, xs, fi, flt(0), b.dot(doi, vs), D, st0, st1);
-      std::string sdx = b.fmul(dx, flt(scale_qk()));
+      std::string xs = b.fmul(b.dot(qi, ks), b.num(scale_qk()));
+      auto [A, dx] = column_grad(b, b.scalar, xs, fi, b.num(0), b.dot(doi, vs), D, st0, st1);
+      std::string sdx = b.fmul(dx, b.num(scale_qk()));
       b.accumulate_vec("%dkstar", sdx, qi);
       b.accumulate_vec("%dvstar", A, doi);
       dq0 = b.vscale(ks, sdx);
@@ -465,23 +413,31 @@ class Generator {
     b.line("%j = phi i64 [ " + lo + ", %row.body ], [ %j.next, %col.body ]");
     b.line("%dqi = phi " + V + " [ " + dq0 + ", %row.body ], [ %dqi.next, %col.body ]");
     enter_cols(b, hi);
-    std::string kj = b.load_row("%k", "%j");
-    std::string vj = b.load_row("%v", "%j");
-    std::string x = logit(b, qi, kj, "%i", "%j");
-    auto [A, dx] = column_grad(b, x, fi, position(b, "%j"), b.dot(doi, vj), D, st0, st1);
-    std::string sdx = b.fmul(dx, flt(scale_qk()));
-    b.accumulate_row("%dv", "%j", A, doi);
-    b.accumulate_row("%dk", "%j", sdx, qi);
-    if (spec.position_bias) b.accumulate_float("%dg", dist(b, "%i", "%j"), dx);
-    b.line("%dqi.next = fadd " + V + " %dqi, " + b.vscale(kj, sdx));
-    close_cols(b);
+    KeyBlock blk = key_block(b, qi, hi);
+    std::string dA = block_dot(b, doi, "%vt");
+    auto [A_all, dx_all] = column_grad(b, L, blk.x, b.splat(L, fi), blk.jpos, dA, D, st0, st1);
+    // Masked lanes contribute exactly nothing.
+    std::string A = b.select(blk.valid, L, A_all, b.zero(L));
+    std::string dx = b.select(blk.valid, L, dx_all, b.zero(L));
+    std::string sdx = b.bin("fmul", L, dx, b.num(scale_qk(), L));
+    std::string dq = "%dqi";
+    for (int w = 0; w < kKeyBlock; ++w) {
+      std::string a_w = b.extract(A, w), sdx_w = b.extract(sdx, w);
+      b.accumulate_row("%dv", blk.col[w], a_w, doi);
+      b.accumulate_row("%dk", blk.col[w], sdx_w, qi);
+      if (spec.position_bias) b.accumulate("%dg", dist(b, "%i", blk.col[w]), b.extract(dx, w));
+      dq = b.vfma(dq, sdx_w, b.load_row("%k", blk.col[w]));
+    }
+    rename(b.text, "%dqi.next", dq);
+    close_cols(b, kKeyBlock);
     b.store_row("%dqi", "%dq", "%i");
     close_rows(b);
-    return out + b.text + "}\n";
+    return out + finish(b) + "}\n";
   }
 
+  // Measurement only: one column at a time.
   std::string probe() {
-    Body b(spec.d_head);
+    IrText b = body();
     const int64_t cols = spec.key_bias ? 1 : 0;
     std::string out =
         "; probe: row i of the scores the sink metric reads, [T, T + k* column]: A for softmax, s otherwise\n"
@@ -491,15 +447,17 @@ class Generator {
     auto [lo, hi] = key_range(b, "%i");
     std::string qi = b.load_row("%q", "%i");
     std::string fi = position(b, "%i");
-    std::string st0 = b.load_float("%stats", b.op("mul i64 %i, 2"));
+    std::string two_i = b.op("mul i64 %i, 2");
+    std::string st0 = b.load("%stats", two_i);
+    std::string softmax_scale = spec.softmax ? b.fdiv(b.num(spec.alpha), b.load("%stats", b.op("add i64 " + two_i + ", 1"))) : "";
     std::string row0 = b.op("mul i64 %i, %S.cols");
     auto value = [&](const std::string& x, const std::string& fj) {
-      if (spec.softmax) return b.fmul(flt(spec.alpha), b.exp(b.fsub(x, st0)));
-      return emit_expr(b, spec.score, {x, fi, fj});
+      if (spec.softmax) return b.fmul(softmax_scale, b.exp(b.scalar, b.fsub(x, st0)));
+      return emit_expr(b, b.scalar, spec.score, {x, fi, fj});
     };
     if (spec.key_bias) {
-      std::string xs = b.fmul(b.dot(qi, b.load_vec("%kstar")), flt(scale_qk()));
-      b.store_float(value(xs, flt(0)), "%out", row0);
+      std::string xs = b.fmul(b.dot(qi, b.load_vec("%kstar")), b.num(scale_qk()));
+      b.store(value(xs, b.num(0)), "%out", row0);
     }
     b.line("br label %col.head");
     b.label("col.head");
@@ -507,10 +465,10 @@ class Generator {
     enter_cols(b, hi);
     std::string x = logit(b, qi, b.load_row("%k", "%j"), "%i", "%j");
     std::string at = b.op("add i64 " + row0 + ", " + b.op("add i64 %j, " + std::to_string(cols)));
-    b.store_float(value(x, position(b, "%j")), "%out", at);
-    close_cols(b);
+    b.store(value(x, position(b, "%j")), "%out", at);
+    close_cols(b, 1);
     close_rows(b);
-    return out + b.text + "}\n";
+    return out + finish(b) + "}\n";
   }
 };
 

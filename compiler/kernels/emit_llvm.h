@@ -4,7 +4,7 @@
 // milliseconds); the runtime parses, optimizes (O3, host CPU) and JITs it.
 //
 // Every function works on one (batch, head) slice; rows of q, k, v, o are
-// d_head floats apart. The C signatures are in runtime/jit_attention.h.
+// d_head elements apart. The C signatures are in runtime/jit_attention.cpp.
 #pragma once
 #include <string>
 
@@ -13,6 +13,12 @@
 namespace sink::kernels {
 
 enum class Target { Host, NVPTX };
+
+// Keys are processed in blocks of this many columns: one vector of logits,
+// one vectorized exp and (softmax) one rescale of the running sums per block.
+// The kernels read k (and v in backward) transposed, [d_head, Tp] with
+// Tp >= T + kKeyBlock and zero padding, so a block's logits are D vector FMAs.
+constexpr int kKeyBlock = 8;
 
 // A whole module: the three functions plus comments that show the variant.
 std::string emit_llvm(const KernelSpec& spec, Target target = Target::Host);

@@ -5,9 +5,9 @@
 namespace sink::kernels {
 
 std::string KernelSpec::describe() const {
-  return fmt::format("score={} softmax={} normalize={} p={} alpha={} prefix={} window={} position_bias={} key_bias={} d_head={}",
+  return fmt::format("score={} softmax={} normalize={} p={} alpha={} prefix={} window={} position_bias={} key_bias={} d_head={} {}",
                      to_string(score), softmax, normalize, format_number(p), format_number(alpha), prefix, window,
-                     position_bias, key_bias, d_head);
+                     position_bias, key_bias, d_head, f64 ? "f64" : "f32");
 }
 
 std::string KernelSpec::hash() const {

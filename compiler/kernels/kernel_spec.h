@@ -17,6 +17,7 @@ struct KernelSpec {
   bool position_bias = false;  // g(i - j) from a per-head table indexed by distance (ALiBi, T5)
   bool key_bias = false;       // the k* column (with v*)
   int64_t d_head = 0;
+  bool f64 = false;            // double precision (finite-difference checks), else float
 
   std::string describe() const;
   std::string hash() const;  // 16 hex digits, of describe()
