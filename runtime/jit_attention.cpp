@@ -14,10 +14,11 @@ namespace {
 // Pointers to float or double elements, as the kernel's spec says.
 using In = const void*;
 using Out = void*;
+// Layout: compiler/kernels/generator.h.
 using Forward = void (*)(In q, In kt, In v, In g, In kstar, In vstar, Out o, Out stats, int64_t T, int64_t Tp);
-using Backward = void (*)(In q, In k, In kt, In v, In vt, In g, In kstar, In vstar, In o, In stats, In dout, Out dq, Out dk,
-                          Out dv, Out dg, Out dkstar, Out dvstar, int64_t T, int64_t Tp);
-using Probe = void (*)(In q, In k, In g, In kstar, In stats, Out out, int64_t T);
+using Backward = void (*)(In q, In qt, In k, In kt, In v, In vt, In g, In kstar, In vstar, In o, In stats, In dout, In doutt,
+                          Out delta, Out dq, Out dk, Out dv, Out dg, Out dkstar, Out dvstar, int64_t T, int64_t Tp);
+using Probe = void (*)(In q, In k, In g, In kstar, In stats, Out out, int64_t T, int64_t Tp);
 
 struct Kernels {
   Forward forward;
@@ -91,14 +92,14 @@ class JitAttention : public torch::autograd::Function<JitAttention> {
     const Slices s(q);
     Kernels kern = kernels_for(spec);
     auto o = torch::empty_like(q);
-    auto stats = torch::empty({s.B, s.H, s.T, 2}, q.options());
     auto kt = transposed(k);
     const int64_t Tp = kt.size(3);
+    auto stats = torch::zeros({s.B, s.H, 2, Tp}, q.options());
     at::parallel_for(0, s.B * s.H, 1, [&](int64_t begin, int64_t end) {
       for (int64_t bh = begin; bh < end; ++bh) {
         const int64_t h = bh % s.H;
         kern.forward(s.rows(q, bh), at(kt, bh * s.D * Tp), s.rows(v, bh), Slices::head(g, h, s.T),
-                     Slices::head(k_star, h, s.D), Slices::head(v_star, h, s.D), s.rows(o, bh), at(stats, bh * s.T * 2), s.T,
+                     Slices::head(k_star, h, s.D), Slices::head(v_star, h, s.D), s.rows(o, bh), at(stats, bh * 2 * Tp), s.T,
                      Tp);
       }
     });
@@ -119,15 +120,16 @@ class JitAttention : public torch::autograd::Function<JitAttention> {
     auto dq = torch::zeros_like(q), dk = torch::zeros_like(k), dv = torch::zeros_like(v);
     auto dg = torch::zeros({s.B, s.H, s.T}, q.options());
     auto dks = torch::zeros({s.B, s.H, s.D}, q.options()), dvs = torch::zeros({s.B, s.H, s.D}, q.options());
-    auto kt = transposed(k), vt = transposed(v);
+    auto qt = transposed(q), kt = transposed(k), vt = transposed(v), doutt = transposed(dout);
     const int64_t Tp = kt.size(3), tile = s.D * Tp;
+    auto delta = torch::zeros({s.B, s.H, Tp}, q.options());
     at::parallel_for(0, s.B * s.H, 1, [&](int64_t begin, int64_t end) {
       for (int64_t bh = begin; bh < end; ++bh) {
         const int64_t h = bh % s.H;
-        kern.backward(s.rows(q, bh), s.rows(k, bh), at(kt, bh * tile), s.rows(v, bh), at(vt, bh * tile),
+        kern.backward(s.rows(q, bh), at(qt, bh * tile), s.rows(k, bh), at(kt, bh * tile), s.rows(v, bh), at(vt, bh * tile),
                       Slices::head(g, h, s.T), Slices::head(k_star, h, s.D), Slices::head(v_star, h, s.D), s.rows(o, bh),
-                      at(stats, bh * s.T * 2), s.rows(dout, bh), s.rows(dq, bh), s.rows(dk, bh), s.rows(dv, bh),
-                      at(dg, bh * s.T), at(dks, bh * s.D), at(dvs, bh * s.D), s.T, Tp);
+                      at(stats, bh * 2 * Tp), s.rows(dout, bh), at(doutt, bh * tile), at(delta, bh * Tp), s.rows(dq, bh),
+                      s.rows(dk, bh), s.rows(dv, bh), at(dg, bh * s.T), at(dks, bh * s.D), at(dvs, bh * s.D), s.T, Tp);
       }
     });
     // Per-slice partial sums of the shared parameters, reduced here.
@@ -182,21 +184,21 @@ std::pair<torch::Tensor, torch::Tensor> jit_probe(const kernels::KernelSpec& spe
   Kernels kern = kernels_for(typed);
   const int64_t S = s.T + (spec.key_bias ? 1 : 0);
   auto o = torch::empty_like(q);
-  auto stats = torch::empty({s.B, s.H, s.T, 2}, q.options());
   auto scores = torch::zeros({s.B, s.H, s.T, S}, q.options());
   auto kt = transposed(k);
   const int64_t Tp = kt.size(3);
+  auto stats = torch::zeros({s.B, s.H, 2, Tp}, q.options());
   at::parallel_for(0, s.B * s.H, 1, [&](int64_t begin, int64_t end) {
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t h = bh % s.H;
-      void* st = at(stats, bh * s.T * 2);
+      void* st = at(stats, bh * 2 * Tp);
       kern.forward(s.rows(q, bh), at(kt, bh * s.D * Tp), s.rows(v, bh), Slices::head(g, h, s.T),
                    Slices::head(k_star, h, s.D), Slices::head(v_star, h, s.D), s.rows(o, bh), st, s.T, Tp);
       kern.probe(s.rows(q, bh), s.rows(k, bh), Slices::head(g, h, s.T), Slices::head(k_star, h, s.D), st,
-                 at(scores, bh * s.T * S), s.T);
+                 at(scores, bh * s.T * S), s.T, Tp);
     }
   });
-  return {scores, stats.select(3, 0)};
+  return {scores, stats.select(2, 0).narrow(2, 0, s.T)};
 }
 
 }  // namespace sink::rt

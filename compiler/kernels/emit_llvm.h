@@ -18,7 +18,7 @@ enum class Target { Host, NVPTX };
 // one vectorized exp and (softmax) one rescale of the running sums per block.
 // The kernels read k (and v in backward) transposed, [d_head, Tp] with
 // Tp >= T + kKeyBlock and zero padding, so a block's logits are D vector FMAs.
-constexpr int kKeyBlock = 8;
+constexpr int kKeyBlock = 16;
 
 // A whole module: the three functions plus comments that show the variant.
 std::string emit_llvm(const KernelSpec& spec, Target target = Target::Host);

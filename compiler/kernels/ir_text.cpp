@@ -204,8 +204,10 @@ std::string IrText::dot(const std::string& a, const std::string& b) {
   return reduce_add(row, op("fmul " + V + " " + a + ", " + b));
 }
 
+// fmuladd lets the backend fuse (one FMA per vector register, not a multiply and an add).
 std::string IrText::vfma(const std::string& acc, const std::string& s, const std::string& row) {
-  return op("fadd " + V + " " + acc + ", " + vscale(row, s), "acc");
+  Ty row_t{V, fmt::format("v{}{}", D, f64 ? "f64" : "f32"), static_cast<int>(D)};
+  return fmuladd(row_t, splat(row_t, s), row, acc);
 }
 
 std::string IrText::vscale(const std::string& row, const std::string& s) {

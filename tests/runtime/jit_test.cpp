@@ -166,6 +166,10 @@ std::vector<Variant> paper_variants() {
       {.name = "position variables", .score = bin(Op::Mul, sig, call("sigmoid", {bin(Op::Sub, var("j"), var("i"))}))},
       {.name = "T 20 (key blocks and a masked tail)", .T = 20},
       {.name = "window 5, T 30", .score = sig, .window = 5, .T = 30},
+      {.name = "d_head 64, T 19 (key groups of 2)", .T = 19, .D = 64},
+      {.name = "d_head 64, sigmoid, prefix 3 + window 6, ALiBi", .score = sig, .normalize = "none", .prefix = 3, .window = 6,
+       .position_bias = true, .T = 23, .D = 64},
+      {.name = "prefix 6 + window 2, KV biases, T 17", .prefix = 6, .window = 2, .key_bias = true, .learned_v = true, .T = 17},
   };
   return variants;
 }
@@ -288,7 +292,7 @@ TEST(Jit, DiskCacheSparesTheSecondProcessACompile) {
     auto fwd = reinterpret_cast<Forward>(jit.lookup("test-kernel", ir, "sink_forward"));
     torch::manual_seed(1);
     auto q = torch::randn({5, 4}), k = torch::randn({5, 4}), vv = torch::randn({5, 4});
-    auto o = torch::empty({5, 4}), stats = torch::empty({5, 2});
+    auto o = torch::empty({5, 4}), stats = torch::empty({2, 5 + kernels::kKeyBlock});
     auto kt = torch::zeros({4, 5 + kernels::kKeyBlock});  // k transposed and padded, as the kernels read it
     kt.narrow(1, 0, 5).copy_(k.t());
     fwd(q.data_ptr<float>(), kt.data_ptr<float>(), vv.data_ptr<float>(), nullptr, nullptr, nullptr, o.data_ptr<float>(),

@@ -1,0 +1,139 @@
+// The forward kernel: groups of kForwardRows query rows against blocks of
+// kKeyBlock key columns. Each block's columns of k^T are loaded once for the
+// whole group and each v row once per block; softmax rescales its running
+// sums once per block (online, max-subtracted).
+#include <cmath>
+#include <fmt/format.h>
+
+#include "compiler/kernels/generator.h"
+
+namespace sink::kernels {
+namespace {
+constexpr int kForwardRows = 4;
+}
+
+std::string Generator::forward(bool nvptx) {
+  IrText b = body(nvptx);
+  const Ty& L = b.lane;
+  const std::string V = b.V;
+  const int R = kForwardRows;
+  std::string head;
+  if (nvptx) {
+    // One thread per (batch x head) slice: the same loops, offset by the slice.
+    head = "define ptx_kernel void @sink_forward(ptr %q0, ptr %kt0, ptr %v0, ptr %g, ptr %kstar, ptr %vstar, ptr %o0, "
+           "ptr %stats0, i64 %T, i64 %Tp, i64 %slices) {\nentry:\n";
+    b.text += "  %tid = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()\n  %ctaid = call i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()\n"
+              "  %ntid = call i32 @llvm.nvvm.read.ptx.sreg.ntid.x()\n  %base = mul i32 %ctaid, %ntid\n"
+              "  %slice32 = add i32 %base, %tid\n  %slice = zext i32 %slice32 to i64\n"
+              "  %inside = icmp slt i64 %slice, %slices\n  br i1 %inside, label %start, label %exit\nstart:\n";
+    b.text += fmt::format("  %rows = mul i64 %slice, %T\n  %elems = mul i64 %rows, {}\n", spec.d_head);
+    for (const char* p : {"q", "v", "o"})
+      b.text += fmt::format("  %{0} = getelementptr inbounds {1}, ptr %{0}0, i64 %elems\n", p, b.F);
+    b.text += fmt::format("  %kt.elems = mul i64 %slice, %Tp\n  %kt.offset = mul i64 %kt.elems, {}\n", spec.d_head);
+    b.text += "  %kt = getelementptr inbounds " + b.F + ", ptr %kt0, i64 %kt.offset\n";
+    b.text += "  %stats.offset = mul i64 %slice, %Tp\n  %stats.offset2 = mul i64 %stats.offset, 2\n";
+    b.text += "  %stats = getelementptr inbounds " + b.F + ", ptr %stats0, i64 %stats.offset2\n";
+    weights_buffer(b);
+  } else {
+    head = "; forward: o and the per-row statistics stats[0][i], stats[1][i]\n"
+           "define void @sink_forward(ptr noalias %q, ptr noalias %kt, ptr noalias %v, ptr noalias %g, ptr noalias %kstar, "
+           "ptr noalias %vstar, ptr noalias %o, ptr noalias %stats, i64 %T, i64 %Tp) {\nentry:\n";
+  }
+  if (!nvptx) weights_buffer(b);  // (the GPU kernel's is in block "start")
+  open_loop(b, "qg", "0", nvptx ? "start" : "entry", "icmp slt i64 %qg, %T");
+  RowGroup g = row_group(b, "%qg", R);
+  std::vector<std::string> lo(R), hi(R), fi(R);
+  for (int r = 0; r < R; ++r) {
+    std::tie(lo[r], hi[r]) = key_range(b, g.index[r]);
+    fi[r] = position(b, g.index[r]);
+  }
+  // Per row: acc (sum of weights x v), and m, l (softmax) or S, P.
+  std::vector<Carried> carried;
+  for (int r = 0; r < R; ++r) {
+    std::string m0 = b.num(-INFINITY), l0 = b.num(0), S0 = b.num(0), P0 = b.num(0), acc0 = "zeroinitializer";
+    if (spec.key_bias) {
+      b.comment("the k* column: every query sees it; its value is v*");
+      std::string xs = b.fmul(b.dot(b.load_row("%q", g.index[r]), b.load_vec("%kstar")), b.num(scale_qk()));
+      std::string vs = b.load_vec("%vstar");
+      if (spec.softmax) {
+        m0 = xs, l0 = b.num(1), acc0 = vs;
+      } else {
+        std::string ss = emit_expr(b, b.scalar, spec.score, {xs, fi[r], b.num(0)});
+        S0 = ss, P0 = p_term(b, b.scalar, ss), acc0 = b.vscale(vs, ss);
+      }
+    }
+    carried.push_back({fmt::format("%kb.acc{}", r), V, acc0});
+    carried.push_back({fmt::format("%kb.s{}", r), b.F, spec.softmax ? m0 : S0});
+    carried.push_back({fmt::format("%kb.t{}", r), b.F, spec.softmax ? l0 : P0});
+  }
+  open_loop(b, "kb", lo[0], "qg.body", "icmp sle i64 %kb, " + hi[R - 1], carried);
+  std::vector<std::string> cols = clamped_lanes(b, "%kb", hi[R - 1]);
+  std::string lanes = lane_indices(b, "%kb");
+  const std::string vt = fmt::format("<{} x i64>", kKeyBlock);
+  std::string jpos;
+  if (!spec.softmax) jpos = b.op("sitofp " + vt + " " + b.op("add " + vt + " " + lanes + ", " + lane_ints(1, 0)) + " to " + L.ir);
+  std::vector<std::string> x = block_dots(b, "%q", g, "%kt", "%kb");
+  std::vector<std::string> weights(R), acc(R);
+  std::vector<std::pair<std::string, std::string>> next;
+  for (int r = 0; r < R; ++r) {
+    std::string xr = b.bin("fmul", L, x[r], b.num(scale_qk(), L));
+    if (spec.position_bias) {
+      std::string bias = "poison";
+      for (int w = 0; w < kKeyBlock; ++w) bias = b.insert(bias, b.load("%g", dist(b, g.index[r], cols[w])), w);
+      xr = b.bin("fadd", L, xr, bias);
+    }
+    std::string above = b.op("icmp sge " + vt + " " + lanes + ", " + splat_int(b, lo[r]));
+    std::string below = b.op("icmp sle " + vt + " " + lanes + ", " + splat_int(b, hi[r]));
+    std::string valid = b.op(fmt::format("and <{} x i1> {}, {}", kKeyBlock, above, below), "valid");
+    const std::string s = fmt::format("%kb.s{}", r), t = fmt::format("%kb.t{}", r);
+    acc[r] = fmt::format("%kb.acc{}", r);
+    if (spec.softmax) {
+      std::string masked = b.select(valid, L, xr, b.num(-INFINITY, L));
+      std::string m_new = b.max(b.scalar, s, b.reduce_max(L, masked));
+      // A row that has seen no key yet keeps m = -inf: subtract 0 there, not inf - inf.
+      std::string none = b.fcmp("oeq", b.scalar, m_new, b.num(-INFINITY));
+      std::string m_sub = b.select(none, b.scalar, b.num(0), m_new);
+      std::string corr = b.exp(b.scalar, b.fsub(s, m_sub));
+      weights[r] = b.exp(L, b.bin("fsub", L, masked, b.splat(L, m_sub)));
+      next.push_back({s, m_new});
+      next.push_back({t, b.fadd(b.fmul(t, corr), b.reduce_add(L, weights[r]))});
+      acc[r] = b.vscale(acc[r], corr);
+    } else {
+      std::string sc = emit_expr(b, L, spec.score, {xr, b.splat(L, fi[r]), jpos});
+      weights[r] = b.select(valid, L, sc, b.zero(L));
+      next.push_back({s, b.fadd(s, b.reduce_add(L, weights[r]))});
+      next.push_back({t, b.fadd(t, p_term(b, L, weights[r]))});
+    }
+  }
+  acc = weighted_rows(b, "pv", "kb.body", "%kb", hi[R - 1], {{"%v", weights, acc}})[0];
+  for (int r = 0; r < R; ++r) next.push_back({fmt::format("%kb.acc{}", r), acc[r]});
+  close_loop(b, "kb", kKeyBlock, next);
+  for (int r = 0; r < R; ++r) {
+    const std::string s = fmt::format("%kb.s{}", r), t = fmt::format("%kb.t{}", r), a = fmt::format("%kb.acc{}", r);
+    std::string second = b.op("add i64 %Tp, " + g.index[r]);
+    if (spec.softmax) {
+      b.store_row(b.vscale(a, b.fdiv(b.num(spec.alpha), t)), "%o", g.index[r]);
+      // m and l apart, not m + log l: with large logits the sum would lose log l's digits.
+      b.store(s, "%stats", g.index[r]);
+      b.store(t, "%stats", second);
+    } else {
+      std::string Z = safe(b, normalizer(b, s, t));
+      b.store_row(b.vscale(a, b.fdiv(b.num(spec.alpha), Z)), "%o", g.index[r]);
+      b.store(Z, "%stats", g.index[r]);
+      b.store(s, "%stats", second);
+    }
+  }
+  close_loop(b, "qg", R);
+  if (nvptx) {
+    b.line("br label %exit");
+    b.label("exit");
+  }
+  b.line("ret void");
+  std::string decl = nvptx ? "declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()\ndeclare i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()\n"
+                             "declare i32 @llvm.nvvm.read.ptx.sreg.ntid.x()\n\n!nvvm.annotations = !{!0}\n"
+                             "!0 = !{ptr @sink_forward, !\"kernel\", i32 1}\n"
+                           : "";
+  return head + finish(b) + "}\n" + decl;
+}
+
+}  // namespace sink::kernels

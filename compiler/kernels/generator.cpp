@@ -1,0 +1,276 @@
+#include "compiler/kernels/generator.h"
+
+#include <cmath>
+#include <fmt/format.h>
+
+#include "compiler/kernels/symbolic.h"
+
+namespace sink::kernels {
+
+std::string emit_expr(IrText& b, const Ty& t, const ExprNode& e, const ScoreEnv& env) {
+  using Op = ExprNode::Op;
+  auto arg = [&](size_t k) { return emit_expr(b, t, e.args.at(k), env); };
+  auto num = [&](double v) { return b.num(v, t); };
+  switch (e.op) {
+    case Op::Number: return num(e.number);
+    case Op::Var: return e.name == "qk" ? env.x : e.name == "i" ? env.i : env.j;
+    case Op::Neg: return b.fneg(t, arg(0));
+    case Op::Add: return b.bin("fadd", t, arg(0), arg(1));
+    case Op::Sub: return b.bin("fsub", t, arg(0), arg(1));
+    case Op::Mul: return b.bin("fmul", t, arg(0), arg(1));
+    case Op::Div: return b.bin("fdiv", t, arg(0), arg(1));
+    case Op::Pow: return b.pow(t, arg(0), arg(1));
+    case Op::Call: break;
+  }
+  const std::string& f = e.name;
+  std::string a = arg(0);
+  auto guarded_exp = [&](const std::string& v) { return b.exp(t, b.min(t, v, num(88))); };  // no inf
+  if (f == "exp") return guarded_exp(a);
+  if (f == "sigmoid") return b.bin("fdiv", t, num(1), b.bin("fadd", t, num(1), guarded_exp(b.fneg(t, a))));
+  if (f == "elu") return b.select_gt0(t, a, a, b.bin("fsub", t, b.exp(t, b.min(t, a, num(0))), num(1)));
+  if (f == "relu") return b.select_gt0(t, a, a, num(0));
+  if (f == "tanh") return b.tanh(t, a);
+  if (f == "softplus") {  // max(x, 0) + log1p(exp(-|x|)): no overflow
+    return b.bin("fadd", t, b.max(t, a, num(0)), b.log1p(t, b.exp(t, b.fneg(t, b.abs(t, a)))));
+  }
+  if (f == "abs") return b.abs(t, a);
+  if (f == "sqrt") return b.intrinsic("sqrt", t, a);
+  if (f == "log") return b.log(t, a);
+  if (f == "pow") return b.pow(t, a, arg(1));
+  if (f == "__step") return b.select_gt0(t, a, num(1), num(0));
+  if (f == "__sign") return b.select_gt0(t, a, num(1), b.select(b.fcmp("olt", t, a, b.zero(t)), t, num(-1), num(0)));
+  if (f == "__elu_grad") return b.select_gt0(t, a, num(1), b.exp(t, b.min(t, a, num(0))));
+  throw std::runtime_error("kernel generator: no code for function '" + f + "'");
+}
+
+Generator::Generator(const KernelSpec& s) : spec(s), score_grad(simplify(derivative(s.score))) {}
+
+IrText Generator::body(bool nvptx) const { return IrText(spec.d_head, kKeyBlock, spec.f64, nvptx); }
+
+std::string Generator::finish(IrText& b) {
+  declarations_ += b.declarations();
+  return b.text;
+}
+
+double Generator::scale_qk() const { return 1.0 / std::sqrt(static_cast<double>(spec.d_head)); }
+
+void Generator::open_loop(IrText& b, const std::string& name, const std::string& start, const std::string& from_label,
+                          const std::string& condition_rhs, const std::vector<Carried>& carried) {
+  b.line("br label %" + name + ".head");
+  b.label(name + ".head");
+  b.line(fmt::format("%{0} = phi i64 [ {1}, %{2} ], [ %{0}.next, %{0}.latch ]", name, start, from_label));
+  for (const auto& c : carried)
+    b.line(fmt::format("{0} = phi {1} [ {2}, %{3} ], [ {0}.next, %{4}.latch ]", c.name, c.type, c.init, from_label, name));
+  b.line("%" + name + ".more = " + condition_rhs);
+  b.line(fmt::format("br i1 %{0}.more, label %{0}.body, label %{0}.exit", name));
+  b.label(name + ".body");
+}
+
+void Generator::close_loop(IrText& b, const std::string& name, int64_t step,
+                           const std::vector<std::pair<std::string, std::string>>& next) {
+  for (const auto& [carried, value] : next) {
+    const std::string placeholder = carried + ".next";
+    for (size_t at = b.text.find(placeholder); at != std::string::npos; at = b.text.find(placeholder, at + value.size()))
+      b.text.replace(at, placeholder.size(), value);
+  }
+  b.line("br label %" + name + ".latch");
+  b.label(name + ".latch");
+  b.line(fmt::format("%{0}.next = add i64 %{0}, {1}", name, step));
+  b.line("br label %" + name + ".head");
+  b.label(name + ".exit");
+}
+
+RowGroup Generator::row_group(IrText& b, const std::string& first, int rows) {
+  RowGroup g;
+  std::string last = b.op("sub i64 %T, 1");
+  for (int r = 0; r < rows; ++r) {
+    std::string raw = r == 0 ? first : b.op(fmt::format("add i64 {}, {}", first, r));
+    g.real.push_back(b.op("icmp slt i64 " + raw + ", %T", "real"));
+    g.index.push_back(b.op("select i1 " + g.real.back() + ", i64 " + raw + ", i64 " + last, "row"));
+  }
+  return g;
+}
+
+std::pair<std::string, std::string> Generator::key_range(IrText& b, const std::string& i) {
+  std::string lo = "0";
+  if (spec.window > 0) {
+    std::string start = b.op(fmt::format("sub i64 {}, {}", i, spec.window - 1));
+    std::string pos = b.op("icmp sgt i64 " + start + ", 0");
+    lo = b.op("select i1 " + pos + ", i64 " + start + ", i64 0", "lo");
+  }
+  std::string hi = i;
+  if (spec.prefix > 0) {
+    std::string later = b.op(fmt::format("icmp sgt i64 {}, {}", i, spec.prefix - 1));
+    hi = b.op(fmt::format("select i1 {}, i64 {}, i64 {}", later, i, spec.prefix - 1), "hi");
+  }
+  return {lo, hi};
+}
+
+std::string Generator::lane_ints(int64_t v0, int64_t step) {
+  std::string out = "<";
+  for (int w = 0; w < kKeyBlock; ++w) out += fmt::format("{}i64 {}", w ? ", " : "", v0 + step * w);
+  return out + ">";
+}
+
+std::string Generator::splat_int(IrText& b, const std::string& v, const std::string& type) {
+  const std::string vt = fmt::format("<{} x {}>", kKeyBlock, type);
+  std::string ins = b.op("insertelement " + vt + " poison, " + type + " " + v + ", i64 0");
+  return b.op(fmt::format("shufflevector {0} {1}, {0} poison, <{2} x i32> zeroinitializer", vt, ins, kKeyBlock));
+}
+
+std::string Generator::lane_indices(IrText& b, const std::string& start) {
+  return b.op(fmt::format("add <{} x i64> {}, {}", kKeyBlock, splat_int(b, start), lane_ints(0, 1)), "lanes");
+}
+
+std::vector<std::string> Generator::clamped_lanes(IrText& b, const std::string& start, const std::string& last) {
+  std::vector<std::string> out;
+  for (int w = 0; w < kKeyBlock; ++w) {
+    std::string raw = w == 0 ? start : b.op(fmt::format("add i64 {}, {}", start, w));
+    std::string past = b.op("icmp sgt i64 " + raw + ", " + last);
+    out.push_back(b.op("select i1 " + past + ", i64 " + last + ", i64 " + raw, "col"));
+  }
+  return out;
+}
+
+std::string Generator::dist(IrText& b, const std::string& i, const std::string& j) {
+  std::string diff = b.op("sub i64 " + i + ", " + j);
+  std::string neg = b.op("sub i64 " + j + ", " + i);
+  std::string pos = b.op("icmp sge i64 " + diff + ", 0");
+  return b.op("select i1 " + pos + ", i64 " + diff + ", i64 " + neg);
+}
+
+std::string Generator::position(IrText& b, const std::string& index) {
+  return b.op("sitofp i64 " + b.op("add i64 " + index + ", 1") + " to " + b.F);
+}
+
+std::vector<std::string> Generator::block_dots(IrText& b, const std::string& rows, const RowGroup& g,
+                                               const std::string& transposed, const std::string& start) {
+  const Ty& L = b.lane;
+  const size_t R = g.index.size();
+  // Independent FMA chains: one per row, or more when there are few rows.
+  const size_t chains = R >= 4 ? 1 : 4 / R;
+  std::string base = b.element_ptr(transposed, start);
+  std::vector<std::string> row_ptrs;
+  for (const auto& i : g.index) {
+    std::string p = b.row_ptr(rows, i);
+    // An empty asm hides that the row is loop-invariant: otherwise LLVM hoists
+    // all R x D broadcasts out of the block loop and spills them, where an
+    // FMA can take its broadcast straight from the row in memory.
+    if (!b.nvptx) p = b.op("call ptr asm sideeffect \"\", \"=r,0\"(ptr " + p + ")", "row");
+    row_ptrs.push_back(p);
+  }
+  std::vector<std::vector<std::string>> acc(R, std::vector<std::string>(chains, b.zero(L)));
+  for (int64_t d = 0; d < spec.d_head; ++d) {
+    std::string offset = b.op(fmt::format("mul i64 %Tp, {}", d));
+    std::string column = b.load_lanes(b.op(fmt::format("getelementptr inbounds {}, ptr {}, i64 {}", b.F, base, offset), "p"));
+    for (size_t r = 0; r < R; ++r) {
+      std::string element = b.load(row_ptrs[r], std::to_string(d));  // broadcast from memory
+      std::string& a = acc[r][d % chains];
+      a = b.fmuladd(L, column, b.splat(L, element), a);
+    }
+  }
+  std::vector<std::string> out;
+  for (size_t r = 0; r < R; ++r) {
+    std::string sum = acc[r][0];
+    for (size_t c = 1; c < chains; ++c) sum = b.bin("fadd", L, sum, acc[r][c]);
+    out.push_back(sum);
+  }
+  return out;
+}
+
+namespace {
+constexpr int kMaxWeights = 2 * 4 * kKeyBlock;  // two sums of four rows
+}
+
+void Generator::weights_buffer(IrText& b) {
+  b.line(fmt::format("%wbuf = alloca [{} x {}], align 64", kMaxWeights, b.F));
+}
+
+std::vector<std::vector<std::string>> Generator::weighted_rows(IrText& b, const std::string& name,
+                                                               const std::string& from_label, const std::string& start,
+                                                               const std::string& last, const std::vector<WeightedSum>& sums) {
+  const size_t R = sums[0].weights.size();
+  if (sums.size() * R * kKeyBlock > kMaxWeights) throw std::logic_error("kernel generator: weights buffer too small");
+  auto slot = [&](size_t m, size_t r) { return std::to_string((m * R + r) * kKeyBlock); };
+  for (size_t m = 0; m < sums.size(); ++m)
+    for (size_t r = 0; r < R; ++r)
+      b.line("store " + b.lane.ir + " " + sums[m].weights[r] + ", ptr " + b.element_ptr("%wbuf", slot(m, r)) + ", align 64");
+  // Only the columns up to `last`: the rest have weight 0.
+  std::string left = b.op("add i64 " + b.op("sub i64 " + last + ", " + start) + ", 1");
+  std::string fewer = b.op(fmt::format("icmp slt i64 {}, {}", left, kKeyBlock));
+  std::string count = b.op(fmt::format("select i1 {}, i64 {}, i64 {}", fewer, left, kKeyBlock), "count");
+  std::vector<Carried> carried;
+  auto acc_name = [&](size_t m, size_t r) { return fmt::format("%{}.a{}_{}", name, m, r); };
+  for (size_t m = 0; m < sums.size(); ++m)
+    for (size_t r = 0; r < R; ++r) carried.push_back({acc_name(m, r), b.V, sums[m].acc[r]});
+  open_loop(b, name, "0", from_label, fmt::format("icmp slt i64 %{}, {}", name, count), carried);
+  std::string col = b.op(fmt::format("add i64 {}, %{}", start, name));
+  std::vector<std::pair<std::string, std::string>> next;
+  for (size_t m = 0; m < sums.size(); ++m) {
+    std::string row = b.load_row(sums[m].rows, col);
+    for (size_t r = 0; r < R; ++r) {
+      std::string weight = b.load("%wbuf", b.op(fmt::format("add i64 %{}, {}", name, slot(m, r))));
+      next.push_back({acc_name(m, r), b.vfma(acc_name(m, r), weight, row)});
+    }
+  }
+  close_loop(b, name, 1, next);
+  std::vector<std::vector<std::string>> out(sums.size());
+  for (size_t m = 0; m < sums.size(); ++m)
+    for (size_t r = 0; r < R; ++r) out[m].push_back(acc_name(m, r));
+  return out;
+}
+
+std::string Generator::normalizer(IrText& b, const std::string& S, const std::string& P) {
+  if (spec.normalize == "sum") return S;
+  if (spec.normalize == "none") return b.num(1);
+  if (spec.normalize == "abs_clamped") return b.max(b.scalar, b.abs(b.scalar, S), b.num(1));
+  return b.pow(b.scalar, P, b.num(1.0 / spec.p));
+}
+
+// A zero Z (e.g. relu scores all zero) normalizes nothing.
+std::string Generator::safe(IrText& b, const std::string& Z) {
+  std::string tiny = b.fcmp("olt", b.scalar, b.abs(b.scalar, Z), b.num(1e-30));
+  return b.select(tiny, b.scalar, b.num(1), Z);
+}
+
+// |s|^p summed over the lanes of s (p-norm), else 0.
+std::string Generator::p_term(IrText& b, const Ty& t, const std::string& s) {
+  if (spec.normalize != "pnorm") return b.num(0);
+  std::string powered = b.pow(t, b.abs(t, s), b.num(spec.p, t));
+  return t.vector() ? b.reduce_add(t, powered) : powered;
+}
+
+std::string Generator::dZ_ds(IrText& b, const Ty& t, const std::string& s, const std::string& Z, const std::string& S) {
+  if (spec.normalize == "sum") return b.num(1, t);
+  if (spec.normalize == "none") return b.zero(t);
+  ExprNode sign_of_x{ExprNode::Op::Call, 0, "__sign", {ExprNode{ExprNode::Op::Var, 0, "qk", {}}}};
+  if (spec.normalize == "abs_clamped") {
+    std::string over = b.fcmp("ogt", t, b.abs(t, S), b.num(1, t));
+    return b.select(over, t, emit_expr(b, t, sign_of_x, {S, "", ""}), b.zero(t));
+  }
+  // pnorm: Z^(1-p) |s|^(p-1) sign(s)
+  std::string z_term = b.pow(t, Z, b.num(1 - spec.p, t));
+  std::string mag = b.pow(t, b.abs(t, s), b.num(spec.p - 1, t));
+  return b.bin("fmul", t, b.bin("fmul", t, z_term, mag), emit_expr(b, t, sign_of_x, {s, "", ""}));
+}
+
+std::pair<std::string, std::string> Generator::column_grad(IrText& b, const Ty& t, const std::string& x,
+                                                           const std::string& fi, const std::string& fj,
+                                                           const std::string& dA, const std::string& D,
+                                                           const std::string& st0, const std::string& st1) {
+  const std::string alpha = b.num(spec.alpha, t);
+  if (spec.softmax) {  // A = alpha exp(x - m) / l;  dx = A (dA - D / alpha)
+    std::string A = b.bin("fmul", t, b.bin("fdiv", t, alpha, st1), b.exp(t, b.bin("fsub", t, x, st0)));
+    std::string dx = b.bin("fmul", t, A, b.bin("fsub", t, dA, b.bin("fdiv", t, D, alpha)));
+    return {A, dx};
+  }
+  ScoreEnv env{x, fi, fj};
+  std::string s = emit_expr(b, t, spec.score, env);
+  const std::string& Z = st0;
+  std::string A = b.bin("fmul", t, alpha, b.bin("fdiv", t, s, Z));
+  std::string grad_s = b.bin("fsub", t, b.bin("fmul", t, alpha, dA), b.bin("fmul", t, D, dZ_ds(b, t, s, Z, st1)));
+  std::string dx = b.bin("fmul", t, b.bin("fdiv", t, grad_s, Z), emit_expr(b, t, score_grad, env));
+  return {A, dx};
+}
+
+}  // namespace sink::kernels

@@ -1,0 +1,111 @@
+// The kernel generator's shared part: what the forward, backward and probe
+// emitters (emit_forward.cpp, emit_backward.cpp, emit_llvm.cpp) all use —
+// loops over groups of rows, masks, the blocked dot products, the score
+// expression and its gradient.
+//
+// The layout the kernels work on, per (batch, head) slice:
+//   q, k, v, o, dout: [T, D] rows;  kt, vt, qt, doutt: the same transposed,
+//   [D, Tp] with Tp >= T + kKeyBlock, zero padded;  stats: [2, Tp] (softmax:
+//   the row max m and the sum l of exp(x - m); otherwise Z and the raw sum S);
+//   delta: [Tp] scratch for <dO_i, O_i>.
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "compiler/kernels/emit_llvm.h"
+#include "compiler/kernels/ir_text.h"
+
+namespace sink::kernels {
+
+// Values of an expression's variables: x (= qk), i and j (1-based), all of one type.
+struct ScoreEnv {
+  std::string x, i, j;
+};
+std::string emit_expr(IrText& b, const Ty& t, const ExprNode& e, const ScoreEnv& env);
+
+// A value carried around a loop: a phi at its head.
+struct Carried {
+  std::string name;  // "%kb.acc0"; the loop's next value replaces "%kb.acc0.next"
+  std::string type;
+  std::string init;
+};
+
+// acc[r] += sum over a block's columns c of weights[r][c] * rows[c].
+struct WeightedSum {
+  std::string rows;                  // base of [T, D] rows
+  std::vector<std::string> weights;  // per accumulator, a lane vector
+  std::vector<std::string> acc;      // per accumulator, a row
+};
+
+// R rows handled together: indices clamped to T - 1 (so loads stay in
+// bounds; a clamped duplicate recomputes row T - 1) and whether each is real.
+struct RowGroup {
+  std::vector<std::string> index;  // i64
+  std::vector<std::string> real;   // i1
+};
+
+class Generator {
+ public:
+  explicit Generator(const KernelSpec& s);
+  std::string module(Target target);
+
+ private:
+  const KernelSpec& spec;
+  ExprNode score_grad;
+  std::string declarations_;
+
+  IrText body(bool nvptx = false) const;
+  std::string finish(IrText& b);  // the body text; keeps its declarations
+  double scale_qk() const;
+
+  std::string forward(bool nvptx);
+  std::string backward();
+  void backward_dq(IrText& b);
+  void backward_dk_dv(IrText& b);
+  std::string probe();
+
+  // A loop with counter %NAME from `start` (entered from block `from_label`)
+  // while `condition_rhs` (an icmp on %NAME) holds; blocks NAME.head, .body,
+  // .latch, .exit. close_loop ends the body, steps the counter and gives each
+  // carried value its next value; code after it is in NAME.exit.
+  static void open_loop(IrText& b, const std::string& name, const std::string& start, const std::string& from_label,
+                        const std::string& condition_rhs, const std::vector<Carried>& carried = {});
+  static void close_loop(IrText& b, const std::string& name, int64_t step,
+                         const std::vector<std::pair<std::string, std::string>>& next = {});
+  static RowGroup row_group(IrText& b, const std::string& first, int rows);
+  // The allowed key range [lo, hi] of query row i (scalar i64).
+  std::pair<std::string, std::string> key_range(IrText& b, const std::string& i);
+  // Lanes of the block starting at `start`: <W x i64> indices and the same clamped to `last`.
+  static std::string lane_indices(IrText& b, const std::string& start);
+  static std::vector<std::string> clamped_lanes(IrText& b, const std::string& start, const std::string& last);
+  static std::string splat_int(IrText& b, const std::string& v, const std::string& type = "i64");
+  static std::string lane_ints(int64_t v0, int64_t step);
+  static std::string dist(IrText& b, const std::string& i, const std::string& j);
+  static std::string position(IrText& b, const std::string& index);
+
+  // out[r] = <rows[index_r], columns start..start+W-1 of transposed>: each
+  // column vector is loaded once for all R rows.
+  std::vector<std::string> block_dots(IrText& b, const std::string& rows, const RowGroup& g, const std::string& transposed,
+                                      const std::string& start);
+
+  // The weighted sums of a block, columns start..min(start + W - 1, last), as
+  // a loop over the columns that reads each row once for every accumulator
+  // and broadcasts the weights from a stack buffer (%wbuf, see weights_buffer).
+  // Unrolled, LLVM would load all W rows up front and spill them.
+  std::vector<std::vector<std::string>> weighted_rows(IrText& b, const std::string& name, const std::string& from_label,
+                                                      const std::string& start, const std::string& last,
+                                                      const std::vector<WeightedSum>& sums);
+  static void weights_buffer(IrText& b);
+
+  std::string normalizer(IrText& b, const std::string& S, const std::string& P);
+  static std::string safe(IrText& b, const std::string& Z);
+  std::string p_term(IrText& b, const Ty& t, const std::string& s);
+  std::string dZ_ds(IrText& b, const Ty& t, const std::string& s, const std::string& Z, const std::string& S);
+  // (A, dx) of scores with logits x; every argument is of type t.
+  std::pair<std::string, std::string> column_grad(IrText& b, const Ty& t, const std::string& x, const std::string& fi,
+                                                  const std::string& fj, const std::string& dA, const std::string& D,
+                                                  const std::string& st0, const std::string& st1);
+};
+
+}  // namespace sink::kernels
