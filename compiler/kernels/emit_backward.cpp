@@ -1,16 +1,15 @@
-// The backward kernel, in two passes so no gradient row is read, modified and
-// written per (query, key) pair (the FlashAttention-2 order):
-//   1. query groups against key blocks: dq in registers, delta_i = <dO_i, O_i>,
-//      the position-bias gradient and dk*, dv*;
-//   2. key groups against query blocks (through q^T and dO^T): dk and dv in
-//      registers, reading delta and the row statistics as lane vectors.
+// The backward kernel, in two passes (the FlashAttention-2 order):
+//   1. rows: delta_i = <dO_i, O_i>, the k* column's dk*, dv* and its part of dq;
+//   2. groups of key rows against blocks of query columns (through q^T and
+//      dO^T): dk and dv in registers, reading delta and the row statistics as
+//      lane vectors; each dq row is read and written once per key group, not
+//      per (query, key) pair; the position-bias gradient by distance.
 #include <fmt/format.h>
 
 #include "compiler/kernels/generator.h"
 
 namespace sink::kernels {
 namespace {
-constexpr int kQueryRows = 4;
 // dk and dv rows of a key group live in registers: fewer rows for wide heads.
 int key_rows(int64_t d_head) { return d_head >= 64 ? 2 : 4; }
 }  // namespace
@@ -24,86 +23,39 @@ std::string Generator::backward() {
       "ptr noalias %dout, ptr noalias %doutt, ptr noalias %delta, ptr noalias %dq, ptr noalias %dk, ptr noalias %dv, "
       "ptr noalias %dg, ptr noalias %dkstar, ptr noalias %dvstar, i64 %T, i64 %Tp) {\nentry:\n";
   weights_buffer(b);
-  backward_dq(b);
-  backward_dk_dv(b);
+  backward_rows(b);
+  backward_columns(b);
   b.line("ret void");
   return out + finish(b) + "}\n";
 }
 
-void Generator::backward_dq(IrText& b) {
-  const Ty& L = b.lane;
-  const int R = kQueryRows;
-  const std::string vt = fmt::format("<{} x i64>", kKeyBlock);
-  open_loop(b, "qg", "0", "entry", "icmp slt i64 %qg, %T");
-  RowGroup g = row_group(b, "%qg", R);
-  std::vector<std::string> lo(R), hi(R), fi(R), D(R), st0(R), st1(R);
-  std::vector<Carried> carried;
-  for (int r = 0; r < R; ++r) {
-    const std::string& i = g.index[r];
-    std::tie(lo[r], hi[r]) = key_range(b, i);
-    fi[r] = position(b, i);
-    std::string do_row = b.load_row("%dout", i);
-    D[r] = b.dot(do_row, b.load_row("%o", i));
-    b.store(D[r], "%delta", i);
-    st0[r] = b.load("%stats", i);
-    st1[r] = b.load("%stats", b.op("add i64 %Tp, " + i));
-    std::string dq0 = "zeroinitializer";
-    if (spec.key_bias) {
-      b.comment("the k* column (a clamped duplicate row adds nothing)");
-      std::string q_row = b.load_row("%q", i);
-      std::string ks = b.load_vec("%kstar"), vs = b.load_vec("%vstar");
-      std::string xs = b.fmul(b.dot(q_row, ks), b.num(scale_qk()));
-      auto [A, dx] = column_grad(b, b.scalar, xs, fi[r], b.num(0), b.dot(do_row, vs), D[r], st0[r], st1[r]);
-      std::string sdx = b.fmul(dx, b.num(scale_qk()));
-      b.accumulate_vec("%dkstar", b.select(g.real[r], b.scalar, sdx, b.num(0)), q_row);
-      b.accumulate_vec("%dvstar", b.select(g.real[r], b.scalar, A, b.num(0)), do_row);
-      dq0 = b.vscale(ks, sdx);
-    }
-    carried.push_back({fmt::format("%kb.dq{}", r), b.V, dq0});
+void Generator::backward_rows(IrText& b) {
+  open_loop(b, "qr", "0", "entry", "icmp slt i64 %qr, %T");
+  std::string do_row = b.load_row("%dout", "%qr");
+  std::string D = b.dot(do_row, b.load_row("%o", "%qr"));
+  b.store(D, "%delta", "%qr");
+  std::string dq0 = "zeroinitializer";
+  if (spec.key_bias) {
+    b.comment("the k* column");
+    std::string q_row = b.load_row("%q", "%qr");
+    std::string ks = b.load_vec("%kstar"), vs = b.load_vec("%vstar");
+    std::string xs = b.fmul(b.dot(q_row, ks), b.num(scale_qk()));
+    std::string st0 = b.load("%stats", "%qr"), st1 = b.load("%stats", b.op("add i64 %Tp, %qr"));
+    auto [A, dx] = column_grad(b, b.scalar, xs, position(b, "%qr"), b.num(0), b.dot(do_row, vs), D, st0, st1);
+    std::string sdx = b.fmul(dx, b.num(scale_qk()));
+    b.accumulate_vec("%dkstar", sdx, q_row);
+    b.accumulate_vec("%dvstar", A, do_row);
+    dq0 = b.vscale(ks, sdx);
   }
-  open_loop(b, "kb", lo[0], "qg.body", "icmp sle i64 %kb, " + hi[R - 1], carried);
-  std::vector<std::string> cols = clamped_lanes(b, "%kb", hi[R - 1]);
-  std::string lanes = lane_indices(b, "%kb");
-  std::string jpos = b.op("sitofp " + vt + " " + b.op("add " + vt + " " + lanes + ", " + lane_ints(1, 0)) + " to " + L.ir);
-  std::vector<std::string> x = block_dots(b, "%q", g, "%kt", "%kb");
-  std::vector<std::string> dA = block_dots(b, "%dout", g, "%vt", "%kb");
-  std::vector<std::string> sdx(R);
-  for (int r = 0; r < R; ++r) {
-    std::string xr = b.bin("fmul", L, x[r], b.num(scale_qk(), L));
-    if (spec.position_bias) {
-      std::string bias = "poison";
-      for (int w = 0; w < kKeyBlock; ++w) bias = b.insert(bias, b.load("%g", dist(b, g.index[r], cols[w])), w);
-      xr = b.bin("fadd", L, xr, bias);
-    }
-    auto splat = [&](const std::string& s) { return b.splat(L, s); };
-    auto [A, dx_all] = column_grad(b, L, xr, splat(fi[r]), jpos, dA[r], splat(D[r]), splat(st0[r]), splat(st1[r]));
-    std::string above = b.op("icmp sge " + vt + " " + lanes + ", " + splat_int(b, lo[r]));
-    std::string below = b.op("icmp sle " + vt + " " + lanes + ", " + splat_int(b, hi[r]));
-    std::string in_range = b.op(fmt::format("and <{} x i1> {}, {}", kKeyBlock, above, below));
-    // Masked lanes contribute exactly nothing. A clamped duplicate row
-    // recomputes dq (stored again, unchanged) but must not add to dg twice.
-    std::string dx = b.select(in_range, L, dx_all, b.zero(L));
-    sdx[r] = b.bin("fmul", L, dx, b.num(scale_qk(), L));
-    if (spec.position_bias) {
-      std::string dx_once = b.select(splat_int(b, g.real[r], "i1"), L, dx, b.zero(L));
-      for (int w = 0; w < kKeyBlock; ++w) b.accumulate("%dg", dist(b, g.index[r], cols[w]), b.extract(dx_once, w));
-    }
-  }
-  std::vector<std::string> dq(R);
-  for (int r = 0; r < R; ++r) dq[r] = fmt::format("%kb.dq{}", r);
-  dq = weighted_rows(b, "kdq", "kb.body", "%kb", hi[R - 1], {{"%k", sdx, dq}})[0];
-  std::vector<std::pair<std::string, std::string>> next;
-  for (int r = 0; r < R; ++r) next.push_back({fmt::format("%kb.dq{}", r), dq[r]});
-  close_loop(b, "kb", kKeyBlock, next);
-  for (int r = 0; r < R; ++r) b.store_row(fmt::format("%kb.dq{}", r), "%dq", g.index[r]);
-  close_loop(b, "qg", R);
+  b.store_row(dq0, "%dq", "%qr");
+  close_loop(b, "qr", 1);
 }
 
-void Generator::backward_dk_dv(IrText& b) {
+void Generator::backward_columns(IrText& b) {
   const Ty& L = b.lane;
   const int R = key_rows(spec.d_head);
   const std::string vt = fmt::format("<{} x i64>", kKeyBlock);
-  open_loop(b, "kg", "0", "qg.exit", "icmp slt i64 %kg, %T");
+  open_loop(b, "kg", "0", "qr.exit", "icmp slt i64 %kg, %T");
   RowGroup g = row_group(b, "%kg", R);
   // Queries that can see the group's keys: from the first key on (from 0 for
   // prefix keys, which every query sees), up to window - 1 past the last.
@@ -119,10 +71,11 @@ void Generator::backward_dk_dv(IrText& b) {
     std::string beyond = b.op("icmp sgt i64 " + reach + ", " + last_row);
     last = b.op("select i1 " + beyond + ", i64 " + last_row + ", i64 " + reach, "last");
   }
-  std::vector<std::string> fj(R);
+  std::vector<std::string> fj(R), k_rows(R);
   std::vector<Carried> carried;
   for (int r = 0; r < R; ++r) {
     fj[r] = position(b, g.index[r]);
+    k_rows[r] = b.load_row("%k", g.index[r]);
     carried.push_back({fmt::format("%qb.dk{}", r), b.V, "zeroinitializer"});
     carried.push_back({fmt::format("%qb.dv{}", r), b.V, "zeroinitializer"});
   }
@@ -148,7 +101,7 @@ void Generator::backward_dk_dv(IrText& b) {
     lo = b.op("select <" + std::to_string(kKeyBlock) + " x i1> " + pos + ", " + vt + " " + start + ", " + vt + " zeroinitializer");
   }
   std::string in_T = b.op("icmp slt " + vt + " " + lanes + ", " + splat_int(b, "%T"));
-  std::vector<std::string> A(R), sdx(R);
+  std::vector<std::string> A(R), sdx(R), sdx_once(R);
   for (int r = 0; r < R; ++r) {
     std::string key = splat_int(b, g.index[r]);
     std::string xr = b.bin("fmul", L, x[r], b.num(scale_qk(), L));
@@ -162,11 +115,21 @@ void Generator::backward_dk_dv(IrText& b) {
                                         b.op("icmp sge " + vt + " " + key + ", " + lo)));
     std::string valid = b.op(fmt::format("and <{} x i1> {}, {}", kKeyBlock, seen, in_T), "valid");
     A[r] = b.select(valid, L, A_all, b.zero(L));
-    sdx[r] = b.bin("fmul", L, b.select(valid, L, dx_all, b.zero(L)), b.num(scale_qk(), L));
+    std::string dx = b.select(valid, L, dx_all, b.zero(L));
+    sdx[r] = b.bin("fmul", L, dx, b.num(scale_qk(), L));
+    // A clamped duplicate key recomputes its dk, dv (stored again, unchanged)
+    // but must not add to dq or dg twice.
+    std::string once = splat_int(b, g.real[r], "i1");
+    sdx_once[r] = b.select(once, L, sdx[r], b.zero(L));
+    if (spec.position_bias) {
+      std::string dx_once = b.select(once, L, dx, b.zero(L));
+      for (int w = 0; w < kKeyBlock; ++w) b.accumulate("%dg", dist(b, rows[w], g.index[r]), b.extract(dx_once, w));
+    }
   }
   std::vector<std::string> dk(R), dv(R);
   for (int r = 0; r < R; ++r) dk[r] = fmt::format("%qb.dk{}", r), dv[r] = fmt::format("%qb.dv{}", r);
-  auto sums = weighted_rows(b, "qdkv", "qb.body", "%qb", last, {{"%dout", A, dv}, {"%q", sdx, dk}});
+  Scatter dq{"%dq", sdx_once, k_rows};
+  auto sums = weighted_rows(b, "qdkv", "qb.body", "%qb", last, {{"%dout", A, dv}, {"%q", sdx, dk}}, &dq);
   dv = sums[0], dk = sums[1];
   std::vector<std::pair<std::string, std::string>> next;
   for (int r = 0; r < R; ++r) {

@@ -179,7 +179,7 @@ std::vector<std::string> Generator::block_dots(IrText& b, const std::string& row
 }
 
 namespace {
-constexpr int kMaxWeights = 2 * 4 * kKeyBlock;  // two sums of four rows
+constexpr int kMaxWeights = 3 * 4 * kKeyBlock;  // two sums and a scatter, four rows each
 }
 
 void Generator::weights_buffer(IrText& b) {
@@ -188,13 +188,19 @@ void Generator::weights_buffer(IrText& b) {
 
 std::vector<std::vector<std::string>> Generator::weighted_rows(IrText& b, const std::string& name,
                                                                const std::string& from_label, const std::string& start,
-                                                               const std::string& last, const std::vector<WeightedSum>& sums) {
+                                                               const std::string& last, const std::vector<WeightedSum>& sums,
+                                                               const Scatter* scatter) {
   const size_t R = sums[0].weights.size();
-  if (sums.size() * R * kKeyBlock > kMaxWeights) throw std::logic_error("kernel generator: weights buffer too small");
+  const size_t groups = sums.size() + (scatter ? 1 : 0);
+  if (groups * R * kKeyBlock > kMaxWeights) throw std::logic_error("kernel generator: weights buffer too small");
   auto slot = [&](size_t m, size_t r) { return std::to_string((m * R + r) * kKeyBlock); };
+  auto keep = [&](size_t m, size_t r, const std::string& weights) {
+    b.line("store " + b.lane.ir + " " + weights + ", ptr " + b.element_ptr("%wbuf", slot(m, r)) + ", align 64");
+  };
   for (size_t m = 0; m < sums.size(); ++m)
-    for (size_t r = 0; r < R; ++r)
-      b.line("store " + b.lane.ir + " " + sums[m].weights[r] + ", ptr " + b.element_ptr("%wbuf", slot(m, r)) + ", align 64");
+    for (size_t r = 0; r < R; ++r) keep(m, r, sums[m].weights[r]);
+  if (scatter)
+    for (size_t r = 0; r < R; ++r) keep(sums.size(), r, scatter->weights[r]);
   // Only the columns up to `last`: the rest have weight 0.
   std::string left = b.op("add i64 " + b.op("sub i64 " + last + ", " + start) + ", 1");
   std::string fewer = b.op(fmt::format("icmp slt i64 {}, {}", left, kKeyBlock));
@@ -212,6 +218,14 @@ std::vector<std::vector<std::string>> Generator::weighted_rows(IrText& b, const 
       std::string weight = b.load("%wbuf", b.op(fmt::format("add i64 %{}, {}", name, slot(m, r))));
       next.push_back({acc_name(m, r), b.vfma(acc_name(m, r), weight, row)});
     }
+  }
+  if (scatter) {
+    std::string target = b.load_row(scatter->target, col);
+    for (size_t r = 0; r < R; ++r) {
+      std::string weight = b.load("%wbuf", b.op(fmt::format("add i64 %{}, {}", name, slot(sums.size(), r))));
+      target = b.vfma(target, weight, scatter->vectors[r]);
+    }
+    b.store_row(target, scatter->target, col);
   }
   close_loop(b, name, 1, next);
   std::vector<std::vector<std::string>> out(sums.size());

@@ -38,6 +38,14 @@ struct WeightedSum {
   std::vector<std::string> acc;      // per accumulator, a row
 };
 
+// target[c] += sum over r of weights[r][c] * vectors[r], for each column c
+// of a block: a read-modify-write of row c, once per block, not per pair.
+struct Scatter {
+  std::string target;                // base of [T, D] rows
+  std::vector<std::string> weights;  // per vector, a lane vector
+  std::vector<std::string> vectors;  // rows held in registers
+};
+
 // R rows handled together: indices clamped to T - 1 (so loads stay in
 // bounds; a clamped duplicate recomputes row T - 1) and whether each is real.
 struct RowGroup {
@@ -61,8 +69,8 @@ class Generator {
 
   std::string forward(bool nvptx);
   std::string backward();
-  void backward_dq(IrText& b);
-  void backward_dk_dv(IrText& b);
+  void backward_rows(IrText& b);
+  void backward_columns(IrText& b);
   std::string probe();
 
   // A loop with counter %NAME from `start` (entered from block `from_label`)
@@ -95,7 +103,8 @@ class Generator {
   // Unrolled, LLVM would load all W rows up front and spill them.
   std::vector<std::vector<std::string>> weighted_rows(IrText& b, const std::string& name, const std::string& from_label,
                                                       const std::string& start, const std::string& last,
-                                                      const std::vector<WeightedSum>& sums);
+                                                      const std::vector<WeightedSum>& sums,
+                                                      const Scatter* scatter = nullptr);
   static void weights_buffer(IrText& b);
 
   std::string normalizer(IrText& b, const std::string& S, const std::string& P);
