@@ -12,6 +12,7 @@
 #include "runtime/measure.h"
 #include "runtime/run_dir.h"
 #include "runtime/tokenizer.h"
+#include "runtime/interrupt.h"
 #include "runtime/train.h"
 
 namespace fs = std::filesystem;
@@ -53,8 +54,13 @@ int run_command(const std::string& target, const std::string& only, const std::s
   std::vector<Plan> plans;
   if (int rc = collect_plans(target, options, plans); rc != 0) return rc;
   int failures = 0, ran = 0;
+  rt::install_interrupt_handlers();
   for (const auto& plan : plans) {
     if (!only.empty() && plan.name != only) continue;
+    if (rt::interrupt_requested()) {
+      fmt::print(stderr, "sinkc: interrupted; the remaining runs did not start\n");
+      return 130;
+    }
     ++ran;
     rt::RunOptions ro;
     ro.out = out;
@@ -69,6 +75,7 @@ int run_command(const std::string& target, const std::string& only, const std::s
     fmt::print("{:<10} {}{}{}{}\n", r.status, r.dir, loss, sink,
                r.summary.contains("reason") ? "  (" + r.summary["reason"].get<std::string>() + ")" : "");
     if (r.status == "failed") ++failures;
+    if (r.status == "interrupted") return 130;
   }
   if (ran == 0) {
     fmt::print(stderr, "sinkc: no run named '{}'\n", only);

@@ -11,6 +11,7 @@
 #include "runtime/batches.h"
 #include "runtime/config.h"
 #include "runtime/corpus.h"
+#include "runtime/interrupt.h"
 #include "runtime/measure.h"
 #include "runtime/model.h"
 #include "runtime/optimizer.h"
@@ -332,6 +333,13 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
       }
       if (final_step || (cfg.train.checkpoint_every > 0 && state.step % cfg.train.checkpoint_every == 0))
         save_checkpoint(dir.checkpoint(), model, *opt, state);
+      if (interrupt_requested() && !final_step) {
+        save_checkpoint(dir.checkpoint(), model, *opt, state);
+        if (tty) fmt::print(stderr, "\n");
+        summary["steps_done"] = state.step;
+        summary["tokens"] = state.step * tokens_per_step;
+        return finish("interrupted", fmt::format("interrupted after step {}; continue with --resume", state.step));
+      }
     }
     if (tty) fmt::print(stderr, "\n");
     const bool bos = cfg.measure.bos == "with" || (cfg.measure.bos == "auto" && cfg.data.bos);

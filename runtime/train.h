@@ -17,7 +17,7 @@ struct RunOptions {
 };
 
 struct RunResult {
-  std::string status;  // completed | cached | diverged | failed | stopped
+  std::string status;  // completed | cached | diverged | failed | stopped | interrupted
   std::string dir;
   nlohmann::json summary;
 };

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <sys/wait.h>
 
+#include "runtime/interrupt.h"
 #include "runtime/run_dir.h"
 #include "runtime/train.h"
 #include "runtime_test_util.h"
@@ -122,6 +123,28 @@ TEST(Train, EndToEndRunDirectory) {
   auto other = run_plan(sinktest::plan_of("experiment e2e extends micro { train.steps = 10 }"), options(out.str()));
   EXPECT_EQ(other.status, "completed");
   EXPECT_NE(other.dir, r.dir);
+}
+
+TEST(Train, AnInterruptCheckpointsAndResumes) {
+  // Ctrl-C: the step in progress finishes, a checkpoint is written whatever
+  // checkpoint_every says, and --resume continues to the uninterrupted result.
+  const std::string spec = "experiment ctrl_c extends micro { train { steps = 9  checkpoint_every = 100 }  measure.every = 3 }";
+  auto plan = sinktest::plan_of(spec);
+  TempDir a("straight"), b("interrupted");
+  auto straight = run_plan(plan, options(a.str()));
+  ASSERT_EQ(straight.status, "completed");
+  request_interrupt();
+  auto o = options(b.str());
+  auto stopped = run_plan(plan, o);
+  clear_interrupt();
+  ASSERT_EQ(stopped.status, "interrupted") << stopped.summary.dump(2);
+  EXPECT_EQ(stopped.summary["steps_done"], 1);
+  EXPECT_TRUE(fs::exists(stopped.dir + "/checkpoint"));
+  o.resume = true;
+  auto resumed = run_plan(plan, o);
+  ASSERT_EQ(resumed.status, "completed") << resumed.summary.dump(2);
+  EXPECT_NE(sinktest::read_file(resumed.dir + "/log.txt").find("resumed at step 1"), std::string::npos);
+  expect_same_metrics(straight.summary["final"], resumed.summary["final"], "summary");
 }
 
 TEST(Train, ResumeEqualsUninterrupted) {
