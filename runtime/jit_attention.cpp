@@ -81,6 +81,26 @@ torch::Tensor contiguous_as(const torch::Tensor& t, torch::ScalarType dtype) {
   return t.defined() && t.numel() > 0 ? t.contiguous().to(dtype) : torch::Tensor();
 }
 
+// The forward kernel over every slice: o and the row statistics [B, H, 2, Tp].
+std::pair<torch::Tensor, torch::Tensor> run_forward(const Kernels& kern, const torch::Tensor& q, const torch::Tensor& k,
+                                                    const torch::Tensor& v, const torch::Tensor& g,
+                                                    const torch::Tensor& k_star, const torch::Tensor& v_star) {
+  const Slices s(q);
+  auto o = torch::empty_like(q);
+  auto kt = transposed(k);
+  const int64_t Tp = kt.size(3);
+  auto stats = torch::zeros({s.B, s.H, 2, Tp}, q.options());
+  at::parallel_for(0, s.B * s.H, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const int64_t h = bh % s.H;
+      kern.forward(s.rows(q, bh), at(kt, bh * s.D * Tp), s.rows(v, bh), Slices::head(g, h, s.T),
+                   Slices::head(k_star, h, s.D), Slices::head(v_star, h, s.D), s.rows(o, bh), at(stats, bh * 2 * Tp), s.T,
+                   Tp);
+    }
+  });
+  return {o, stats};
+}
+
 class JitAttention : public torch::autograd::Function<JitAttention> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor q, torch::Tensor k, torch::Tensor v,
@@ -89,20 +109,7 @@ class JitAttention : public torch::autograd::Function<JitAttention> {
     spec.f64 = dtype == torch::kDouble;
     q = contiguous_as(q, dtype), k = contiguous_as(k, dtype), v = contiguous_as(v, dtype);
     g = contiguous_as(g, dtype), k_star = contiguous_as(k_star, dtype), v_star = contiguous_as(v_star, dtype);
-    const Slices s(q);
-    Kernels kern = kernels_for(spec);
-    auto o = torch::empty_like(q);
-    auto kt = transposed(k);
-    const int64_t Tp = kt.size(3);
-    auto stats = torch::zeros({s.B, s.H, 2, Tp}, q.options());
-    at::parallel_for(0, s.B * s.H, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t bh = begin; bh < end; ++bh) {
-        const int64_t h = bh % s.H;
-        kern.forward(s.rows(q, bh), at(kt, bh * s.D * Tp), s.rows(v, bh), Slices::head(g, h, s.T),
-                     Slices::head(k_star, h, s.D), Slices::head(v_star, h, s.D), s.rows(o, bh), at(stats, bh * 2 * Tp), s.T,
-                     Tp);
-      }
-    });
+    auto [o, stats] = run_forward(kernels_for(spec), q, k, v, g, k_star, v_star);
     ctx->save_for_backward({q, k, v, g, k_star, v_star, o, stats});
     ctx->saved_data["spec"] = spec.describe();
     spec_cache()[spec.describe()] = spec;
@@ -182,20 +189,13 @@ std::pair<torch::Tensor, torch::Tensor> jit_probe(const kernels::KernelSpec& spe
   auto g = contiguous_as(in.g, dtype), k_star = contiguous_as(in.k_star, dtype), v_star = contiguous_as(in.v_star, dtype);
   const Slices s(q);
   Kernels kern = kernels_for(typed);
-  const int64_t S = s.T + (spec.key_bias ? 1 : 0);
-  auto o = torch::empty_like(q);
+  auto stats = run_forward(kern, q, k, v, g, k_star, v_star).second;
+  const int64_t S = s.T + (spec.key_bias ? 1 : 0), Tp = stats.size(3);
   auto scores = torch::zeros({s.B, s.H, s.T, S}, q.options());
-  auto kt = transposed(k);
-  const int64_t Tp = kt.size(3);
-  auto stats = torch::zeros({s.B, s.H, 2, Tp}, q.options());
   at::parallel_for(0, s.B * s.H, 1, [&](int64_t begin, int64_t end) {
     for (int64_t bh = begin; bh < end; ++bh) {
-      const int64_t h = bh % s.H;
-      void* st = at(stats, bh * 2 * Tp);
-      kern.forward(s.rows(q, bh), at(kt, bh * s.D * Tp), s.rows(v, bh), Slices::head(g, h, s.T),
-                   Slices::head(k_star, h, s.D), Slices::head(v_star, h, s.D), s.rows(o, bh), st, s.T, Tp);
-      kern.probe(s.rows(q, bh), s.rows(k, bh), Slices::head(g, h, s.T), Slices::head(k_star, h, s.D), st,
-                 at(scores, bh * s.T * S), s.T, Tp);
+      kern.probe(s.rows(q, bh), s.rows(k, bh), Slices::head(g, bh % s.H, s.T), Slices::head(k_star, bh % s.H, s.D),
+                 at(stats, bh * 2 * Tp), at(scores, bh * s.T * S), s.T, Tp);
     }
   });
   return {scores, stats.select(2, 0).narrow(2, 0, s.T)};
