@@ -333,6 +333,43 @@ TEST(Jit, ProbeGivesTheReferenceAttention) {
   }
 }
 
+TEST(Jit, TheCompiledKernelsAreVectorized) {
+  // The object code the JIT made for this CPU: the forward's inner products
+  // are packed FMAs on 256/512-bit registers and the exp of a key block is
+  // inline (libm's expf only for the once-per-block rescale of each row).
+  const std::string objdump = "/usr/lib/llvm-19/bin/llvm-objdump";
+  if (!std::filesystem::exists(objdump)) GTEST_SKIP() << "llvm-objdump-19 not installed";
+#if !defined(__x86_64__)
+  GTEST_SKIP() << "the check reads x86 assembly";
+#endif
+  Variant v{.name = "softmax", .D = 32};
+  const std::string dir = testing::TempDir() + "/sinklab-vector-check";
+  std::filesystem::remove_all(dir);
+  {
+    Jit jit(dir);
+    ASSERT_NE(jit.lookup("vector-check", kernels::emit_llvm(spec_of(v)), "sink_forward"), nullptr);
+  }
+  std::string object;  // <key>-<cpu>.o
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".o") object = e.path().string();
+  ASSERT_FALSE(object.empty());
+  const std::string listing = testing::TempDir() + "/sinklab-vector-check.txt";
+  ASSERT_EQ(std::system((objdump + " -dr --no-show-raw-insn " + object + " > " + listing).c_str()), 0);
+  std::ifstream in(listing);
+  std::string line, function;
+  int packed_fma = 0, expf_calls = 0;
+  while (std::getline(in, line)) {
+    if (line.find(">:") != std::string::npos) function = line;
+    if (function.find("sink_forward") == std::string::npos) continue;
+    if (line.find("vfmadd") != std::string::npos && line.find("ps") != std::string::npos &&
+        (line.find("%ymm") != std::string::npos || line.find("%zmm") != std::string::npos))
+      ++packed_fma;
+    if (line.find("R_X86_64") != std::string::npos && line.find("expf") != std::string::npos) ++expf_calls;
+  }
+  EXPECT_GE(packed_fma, 32) << "the block's dot products should be d_head packed FMAs";
+  EXPECT_LT(expf_calls, kernels::kKeyBlock) << "expf per key, not per block";
+}
+
 TEST(Jit, PtxForSm90Assembles) {
   if (std::system("command -v ptxas > /dev/null 2>&1") != 0 || std::system("command -v /usr/lib/llvm-19/bin/llc > /dev/null 2>&1") != 0)
     GTEST_SKIP() << "ptxas or llc-19 not installed";
