@@ -135,6 +135,25 @@ void check_run(const Run& run, Diagnostics& diags) {
       for (const auto& q : rnd->items)
         if (at.count(q.i)) r.error({"data.random", "data.fix"}, fmt::format("position {} is both fixed and random", q.i));
   }
+  // Positions count the BOS: with bos = true, position 1 is the BOS itself.
+  if (const Value* bos = r.v("data.bos"); bos && bos->b) {
+    auto at_one = [](const Value* list) {
+      if (!list) return false;
+      for (const auto& p : list->items)
+        if ((p.kind == Value::Kind::List ? p.items[1].i : p.i) == 1) return true;
+      return false;
+    };
+    const Value* first = r.v("data.first_token");
+    if (first && first->s == "random")
+      r.warning({"data.first_token", "data.bos"}, "first_token = random replaces the BOS (positions count the BOS)",
+                "random at [2] randomizes the first token after the BOS");
+    else if (at_one(r.v("data.random")))
+      r.warning({"data.random", "data.bos"}, "a random token at position 1 replaces the BOS (positions count the BOS)",
+                "the first token after the BOS is position 2");
+    if (at_one(r.v("data.fix")))
+      r.warning({"data.fix", "data.bos"}, "a fixed token at position 1 replaces the BOS (positions count the BOS)",
+                "the first token after the BOS is position 2");
+  }
   if (const Value* corpus = r.v("data.corpus"); corpus && corpus->s == "synthetic") {
     const Value* offsets = corpus->arg("offsets");
     const Value* triggers = corpus->arg("triggers");
