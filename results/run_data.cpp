@@ -89,7 +89,7 @@ Status parse_status(const std::string& s) {
   if (s == "completed") return Status::Completed;
   if (s == "diverged") return Status::Diverged;
   if (s == "failed") return Status::Failed;
-  if (s == "stopped") return Status::Stopped;
+  if (s == "stopped" || s == "interrupted") return Status::Stopped;  // interrupted: resumable with --resume
   return Status::Running;
 }
 
@@ -157,6 +157,11 @@ std::vector<RunData> load_run_folder(const std::string& folder, std::vector<std:
   for (const auto& d : dirs) {
     try {
       out.push_back(load_run(d));
+      // A link NAME-hash8 -> other-hash8 is the content cache: the same plan
+      // under another name. The row is the run the link stands for.
+      const std::string link = fs::path(d).filename().string();
+      if (fs::is_symlink(d, ec) && link.size() > 9 && link[link.size() - 9] == '-')
+        out.back().plan.name = link.substr(0, link.size() - 9);
     } catch (const ResultsError& e) {
       if (skipped) skipped->push_back(fmt::format("skipped {}: {}", d, e.what()));
     }

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <sstream>
 
 #include "results/table.h"
@@ -49,6 +50,21 @@ TEST(Table, OneRowPerSweepPointWithTheAxisAsAColumn) {
   std::string text = t.text_table().text();
   EXPECT_NE(text.find("optim.weight_decay"), std::string::npos) << text;
   EXPECT_NE(text.find("4.1000 ± 0.1414"), std::string::npos) << text;
+}
+
+TEST(Table, AContentCachedRunIsListedUnderItsOwnName) {
+  // `sinkc run` links NAME-hash8 to the run with the same plan content.
+  TempDir tmp("table-cache");
+  auto plans = compile_plans("experiment a extends micro {}\n");
+  EvalLine e;
+  e.valid_loss = 2;
+  std::string dir = write_run(tmp.path, {plans[0], "completed", "", curve(2, e)});
+  const std::string hash8 = dir.substr(dir.size() - 8);
+  std::filesystem::create_directory_symlink(std::filesystem::path(dir).filename(), tmp.path + "/b-" + hash8);
+  auto runs = load_run_folder(tmp.path);
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].plan.name, "a");
+  EXPECT_EQ(runs[1].plan.name, "b");
 }
 
 TEST(Table, MarkdownAndJsonParse) {
