@@ -25,7 +25,11 @@ std::vector<Plan> compile_spec(const std::string& spec, const TargetOptions& opt
 // Where `sinkc run` put the plan, or a NotRun entry saying what is there instead.
 RunData find_run(const Plan& plan, const TargetOptions& options) {
   fs::path dir = fs::path(options.out) / plan.dir_name();
-  if (is_run_dir(dir.string())) return load_run(dir.string());
+  if (is_run_dir(dir.string())) {
+    RunData found = load_run(dir.string());
+    found.plan.name = plan.name;  // a content-cached run is a link to the same plan under another name
+    return found;
+  }
   RunData r;
   r.dir = dir.string();
   r.plan = plan;
