@@ -159,10 +159,6 @@ std::string IrText::extract(const std::string& vec, int lane_index) {
   return op(fmt::format("extractelement {} {}, i32 {}", lane.ir, vec, lane_index));
 }
 
-std::string IrText::extract_row(const std::string& row, int64_t element) {
-  return op(fmt::format("extractelement {} {}, i64 {}", V, row, element));
-}
-
 std::string IrText::load_lanes(const std::string& ptr) {
   return op("load " + lane.ir + ", ptr " + ptr + ", align " + align(), "lanes");
 }
@@ -213,10 +209,6 @@ std::string IrText::vfma(const std::string& acc, const std::string& s, const std
 std::string IrText::vscale(const std::string& row, const std::string& s) {
   Ty row_t{V, "", static_cast<int>(D)};
   return op("fmul " + V + " " + row + ", " + splat(row_t, s));
-}
-
-void IrText::accumulate_row(const std::string& base, const std::string& index, const std::string& s, const std::string& row) {
-  accumulate_vec(row_ptr(base, index), s, row);
 }
 
 void IrText::accumulate_vec(const std::string& ptr, const std::string& s, const std::string& row) {

@@ -67,7 +67,6 @@ class IrText {
   // Lanes of a block: build from scalars, read one, splat a scalar, reduce.
   std::string insert(const std::string& vec, const std::string& scalar_value, int lane_index);
   std::string extract(const std::string& vec, int lane_index);
-  std::string extract_row(const std::string& row, int64_t element);
   std::string load_lanes(const std::string& ptr);
   std::string splat(const Ty& t, const std::string& scalar_value);
   std::string reduce_add(const Ty& t, const std::string& vec);
@@ -81,7 +80,6 @@ class IrText {
   std::string dot(const std::string& a, const std::string& b);
   std::string vfma(const std::string& acc, const std::string& s, const std::string& row);  // acc + s * row
   std::string vscale(const std::string& row, const std::string& s);
-  void accumulate_row(const std::string& base, const std::string& index, const std::string& s, const std::string& row);
   void accumulate_vec(const std::string& ptr, const std::string& s, const std::string& row);
   // Single elements.
   std::string element_ptr(const std::string& base, const std::string& index);
