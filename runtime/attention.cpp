@@ -25,6 +25,24 @@ torch::Tensor metric_attention(const AttentionConfig& cfg, const torch::Tensor& 
   return a / a.sum(-1, true).clamp_min(1e-30);
 }
 
+// |s|^p whose derivative at s = 0 is 0. For p < 1 autograd would give
+// inf * sign(0) = NaN there, and s = 0 is an exp that underflowed, where the
+// gradient through ds/dx = s goes to 0. The JIT kernels take the same limit.
+static torch::Tensor abs_pow(const torch::Tensor& s, double p) {
+  auto zero = s == 0;
+  auto away_from_zero = torch::where(zero, torch::ones_like(s), s.abs());
+  return torch::where(zero, torch::zeros_like(s), away_from_zero.pow(p));
+}
+
+// Z = (sum |s|^p)^(1/p) as m (sum (|s|/m)^p)^(1/p), m = max |s| held
+// constant: the same value and gradient, but with ratios in [0, 1] the
+// p < 1 slope |s|^(p-1) of a denormal s cannot overflow float.
+static torch::Tensor pnorm(const torch::Tensor& s, double p) {
+  auto m = s.detach().abs().amax(-1, true);
+  m = torch::where(m == 0, torch::ones_like(m), m);
+  return m * abs_pow(abs_pow(s / m, p).sum(-1, true), 1.0 / p);
+}
+
 AttentionOutput reference_attention(const AttentionConfig& cfg, const AttentionInputs& in, bool want_probe) {
   const int64_t T = in.q.size(2), dh = in.q.size(3);
   const double scale_qk = 1.0 / std::sqrt(static_cast<double>(dh));
@@ -55,7 +73,7 @@ AttentionOutput reference_attention(const AttentionConfig& cfg, const AttentionI
     if (cfg.normalize == "sum") Z = s.sum(-1, true);
     else if (cfg.normalize == "none") Z = torch::ones({1}, x.options());
     else if (cfg.normalize == "abs_clamped") Z = s.sum(-1, true).abs().clamp_min(1.0);
-    else Z = s.abs().pow(cfg.pnorm_p).sum(-1, true).pow(1.0 / cfg.pnorm_p);
+    else Z = pnorm(s, cfg.pnorm_p);
     // An all-zero row (relu scores, say) has nothing to normalize.
     Z = torch::where(Z.abs() < 1e-30, torch::ones_like(Z), Z);
     A = s * (cfg.scale / Z);

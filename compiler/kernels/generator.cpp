@@ -262,10 +262,14 @@ std::string Generator::dZ_ds(IrText& b, const Ty& t, const std::string& s, const
     std::string over = b.fcmp("ogt", t, b.abs(t, S), b.num(1, t));
     return b.select(over, t, emit_expr(b, t, sign_of_x, {S, "", ""}), b.zero(t));
   }
-  // pnorm: Z^(1-p) |s|^(p-1) sign(s)
-  std::string z_term = b.pow(t, Z, b.num(1 - spec.p, t));
-  std::string mag = b.pow(t, b.abs(t, s), b.num(spec.p - 1, t));
-  return b.bin("fmul", t, b.bin("fmul", t, z_term, mag), emit_expr(b, t, sign_of_x, {s, "", ""}));
+  // pnorm: Z^(1-p) |s|^(p-1) sign(s), taken as (|s| / Z)^(p-1) sign(s):
+  // |s| <= Z, so for p < 1 the power of the ratio cannot overflow where the
+  // two factors apart can (Z ~ e^20, s a denormal exp). At s = 0 (an exp
+  // that underflowed) it is inf * 0; the limit through ds/dx = s is 0.
+  std::string ratio = b.bin("fdiv", t, b.abs(t, s), Z);
+  std::string mag = b.pow(t, ratio, b.num(spec.p - 1, t));
+  std::string slope = b.bin("fmul", t, mag, emit_expr(b, t, sign_of_x, {s, "", ""}));
+  return b.select(b.fcmp("oeq", t, s, b.zero(t)), t, b.zero(t), slope);
 }
 
 std::pair<std::string, std::string> Generator::column_grad(IrText& b, const Ty& t, const std::string& x,

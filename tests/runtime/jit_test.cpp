@@ -412,3 +412,46 @@ TEST(Jit, TrainingMatchesTheReferenceBackend) {
   ASSERT_EQ(jit.size(), reference.size());
   for (size_t k = 0; k < jit.size(); ++k) EXPECT_NEAR(jit[k], reference[k], 1e-4) << "step " << k;
 }
+
+TEST(Jit, PNormBelowOneSurvivesScoresThatUnderflow) {
+  // exp(x) is 0 in float below x ~ -104 (and denormal from -87), and
+  // d/ds |s|^p = p |s|^(p-1) sign(s) is then inf * 0, or overflows. Through
+  // s = exp(x) the gradient's limit is 0 (dZ/dx = Z^(1-p) |s|^p), which is
+  // what the double reference gives, where exp(-150) is still ~1e-65. Both
+  // float paths must agree with it. pnorm_softmax p = 1/4 diverged in
+  // training at step 640 before this.
+  const int64_t B = 1, H = 2, T = 12, D = 8;
+  torch::manual_seed(3);
+  auto opts = torch::TensorOptions().dtype(torch::kDouble);
+  // x_ij ~ level_j: keys that underflow (or are denormal) in float between
+  // ordinary ones, up to e^20, so that |s|^(p-1) alone would overflow.
+  auto level = torch::tensor({-150.0, 0.5, -95.0, 3.0, -120.0, -2.0, -150.0, 20.0, -100.0, 1.0, -130.0, 4.0}, opts)
+                   .view({1, 1, T, 1});
+  auto e0 = torch::zeros({D}, opts);
+  e0[0] = 1;
+  auto q = (e0 * std::sqrt(double(D)) + 0.01 * torch::randn({B, H, T, D}, opts)).requires_grad_(true);
+  auto k = (level * e0 + 0.01 * torch::randn({B, H, T, D}, opts)).requires_grad_(true);
+  auto v = torch::randn({B, H, T, D}, opts).requires_grad_(true);
+  auto dout = torch::randn({B, H, T, D}, opts);
+  for (double p : {0.25, 0.5}) {
+    SCOPED_TRACE("p = " + std::to_string(p));
+    Variant variant{.name = "p-norm", .normalize = "pnorm", .p = p, .T = T, .D = D};
+    auto ref = reference_attention(config_of(variant), {q, k, v, {}, {}, {}}, false).out;
+    auto want = torch::autograd::grad({ref}, {q, k, v}, {dout}, true);
+    auto f = [](const torch::Tensor& t) { return t.detach().to(torch::kFloat).requires_grad_(true); };
+    auto check = [&](const std::string& path, const torch::Tensor& out, std::vector<torch::Tensor> leaves) {
+      SCOPED_TRACE(path);
+      ASSERT_TRUE(torch::isfinite(out).all().item<bool>());
+      EXPECT_LT(rel_error(out, ref), 1e-4) << "forward";
+      auto got = torch::autograd::grad({out}, leaves, {dout.to(torch::kFloat)});
+      for (int n = 0; n < 3; ++n) {
+        ASSERT_TRUE(torch::isfinite(got[n]).all().item<bool>()) << "input " << n;
+        EXPECT_LT(grad_error(got[n], want[n]), 1e-3) << "input " << n;
+      }
+    };
+    auto qf = f(q), kf = f(k), vf = f(v);
+    check("reference in float", reference_attention(config_of(variant), {qf, kf, vf, {}, {}, {}}, false).out, {qf, kf, vf});
+    auto qj = f(q), kj = f(k), vj = f(v);
+    check("jit", jit_attention(spec_of(variant), {qj, kj, vj, {}, {}, {}}), {qj, kj, vj});
+  }
+}
