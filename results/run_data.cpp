@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 namespace sink::results {
 namespace fs = std::filesystem;
@@ -33,7 +34,7 @@ std::string RunData::status_text() const {
   std::string at = e ? fmt::format("step {} of {}", e->step, steps_total()) : "no evaluation yet";
   switch (status) {
     case Status::Completed: return "completed";
-    case Status::Running: return "running or interrupted (no summary.json): " + at;
+    case Status::Running: return "running or interrupted: " + at;
     case Status::NotRun: return reason.empty() ? "not run yet" : "not run yet; " + reason;
     default: return fmt::format("{}: {}", status_name(status), reason.empty() ? at : reason);
   }
@@ -93,6 +94,18 @@ Status parse_status(const std::string& s) {
   return Status::Running;
 }
 
+// summary.json says "running" from the start of a run; a SIGKILL leaves it
+// so. On the host that ran it, a pid that no longer exists says killed.
+bool process_is_gone(const json& summary) {
+  auto it = summary.find("process");
+  if (it == summary.end() || !it->is_object()) return false;  // written before runs recorded it
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0 || it->value("host", "") != host) return false;
+  const int64_t pid = it->value("pid", int64_t{0});
+  std::error_code ec;
+  return pid > 0 && !fs::exists(fmt::format("/proc/{}", pid), ec);
+}
+
 }  // namespace
 
 bool is_run_dir(const std::string& path) {
@@ -133,6 +146,13 @@ RunData load_run(const std::string& dir) {
   if (summary.is_object()) {
     r.status = parse_status(summary.value("status", ""));
     r.reason = summary.value("reason", "");
+    if (r.status == Status::Running && process_is_gone(summary)) {
+      r.status = Status::Stopped;
+      const Eval* e = r.last();
+      r.reason = fmt::format("killed: its process ({}) is gone{}; `sinkc run --resume` continues from the last checkpoint",
+                             summary["process"].value("pid", int64_t{0}),
+                             e ? fmt::format(", last evaluation at step {}", e->step) : "");
+    }
     r.tokens_per_s = number(summary, "tokens_per_s");
     r.wall_s = number(summary, "wall_s");
     // A diverged run's last good evaluation may only be in summary.final.

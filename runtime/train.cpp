@@ -203,6 +203,11 @@ Checkpoint load_checkpoint(const std::string& path, Transformer& model, torch::o
 
 }  // namespace
 
+std::string host_name() {
+  char name[256] = {};
+  return gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string();
+}
+
 RunResult run_plan(const Plan& plan, const RunOptions& options) {
   RunResult result;
   // The cache is by content: the same plan under another name (a sweep point
@@ -230,7 +235,12 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
   write_atomically(dir.file("plan.toml"), to_toml(plan));
   const auto started = Clock::now();
   json summary = {{"name", plan.name}, {"hash", plan.hash()}, {"status", "running"}};
+  // Who is running it: a reader on this host can then tell a run in
+  // progress from one whose process was killed (SIGKILL, power loss).
+  summary["process"] = {{"host", host_name()}, {"pid", static_cast<int64_t>(getpid())}};
+  dir.write_summary(summary);
   auto finish = [&](const std::string& status, const std::string& reason) {
+    summary.erase("process");
     summary["status"] = status;
     if (!reason.empty()) summary["reason"] = reason;
     summary["wall_s"] = std::chrono::duration<double>(Clock::now() - started).count();

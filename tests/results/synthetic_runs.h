@@ -65,7 +65,7 @@ struct EvalLine {
 
 struct SyntheticRun {
   Plan plan;
-  std::string status = "completed";  // completed | diverged | failed | stopped | running (no summary.json)
+  std::string status = "completed";  // completed | diverged | failed | stopped | running (no summary.json yet)
   std::string reason;
   std::vector<EvalLine> evals;
 };

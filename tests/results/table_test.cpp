@@ -1,4 +1,6 @@
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <sstream>
@@ -86,6 +88,35 @@ TEST(Table, MarkdownAndJsonParse) {
   EXPECT_EQ(j["rows"][1]["sweep_point"]["optim.weight_decay"], "1.0");
   EXPECT_NEAR(j["rows"][1]["values"]["valid_loss"]["mean"].get<double>(), 3.1, 1e-12);
   EXPECT_EQ(j["rows"][1]["values"]["valid_loss"]["n"], 2);
+}
+
+TEST(Table, ARunWhoseProcessIsGoneIsShownStopped) {
+  // The runtime writes summary.json "running" with its host and pid at the
+  // start; after a SIGKILL nothing else is written.
+  TempDir tmp("table-killed");
+  auto plans = compile_plans("sweep wd over micro { optim.weight_decay in [0.1, 1.0] }\n");
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  waitpid(child, nullptr, 0);  // reaped: the pid is gone
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  const std::vector<pid_t> pids = {child, getpid()};
+  for (size_t n = 0; n < 2; ++n) {
+    auto dir = write_run(tmp.path, {plans[n], "running", "", curve(1, {})});
+    nlohmann::json s = {{"name", plans[n].name}, {"hash", plans[n].hash()}, {"status", "running"},
+                        {"process", {{"host", host}, {"pid", pids[n]}}}};
+    std::ofstream(dir + "/summary.json") << s.dump();
+  }
+  auto runs = load_run_folder(tmp.path);
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].status, Status::Stopped);
+  EXPECT_NE(runs[0].status_text().find("killed"), std::string::npos) << runs[0].status_text();
+  EXPECT_NE(runs[0].status_text().find("--resume"), std::string::npos);
+  EXPECT_EQ(runs[1].status, Status::Running);  // this process is alive
+  ResultTable t = build_table(group_seeds(runs), {"valid_loss"});
+  EXPECT_EQ(t.rows[0].status, "stopped (step 10/20)");
+  EXPECT_EQ(t.rows[1].status, "running (step 10/20)");
 }
 
 TEST(Table, UnfinishedRunsSayWhereTheyAre) {
