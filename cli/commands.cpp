@@ -1,5 +1,6 @@
 #include "cli/commands.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
@@ -11,7 +12,30 @@
 namespace sink::cli {
 namespace fs = std::filesystem;
 
-int compile_files(Compilation& c, const std::vector<std::string>& files, const CommonOptions& common) {
+// A directory stands for the specs under it, in name order (as `sinkc run DIR`).
+std::vector<std::string> spec_files(const std::vector<std::string>& targets) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& t : targets) {
+    if (!fs::is_directory(t, ec)) {
+      files.push_back(t);
+      continue;
+    }
+    std::vector<std::string> found;
+    for (const auto& e : fs::recursive_directory_iterator(t, ec))
+      if (e.path().extension() == ".sink") found.push_back(e.path().string());
+    std::sort(found.begin(), found.end());
+    files.insert(files.end(), found.begin(), found.end());
+  }
+  return files;
+}
+
+int compile_files(Compilation& c, const std::vector<std::string>& targets, const CommonOptions& common) {
+  const std::vector<std::string> files = spec_files(targets);
+  if (files.empty()) {
+    fmt::print(stderr, "sinkc: no .sink files in '{}'\n", targets.empty() ? "" : targets.front());
+    return 2;
+  }
   for (const auto& f : files) {
     if (!c.add_file(f)) {
       fmt::print(stderr, "sinkc: cannot read '{}'\n", f);
@@ -28,9 +52,10 @@ int compile_file(Compilation& c, const std::string& file, const CommonOptions& c
   return compile_files(c, {file}, common);
 }
 
-int check(const std::vector<std::string>& files, const CommonOptions& common) {
+int check(const std::vector<std::string>& targets, const CommonOptions& common) {
   Compilation c(common.options());
-  if (int rc = compile_files(c, files, common); rc != 0) return rc;
+  if (int rc = compile_files(c, targets, common); rc != 0) return rc;
+  const std::vector<std::string> files = spec_files(targets);
   fmt::print("ok: {} file{}, {} run{}\n", files.size(), files.size() == 1 ? "" : "s", c.plans().size(),
              c.plans().size() == 1 ? "" : "s");
   return 0;

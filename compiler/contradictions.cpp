@@ -113,11 +113,13 @@ void check_run(const Run& run, Diagnostics& diags) {
   check_positions("data.random", r.v("data.random"), context, "train.context");
   check_positions("data.fix", r.v("data.fix"), context, "train.context");
   check_positions("measure.positions", r.v("measure.positions"), r.i("measure.T"), "measure.T");
-  // vocab = 0 takes the size from the data; a synthetic corpus states it.
+  // vocab = 0 takes the size from the data; a synthetic corpus states it,
+  // and its BOS is the id after the ordinary tokens (a valid fixed token:
+  // specs/sec5_constant_token_tiny.sink moves it to position 2).
   int64_t vocab = r.i("model.vocab");
   std::string vocab_name = "vocab";
   if (const Value* corpus = r.v("data.corpus"); vocab == 0 && corpus && corpus->s == "synthetic" && corpus->arg("vocab"))
-    vocab = corpus->arg("vocab")->i, vocab_name = "synthetic vocab";
+    vocab = corpus->arg("vocab")->i + 1, vocab_name = "synthetic vocab + BOS";
   if (const Value* fix = r.v("data.fix"); fix && vocab > 0) {
     for (const auto& p : fix->items)
       if (p.items[0].i >= vocab)

@@ -105,7 +105,7 @@ std::vector<Field> build() {
       {"data.amount", count_in(0, 1e15), "unique training tokens (e.g. 50M tokens); training cycles through them; 0 = the whole corpus"},
       {"data.first_token", one_of({"natural", "random"}), "random: x1 of every chunk drawn uniformly from the vocabulary (same as random at [1])"},
       {"data.random", int_list(1, kBig), "1-based positions whose token is drawn uniformly from the vocabulary in every chunk"},
-      {"data.fix", fixes, "fixed tokens: `fix token 17 at 2` puts token 17 at position 2 of every chunk"},
+      {"data.fix", fixes, "fixed tokens: `fix token 17 at 2` puts token 17 at position 2 of every chunk (on a synthetic corpus of vocab V, token V is its BOS)"},
       {"data.valid_fraction", float_in(0, 0.5, true), "share of the corpus held out for validation and measurement"},
       // loss
       {"loss.prefix", int_in(0, kBig), "prefix-LM length p: the first p tokens attend bidirectionally and carry no loss; 0 = none"},

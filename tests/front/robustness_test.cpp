@@ -199,10 +199,23 @@ TEST(Exit, MissingFileIsTwo) {
   EXPECT_NE(r.err.find("cannot read"), std::string::npos) << r.describe();
 }
 
-TEST(Exit, DirectoryInsteadOfFileIsTwo) {
+TEST(Exit, ADirectoryWithoutSpecsIsTwo) {
   TempDir dir;
   auto r = check(dir.path());
   expect_status(r, 2);
+  EXPECT_NE(r.err.find("no .sink files"), std::string::npos) << r.describe();
+}
+
+TEST(Exit, ADirectoryIsCheckedAsItsSpecs) {
+  TempDir dir;
+  dir.write("good.sink", "experiment good extends tiny {}\n");
+  auto one = check(dir.path());
+  expect_status(one, 0);
+  EXPECT_NE(one.out.find("ok: 1 file, 1 run"), std::string::npos) << one.describe();
+  dir.write("bad.sink", "experiment bad extends tiny { optim.lr = 100 }\n");
+  auto both = check(dir.path());
+  expect_rejected(both);
+  EXPECT_NE(both.err.find("bad.sink:1:"), std::string::npos) << both.describe();
 }
 
 TEST(Exit, BadUsageIsTwo) {
