@@ -67,7 +67,15 @@ AttentionOutput reference_attention(const AttentionConfig& cfg, const AttentionI
     if (want_probe) s = torch::exp(masked - std::get<0>(masked.max(-1, true)));
     if (cfg.scale != 1) A = A * cfg.scale;
   } else {
-    s = eval_score(cfg.score, x, pos_i, pos_j);
+    // s / ||s||_p is the same for exp(x - m): with the row max m, exp cannot
+    // overflow however large the logits grow (kernel_spec.h, shifted_exp).
+    // Masked pairs are -inf here, not x - m: exp of that could be inf, and its
+    // backward 0 * inf = NaN although the pair is masked out below.
+    auto shifted = [&] {
+      auto masked = x.masked_fill(allowed.logical_not(), -std::numeric_limits<double>::infinity());
+      return masked - std::get<0>(masked.max(-1, true)).detach();
+    };
+    s = eval_score(cfg.score, cfg.shifted_exp ? shifted() : x, pos_i, pos_j);
     s = s.expand_as(x).masked_fill(allowed.logical_not(), 0.0);
     torch::Tensor Z;
     if (cfg.normalize == "sum") Z = s.sum(-1, true);

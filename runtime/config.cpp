@@ -63,6 +63,7 @@ RunConfig read_config(const Plan& p) {
   softmax_score.name = "exp";
   softmax_score.args.push_back({ExprNode::Op::Var, 0, "qk", {}});
   a.softmax = a.score == softmax_score && a.normalize == "sum";
+  a.shifted_exp = a.score == softmax_score && a.normalize == "pnorm";
   a.prefix = p.integer("loss.prefix");
   const Value& window = p.at("loss.window");
   a.window = window.kind == Value::Kind::Int ? window.i : 0;

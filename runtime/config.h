@@ -11,6 +11,7 @@ namespace sink::rt {
 struct AttentionConfig {
   ExprNode score;                  // over qk, i, j
   bool softmax = false;            // score == exp(qk) and normalize == sum: the max-subtracted form
+  bool shifted_exp = false;        // score == exp(qk) and normalize == pnorm: exp(x - row max), as the kernels
   std::string kernel = "identity";  // identity | elu1 | mlp
   int64_t kernel_hidden = 64;
   std::string normalize = "sum";   // sum | none | abs_clamped | pnorm

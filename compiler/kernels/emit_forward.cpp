@@ -47,7 +47,8 @@ std::string Generator::forward(bool nvptx) {
     std::tie(lo[r], hi[r]) = key_range(b, g.index[r]);
     fi[r] = position(b, g.index[r]);
   }
-  // Per row: acc (sum of weights x v), and m, l (softmax) or S, P.
+  // Per row: acc (sum of weights x v), and m, l (softmax), m, P (exp under
+  // the p-norm: P = sum exp(x - m)^p) or S, P.
   std::vector<Carried> carried;
   for (int r = 0; r < R; ++r) {
     std::string m0 = b.num(-INFINITY), l0 = b.num(0), S0 = b.num(0), P0 = b.num(0), acc0 = "zeroinitializer";
@@ -55,16 +56,17 @@ std::string Generator::forward(bool nvptx) {
       b.comment("the k* column: every query sees it; its value is v*");
       std::string xs = b.fmul(b.dot(b.load_row("%q", g.index[r]), b.load_vec("%kstar")), b.num(scale_qk()));
       std::string vs = b.load_vec("%vstar");
-      if (spec.softmax) {
-        m0 = xs, l0 = b.num(1), acc0 = vs;
+      if (spec.softmax || spec.shifted_exp()) {
+        m0 = xs, l0 = b.num(1), acc0 = vs;  // exp(x* - m) = 1 with m = x*; so is 1^p
       } else {
         std::string ss = emit_expr(b, b.scalar, spec.score, {xs, fi[r], b.num(0)});
         S0 = ss, P0 = p_term(b, b.scalar, ss), acc0 = b.vscale(vs, ss);
       }
     }
     carried.push_back({fmt::format("%kb.acc{}", r), V, acc0});
-    carried.push_back({fmt::format("%kb.s{}", r), b.F, spec.softmax ? m0 : S0});
-    carried.push_back({fmt::format("%kb.t{}", r), b.F, spec.softmax ? l0 : P0});
+    const bool online_max = spec.softmax || spec.shifted_exp();
+    carried.push_back({fmt::format("%kb.s{}", r), b.F, online_max ? m0 : S0});
+    carried.push_back({fmt::format("%kb.t{}", r), b.F, online_max ? l0 : P0});
   }
   open_loop(b, "kb", lo[0], "qg.body", "icmp sle i64 %kb, " + hi[R - 1], carried);
   std::vector<std::string> cols = clamped_lanes(b, "%kb", hi[R - 1]);
@@ -87,7 +89,7 @@ std::string Generator::forward(bool nvptx) {
     std::string valid = b.op(fmt::format("and <{} x i1> {}, {}", kKeyBlock, above, below), "valid");
     const std::string s = fmt::format("%kb.s{}", r), t = fmt::format("%kb.t{}", r);
     acc[r] = fmt::format("%kb.acc{}", r);
-    if (spec.softmax) {
+    if (spec.softmax || spec.shifted_exp()) {
       std::string masked = b.select(valid, L, xr, b.num(-INFINITY, L));
       std::string m_new = b.max(b.scalar, s, b.reduce_max(L, masked));
       // A row that has seen no key yet keeps m = -inf: subtract 0 there, not inf - inf.
@@ -96,7 +98,12 @@ std::string Generator::forward(bool nvptx) {
       std::string corr = b.exp(b.scalar, b.fsub(s, m_sub));
       weights[r] = b.exp(L, b.bin("fsub", L, masked, b.splat(L, m_sub)));
       next.push_back({s, m_new});
-      next.push_back({t, b.fadd(b.fmul(t, corr), b.reduce_add(L, weights[r]))});
+      if (spec.softmax) {
+        next.push_back({t, b.fadd(b.fmul(t, corr), b.reduce_add(L, weights[r]))});
+      } else {  // the weights are scaled by corr, their p-th powers by corr^p
+        std::string corr_p = b.exp(b.scalar, b.fmul(b.fsub(s, m_sub), b.num(spec.p)));
+        next.push_back({t, b.fadd(b.fmul(t, corr_p), p_term(b, L, weights[r]))});
+      }
       acc[r] = b.vscale(acc[r], corr);
     } else {
       std::string sc = emit_expr(b, L, spec.score, {xr, b.splat(L, fi[r]), jpos});
@@ -117,6 +124,7 @@ std::string Generator::forward(bool nvptx) {
       b.store(s, "%stats", g.index[r]);
       b.store(t, "%stats", second);
     } else {
+      // Z of exp(x - m) under the p-norm, and m in place of S (unused by pnorm).
       std::string Z = safe(b, normalizer(b, s, t));
       b.store_row(b.vscale(a, b.fdiv(b.num(spec.alpha), Z)), "%o", g.index[r]);
       b.store(Z, "%stats", g.index[r]);

@@ -59,6 +59,8 @@ std::string Generator::probe() {
   auto logit = [&](const std::string& key_row) { return b.fmul(b.dot(qi, key_row), b.num(scale_qk())); };
   auto value = [&](const std::string& x, const std::string& fj) {
     if (spec.softmax) return b.fmul(softmax_scale, b.exp(b.scalar, b.fsub(x, st0)));
+    // exp under the p-norm: exp(x - m), which the metric's s / sum s does not see.
+    if (spec.shifted_exp()) return emit_expr(b, b.scalar, spec.score, {b.fsub(x, b.load("%stats", b.op("add i64 %Tp, %i"))), fi, fj});
     return emit_expr(b, b.scalar, spec.score, {x, fi, fj});
   };
   if (spec.key_bias) b.store(value(logit(b.load_vec("%kstar")), b.num(0)), "%out", row0);

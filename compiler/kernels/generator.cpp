@@ -282,7 +282,9 @@ std::pair<std::string, std::string> Generator::column_grad(IrText& b, const Ty& 
     std::string dx = b.bin("fmul", t, A, b.bin("fsub", t, dA, b.bin("fdiv", t, D, alpha)));
     return {A, dx};
   }
-  ScoreEnv env{x, fi, fj};
+  // exp under the p-norm: s, Z and the score's derivative all of x - m
+  // (st1 = m); A and dx are the same as unshifted, being of degree 0 in s.
+  ScoreEnv env{spec.shifted_exp() ? b.bin("fsub", t, x, st1) : x, fi, fj};
   std::string s = emit_expr(b, t, spec.score, env);
   const std::string& Z = st0;
   std::string A = b.bin("fmul", t, alpha, b.bin("fdiv", t, s, Z));

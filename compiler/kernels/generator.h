@@ -6,7 +6,8 @@
 // The layout the kernels work on, per (batch, head) slice:
 //   q, k, v, o, dout: [T, D] rows;  kt, vt, qt, doutt: the same transposed,
 //   [D, Tp] with Tp >= T + kKeyBlock, zero padded;  stats: [2, Tp] (softmax:
-//   the row max m and the sum l of exp(x - m); otherwise Z and the raw sum S);
+//   the row max m and the sum l of exp(x - m); exp under the p-norm: Z of
+//   exp(x - m) and m; otherwise Z and the raw sum S);
 //   delta: [Tp] scratch for <dO_i, O_i>.
 #pragma once
 #include <string>

@@ -4,6 +4,15 @@
 
 namespace sink::kernels {
 
+namespace {
+const ExprNode& exp_of_qk() {
+  static const ExprNode e{ExprNode::Op::Call, 0, "exp", {ExprNode{ExprNode::Op::Var, 0, "qk", {}}}};
+  return e;
+}
+}  // namespace
+
+bool KernelSpec::shifted_exp() const { return normalize == "pnorm" && score == exp_of_qk(); }
+
 std::string KernelSpec::describe() const {
   return fmt::format("score={} softmax={} normalize={} p={} alpha={} prefix={} window={} position_bias={} key_bias={} d_head={} {}",
                      to_string(score), softmax, normalize, format_number(p), format_number(alpha), prefix, window,
@@ -23,8 +32,7 @@ KernelSpec kernel_spec(const Plan& plan) {
   k.normalize = norm.s;
   if (k.normalize == "pnorm") k.p = norm.arg("p")->number();
   k.alpha = plan.number("attention.scale");
-  ExprNode softmax_score{ExprNode::Op::Call, 0, "exp", {ExprNode{ExprNode::Op::Var, 0, "qk", {}}}};
-  k.softmax = k.score == softmax_score && k.normalize == "sum";
+  k.softmax = k.score == exp_of_qk() && k.normalize == "sum";
   k.prefix = plan.integer("loss.prefix");
   const Value& window = plan.at("loss.window");
   k.window = window.kind == Value::Kind::Int ? window.i : 0;

@@ -19,6 +19,11 @@ struct KernelSpec {
   int64_t d_head = 0;
   bool f64 = false;            // double precision (finite-difference checks), else float
 
+  // exp(qk) under the p-norm: A = s / ||s||_p does not change when s is
+  // scaled, so the kernels compute exp(x - m) with the row max m as softmax
+  // does. exp(x) alone overflows float at x > 88 (p = 1/4 diverged so).
+  bool shifted_exp() const;
+
   std::string describe() const;
   std::string hash() const;  // 16 hex digits, of describe()
 };

@@ -49,6 +49,7 @@ AttentionConfig config_of(const Variant& v) {
   a.prefix = v.prefix;
   a.window = v.window;
   a.softmax = v.score == call("exp", {var("qk")}) && v.normalize == "sum";
+  a.shifted_exp = v.score == call("exp", {var("qk")}) && v.normalize == "pnorm";
   return a;
 }
 
@@ -447,6 +448,49 @@ TEST(Jit, PNormBelowOneSurvivesScoresThatUnderflow) {
       for (int n = 0; n < 3; ++n) {
         ASSERT_TRUE(torch::isfinite(got[n]).all().item<bool>()) << "input " << n;
         EXPECT_LT(grad_error(got[n], want[n]), 1e-3) << "input " << n;
+      }
+    };
+    auto qf = f(q), kf = f(k), vf = f(v);
+    check("reference in float", reference_attention(config_of(variant), {qf, kf, vf, {}, {}, {}}, false).out, {qf, kf, vf});
+    auto qj = f(q), kj = f(k), vj = f(v);
+    check("jit", jit_attention(spec_of(variant), {qj, kj, vj, {}, {}, {}}), {qj, kj, vj});
+  }
+}
+
+TEST(Jit, PNormOfExpSurvivesLogitsPastTheFloatRange) {
+  // exp(x) is inf in float from x ~ 89, and inf / inf is NaN: the kernels and
+  // the reference take exp(x - m) with the row max m, which s / ||s||_p does
+  // not see. The oracle is the unshifted formula in double (exp(160) ~ 3e69).
+  const int64_t B = 1, H = 2, T = 12, D = 8;
+  torch::manual_seed(4);
+  auto opts = torch::TensorOptions().dtype(torch::kDouble);
+  // Keys within a few units of each other share the attention; those 30-60
+  // below still count under p < 1 (exp(-50/4) ~ 4e-6); -150 underflows.
+  auto level = torch::tensor({150.0, 152.0, 95.0, 153.0, 120.0, 148.0, -150.0, 160.0, 100.0, 151.0, 130.0, 154.0}, opts)
+                   .view({1, 1, T, 1});
+  auto e0 = torch::zeros({D}, opts);
+  e0[0] = 1;
+  auto q = (e0 * std::sqrt(double(D)) + 0.01 * torch::randn({B, H, T, D}, opts)).requires_grad_(true);
+  auto k = (level * e0 + 0.01 * torch::randn({B, H, T, D}, opts)).requires_grad_(true);
+  auto v = torch::randn({B, H, T, D}, opts).requires_grad_(true);
+  auto dout = torch::randn({B, H, T, D}, opts);
+  for (double p : {0.25, 2.0}) {
+    SCOPED_TRACE("p = " + std::to_string(p));
+    Variant variant{.name = "p-norm, huge logits", .normalize = "pnorm", .p = p, .T = T, .D = D};
+    AttentionConfig unshifted = config_of(variant);
+    unshifted.shifted_exp = false;
+    auto ref = reference_attention(unshifted, {q, k, v, {}, {}, {}}, false).out;
+    auto want = torch::autograd::grad({ref}, {q, k, v}, {dout}, true);
+    auto f = [](const torch::Tensor& t) { return t.detach().to(torch::kFloat).requires_grad_(true); };
+    auto check = [&](const std::string& path, const torch::Tensor& out, std::vector<torch::Tensor> leaves) {
+      SCOPED_TRACE(path);
+      ASSERT_TRUE(torch::isfinite(out).all().item<bool>());
+      EXPECT_LT(rel_error(out, ref), 1e-4) << "forward";
+      auto got = torch::autograd::grad({out}, leaves, {dout.to(torch::kFloat)});
+      for (int n = 0; n < 3; ++n) {
+        ASSERT_TRUE(torch::isfinite(got[n]).all().item<bool>()) << "input " << n;
+        // Logits of ~150 carry float's rounding of ~1e-5 into every weight.
+        EXPECT_LT(grad_error(got[n], want[n]), 2e-2) << "input " << n;
       }
     };
     auto qf = f(q), kf = f(k), vf = f(v);
