@@ -27,7 +27,9 @@ RunData find_run(const Plan& plan, const TargetOptions& options) {
   fs::path dir = fs::path(options.out) / plan.dir_name();
   if (is_run_dir(dir.string())) {
     RunData found = load_run(dir.string());
-    found.plan.name = plan.name;  // a content-cached run is a link to the same plan under another name
+    // A content-cached run is a link to the same plan under another name and
+    // sweep point: the spec's plan says which row it is.
+    found.plan = plan;
     return found;
   }
   RunData r;

@@ -181,6 +181,34 @@ TEST(MetricDiff, SpecTargetsFindTheirRunsByHashOrSayNotRunYet) {
   EXPECT_NE(other.first().status_text().find("from another plan"), std::string::npos);
 }
 
+TEST(MetricDiff, ASweepPointCachedAsAnotherRunKeepsItsOwnAxisValue) {
+  // wd.weight_decay=0.1 has the content of `a` (micro's default): `sinkc run`
+  // links it to a's folder, whose plan.toml has no sweep point.
+  TempDir tmp("diff-cached-axis");
+  std::string spec = tmp.path + "/sweep.sink";
+  std::ofstream(spec) << "experiment a extends micro {}\nsweep wd over a { optim.weight_decay in [0.1, 0.5] }\n";
+  TargetOptions options;
+  options.out = tmp.path + "/runs";
+  options.compile.stdlib_dir = std::string(SINKLAB_SOURCE_DIR) + "/stdlib";
+  auto plans = compile_plans("experiment a extends micro {}\n");
+  std::string dir = write_run(options.out, {plans[0], "completed", "", curve(2, last(2.0, 60))});
+  auto runs = resolve_runs({spec}, "", options);
+  ASSERT_EQ(runs.size(), 3u);
+  const RunData* point = nullptr;
+  for (const auto& r : runs)
+    if (r.plan.name == "wd.weight_decay=0.1") point = &r;
+  ASSERT_NE(point, nullptr);
+  if (point->status == Status::NotRun) {  // link it as `sinkc run` would
+    std::filesystem::create_directory_symlink(std::filesystem::path(dir).filename(), point->dir);
+    runs = resolve_runs({spec}, "", options);
+    for (const auto& r : runs)
+      if (r.plan.name == "wd.weight_decay=0.1") point = &r;
+  }
+  EXPECT_EQ(point->status, Status::Completed);
+  ASSERT_EQ(point->plan.sweep_point.size(), 1u);
+  EXPECT_EQ(point->plan.sweep_point.begin()->first, "optim.weight_decay");
+}
+
 TEST(MetricDiff, JsonAndMarkdownOutputsParse) {
   TempDir tmp("diff-formats");
   auto [a, b] = three_seeds_each(tmp.path);
