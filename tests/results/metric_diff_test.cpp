@@ -157,15 +157,24 @@ TEST(MetricDiff, SeedsFromAnotherPlanAreNotSiblings) {
   EXPECT_EQ(g.runs[1].plan.hash(), plans[1].hash());
 }
 
-TEST(MetricDiff, SpecTargetsFindTheirRunsByHashOrSayNotRunYet) {
-  TempDir tmp("diff-spec");
-  std::string spec = tmp.path + "/two.sink";
-  std::ofstream(spec) << "experiment a extends micro {}\nexperiment b extends micro { optim.weight_decay = 0.5 }\n";
+// tmp/spec.sink holding `text`, and tmp/runs holding a completed run of
+// `experiment a extends micro {}`; returns the options that find it.
+static TargetOptions spec_with_run_of_a(const TempDir& tmp, const std::string& text, std::string* spec, std::string* run_dir) {
+  *spec = tmp.path + "/spec.sink";
+  std::ofstream(*spec) << text;
   TargetOptions options;
   options.out = tmp.path + "/runs";
   options.compile.stdlib_dir = std::string(SINKLAB_SOURCE_DIR) + "/stdlib";
   auto plans = compile_plans("experiment a extends micro {}\n");
-  write_run(options.out, {plans[0], "completed", "", curve(2, last(2.0, 60))});
+  *run_dir = write_run(options.out, {plans[0], "completed", "", curve(2, last(2.0, 60))});
+  return options;
+}
+
+TEST(MetricDiff, SpecTargetsFindTheirRunsByHashOrSayNotRunYet) {
+  TempDir tmp("diff-spec");
+  std::string spec, dir;
+  TargetOptions options =
+      spec_with_run_of_a(tmp, "experiment a extends micro {}\nexperiment b extends micro { optim.weight_decay = 0.5 }\n", &spec, &dir);
 
   RunGroup a = resolve_group(spec, "a", options);
   EXPECT_EQ(a.first().status, Status::Completed);
@@ -185,13 +194,9 @@ TEST(MetricDiff, ASweepPointCachedAsAnotherRunKeepsItsOwnAxisValue) {
   // wd.weight_decay=0.1 has the content of `a` (micro's default): `sinkc run`
   // links it to a's folder, whose plan.toml has no sweep point.
   TempDir tmp("diff-cached-axis");
-  std::string spec = tmp.path + "/sweep.sink";
-  std::ofstream(spec) << "experiment a extends micro {}\nsweep wd over a { optim.weight_decay in [0.1, 0.5] }\n";
-  TargetOptions options;
-  options.out = tmp.path + "/runs";
-  options.compile.stdlib_dir = std::string(SINKLAB_SOURCE_DIR) + "/stdlib";
-  auto plans = compile_plans("experiment a extends micro {}\n");
-  std::string dir = write_run(options.out, {plans[0], "completed", "", curve(2, last(2.0, 60))});
+  std::string spec, dir;
+  TargetOptions options =
+      spec_with_run_of_a(tmp, "experiment a extends micro {}\nsweep wd over a { optim.weight_decay in [0.1, 0.5] }\n", &spec, &dir);
   auto runs = resolve_runs({spec}, "", options);
   ASSERT_EQ(runs.size(), 3u);
   const RunData* point = nullptr;
