@@ -171,6 +171,9 @@ std::vector<Variant> paper_variants() {
       {.name = "d_head 64, sigmoid, prefix 3 + window 6, ALiBi", .score = sig, .normalize = "none", .prefix = 3, .window = 6,
        .position_bias = true, .T = 23, .D = 64},
       {.name = "prefix 6 + window 2, KV biases, T 17", .prefix = 6, .window = 2, .key_bias = true, .learned_v = true, .T = 17},
+      {.name = "softmax p-norm 1/3, KV biases, window 4, T 21", .normalize = "pnorm", .p = 1.0 / 3, .window = 4, .key_bias = true,
+       .learned_v = true, .T = 21},
+      {.name = "softmax p-norm 3, ALiBi, large scores", .normalize = "pnorm", .p = 3, .position_bias = true, .q_scale = 6},
   };
   return variants;
 }
@@ -203,6 +206,8 @@ TEST(Jit, GradientsMatchFiniteDifferencesInDouble) {
       {.name = "ALiBi / T5, window 3 + prefix 2", .prefix = 2, .window = 3, .position_bias = true},
       {.name = "KV biases", .key_bias = true, .learned_v = true},
       {.name = "K biases, sigmoid", .score = sig, .normalize = "none", .key_bias = true, .learned_v = true},
+      {.name = "softmax p-norm 1/4, KV biases, window 3", .normalize = "pnorm", .p = 0.25, .window = 3, .key_bias = true,
+       .learned_v = true},
       {.name = "softplus(qk + tanh(i/10))",
        .score = call("softplus", {bin(Op::Add, var("qk"), call("tanh", {bin(Op::Div, var("i"), num(10))}))})},
   };
