@@ -32,6 +32,21 @@ RunData find_run(const Plan& plan, const TargetOptions& options) {
     found.plan = plan;
     return found;
   }
+  // The same content completed under another name (a sweep point equal to
+  // an experiment of another spec) is this run too, as `sinkc run` would
+  // find it by content and link it.
+  std::error_code ec;
+  const std::string suffix = "-" + plan.hash8();
+  for (const auto& e : fs::directory_iterator(options.out, ec)) {
+    std::string leaf = e.path().filename().string();
+    if (leaf.size() <= suffix.size() || leaf.compare(leaf.size() - suffix.size(), suffix.size(), suffix) != 0 ||
+        !is_run_dir(e.path().string()))
+      continue;
+    RunData same = load_run(e.path().string());
+    if (same.status != Status::Completed || same.plan.hash() != plan.hash()) continue;
+    same.plan = plan;
+    return same;
+  }
   RunData r;
   r.dir = dir.string();
   r.plan = plan;
@@ -39,7 +54,6 @@ RunData find_run(const Plan& plan, const TargetOptions& options) {
   // A run of the same name with another hash: the spec changed since, or it
   // ran with other --set/--base options. Say so rather than leave a puzzle.
   std::vector<std::string> others;
-  std::error_code ec;
   for (const auto& e : fs::directory_iterator(options.out, ec)) {
     std::string leaf = e.path().filename().string();
     if (leaf.size() == plan.name.size() + 9 && leaf.rfind(plan.name + "-", 0) == 0 && is_run_dir(e.path().string()))
@@ -97,8 +111,10 @@ RunGroup resolve_group(const std::string& target, const std::string& run, const 
 std::vector<RunData> resolve_runs(const std::vector<std::string>& targets, const std::string& run, const TargetOptions& options) {
   std::vector<RunData> out;
   auto add = [&](RunData r) {
+    // The same folder twice (named twice); two names of one content-cached
+    // folder are two rows.
     for (const auto& have : out)
-      if (!r.dir.empty() && have.dir == r.dir) return;
+      if (!r.dir.empty() && have.dir == r.dir && have.plan.name == r.plan.name) return;
     out.push_back(std::move(r));
   };
   for (const auto& t : targets) {
