@@ -124,7 +124,8 @@ std::string Generator::forward(bool nvptx) {
       b.store(s, "%stats", g.index[r]);
       b.store(t, "%stats", second);
     } else {
-      // Z of exp(x - m) under the p-norm, and m in place of S (unused by pnorm).
+      // Z and S; for exp under the p-norm %kb.s is the row max m, stored
+      // where S would be (the p-norm's backward reads no S).
       std::string Z = safe(b, normalizer(b, s, t));
       b.store_row(b.vscale(a, b.fdiv(b.num(spec.alpha), Z)), "%o", g.index[r]);
       b.store(Z, "%stats", g.index[r]);
