@@ -17,51 +17,13 @@
 #include "runtime/optimizer.h"
 #include "runtime/jit.h"
 #include "runtime/jit_attention.h"
+#include "tests/runtime/jit_variants.h"
 
 using namespace sink;
 using namespace sink::rt;
+using namespace sink::testing_variants;
 
 namespace {
-
-ExprNode var(const std::string& n) { return {ExprNode::Op::Var, 0, n, {}}; }
-ExprNode num(double v) { return {ExprNode::Op::Number, v, "", {}}; }
-ExprNode call(const std::string& f, std::vector<ExprNode> a) { return {ExprNode::Op::Call, 0, f, std::move(a)}; }
-ExprNode bin(ExprNode::Op op, ExprNode a, ExprNode b) { return {op, 0, "", {std::move(a), std::move(b)}}; }
-
-struct Variant {
-  std::string name;
-  ExprNode score = call("exp", {var("qk")});
-  std::string normalize = "sum";
-  double p = 1, alpha = 1;
-  int64_t prefix = 0, window = 0;
-  bool position_bias = false, key_bias = false, learned_v = false;
-  int64_t T = 9, D = 8;
-  double q_scale = 1;
-  double grad_tol = 1e-4;
-};
-
-AttentionConfig config_of(const Variant& v) {
-  AttentionConfig a;
-  a.score = v.score;
-  a.normalize = v.normalize;
-  a.pnorm_p = v.p;
-  a.scale = v.alpha;
-  a.prefix = v.prefix;
-  a.window = v.window;
-  a.softmax = v.score == call("exp", {var("qk")}) && v.normalize == "sum";
-  a.shifted_exp = v.score == call("exp", {var("qk")}) && v.normalize == "pnorm";
-  return a;
-}
-
-// The kernel a model with this attention asks for (the runtime's own mapping).
-kernels::KernelSpec spec_of(const Variant& v) {
-  ModelConfig m;
-  m.attention = config_of(v);
-  m.pe = v.position_bias ? "alibi" : "rope";
-  m.biases = v.key_bias ? "k" : "none";
-  m.d_head = v.D;
-  return kernel_spec_of(m);
-}
 
 // Normwise relative error: max |a - b| / max(|b|, floor).
 double rel_error(const torch::Tensor& a, const torch::Tensor& b, double floor = 1e-12) {
@@ -136,47 +98,6 @@ void compare(const Variant& v, double tol = 1e-5, torch::ScalarType dtype = torc
   }
 }
 
-std::vector<Variant> paper_variants() {
-  using Op = ExprNode::Op;
-  auto sig = call("sigmoid", {var("qk")});
-  std::vector<Variant> variants = {
-      {.name = "softmax"},
-      {.name = "sigmoid, no norm", .score = sig, .normalize = "none"},
-      {.name = "sigmoid, normalized", .score = sig},
-      {.name = "elu+1, no norm", .score = bin(Op::Add, call("elu", {var("qk")}), num(1)), .normalize = "none"},
-      {.name = "elu+1, normalized", .score = bin(Op::Add, call("elu", {var("qk")}), num(1))},
-      {.name = "identity, abs-clamped", .score = var("qk"), .normalize = "abs_clamped"},
-      {.name = "identity, no norm", .score = var("qk"), .normalize = "none"},
-      {.name = "softmax p-norm 1/2", .normalize = "pnorm", .p = 0.5},
-      {.name = "softmax p-norm 2", .normalize = "pnorm", .p = 2},
-      {.name = "softmax alpha 0.2", .alpha = 0.2},
-      {.name = "sigmoid alpha 2", .score = sig, .alpha = 2},
-      {.name = "prefix 4", .prefix = 4},
-      {.name = "prefix T-1", .prefix = 8},
-      {.name = "window 1", .window = 1},
-      {.name = "window 3 + prefix 2", .prefix = 2, .window = 3},
-      {.name = "sigmoid window 2", .score = sig, .normalize = "none", .window = 2},
-      {.name = "ALiBi / T5 position term", .position_bias = true},
-      {.name = "position term, sigmoid", .score = sig, .normalize = "none", .position_bias = true},
-      {.name = "K biases (v* = 0)", .key_bias = true},
-      {.name = "KV biases", .key_bias = true, .learned_v = true},
-      {.name = "K biases, sigmoid no norm", .score = sig, .normalize = "none", .key_bias = true, .learned_v = true},
-      {.name = "T = 1", .T = 1},
-      {.name = "d_head 16, T 33", .T = 33, .D = 16},
-      {.name = "very large scores", .T = 12, .q_scale = 30},
-      {.name = "position variables", .score = bin(Op::Mul, sig, call("sigmoid", {bin(Op::Sub, var("j"), var("i"))}))},
-      {.name = "T 20 (key blocks and a masked tail)", .T = 20},
-      {.name = "window 5, T 30", .score = sig, .window = 5, .T = 30},
-      {.name = "d_head 64, T 19 (key groups of 2)", .T = 19, .D = 64},
-      {.name = "d_head 64, sigmoid, prefix 3 + window 6, ALiBi", .score = sig, .normalize = "none", .prefix = 3, .window = 6,
-       .position_bias = true, .T = 23, .D = 64},
-      {.name = "prefix 6 + window 2, KV biases, T 17", .prefix = 6, .window = 2, .key_bias = true, .learned_v = true, .T = 17},
-      {.name = "softmax p-norm 1/3, KV biases, window 4, T 21", .normalize = "pnorm", .p = 1.0 / 3, .window = 4, .key_bias = true,
-       .learned_v = true, .T = 21},
-      {.name = "softmax p-norm 3, ALiBi, large scores", .normalize = "pnorm", .p = 3, .position_bias = true, .q_scale = 6},
-  };
-  return variants;
-}
 
 }  // namespace
 
