@@ -19,9 +19,11 @@ std::string Generator::forward(bool nvptx) {
   const int R = kForwardRows;
   std::string head;
   if (nvptx) {
-    // One thread per (batch x head) slice: the same loops, offset by the slice.
-    head = "define ptx_kernel void @sink_forward(ptr %q0, ptr %kt0, ptr %v0, ptr %g, ptr %kstar, ptr %vstar, ptr %o0, "
-           "ptr %stats0, i64 %T, i64 %Tp, i64 %slices) {\nentry:\n";
+    // One thread per (batch x head) slice: the same loops, offset by the
+    // slice; g, k* and v* by its head (slice mod heads) times their step,
+    // T and d_head for per-head tensors, 0 for head-shared ones.
+    head = "define ptx_kernel void @sink_forward(ptr %q0, ptr %kt0, ptr %v0, ptr %g0, ptr %kstar0, ptr %vstar0, ptr %o0, "
+           "ptr %stats0, i64 %T, i64 %Tp, i64 %slices, i64 %heads, i64 %g_step, i64 %star_step) {\nentry:\n";
     b.text += "  %tid = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()\n  %ctaid = call i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()\n"
               "  %ntid = call i32 @llvm.nvvm.read.ptx.sreg.ntid.x()\n  %base = mul i32 %ctaid, %ntid\n"
               "  %slice32 = add i32 %base, %tid\n  %slice = zext i32 %slice32 to i64\n"
@@ -33,6 +35,11 @@ std::string Generator::forward(bool nvptx) {
     b.text += "  %kt = getelementptr inbounds " + b.F + ", ptr %kt0, i64 %kt.offset\n";
     b.text += "  %stats.offset = mul i64 %slice, %Tp\n  %stats.offset2 = mul i64 %stats.offset, 2\n";
     b.text += "  %stats = getelementptr inbounds " + b.F + ", ptr %stats0, i64 %stats.offset2\n";
+    b.text += "  %head = urem i64 %slice, %heads\n  %g.offset = mul i64 %head, %g_step\n"
+              "  %star.offset = mul i64 %head, %star_step\n";
+    b.text += "  %g = getelementptr inbounds " + b.F + ", ptr %g0, i64 %g.offset\n";
+    for (const char* p : {"kstar", "vstar"})
+      b.text += fmt::format("  %{0} = getelementptr inbounds {1}, ptr %{0}0, i64 %star.offset\n", p, b.F);
     weights_buffer(b);
   } else {
     head = "; forward: o and the per-row statistics stats[0][i], stats[1][i]\n"

@@ -32,7 +32,8 @@ def main():
         blocks = (case["slices"] + threads - 1) // threads
         kernel((blocks,), (threads,),
                (q, kt, v, g, kstar, vstar, o, stats,
-                np.int64(case["T"]), np.int64(case["Tp"]), np.int64(case["slices"])))
+                np.int64(case["T"]), np.int64(case["Tp"]), np.int64(case["slices"]),
+                np.int64(case["heads"]), np.int64(case["T"]), np.int64(case["D"])))
         cp.cuda.runtime.deviceSynchronize()
         got = o.get().astype(np.float64)
         expected = np.fromfile(f"{where}/expected.f64", dtype=np.float64)

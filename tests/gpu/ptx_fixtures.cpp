@@ -43,9 +43,8 @@ int main(int argc, char** argv) {
   nlohmann::json manifest = nlohmann::json::array();
   int n = 0;
   for (const auto& v : paper_variants()) {
-    // The GPU kernel runs one thread per (batch x head) slice and reads g, k*
-    // and v* without a per-head offset: one head, many sequences.
-    const int64_t B = 64, H = 1, T = v.T, D = v.D, Tp = T + kernels::kKeyBlock;
+    // One thread per (batch x head) slice; per-head g, k* and v*.
+    const int64_t B = 22, H = 3, T = v.T, D = v.D, Tp = T + kernels::kKeyBlock;
     torch::manual_seed(7 + n);
     // Rounded to float first: the oracle sees exactly the GPU's inputs.
     auto input = [](std::vector<int64_t> shape, double scale) {
@@ -77,7 +76,7 @@ int main(int argc, char** argv) {
     write_tensor(cdir / "kstar.f32", k_star, torch::kFloat);
     write_tensor(cdir / "vstar.f32", v_star, torch::kFloat);
     write_tensor(cdir / "expected.f64", expected, torch::kDouble);
-    manifest.push_back({{"id", id}, {"name", v.name}, {"T", T}, {"Tp", Tp}, {"D", D}, {"slices", B * H},
+    manifest.push_back({{"id", id}, {"name", v.name}, {"T", T}, {"Tp", Tp}, {"D", D}, {"slices", B * H}, {"heads", H},
                         {"position_bias", v.position_bias}, {"key_bias", v.key_bias}});
   }
   std::ofstream(dir / "manifest.json") << manifest.dump(1) << "\n";
