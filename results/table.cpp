@@ -16,11 +16,34 @@ std::string short_status(const RunGroup& g) {
   return status_name(r.status);
 }
 
+// Fields the runs do not all share, beyond the sweep axes: the knobs of
+// experiments set beside a sweep (table 9's lr x steps rows). The seed is
+// not one: seeds are aggregated into a row.
+std::vector<std::string> fields_that_differ(const std::vector<RunGroup>& groups, const std::vector<std::string>& axes) {
+  std::vector<std::string> out;
+  if (groups.size() < 2) return out;
+  for (const auto& [path, value] : groups.front().first().plan.fields) {
+    if (path == "train.seed" || std::find(axes.begin(), axes.end(), path) != axes.end()) continue;
+    for (const auto& g : groups) {
+      const auto& fields = g.first().plan.fields;
+      if (auto it = fields.find(path); it == fields.end() || !(it->second == value)) {
+        out.push_back(path);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
 ResultTable build_table(const std::vector<RunGroup>& groups, const std::vector<std::string>& metric_ids) {
   ResultTable t;
   for (const auto& g : groups)
     for (const auto& [path, v] : g.first().plan.sweep_point)
       if (std::find(t.axes.begin(), t.axes.end(), path) == t.axes.end()) t.axes.push_back(path);
+  // A few more columns read well; more (runs of unrelated specs) would not.
+  constexpr size_t kMostExtraColumns = 3;
+  if (auto extra = fields_that_differ(groups, t.axes); extra.size() <= kMostExtraColumns)
+    t.axes.insert(t.axes.end(), extra.begin(), extra.end());
   if (metric_ids.empty()) {
     std::vector<const RunData*> all;
     for (const auto& g : groups)
@@ -32,11 +55,11 @@ ResultTable build_table(const std::vector<RunGroup>& groups, const std::vector<s
   for (const auto& g : groups) {
     ResultTable::Row row;
     row.name = g.name;
+    // Each run's own value, also where it is not a point of that sweep.
     for (const auto& axis : t.axes) {
-      std::string value;
-      for (const auto& [path, v] : g.first().plan.sweep_point)
-        if (path == axis) value = v.str();
-      row.axis_values.push_back(value);
+      const auto& fields = g.first().plan.fields;
+      auto it = fields.find(axis);
+      row.axis_values.push_back(it == fields.end() ? "" : it->second.str());
     }
     row.status = short_status(g);
     row.seeds = g.runs.size();

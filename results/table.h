@@ -1,5 +1,6 @@
 // `sinkc table`: one row per run of a sweep (its seeds aggregated), the
-// sweep axes as columns, then the metrics: the shape of the paper's tables.
+// sweep axes (and a few other fields the runs differ in) as columns, then
+// the metrics: the shape of the paper's tables.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -11,11 +12,13 @@
 namespace sink::results {
 
 struct ResultTable {
-  std::vector<std::string> axes;  // dotted paths of the sweep axes, in sweep order
+  // Dotted paths: the sweep axes in sweep order, then up to three other
+  // fields in which the runs differ.
+  std::vector<std::string> axes;
   std::vector<MetricDef> metrics;
   struct Row {
     std::string name;                      // the run, without `.seed=K`
-    std::vector<std::string> axis_values;  // language syntax; "" where the run has no such axis
+    std::vector<std::string> axis_values;  // the run's own values, language syntax
     std::string status;                    // short: completed, running (step 750/1500), diverged, 2/3 done...
     size_t seeds = 1;
     std::vector<Aggregate> values;         // one per metric

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 #include <sstream>
 
 #include "results/table.h"
@@ -52,6 +53,31 @@ TEST(Table, OneRowPerSweepPointWithTheAxisAsAColumn) {
   std::string text = t.text_table().text();
   EXPECT_NE(text.find("optim.weight_decay"), std::string::npos) << text;
   EXPECT_NE(text.find("4.1000 ± 0.1414"), std::string::npos) << text;
+}
+
+TEST(Table, ExperimentsBesideASweepShowTheFieldsTheyChange) {
+  // Table 9's shape: an lr sweep, and experiments that move lr and steps
+  // together. Every row shows its own lr and steps, not a blank.
+  TempDir tmp("table-experiments");
+  auto plans = compile_plans(
+      "experiment ref extends micro { optim.lr = 1e-3  train.steps = 20 }\n"
+      "sweep lr over ref { optim.lr in [2e-3] }\n"
+      "experiment long extends ref { optim.lr = 5e-4  train.steps = 40 }\n");
+  ASSERT_EQ(plans.size(), 3u);
+  for (const auto& p : plans) {
+    EvalLine e;
+    e.valid_loss = 2;
+    write_run(tmp.path, {p, "completed", "", curve(2, e)});
+  }
+  auto groups = group_seeds(load_run_folder(tmp.path));
+  sort_like_sweeps(groups);
+  ResultTable t = build_table(groups, {"valid_loss"});
+  ASSERT_EQ(t.axes, (std::vector<std::string>{"optim.lr", "train.steps"}));
+  std::map<std::string, std::vector<std::string>> by_name;
+  for (const auto& r : t.rows) by_name[r.name] = r.axis_values;
+  EXPECT_EQ(by_name["ref"], (std::vector<std::string>{"0.001", "20"}));
+  EXPECT_EQ(by_name["lr.lr=0.002"], (std::vector<std::string>{"0.002", "20"}));
+  EXPECT_EQ(by_name["long"], (std::vector<std::string>{"5e-04", "40"}));
 }
 
 TEST(Table, AContentCachedRunIsListedUnderItsOwnName) {
