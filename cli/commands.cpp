@@ -66,7 +66,7 @@ int plan(const std::string& file, const std::string& run, const std::string& for
   if (int rc = compile_file(c, file, common); rc != 0) return rc;
   bool found = false;
   for (const auto& p : c.plans()) {
-    if (!run.empty() && p.name != run) continue;
+    if (!run.empty() && !p.answers_to(run)) continue;
     found = true;
     if (format == "json") fmt::print("{}\n", to_json(p));
     else fmt::print("{}\n", to_toml(p));

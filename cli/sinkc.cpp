@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
   std::string plan_file, plan_run, plan_format = "toml";
   auto* plan = app.add_subcommand("plan", "print resolved plans (every default filled, sweeps expanded) with their hashes");
   plan->add_option("file", plan_file, "spec file")->required();
-  plan->add_option("--run", plan_run, "only this run");
+  plan->add_option("--run", plan_run, "only this run (and its seeds, NAME.seed=K)");
   plan->add_option("--format", plan_format, "toml or json")->check(CLI::IsMember({"toml", "json"}));
   add_common(plan);
 

@@ -269,4 +269,18 @@ Plan read_plan(const std::string& path) {
   return plan_from_toml(ss.str(), path);
 }
 
+std::optional<int64_t> seed_suffix(const std::string& run_name) {
+  auto pos = run_name.rfind(".seed=");
+  if (pos == std::string::npos) return std::nullopt;
+  std::string digits = run_name.substr(pos + 6);
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); })) return std::nullopt;
+  return std::stoll(digits);
+}
+
+std::string seed_base(const std::string& run_name) {
+  return seed_suffix(run_name) ? run_name.substr(0, run_name.rfind(".seed=")) : run_name;
+}
+
+bool Plan::answers_to(const std::string& run) const { return name == run || seed_base(name) == run; }
+
 }  // namespace sink

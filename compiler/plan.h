@@ -31,11 +31,17 @@ struct Plan {
   std::string hash8() const { return hash().substr(0, 8); }
   std::string dir_name() const { return name + "-" + hash8(); }
   bool operator==(const Plan& o) const { return name == o.name && fields == o.fields; }
+  // `--run NAME`: this run, or one of its seeds when NAME has `train.seeds > 1`.
+  bool answers_to(const std::string& run) const;
 };
 
 struct PlanError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// The seeds of a run are named NAME.seed=K.
+std::optional<int64_t> seed_suffix(const std::string& run_name);
+std::string seed_base(const std::string& run_name);  // "x.seed=3" -> "x"
 
 std::string to_toml(const Plan& plan);
 std::string to_json(const Plan& plan);

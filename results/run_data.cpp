@@ -189,18 +189,6 @@ std::vector<RunData> load_run_folder(const std::string& folder, std::vector<std:
   return out;
 }
 
-std::optional<int64_t> seed_suffix(const std::string& run_name) {
-  auto pos = run_name.rfind(".seed=");
-  if (pos == std::string::npos) return std::nullopt;
-  std::string digits = run_name.substr(pos + 6);
-  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); })) return std::nullopt;
-  return std::stoll(digits);
-}
-
-std::string seed_base(const std::string& run_name) {
-  return seed_suffix(run_name) ? run_name.substr(0, run_name.rfind(".seed=")) : run_name;
-}
-
 bool same_but_seed(const Plan& a, const Plan& b) {
   if (seed_base(a.name) != seed_base(b.name) || a.fields.size() != b.fields.size()) return false;
   for (const auto& [path, value] : a.fields) {

@@ -75,8 +75,6 @@ RunData load_run(const std::string& dir);  // throws ResultsError
 // skipped with a line in `skipped`, rather than hiding all the others.
 std::vector<RunData> load_run_folder(const std::string& folder, std::vector<std::string>* skipped = nullptr);
 
-std::string seed_base(const std::string& run_name);  // "x.seed=3" -> "x"
-std::optional<int64_t> seed_suffix(const std::string& run_name);
 // True when the plans are the same but for the seed: two seeds of one run.
 bool same_but_seed(const Plan& a, const Plan& b);
 // `run` and the seeds of it found beside it in its runs folder, by seed.

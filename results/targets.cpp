@@ -67,7 +67,6 @@ RunData find_run(const Plan& plan, const TargetOptions& options) {
   return r;
 }
 
-bool matches(const Plan& plan, const std::string& run) { return plan.name == run || seed_base(plan.name) == run; }
 
 }  // namespace
 
@@ -99,7 +98,7 @@ RunGroup resolve_group(const std::string& target, const std::string& run, const 
   }
   std::vector<RunData> runs;
   for (const auto& p : plans)
-    if (matches(p, want)) runs.push_back(find_run(p, options));
+    if (p.answers_to(want)) runs.push_back(find_run(p, options));
   if (runs.empty()) {
     std::string guess = closest(want, names);
     throw ResultsError(fmt::format("no run named '{}' in {}{}", want, target, guess.empty() ? "" : fmt::format(" (did you mean '{}'?)", guess)));
@@ -127,11 +126,11 @@ std::vector<RunData> resolve_runs(const std::vector<std::string>& targets, const
       for (const auto& s : skipped) std::cerr << "sinkc: " << s << "\n";
       if (runs.empty()) throw ResultsError(fmt::format("no run directories (folders with a plan.toml) in '{}'", t));
       for (auto& r : runs)
-        if (run.empty() || matches(r.plan, run)) add(std::move(r));
+        if (run.empty() || r.plan.answers_to(run)) add(std::move(r));
     } else if (is_spec_file(t)) {
       size_t before = out.size();
       for (const auto& p : compile_spec(t, options))
-        if (run.empty() || matches(p, run)) add(find_run(p, options));
+        if (run.empty() || p.answers_to(run)) add(find_run(p, options));
       if (out.size() == before && !run.empty()) throw ResultsError(fmt::format("no run named '{}' in {}", run, t));
     } else {
       throw ResultsError(fmt::format("'{}' is neither a run directory, a folder of runs, nor a spec file", t));

@@ -56,7 +56,7 @@ int run_command(const std::string& target, const std::string& only, const std::s
   int failures = 0, ran = 0;
   rt::install_interrupt_handlers();
   for (const auto& plan : plans) {
-    if (!only.empty() && plan.name != only) continue;
+    if (!only.empty() && !plan.answers_to(only)) continue;
     if (rt::interrupt_requested()) {
       fmt::print(stderr, "sinkc: interrupted; the remaining runs did not start\n");
       return 130;
@@ -166,7 +166,7 @@ int main(int argc, char** argv) {
   bool resume = false;
   auto* run = app.add_subcommand("run", "train and measure every run of a spec; runs already completed are cached");
   run->add_option("target", target, "spec file, folder of specs, or a `sinkc compile` folder")->required();
-  run->add_option("--run", only, "only this run");
+  run->add_option("--run", only, "only this run (and its seeds, NAME.seed=K)");
   run->add_option("--out", out, "folder of run directories");
   run->add_flag("--resume", resume, "continue interrupted runs from their last checkpoint");
   run->add_option("--set", options.overrides, "override a field in every run (repeatable)")->allow_extra_args(false);

@@ -412,3 +412,20 @@ TEST(Robust, MutatedSpecsInProcess) {
 }
 
 }  // namespace
+
+TEST(Exit, RunNameSelectsEverySeedOfARun) {
+  // `--run NAME` on a run with train.seeds = 3 means its three seed runs.
+  TempDir dir;
+  auto spec = dir.write("s.sink",
+                        "experiment a extends tiny { train.seeds = 3 }\n"
+                        "experiment b extends tiny {}\n");
+  auto r = run_sinkc({"plan", "--stdlib", sink::testing::stdlib_dir(), spec.string(), "--run", "a"});
+  expect_status(r, 0);
+  for (const char* name : {"a.seed=0", "a.seed=1", "a.seed=2"})
+    EXPECT_NE(r.out.find(std::string("name = \"") + name + "\""), std::string::npos) << name << "\n" << r.out;
+  EXPECT_EQ(r.out.find("name = \"b\""), std::string::npos) << r.out;
+  auto one = run_sinkc({"plan", "--stdlib", sink::testing::stdlib_dir(), spec.string(), "--run", "a.seed=1"});
+  expect_status(one, 0);
+  EXPECT_EQ(one.out.find("a.seed=0"), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find("a.seed=1"), std::string::npos) << one.out;
+}
