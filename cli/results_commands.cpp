@@ -77,9 +77,8 @@ int diff(const std::string& a, const std::string& b, const ResultsOptions& optio
 int table(const std::vector<std::string>& targets, const std::vector<std::string>& metrics, const ResultsOptions& options,
           const CommonOptions& common) {
   return guarded([&] {
-    if (options.runs.size() > 1) throw ResultsError("table: --run takes one run name");
     for (const auto& m : metrics) metric_by_id(m);  // a typo fails before anything is read
-    auto runs = resolve_runs(targets, options.runs.empty() ? "" : options.runs.front(), target_options(options, common));
+    auto runs = resolve_runs(targets, options.runs, target_options(options, common));
     auto groups = group_seeds(runs);
     // A spec lists its runs in sweep order already; a folder lists them by name.
     if (!any_spec(targets)) sort_like_sweeps(groups);
@@ -94,8 +93,7 @@ int table(const std::vector<std::string>& targets, const std::vector<std::string
 int report(const std::vector<std::string>& targets, const std::string& output, const std::string& title,
            const ResultsOptions& options, const CommonOptions& common) {
   return guarded([&] {
-    if (options.runs.size() > 1) throw ResultsError("report: --run takes one run name");
-    auto runs = resolve_runs(targets, options.runs.empty() ? "" : options.runs.front(), target_options(options, common));
+    auto runs = resolve_runs(targets, options.runs, target_options(options, common));
     if (!any_spec(targets)) {
       // Folders list runs by name; the sweeps' order reads better, and its
       // first run is the plan diff's reference.

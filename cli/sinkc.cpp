@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
   // Results: read run directories only, so they stay here, not in the runtime.
   sink::cli::ResultsOptions results;
   auto add_results = [&](CLI::App* cmd, bool with_format) {
-    cmd->add_option("--run", results.runs, "a run of a spec target (diff: once for every spec, or once for A and once for B)")
+    cmd->add_option("--run", results.runs, "only this run and its seeds (table, report: repeatable; diff: once for every spec, or once for A and once for B)")
         ->allow_extra_args(false);
     cmd->add_option("--out", results.out, "folder where `sinkc run` wrote the runs of a spec")->capture_default_str();
     if (with_format)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <iostream>
 
 #include "compiler/pipeline.h"
@@ -107,7 +108,11 @@ RunGroup resolve_group(const std::string& target, const std::string& run, const 
   return groups.front();
 }
 
-std::vector<RunData> resolve_runs(const std::vector<std::string>& targets, const std::string& run, const TargetOptions& options) {
+std::vector<RunData> resolve_runs(const std::vector<std::string>& targets, const std::vector<std::string>& run_names,
+                                  const TargetOptions& options) {
+  auto wanted = [&](const Plan& p) {
+    return run_names.empty() || std::any_of(run_names.begin(), run_names.end(), [&](const auto& n) { return p.answers_to(n); });
+  };
   std::vector<RunData> out;
   auto add = [&](RunData r) {
     // The same folder twice (named twice); two names of one content-cached
@@ -126,16 +131,17 @@ std::vector<RunData> resolve_runs(const std::vector<std::string>& targets, const
       for (const auto& s : skipped) std::cerr << "sinkc: " << s << "\n";
       if (runs.empty()) throw ResultsError(fmt::format("no run directories (folders with a plan.toml) in '{}'", t));
       for (auto& r : runs)
-        if (run.empty() || r.plan.answers_to(run)) add(std::move(r));
+        if (wanted(r.plan)) add(std::move(r));
     } else if (is_spec_file(t)) {
-      size_t before = out.size();
       for (const auto& p : compile_spec(t, options))
-        if (run.empty() || p.answers_to(run)) add(find_run(p, options));
-      if (out.size() == before && !run.empty()) throw ResultsError(fmt::format("no run named '{}' in {}", run, t));
+        if (wanted(p)) add(find_run(p, options));
     } else {
       throw ResultsError(fmt::format("'{}' is neither a run directory, a folder of runs, nor a spec file", t));
     }
   }
+  for (const auto& name : run_names)
+    if (std::none_of(out.begin(), out.end(), [&](const RunData& r) { return r.plan.answers_to(name); }))
+      throw ResultsError(fmt::format("no run named '{}' in {}", name, fmt::join(targets, ", ")));
   return out;
 }
 

@@ -29,8 +29,10 @@ struct TargetOptions {
 RunGroup resolve_group(const std::string& target, const std::string& run, const TargetOptions& options);
 
 // Runs for table and report: run directories as given, every run directory
-// in a folder, every run of a spec (only `run` and its seeds, when given).
-std::vector<RunData> resolve_runs(const std::vector<std::string>& targets, const std::string& run, const TargetOptions& options);
+// in a folder, every run of a spec; with run names, only those runs and
+// their seeds (a name that matches nothing is an error).
+std::vector<RunData> resolve_runs(const std::vector<std::string>& targets, const std::vector<std::string>& run_names,
+                                  const TargetOptions& options);
 
 bool is_spec_file(const std::string& target);
 

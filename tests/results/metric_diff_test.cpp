@@ -197,7 +197,7 @@ TEST(MetricDiff, ASweepPointCachedAsAnotherRunKeepsItsOwnAxisValue) {
   std::string spec, dir;
   TargetOptions options =
       spec_with_run_of_a(tmp, "experiment a extends micro {}\nsweep wd over a { optim.weight_decay in [0.1, 0.5] }\n", &spec, &dir);
-  auto runs = resolve_runs({spec}, "", options);
+  auto runs = resolve_runs({spec}, {}, options);
   ASSERT_EQ(runs.size(), 3u);
   const RunData* point = nullptr;
   for (const auto& r : runs)
@@ -205,7 +205,7 @@ TEST(MetricDiff, ASweepPointCachedAsAnotherRunKeepsItsOwnAxisValue) {
   ASSERT_NE(point, nullptr);
   if (point->status == Status::NotRun) {  // link it as `sinkc run` would
     std::filesystem::create_directory_symlink(std::filesystem::path(dir).filename(), point->dir);
-    runs = resolve_runs({spec}, "", options);
+    runs = resolve_runs({spec}, {}, options);
     for (const auto& r : runs)
       if (r.plan.name == "wd.weight_decay=0.1") point = &r;
   }
@@ -260,4 +260,17 @@ TEST(MetricDiff, TheCommandPrintsParseableJson) {
   std::string text = run_sinkc("diff " + a + " " + b);
   EXPECT_NE(text.find("optim.weight_decay: 0.1 -> 0.5"), std::string::npos) << text;
   EXPECT_NE(text.find("2.1000 ± 0.1000"), std::string::npos) << text;
+}
+
+TEST(MetricDiff, SeveralRunNamesPickThoseRunsOfASpec) {
+  // `sinkc table SPEC --run a --run wd.weight_decay=0.5`: those two rows only.
+  TempDir tmp("table-run-names");
+  std::string spec, dir;
+  TargetOptions options = spec_with_run_of_a(
+      tmp, "experiment a extends micro {}\nsweep wd over a { optim.weight_decay in [0.1, 0.5, 1.0] }\n", &spec, &dir);
+  auto runs = resolve_runs({spec}, {"a", "wd.weight_decay=0.5"}, options);
+  std::vector<std::string> names;
+  for (const auto& r : runs) names.push_back(r.plan.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"a", "wd.weight_decay=0.5"}));
+  EXPECT_THROW(resolve_runs({spec}, {"a", "zzz"}, options), ResultsError);
 }
