@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "results/metrics.h"
 
 namespace fs = std::filesystem;
 
@@ -90,7 +91,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> table_targets, table_metrics;
   auto* table = app.add_subcommand("table", "one row per run (seeds aggregated); columns: the sweep axes and up to 3 other fields the runs differ in");
   table->add_option("targets", table_targets, "folder of runs, run directories, or spec files")->required();
-  table->add_option("--metric", table_metrics, "only these metrics: sink_1, sink_star, valid_loss, train_loss, massive_max, tokens_per_s")
+  table->add_option("--metric", table_metrics, "only these metrics: " + sink::results::metric_ids_help())
       ->allow_extra_args(false);
   add_results(table, true);
 

@@ -11,6 +11,8 @@ namespace {
 const std::vector<MetricDef>& fixed_metrics() {
   static const std::vector<MetricDef> m = {
       {"sink_star", "Sink_* (%)", 2},
+      // Sink_1 counts heads past eps; this mean shows how far from eps they sit.
+      {"alpha_1", "mean alpha_1 (layers x heads)", 3},
       {"valid_loss", "valid loss (nats/token)", 4},
       {"train_loss", "final train loss (nats/token)", 4},
       {"massive_max", "max massive-activation ratio (x)", 2},
@@ -72,6 +74,13 @@ double metric_value(const RunData& run, const std::string& id) {
   if (id == "train_loss") return e->train_loss;
   if (id == "tokens_per_s") return e->tokens_per_s;
   if (id == "sink_star") return e->sink_star.value_or(NAN);
+  if (id == "alpha_1") {
+    double sum = 0;
+    size_t n = 0;
+    for (const auto& layer : e->alpha)
+      for (double a : layer) sum += a, ++n;
+    return n ? sum / static_cast<double>(n) : NAN;
+  }
   if (id == "massive_max") {
     if (e->massive.empty()) return NAN;
     double m = -INFINITY;

@@ -80,6 +80,20 @@ TEST(Table, ExperimentsBesideASweepShowTheFieldsTheyChange) {
   EXPECT_EQ(by_name["long"], (std::vector<std::string>{"5e-04", "40"}));
 }
 
+TEST(Table, MeanAlphaIsOverLayersAndHeads) {
+  // Two layers of two heads: (0.1 + 0.3 + 0.5 + 0.7) / 4 = 0.4, whatever
+  // Sink_1 counts past eps.
+  TempDir tmp("table-alpha");
+  auto plans = compile_plans("experiment a extends micro {}\n");
+  EvalLine e;
+  e.alpha = {{0.1, 0.3}, {0.5, 0.7}};
+  write_run(tmp.path, {plans[0], "completed", "", curve(2, e)});
+  ResultTable t = build_table(group_seeds(load_run_folder(tmp.path)), {"alpha_1"});
+  ASSERT_EQ(t.rows.size(), 1u);
+  EXPECT_NEAR(t.rows[0].values[0].mean, 0.4, 1e-12);
+  EXPECT_NE(t.text_table().text().find("0.400"), std::string::npos) << t.text_table().text();
+}
+
 TEST(Table, AContentCachedRunIsListedUnderItsOwnName) {
   // `sinkc run` links NAME-hash8 to the run with the same plan content.
   TempDir tmp("table-cache");
