@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-runs}
 SET=(--set train.threads=1)
-METRICS=(--metric sink_1 --metric sink_star --metric valid_loss --metric massive_max --metric tokens_per_s)
+METRICS=(--metric sink_1 --metric sink_star --metric alpha_1 --metric valid_loss --metric massive_max --metric tokens_per_s)
 
 cat <<HEAD
 # Every spec at CPU scale
