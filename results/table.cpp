@@ -17,13 +17,14 @@ std::string short_status(const RunGroup& g) {
 }
 
 // Fields the runs do not all share, beyond the sweep axes: the knobs of
-// experiments set beside a sweep (table 9's lr x steps rows). The seed is
-// not one: seeds are aggregated into a row.
+// experiments set beside a sweep (table 9's lr x steps rows). The seed and
+// the seed count are not: seeds are aggregated into a row, counted in its own
+// column.
 std::vector<std::string> fields_that_differ(const std::vector<RunGroup>& groups, const std::vector<std::string>& axes) {
   std::vector<std::string> out;
   if (groups.size() < 2) return out;
   for (const auto& [path, value] : groups.front().first().plan.fields) {
-    if (path == "train.seed" || std::find(axes.begin(), axes.end(), path) != axes.end()) continue;
+    if (path == "train.seed" || path == "train.seeds" || std::find(axes.begin(), axes.end(), path) != axes.end()) continue;
     for (const auto& g : groups) {
       const auto& fields = g.first().plan.fields;
       if (auto it = fields.find(path); it == fields.end() || !(it->second == value)) {
