@@ -12,7 +12,7 @@
 
 #include "compiler/pipeline.h"
 #include "runtime/batches.h"
-#include "runtime/config.h"
+#include "plan/run_config.h"
 #include "runtime/corpus.h"
 #include "runtime/model.h"
 #include "runtime/optimizer.h"
@@ -22,16 +22,16 @@ using namespace sink;
 
 namespace {
 
-rt::RunConfig config(const std::string& spec) {
+RunConfig config(const std::string& spec) {
   Compilation c({std::string(SINKLAB_SOURCE_DIR) + "/stdlib", {}, ""});
   c.add_text(std::string(SINKLAB_SOURCE_DIR) + "/bench.sink", spec);
   c.run();
   if (c.diagnostics().has_errors()) throw std::runtime_error(c.diagnostics().render());
-  return rt::read_config(c.plans().at(0));
+  return read_config(c.plans().at(0));
 }
 
 // Tokens/s of `steps` training steps (after 3 warm-up steps).
-double ours(rt::RunConfig cfg, int steps) {
+double ours(RunConfig cfg, int steps) {
   auto data = rt::load_data(cfg.data, "/tmp/sinklab-bench-cache");
   cfg.model.vocab = data.vocab;
   rt::Batches batches(data, cfg.data, cfg.train.context, cfg.train.batch, 0);
@@ -54,7 +54,7 @@ double ours(rt::RunConfig cfg, int steps) {
   return double(steps) * cfg.train.batch * cfg.train.context / secs;
 }
 
-double pytorch(const rt::RunConfig& cfg, int64_t vocab, int steps, int threads) {
+double pytorch(const RunConfig& cfg, int64_t vocab, int steps, int threads) {
   std::string cmd = fmt::format("OMP_WAIT_POLICY=passive /usr/bin/python3 {}/bench/tiny_pytorch.py {} {} {} {} {} {} {} {} {}",
                                 SINKLAB_SOURCE_DIR, cfg.model.d, cfg.model.layers, cfg.model.heads, cfg.model.ffn_hidden,
                                 cfg.train.context, cfg.train.batch, vocab, steps, threads);

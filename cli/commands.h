@@ -21,6 +21,13 @@ int plan(const std::string& file, const std::string& run, const std::string& for
 int fields(const std::string& format, const CommonOptions& common);
 int compile(const std::string& file, const std::string& out, const CommonOptions& common);
 
+// `sinkc run`'s front half: compiles the specs among `targets` (plan.toml
+// files and folders of them pass through), writes each plan to
+// OUT/.plans/<run>-<hash8>.toml and returns every plan file to hand to the
+// runtime, in order. Exit status as above; `plan_files` is filled on 0.
+int plans_for_runtime(const std::vector<std::string>& targets, const std::string& out, const CommonOptions& common,
+                      std::vector<std::string>& plan_files);
+
 // Compiles one file; prints diagnostics to stderr. Returns the exit status.
 int compile_file(Compilation& c, const std::string& file, const CommonOptions& common);
 

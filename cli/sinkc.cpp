@@ -14,28 +14,43 @@ namespace fs = std::filesystem;
 namespace {
 
 // Commands that need LibTorch live in a separate binary beside this one.
-int forward_to_runtime(int argc, char** argv) {
+int exec_runtime(const std::string& command, std::vector<std::string> args) {
   fs::path self = fs::read_symlink("/proc/self/exe");
   fs::path runtime = self.parent_path() / "sinkc-runtime";
   if (!fs::exists(runtime)) {
-    fmt::print(stderr, "sinkc: '{}' needs the runtime, which was not built ({} is missing)\n", argv[1], runtime.string());
+    fmt::print(stderr, "sinkc: '{}' needs the runtime, which was not built ({} is missing)\n", command, runtime.string());
     return 2;
   }
-  std::vector<char*> args(argv, argv + argc);
-  args[0] = const_cast<char*>(runtime.c_str());
-  args.push_back(nullptr);
-  execv(runtime.c_str(), args.data());
+  args.insert(args.begin(), {runtime.string(), command});
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  execv(runtime.c_str(), argv.data());
   fmt::print(stderr, "sinkc: cannot start {}\n", runtime.string());
   return 2;
+}
+
+// `sinkc run`: the front end compiles, the runtime trains the plans. Options
+// the front end does not know (--resume, ...) are the runtime's.
+int run(const std::vector<std::string>& targets, const std::string& only, const std::string& out,
+        const std::vector<std::string>& runtime_flags, const sink::cli::CommonOptions& common) {
+  std::vector<std::string> plan_files;
+  if (int rc = sink::cli::plans_for_runtime(targets, out, common, plan_files); rc != 0) return rc;
+  std::vector<std::string> args = plan_files;
+  if (!only.empty()) args.insert(args.end(), {"--run", only});
+  args.insert(args.end(), {"--out", out});
+  args.insert(args.end(), runtime_flags.begin(), runtime_flags.end());
+  return exec_runtime("run", args);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  static const std::vector<std::string> runtime_commands = {"run", "measure"};
+  // Commands the runtime alone answers: their arguments pass through.
+  static const std::vector<std::string> runtime_commands = {"measure", "export"};
   if (argc > 1)
     for (const auto& c : runtime_commands)
-      if (c == argv[1]) return forward_to_runtime(argc, argv);
+      if (c == argv[1]) return exec_runtime(c, std::vector<std::string>(argv + 2, argv + argc));
 
   CLI::App app{"sinkc: compiler for attention-sink ablation studies"};
   app.require_subcommand(1);
@@ -64,6 +79,17 @@ int main(int argc, char** argv) {
   auto* fields = app.add_subcommand("fields", "every field of the language: type, range, default, doc");
   fields->add_option("--format", fields_format, "text or markdown")->check(CLI::IsMember({"text", "markdown"}));
   add_common(fields);
+
+  std::vector<std::string> run_targets;
+  std::string run_only, run_out = "runs";
+  auto* run_cmd = app.add_subcommand("run", "train and measure every run of specs or plans; runs already completed are cached");
+  run_cmd->add_option("targets", run_targets, "spec files, folders of specs, or plan.toml files and folders of them")->required();
+  run_cmd->add_option("--run", run_only, "only this run (and its seeds, NAME.seed=K)");
+  run_cmd->add_option("--out", run_out, "folder of run directories")->capture_default_str();
+  bool run_resume = false;
+  run_cmd->add_flag("--resume", run_resume, "continue interrupted runs from their last checkpoint");
+  run_cmd->allow_extras();
+  add_common(run_cmd);
 
   std::string compile_file, compile_out;
   auto* compile = app.add_subcommand("compile", "write DIR/<run>/plan.toml and attention.ll (the generated kernel IR) for every run");
@@ -111,6 +137,11 @@ int main(int argc, char** argv) {
   }
   if (common.color == -1) common.color = isatty(2) ? 1 : 0;
   try {
+    if (*run_cmd) {
+      std::vector<std::string> flags = run_cmd->remaining();
+      if (run_resume) flags.push_back("--resume");
+      return run(run_targets, run_only, run_out, flags, common);
+    }
     if (*check) return sink::cli::check(check_files, common);
     if (*plan) return sink::cli::plan(plan_file, plan_run, plan_format, common);
     if (*fields) return sink::cli::fields(fields_format, common);

@@ -55,11 +55,6 @@ std::optional<double> fold(const ast::Expr& e, bool& integral, bool& tokens) {
   }
 }
 
-bool in_range(const TypeSpec& spec, double v) {
-  if (std::isnan(v)) return false;
-  if (spec.min_open ? v <= spec.min : v < spec.min) return false;
-  return v <= spec.max;
-}
 
 std::string range_text(const TypeSpec& spec) {
   TypeSpec t = spec;
@@ -87,7 +82,7 @@ std::optional<Value> type_number(const TypeSpec& spec, const ast::Expr& e, const
     diags.error(e.span, fmt::format("'{}' expects {}, got {}", what, want, format_number(*v)));
     return std::nullopt;
   }
-  if (huge || !in_range(spec, *v)) {
+  if (huge || !spec.admits(*v)) {
     std::string shown = want_int && !huge ? std::to_string(static_cast<long long>(*v)) : format_number(*v);
     diags.error(e.span, fmt::format("{} is out of range for '{}': expected {}", shown, what, range_text(spec)),
                 "see `sinkc fields` for every field's range");
@@ -175,12 +170,6 @@ std::optional<Value> type_variant(const TypeSpec& spec, const ast::Expr& e, cons
   return out;
 }
 
-// Score and vector expressions share the arithmetic; they differ in names.
-struct ExprRules {
-  std::vector<std::string> vars;
-  std::vector<ScoreFunction> functions;
-};
-
 bool check_expr(const ast::Expr& e, const ExprRules& rules, const std::string& what, Diagnostics& diags) {
   switch (e.kind) {
     case Kind::Number:
@@ -202,7 +191,7 @@ bool check_expr(const ast::Expr& e, const ExprRules& rules, const std::string& w
       return false;
     }
     case Kind::Call: {
-      const ScoreFunction* fn = nullptr;
+      const ExprRules::Function* fn = nullptr;
       std::vector<std::string> names;
       for (const auto& f : rules.functions) {
         names.push_back(f.name);
@@ -274,7 +263,7 @@ std::optional<Value> type_vector(const TypeSpec& spec, const ast::Expr& e, const
   if (e.kind == Kind::Name)
     for (const auto& c : spec.choices)
       if (c == e.text) return Value::of_enum(c);
-  static const ExprRules rules{{"ones", "d_head"}, {{"onehot", 1}, {"sqrt", 1}}};
+  const ExprRules& rules = vector_rules();
   if (e.kind == Kind::Name && e.text != "ones") {
     std::vector<std::string> options = spec.choices;
     options.push_back("ones");
@@ -343,9 +332,7 @@ std::optional<Value> type_value(const TypeSpec& spec, const ast::Expr& e, const 
       return std::nullopt;
     case Type::Variant: return type_variant(spec, e, what, diags);
     case Type::ScoreExpr: {
-      std::vector<ScoreFunction> fns = score_functions();
-      static const ExprRules rules{{"qk", "i", "j"}, fns};
-      if (!check_expr(e, rules, what, diags)) return std::nullopt;
+      if (!check_expr(e, score_rules(), what, diags)) return std::nullopt;
       return Value::of_expr(to_expr_node(e));
     }
     case Type::VectorExpr: return type_vector(spec, e, what, diags);

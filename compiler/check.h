@@ -5,7 +5,7 @@
 #include <optional>
 
 #include "compiler/program.h"
-#include "compiler/schema.h"
+#include "plan/schema.h"
 
 namespace sink {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 
-#include "compiler/schema.h"
+#include "plan/schema.h"
 
 namespace sink {
 

@@ -2,7 +2,7 @@
 // random positions, `v_star = auto`, kv_heads = 0) so that one computation has
 // one canonical plan and one hash.
 #pragma once
-#include "compiler/plan.h"
+#include "plan/plan.h"
 #include "compiler/program.h"
 
 namespace sink {

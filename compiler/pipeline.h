@@ -4,7 +4,7 @@
 #pragma once
 #include <memory>
 
-#include "compiler/plan.h"
+#include "plan/plan.h"
 #include "compiler/program.h"
 
 namespace sink {

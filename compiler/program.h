@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "compiler/ast.h"
-#include "compiler/value.h"
+#include "plan/value.h"
 
 namespace sink {
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/plan.h"
+#include "plan/plan.h"
 
 namespace sink::results {
 

@@ -9,7 +9,7 @@
 #include <optional>
 #include <torch/torch.h>
 
-#include "runtime/config.h"
+#include "plan/run_config.h"
 
 namespace sink::rt {
 

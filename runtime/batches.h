@@ -5,7 +5,7 @@
 #pragma once
 #include <torch/torch.h>
 
-#include "runtime/config.h"
+#include "plan/run_config.h"
 #include "runtime/corpus.h"
 
 namespace sink::rt {

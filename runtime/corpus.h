@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/config.h"
+#include "plan/run_config.h"
 #include "runtime/tokenizer.h"
 
 namespace sink::rt {

@@ -5,26 +5,30 @@
 #include <map>
 #include <mutex>
 
-#include "compiler/kernels/emit_llvm.h"
+#include "kernels/emit_llvm.h"
+#include "kernels/kernel_abi.h"
 #include "runtime/jit.h"
 
 namespace sink::rt {
 namespace {
 
-// Pointers to float or double elements, as the kernel's spec says.
-using In = const void*;
-using Out = void*;
-// Layout: compiler/kernels/generator.h.
-using Forward = void (*)(In q, In kt, In v, In g, In kstar, In vstar, Out o, Out stats, int64_t T, int64_t Tp);
-using Backward = void (*)(In q, In qt, In k, In kt, In v, In vt, In g, In kstar, In vstar, In o, In stats, In dout, In doutt,
-                          Out delta, Out dq, Out dk, Out dv, Out dg, Out dkstar, Out dvstar, int64_t T, int64_t Tp);
-using Probe = void (*)(In q, In k, In g, In kstar, In stats, Out out, int64_t T, int64_t Tp);
+using kernels::abi::slot;
 
+// Entry points of one compiled variant. Their arguments: kernels/kernel_abi.h.
 struct Kernels {
-  Forward forward;
-  Backward backward;
-  Probe probe;
+  void* forward;
+  void* backward;
+  void* probe;
 };
+
+// Calls `entry` with the pointers and then the sizes T, Tp.
+template <size_t N>
+void call(void* entry, const std::array<void*, N>& pointers, int64_t T, int64_t Tp) {
+  [&]<size_t... I>(std::index_sequence<I...>) {
+    using Fn = void (*)(decltype((void)I, static_cast<void*>(nullptr))..., int64_t, int64_t);
+    reinterpret_cast<Fn>(entry)(pointers[I]..., T, Tp);
+  }(std::make_index_sequence<N>{});
+}
 
 Kernels compile_kernels(const kernels::KernelSpec& spec) {
   const std::string ir = kernels::emit_llvm(spec);
@@ -33,9 +37,9 @@ Kernels compile_kernels(const kernels::KernelSpec& spec) {
   for (unsigned char c : ir) h = (h ^ c) * 0x100000001b3ull;
   const std::string key = fmt::format("{}-{:016x}", spec.hash(), h);
   Jit& jit = Jit::shared();
-  return {reinterpret_cast<Forward>(jit.lookup(key, ir, "sink_forward")),
-          reinterpret_cast<Backward>(jit.lookup(key, ir, "sink_backward")),
-          reinterpret_cast<Probe>(jit.lookup(key, ir, "sink_probe"))};
+  return {jit.lookup(key, ir, std::string(kernels::abi::kForwardSymbol)),
+          jit.lookup(key, ir, std::string(kernels::abi::kBackwardSymbol)),
+          jit.lookup(key, ir, std::string(kernels::abi::kProbeSymbol))};
 }
 
 // Every layer calls this every step: emit and look up once per variant.
@@ -93,9 +97,17 @@ std::pair<torch::Tensor, torch::Tensor> run_forward(const Kernels& kern, const t
   at::parallel_for(0, s.B * s.H, 1, [&](int64_t begin, int64_t end) {
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t h = bh % s.H;
-      kern.forward(s.rows(q, bh), at(kt, bh * s.D * Tp), s.rows(v, bh), Slices::head(g, h, s.T),
-                   Slices::head(k_star, h, s.D), Slices::head(v_star, h, s.D), s.rows(o, bh), at(stats, bh * 2 * Tp), s.T,
-                   Tp);
+      constexpr auto& F = kernels::abi::kForward;
+      std::array<void*, F.size()> a{};
+      a[slot(F, "q")] = s.rows(q, bh);
+      a[slot(F, "kt")] = at(kt, bh * s.D * Tp);
+      a[slot(F, "v")] = s.rows(v, bh);
+      a[slot(F, "g")] = Slices::head(g, h, s.T);
+      a[slot(F, "kstar")] = Slices::head(k_star, h, s.D);
+      a[slot(F, "vstar")] = Slices::head(v_star, h, s.D);
+      a[slot(F, "o")] = s.rows(o, bh);
+      a[slot(F, "stats")] = at(stats, bh * 2 * Tp);
+      call(kern.forward, a, s.T, Tp);
     }
   });
   return {o, stats};
@@ -133,10 +145,29 @@ class JitAttention : public torch::autograd::Function<JitAttention> {
     at::parallel_for(0, s.B * s.H, 1, [&](int64_t begin, int64_t end) {
       for (int64_t bh = begin; bh < end; ++bh) {
         const int64_t h = bh % s.H;
-        kern.backward(s.rows(q, bh), at(qt, bh * tile), s.rows(k, bh), at(kt, bh * tile), s.rows(v, bh), at(vt, bh * tile),
-                      Slices::head(g, h, s.T), Slices::head(k_star, h, s.D), Slices::head(v_star, h, s.D), s.rows(o, bh),
-                      at(stats, bh * 2 * Tp), s.rows(dout, bh), at(doutt, bh * tile), at(delta, bh * Tp), s.rows(dq, bh),
-                      s.rows(dk, bh), s.rows(dv, bh), at(dg, bh * s.T), at(dks, bh * s.D), at(dvs, bh * s.D), s.T, Tp);
+        constexpr auto& B = kernels::abi::kBackward;
+        std::array<void*, B.size()> a{};
+        a[slot(B, "q")] = s.rows(q, bh);
+        a[slot(B, "qt")] = at(qt, bh * tile);
+        a[slot(B, "k")] = s.rows(k, bh);
+        a[slot(B, "kt")] = at(kt, bh * tile);
+        a[slot(B, "v")] = s.rows(v, bh);
+        a[slot(B, "vt")] = at(vt, bh * tile);
+        a[slot(B, "g")] = Slices::head(g, h, s.T);
+        a[slot(B, "kstar")] = Slices::head(k_star, h, s.D);
+        a[slot(B, "vstar")] = Slices::head(v_star, h, s.D);
+        a[slot(B, "o")] = s.rows(o, bh);
+        a[slot(B, "stats")] = at(stats, bh * 2 * Tp);
+        a[slot(B, "dout")] = s.rows(dout, bh);
+        a[slot(B, "doutt")] = at(doutt, bh * tile);
+        a[slot(B, "delta")] = at(delta, bh * Tp);
+        a[slot(B, "dq")] = s.rows(dq, bh);
+        a[slot(B, "dk")] = s.rows(dk, bh);
+        a[slot(B, "dv")] = s.rows(dv, bh);
+        a[slot(B, "dg")] = at(dg, bh * s.T);
+        a[slot(B, "dkstar")] = at(dks, bh * s.D);
+        a[slot(B, "dvstar")] = at(dvs, bh * s.D);
+        call(kern.backward, a, s.T, Tp);
       }
     });
     // Per-slice partial sums of the shared parameters, reduced here.
@@ -158,22 +189,6 @@ class JitAttention : public torch::autograd::Function<JitAttention> {
 
 }  // namespace
 
-kernels::KernelSpec kernel_spec_of(const ModelConfig& cfg) {
-  kernels::KernelSpec k;
-  const AttentionConfig& a = cfg.attention;
-  k.score = a.score;
-  k.softmax = a.softmax;
-  k.normalize = a.normalize;
-  k.p = a.pnorm_p;
-  k.alpha = a.scale;
-  k.prefix = a.prefix;
-  k.window = a.window;
-  k.position_bias = cfg.pe == "alibi" || cfg.pe == "relative";
-  k.key_bias = cfg.biases == "k" || cfg.biases == "kv";
-  k.d_head = cfg.d_head;
-  return k;
-}
-
 torch::Tensor jit_attention(const kernels::KernelSpec& spec, const JitInputs& in) {
   auto undefined_to_empty = [](const torch::Tensor& t) { return t.defined() ? t : torch::empty({0}); };
   return JitAttention::apply(in.q, in.k, in.v, undefined_to_empty(in.g), undefined_to_empty(in.k_star),
@@ -194,8 +209,15 @@ std::pair<torch::Tensor, torch::Tensor> jit_probe(const kernels::KernelSpec& spe
   auto scores = torch::zeros({s.B, s.H, s.T, S}, q.options());
   at::parallel_for(0, s.B * s.H, 1, [&](int64_t begin, int64_t end) {
     for (int64_t bh = begin; bh < end; ++bh) {
-      kern.probe(s.rows(q, bh), s.rows(k, bh), Slices::head(g, bh % s.H, s.T), Slices::head(k_star, bh % s.H, s.D),
-                 at(stats, bh * 2 * Tp), at(scores, bh * s.T * S), s.T, Tp);
+      constexpr auto& P = kernels::abi::kProbe;
+      std::array<void*, P.size()> a{};
+      a[slot(P, "q")] = s.rows(q, bh);
+      a[slot(P, "k")] = s.rows(k, bh);
+      a[slot(P, "g")] = Slices::head(g, bh % s.H, s.T);
+      a[slot(P, "kstar")] = Slices::head(k_star, bh % s.H, s.D);
+      a[slot(P, "stats")] = at(stats, bh * 2 * Tp);
+      a[slot(P, "out")] = at(scores, bh * s.T * S);
+      call(kern.probe, a, s.T, Tp);
     }
   });
   return {scores, stats.select(2, 0).narrow(2, 0, s.T)};

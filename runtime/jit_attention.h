@@ -4,13 +4,10 @@
 #pragma once
 #include <torch/torch.h>
 
-#include "compiler/kernels/kernel_spec.h"
-#include "runtime/config.h"
+#include "plan/kernel_spec.h"
+#include "plan/run_config.h"
 
 namespace sink::rt {
-
-// The kernel variant a model's attention needs.
-kernels::KernelSpec kernel_spec_of(const ModelConfig& cfg);
 
 struct JitInputs {
   torch::Tensor q, k, v;  // [B, H, T, dh]

@@ -5,9 +5,8 @@
 #include <fmt/format.h>
 #include <iostream>
 
-#include "compiler/pipeline.h"
 #include "runtime/batches.h"
-#include "runtime/config.h"
+#include "plan/run_config.h"
 #include "runtime/llama2c.h"
 #include "runtime/measure.h"
 #include "runtime/run_dir.h"
@@ -20,39 +19,30 @@ using namespace sink;
 
 namespace {
 
-// Plans of FILE (a spec), a directory of specs, or a `sinkc compile` output
-// (directories holding plan.toml). Diagnostics go to stderr.
-int collect_plans(const std::string& target, const Options& options, std::vector<Plan>& plans) {
-  std::vector<std::string> specs;
-  if (fs::is_directory(target)) {
-    for (const auto& e : fs::recursive_directory_iterator(target)) {
-      if (e.path().filename() == "plan.toml") plans.push_back(read_plan(e.path().string()));
-      else if (e.path().extension() == ".sink") specs.push_back(e.path().string());
+// The plans to run: plan.toml files, or folders holding them (`sinkc
+// compile` output), in name order. Specs are the front end's: `sinkc run`
+// compiles them and hands the plans here.
+std::vector<Plan> collect_plans(const std::vector<std::string>& targets) {
+  std::vector<Plan> plans;
+  for (const auto& target : targets) {
+    if (fs::path(target).extension() == ".sink")
+      throw std::runtime_error(fmt::format("'{}' is a spec: sinkc-runtime reads plans; run it with `sinkc run`", target));
+    std::vector<std::string> files;
+    if (fs::is_directory(target)) {
+      for (const auto& e : fs::recursive_directory_iterator(target))
+        if (e.path().filename() == "plan.toml") files.push_back(e.path().string());
+      std::sort(files.begin(), files.end());
+      if (files.empty()) throw std::runtime_error(fmt::format("no plan.toml under '{}'", target));
+    } else {
+      files.push_back(target);
     }
-    std::sort(specs.begin(), specs.end());
-  } else if (fs::path(target).filename() == "plan.toml") {
-    plans.push_back(read_plan(target));
-  } else {
-    specs.push_back(target);
+    for (const auto& f : files) plans.push_back(read_plan(f));
   }
-  for (const auto& spec : specs) {
-    Compilation c(options);
-    if (!c.add_file(spec)) {
-      fmt::print(stderr, "sinkc: cannot read '{}'\n", spec);
-      return 2;
-    }
-    c.run();
-    std::cerr << c.diagnostics().render(isatty(2));
-    if (c.diagnostics().has_errors()) return 1;
-    plans.insert(plans.end(), c.plans().begin(), c.plans().end());
-  }
-  return 0;
+  return plans;
 }
 
-int run_command(const std::string& target, const std::string& only, const std::string& out, bool resume,
-                const Options& options) {
-  std::vector<Plan> plans;
-  if (int rc = collect_plans(target, options, plans); rc != 0) return rc;
+int run_command(const std::vector<std::string>& targets, const std::string& only, const std::string& out, bool resume) {
+  const std::vector<Plan> plans = collect_plans(targets);
   int failures = 0, ran = 0;
   rt::install_interrupt_handlers();
   for (const auto& plan : plans) {
@@ -106,7 +96,7 @@ int measure_command(const std::string& target, std::string input, double eps, in
   torch::manual_seed(0);
   if (fs::is_directory(target)) {
     Plan plan = read_plan((fs::path(target) / "plan.toml").string());
-    auto cfg = rt::read_config(plan);
+    auto cfg = read_config(plan);
     auto data = rt::load_data(cfg.data, (fs::path(target).parent_path() / ".cache").string());
     if (cfg.model.vocab == 0) cfg.model.vocab = data.vocab;
     rt::Transformer model(cfg.model);
@@ -117,7 +107,7 @@ int measure_command(const std::string& target, std::string input, double eps, in
     rt::Batches batches(data, cfg.data, cfg.train.context, 1, cfg.train.seed);
     if (input.empty()) input = cfg.measure.input;
     if (bos_mode.empty()) bos_mode = cfg.measure.bos;
-    const bool bos = bos_mode == "with" || (bos_mode == "auto" && cfg.data.bos);
+    const bool bos = measures_with_bos(bos_mode, cfg.data);
     auto x = batches.measure_inputs(n, T, input, bos);
     fmt::print("{} ({}), input {}, T = {}, {} sequences{}\n", plan.name, plan.hash8(), input, T, n, bos ? ", with BOS" : "");
     print_report(rt::measure_model(model, x, positions, eps, true), eps);
@@ -161,16 +151,14 @@ int main(int argc, char** argv) {
   setenv("OMP_WAIT_POLICY", "passive", 0);
   CLI::App app{"sinkc runtime commands"};
   app.require_subcommand(1);
-  Options options;
+  std::vector<std::string> targets;
   std::string target, only, out = "runs";
   bool resume = false;
   auto* run = app.add_subcommand("run", "train and measure every run of a spec; runs already completed are cached");
-  run->add_option("target", target, "spec file, folder of specs, or a `sinkc compile` folder")->required();
+  run->add_option("plans", targets, "plan.toml files, or folders of them (`sinkc compile` output)")->required();
   run->add_option("--run", only, "only this run (and its seeds, NAME.seed=K)");
   run->add_option("--out", out, "folder of run directories");
   run->add_flag("--resume", resume, "continue interrupted runs from their last checkpoint");
-  run->add_option("--set", options.overrides, "override a field in every run (repeatable)")->allow_extra_args(false);
-  run->add_option("--base", options.base, "replace the preset at the root of every experiment");
 
   std::string input, tokenizer, bos_mode;
   double eps = 0.3;
@@ -193,7 +181,7 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
   try {
-    if (*run) return run_command(target, only, out, resume, options);
+    if (*run) return run_command(targets, only, out, resume);
     if (*measure) return measure_command(target, input, eps, T, n, positions, tokenizer, bos_mode);
   } catch (const c10::Error& e) {
     std::string what = e.what_without_backtrace();

@@ -1,5 +1,7 @@
 #include "runtime/measure.h"
 
+#include "runtime/attention.h"
+
 namespace sink::rt {
 
 SinkReport sink_metrics(const std::vector<torch::Tensor>& attention, const torch::Tensor& allowed,
@@ -47,7 +49,7 @@ SinkReport measure_model(Transformer& model, const torch::Tensor& inputs, const 
   const auto& cfg = model.cfg;
   const int64_t T = inputs.size(1) + (cfg.sink_token ? 1 : 0);
   auto allowed = allowed_pairs(T, cfg.attention.prefix, cfg.attention.window);
-  const bool k_column = cfg.biases == "k" || cfg.biases == "kv";
+  const bool k_column = cfg.key_column();
   if (k_column) allowed = torch::cat({torch::ones({T, 1}, allowed.options()), allowed}, 1);
 
   std::vector<torch::Tensor> attention = f.attention;

@@ -2,7 +2,6 @@
 
 #include <cmath>
 
-#include "runtime/jit_attention.h"
 #include "runtime/score.h"
 
 namespace sink::rt {
@@ -32,7 +31,7 @@ torch::Tensor FeedForward::forward(const torch::Tensor& x) {
   return w2(h);
 }
 
-SelfAttention::SelfAttention(const ModelConfig& c) : cfg(c), jit(c.attention.backend == "jit"), kernel(kernel_spec_of(c)) {
+SelfAttention::SelfAttention(const ModelConfig& c, std::shared_ptr<AttentionBackend> b) : cfg(c), backend(std::move(b)) {
   const int64_t H = c.heads, Hkv = c.kv_heads, dh = c.d_head;
   auto linear = [](int64_t in, int64_t out) { return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false)); };
   wq = register_module("wq", linear(c.d, H * dh));
@@ -45,7 +44,7 @@ SelfAttention::SelfAttention(const ModelConfig& c) : cfg(c), jit(c.attention.bac
                                                     std::sqrt(double(c.attention.kernel_hidden)));
   }
   const int64_t bias_heads = c.bias_shared ? 1 : H;
-  if (c.biases == "kv" || c.biases == "k")
+  if (c.key_column())
     k_star_learned = register_parameter("k_star", torch::randn({bias_heads, c.k_dims}) * c.init_std);
   if (c.biases != "none") {
     if (c.v_star == "learned") v_star = register_parameter("v_star", torch::zeros({bias_heads, dh}));
@@ -67,7 +66,7 @@ torch::Tensor apply_rope(const torch::Tensor& x, const torch::Tensor& cos, const
 }  // namespace
 
 torch::Tensor SelfAttention::forward(const torch::Tensor& x, const torch::Tensor& rope_cos, const torch::Tensor& rope_sin,
-                                     const torch::Tensor& bias, const torch::Tensor& g, torch::Tensor* probe) {
+                                     const torch::Tensor& g, torch::Tensor* probe) {
   const int64_t B = x.size(0), T = x.size(1), H = cfg.heads, Hkv = cfg.kv_heads, dh = cfg.d_head;
   auto q = wq(x).view({B, T, H, dh}).transpose(1, 2);
   auto k = wk(x).view({B, T, Hkv, dh}).transpose(1, 2);
@@ -95,39 +94,16 @@ torch::Tensor SelfAttention::forward(const torch::Tensor& x, const torch::Tensor
     k_star = k_star_learned;
     if (cfg.k_dims < dh) k_star = torch::cat({k_star, torch::zeros({k_star.size(0), dh - cfg.k_dims}, k_star.options())}, -1);
   }
-  torch::Tensor out;  // [B, H, T, dh]
-  if (jit) {
-    JitInputs in{q, k, v, g, k_star, k_star.defined() ? v_star : torch::Tensor()};
-    out = jit_attention(kernel, in);
-    if (probe) {
-      // The generated probe gives A (softmax) or s and Z; the metric reads them as the reference does.
-      auto [scores, Z] = jit_probe(kernel, in);
-      const int64_t S = scores.size(-1);
-      auto allowed = allowed_pairs(T, cfg.attention.prefix, cfg.attention.window);
-      if (S > T) allowed = torch::cat({torch::ones({T, 1}, allowed.options()), allowed}, -1);
-      auto A = cfg.attention.softmax ? scores : scores * (cfg.attention.scale / Z.unsqueeze(-1));
-      *probe = metric_attention(cfg.attention, scores, A, allowed);
-    }
-  } else {
-    AttentionInputs in{q, k, v, {}, {}, {}};
-    if (bias.defined()) in.bias = bias;
-    if (k_star.defined()) {
-      in.k_star = k_star;
-      in.v_star = v_star;
-    }
-    AttentionOutput o = reference_attention(cfg.attention, in, probe != nullptr);
-    if (probe) *probe = o.probe;
-    out = o.out;
-  }
+  torch::Tensor out = backend->attend({q, k, v, g, k_star, k_star.defined() ? v_star : torch::Tensor()}, probe);
   if (cfg.biases == "v") out = out + v_star.unsqueeze(0).unsqueeze(2);
   if (cfg.heads_combine == "add") return wo(out.sum(1));
   return wo(out.transpose(1, 2).reshape({B, T, H * dh}));
 }
 
-Block::Block(const ModelConfig& c) : cfg(c) {
+Block::Block(const ModelConfig& c, std::shared_ptr<AttentionBackend> backend) : cfg(c) {
   norm1 = register_module("norm1", std::make_shared<Norm>(c.norm, c.d, c.norm_eps));
   norm2 = register_module("norm2", std::make_shared<Norm>(c.norm, c.d, c.norm_eps));
-  attn = register_module("attn", std::make_shared<SelfAttention>(c));
+  attn = register_module("attn", std::make_shared<SelfAttention>(c, std::move(backend)));
   ffn = register_module("ffn", std::make_shared<FeedForward>(c));
 }
 
@@ -138,13 +114,14 @@ int64_t relative_bucket(int64_t n, int64_t buckets, int64_t max_distance) {
   return std::min(buckets - 1, exact + static_cast<int64_t>(scaled * (buckets - exact)));
 }
 
-Transformer::Transformer(const ModelConfig& c) : cfg(c) {
+Transformer::Transformer(const ModelConfig& c, torch::Device dev)
+    : cfg(c), device(dev), backend(make_attention_backend(c, dev)) {
   embed = register_module("embed", torch::nn::Embedding(c.vocab, c.d));
   if (c.pe == "learned") positions = register_module("positions", torch::nn::Embedding(c.max_positions, c.d));
   if (c.pe == "relative") relative = register_module("relative", torch::nn::Embedding(c.rel_buckets, c.heads));
   if (c.sink_token) sink_token = register_parameter("sink_token", torch::randn({c.d}) * c.init_std);
   for (int64_t l = 0; l < c.layers; ++l)
-    blocks.push_back(register_module("block" + std::to_string(l), std::make_shared<Block>(c)));
+    blocks.push_back(register_module("block" + std::to_string(l), std::make_shared<Block>(c, backend)));
   if (c.placement == "pre") final_norm = register_module("final_norm", std::make_shared<Norm>(c.norm, c.d, c.norm_eps));
   if (!c.tie_embeddings) head = register_module("head", torch::nn::Linear(torch::nn::LinearOptions(c.d, c.vocab).bias(false)));
 
@@ -153,36 +130,21 @@ Transformer::Transformer(const ModelConfig& c) : cfg(c) {
     if (item.value().dim() >= 2 && item.key().find("kernel_") == std::string::npos) item.value().normal_(0, c.init_std);
   }
   if (relative) relative->weight.zero_();
+  to(device);
 }
 
 torch::Tensor Transformer::distance_bias(int64_t T) {
-  auto n = torch::arange(T, torch::kFloat);
+  const auto on_device = torch::TensorOptions().device(device);
+  auto n = torch::arange(T, on_device.dtype(torch::kFloat));
   if (cfg.pe == "alibi") {
-    auto slopes = torch::pow(2.0, -8.0 * torch::arange(1, cfg.heads + 1, torch::kFloat) / cfg.heads).view({cfg.heads, 1});
+    auto slopes = torch::pow(2.0, -8.0 * torch::arange(1, cfg.heads + 1, on_device.dtype(torch::kFloat)) / cfg.heads)
+                      .view({cfg.heads, 1});
     return -slopes * n.view({1, T});
   }
   if (cfg.pe == "relative") {
     std::vector<int64_t> buckets(T);
     for (int64_t d = 0; d < T; ++d) buckets[d] = relative_bucket(d, cfg.rel_buckets, cfg.rel_max_distance);
-    return relative(torch::tensor(buckets)).t();  // [H, T]
-  }
-  return {};
-}
-
-torch::Tensor Transformer::position_bias(int64_t T) {
-  if (cfg.pe == "alibi") {
-    auto h = torch::arange(1, cfg.heads + 1, torch::kFloat);
-    auto slopes = torch::pow(2.0, -8.0 * h / cfg.heads).view({1, cfg.heads, 1, 1});
-    auto i = torch::arange(T, torch::kFloat).view({T, 1});
-    auto j = torch::arange(T, torch::kFloat).view({1, T});
-    return -slopes * (i - j).abs();
-  }
-  if (cfg.pe == "relative") {
-    std::vector<int64_t> table(T * T);
-    for (int64_t i = 0; i < T; ++i)
-      for (int64_t j = 0; j < T; ++j) table[i * T + j] = relative_bucket(std::abs(i - j), cfg.rel_buckets, cfg.rel_max_distance);
-    auto idx = torch::tensor(table).view({T, T});
-    return relative(idx).permute({2, 0, 1}).unsqueeze(0);  // [1, H, T, T]
+    return relative(torch::tensor(buckets).to(device)).t();  // [H, T]
   }
   return {};
 }
@@ -193,35 +155,33 @@ ForwardResult Transformer::forward(const torch::Tensor& tokens, bool probe, bool
   const int64_t B = x.size(0);
   if (cfg.sink_token) x = torch::cat({sink_token.view({1, 1, cfg.d}).expand({B, 1, cfg.d}), x}, 1);
   const int64_t T = x.size(1);
-  if (cfg.pe == "learned") x = x + positions(torch::arange(T));
+  if (cfg.pe == "learned") x = x + positions(torch::arange(T, tokens.options()));
   if (cfg.pe == "sinusoidal") {
     auto pos = torch::arange(T, torch::kFloat).unsqueeze(1);
     auto freq = torch::exp(torch::arange(0, cfg.d, 2, torch::kFloat) * (-std::log(10000.0) / cfg.d));
-    auto table = torch::zeros({T, cfg.d});
+    auto table = torch::zeros({T, cfg.d});  // built on the CPU, moved once
     table.index_put_({torch::indexing::Slice(), torch::indexing::Slice(0, torch::indexing::None, 2)}, torch::sin(pos * freq));
     table.index_put_({torch::indexing::Slice(), torch::indexing::Slice(1, torch::indexing::None, 2)},
                      torch::cos(pos * freq).narrow(1, 0, cfg.d / 2));
-    x = x + table;
+    x = x + table.to(x.device());
   }
   torch::Tensor cos, sin;
   if (cfg.pe == "rope") {
     auto inv = torch::pow(cfg.rope_theta, -torch::arange(0, cfg.d_head, 2, torch::kDouble) / double(cfg.d_head));
     auto angles = torch::arange(T, torch::kDouble).unsqueeze(1) * inv.unsqueeze(0);
-    cos = torch::cos(angles).to(torch::kFloat);
-    sin = torch::sin(angles).to(torch::kFloat);
+    cos = torch::cos(angles).to(x.device(), torch::kFloat);
+    sin = torch::sin(angles).to(x.device(), torch::kFloat);
   }
-  const bool jit = cfg.attention.backend == "jit";
-  auto bias = jit ? torch::Tensor() : position_bias(T);
-  auto g = jit ? distance_bias(T) : torch::Tensor();
+  auto g = distance_bias(T);
   for (auto& blk : blocks) {
     torch::Tensor p;
     torch::Tensor* probe_slot = probe ? &p : nullptr;
     if (cfg.placement == "pre") {
-      x = x + blk->attn->forward(blk->norm1->forward(x), cos, sin, bias, g, probe_slot);
+      x = x + blk->attn->forward(blk->norm1->forward(x), cos, sin, g, probe_slot);
       x = x + blk->ffn->forward(blk->norm2->forward(x));
       if (want_hidden) r.hidden.push_back(x.detach());
     } else {
-      x = blk->norm1->forward(x + blk->attn->forward(x, cos, sin, bias, g, probe_slot));
+      x = blk->norm1->forward(x + blk->attn->forward(x, cos, sin, g, probe_slot));
       auto before_ln = x + blk->ffn->forward(x);
       if (want_hidden) r.hidden.push_back(before_ln.detach());
       x = blk->norm2->forward(before_ln);

@@ -3,9 +3,8 @@
 #pragma once
 #include <torch/torch.h>
 
-#include "runtime/attention.h"
-#include "compiler/kernels/kernel_spec.h"
-#include "runtime/config.h"
+#include "plan/run_config.h"
+#include "runtime/attention_backend.h"
 
 namespace sink::rt {
 
@@ -26,14 +25,12 @@ struct FeedForward : torch::nn::Module {
 };
 
 struct SelfAttention : torch::nn::Module {
-  SelfAttention(const ModelConfig& c);
-  // bias: position term g(i - j) or undefined. probe: filled with the metric attention when defined.
-  // g: the same bias by distance [H, T] (the JIT kernels' form).
+  SelfAttention(const ModelConfig& c, std::shared_ptr<AttentionBackend> backend);
+  // g: the position term by distance [H, T], or undefined. probe: filled with the metric attention when given.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& rope_cos, const torch::Tensor& rope_sin,
-                        const torch::Tensor& bias, const torch::Tensor& g, torch::Tensor* probe);
+                        const torch::Tensor& g, torch::Tensor* probe);
   ModelConfig cfg;
-  bool jit = false;
-  kernels::KernelSpec kernel;
+  std::shared_ptr<AttentionBackend> backend;
   torch::nn::Linear wq{nullptr}, wk{nullptr}, wv{nullptr}, wo{nullptr};
   torch::Tensor kernel_w1, kernel_w2;  // mlp kernel, per head
   torch::Tensor k_star_learned;        // [H|1, k_dims]
@@ -41,7 +38,7 @@ struct SelfAttention : torch::nn::Module {
 };
 
 struct Block : torch::nn::Module {
-  Block(const ModelConfig& c);
+  Block(const ModelConfig& c, std::shared_ptr<AttentionBackend> backend);
   ModelConfig cfg;
   std::shared_ptr<Norm> norm1, norm2;
   std::shared_ptr<SelfAttention> attn;
@@ -54,16 +51,18 @@ struct ForwardResult {
   std::vector<torch::Tensor> hidden;       // per layer [B, T', d] (before the LN for post-norm), when asked
 };
 
+// Built on `device`, with the attention backend the plan and the device select.
 struct Transformer : torch::nn::Module {
-  explicit Transformer(const ModelConfig& c);
+  explicit Transformer(const ModelConfig& c, torch::Device device = torch::kCPU);
   ForwardResult forward(const torch::Tensor& tokens, bool probe = false, bool hidden = false);
-  torch::Tensor position_bias(int64_t T);  // ALiBi or T5 bucket bias: [1, H, T, T], or undefined
-  torch::Tensor distance_bias(int64_t T);  // the same by distance |i - j|: [H, T], or undefined
+  torch::Tensor distance_bias(int64_t T);  // ALiBi or T5 bucket bias by distance |i - j|: [H, T], or undefined
   // Parameters AdamW decays: weight matrices and embeddings, not gains, k*, v*, x*.
   std::vector<torch::Tensor> decayed_parameters();
   std::vector<torch::Tensor> other_parameters();
 
   ModelConfig cfg;
+  torch::Device device;
+  std::shared_ptr<AttentionBackend> backend;  // shared by the layers
   torch::nn::Embedding embed{nullptr}, positions{nullptr}, relative{nullptr};
   torch::nn::Linear head{nullptr};
   torch::Tensor sink_token;

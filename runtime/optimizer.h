@@ -5,7 +5,7 @@
 #include <memory>
 #include <torch/torch.h>
 
-#include "runtime/config.h"
+#include "plan/run_config.h"
 #include "runtime/model.h"
 
 namespace sink::rt {

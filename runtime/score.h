@@ -3,7 +3,7 @@
 #pragma once
 #include <torch/torch.h>
 
-#include "compiler/value.h"
+#include "plan/value.h"
 
 namespace sink::rt {
 

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "runtime/batches.h"
-#include "runtime/config.h"
+#include "plan/run_config.h"
 #include "runtime/corpus.h"
 #include "runtime/interrupt.h"
 #include "runtime/measure.h"
@@ -57,7 +57,7 @@ json evaluate(Transformer& model, const Batches& batches, const RunConfig& cfg, 
   }
   m["valid_loss"] = loss / std::max<int64_t>(1, chunks);
 
-  const bool bos = cfg.measure.bos == "with" || (cfg.measure.bos == "auto" && bos_data);
+  const bool bos = measures_with_bos(cfg.measure.bos, cfg.data);
   auto inputs = batches.measure_inputs(cfg.measure.sequences, cfg.measure.T, cfg.measure.input, bos);
   std::vector<SinkReport> parts;
   for (int64_t b = 0; b < inputs.size(0); b += 25)
@@ -109,7 +109,7 @@ json attention_maps(Transformer& model, const Batches& batches, const RunConfig&
   model.eval();
   ForwardResult f = model.forward(x, /*probe=*/true);
   model.train();
-  const bool k_column = cfg.model.biases == "k" || cfg.model.biases == "kv";
+  const bool k_column = cfg.model.key_column();
   std::vector<std::tuple<double, int64_t, int64_t>> heads;  // (alpha_1, layer, head)
   std::vector<torch::Tensor> maps;
   for (size_t l = 0; l < f.attention.size(); ++l) {
@@ -255,7 +255,9 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
     RunConfig cfg = read_config(plan);
     const int64_t threads = cfg.train.threads > 0 ? cfg.train.threads : std::max(1u, std::thread::hardware_concurrency());
     at::set_num_threads(static_cast<int>(threads));
-    if (cfg.train.device != "cpu") throw std::runtime_error("train.device = cuda needs a CUDA build of LibTorch; this one is CPU-only");
+    if (cfg.train.device != "cpu")
+      throw std::runtime_error("train.device = cuda: training on a GPU is not implemented yet (the model and the reference "
+                               "attention backend are device-aware; the batches, optimizer and CUDA kernels are not)");
 
     TokenData data = load_data(cfg.data, options.data_cache.empty() ? options.out + "/.cache" : options.data_cache);
     if (cfg.model.vocab == 0) cfg.model.vocab = data.vocab;
@@ -270,7 +272,10 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
     auto opt = make_optimizer(model, cfg.train);
     int64_t params = 0;
     for (auto& p : model.parameters()) params += p.numel();
-    const std::string backend = cfg.model.attention.backend;
+    const std::string backend = model.backend->name();
+    // The kernel the run executes, from the same kernels::kernel_spec that `sinkc compile` uses.
+    if (const std::string source = model.backend->kernel_source(); !source.empty())
+      write_atomically(dir.file("attention.ll"), source);
     dir.log(fmt::format("run {} ({}), {} parameters, data {}", plan.name, plan.hash8(), params, data.description));
     dir.log(fmt::format("attention backend: {}", backend));
     summary["parameters"] = params;
@@ -352,7 +357,7 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
       }
     }
     if (tty) fmt::print(stderr, "\n");
-    const bool bos = cfg.measure.bos == "with" || (cfg.measure.bos == "auto" && cfg.data.bos);
+    const bool bos = measures_with_bos(cfg.measure.bos, cfg.data);
     write_atomically(dir.file("attention_maps.json"), attention_maps(model, batches, cfg, bos).dump() + "\n");
     const double elapsed = std::chrono::duration<double>(Clock::now() - loop_start).count();
     summary["steps_done"] = steps;

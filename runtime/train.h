@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "compiler/plan.h"
+#include "plan/plan.h"
 
 namespace sink::rt {
 

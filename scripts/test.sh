@@ -6,6 +6,11 @@ scripts/setup.sh --tests
 # The browser test's one node module, at the version package-lock.json pins.
 npm ci --prefix tests/browser --no-audit --no-fund
 ctest --test-dir build --output-on-failure -j2
+# The plan library and kernel emitters alone, configured without ANTLR,
+# LibTorch or LLVM: the layering the runtime's portability rests on.
+cmake -S . -B build-plan -G Ninja -DCMAKE_BUILD_TYPE=Release -DSINKLAB_FRONTEND=OFF -DSINKLAB_RUNTIME=OFF > /dev/null
+ninja -C build-plan plan_tests
+ctest --test-dir build-plan --output-on-failure
 # The parser fuzz target needs clang: its own build folder.
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSINKLAB_FUZZ=ON -DSINKLAB_RUNTIME=OFF \
   -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 > /dev/null

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/plan.h"
+#include "plan/plan.h"
 #include "helpers.h"
 
 namespace spectest {

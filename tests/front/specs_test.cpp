@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "compiler/plan.h"
-#include "compiler/schema.h"
+#include "plan/plan.h"
+#include "plan/schema.h"
 #include "helpers.h"
 
 #include "spec_helpers.h"

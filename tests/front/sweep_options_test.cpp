@@ -3,7 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "compiler/schema.h"
+#include "plan/schema.h"
 #include "spec_helpers.h"
 
 namespace {

@@ -9,7 +9,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "compiler/kernels/emit_llvm.h"
+#include "kernels/emit_llvm.h"
 #include "runtime/attention.h"
 #include "tests/runtime/jit_variants.h"
 

@@ -10,6 +10,7 @@
 #include "runtime/attention.h"
 #include "runtime_test_util.h"
 
+using namespace sink;
 using namespace sink::rt;
 using sinktest::binary;
 using sinktest::call;

@@ -11,6 +11,7 @@
 #include "runtime/tokenizer.h"
 #include "runtime_test_util.h"
 
+using namespace sink;
 using namespace sink::rt;
 using sinktest::TempDir;
 using sinktest::write_file;

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <random>
 
-#include "compiler/kernels/emit_llvm.h"
+#include "kernels/emit_llvm.h"
 #include "compiler/pipeline.h"
 #include "runtime/attention.h"
 #include "runtime/batches.h"

@@ -5,14 +5,14 @@
 #include <string>
 #include <vector>
 
-#include "runtime/config.h"
+#include "plan/run_config.h"
 #include "runtime/jit_attention.h"
 
 namespace sink::testing_variants {
 
 using sink::ExprNode;
-using sink::rt::AttentionConfig;
-using sink::rt::ModelConfig;
+using sink::AttentionConfig;
+using sink::ModelConfig;
 
 inline ExprNode var(const std::string& n) { return {ExprNode::Op::Var, 0, n, {}}; }
 inline ExprNode num(double v) { return {ExprNode::Op::Number, v, "", {}}; }
@@ -39,8 +39,8 @@ inline AttentionConfig config_of(const Variant& v) {
   a.scale = v.alpha;
   a.prefix = v.prefix;
   a.window = v.window;
-  a.softmax = v.score == call("exp", {var("qk")}) && v.normalize == "sum";
-  a.shifted_exp = v.score == call("exp", {var("qk")}) && v.normalize == "pnorm";
+  a.softmax = sink::is_softmax(v.score, v.normalize);
+  a.shifted_exp = sink::is_shifted_exp(v.score, v.normalize);
   return a;
 }
 
@@ -51,7 +51,7 @@ inline kernels::KernelSpec spec_of(const Variant& v) {
   m.pe = v.position_bias ? "alibi" : "rope";
   m.biases = v.key_bias ? "k" : "none";
   m.d_head = v.D;
-  return kernel_spec_of(m);
+  return sink::kernels::kernel_spec(m);
 }
 
 inline std::vector<Variant> paper_variants() {

@@ -9,6 +9,7 @@
 #include "runtime/tokenizer.h"
 #include "runtime_test_util.h"
 
+using namespace sink;
 using namespace sink::rt;
 using sinktest::TempDir;
 

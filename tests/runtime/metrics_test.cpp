@@ -4,6 +4,7 @@
 #include "runtime/attention.h"
 #include "runtime/measure.h"
 
+using namespace sink;
 using namespace sink::rt;
 
 namespace {
@@ -60,7 +61,7 @@ TEST(Metrics, SinkStarReadsTheExtraColumn) {
 }
 
 TEST(Metrics, ProxyScoresForUnnormalizedAttention) {
-  sink::rt::AttentionConfig cfg;
+  sink::AttentionConfig cfg;
   cfg.normalize = "none";
   auto allowed = allowed_pairs(2, 0, 0);
   // Non-negative scores: s / (sum s + 1e-8).

@@ -8,6 +8,7 @@
 #include "runtime/model.h"
 #include "runtime_test_util.h"
 
+using namespace sink;
 using namespace sink::rt;
 
 namespace {

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "compiler/pipeline.h"
-#include "runtime/config.h"
+#include "plan/run_config.h"
 
 namespace sinktest {
 
@@ -31,7 +31,7 @@ inline sink::Plan plan_of(const std::string& text) {
   return plans[0];
 }
 
-inline sink::rt::RunConfig config_of(const std::string& text) { return sink::rt::read_config(plan_of(text)); }
+inline sink::RunConfig config_of(const std::string& text) { return sink::read_config(plan_of(text)); }
 
 // A fresh directory under the system temp dir, removed when the object dies.
 struct TempDir {

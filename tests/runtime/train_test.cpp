@@ -11,6 +11,7 @@
 #include "runtime/train.h"
 #include "runtime_test_util.h"
 
+using namespace sink;
 using namespace sink::rt;
 using json = nlohmann::json;
 using sinktest::TempDir;

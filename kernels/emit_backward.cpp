@@ -6,7 +6,8 @@
 //      per (query, key) pair; the position-bias gradient by distance.
 #include <fmt/format.h>
 
-#include "compiler/kernels/generator.h"
+#include "kernels/generator.h"
+#include "kernels/kernel_abi.h"
 
 namespace sink::kernels {
 namespace {
@@ -17,11 +18,8 @@ int key_rows(int64_t d_head) { return d_head >= 64 ? 2 : 4; }
 std::string Generator::backward() {
   IrText b = body();
   std::string out =
-      "; backward: dq, dk, dv, the position-bias gradient by distance, and dk*, dv*\n"
-      "define void @sink_backward(ptr noalias %q, ptr noalias %qt, ptr noalias %k, ptr noalias %kt, ptr noalias %v, "
-      "ptr noalias %vt, ptr noalias %g, ptr noalias %kstar, ptr noalias %vstar, ptr noalias %o, ptr noalias %stats, "
-      "ptr noalias %dout, ptr noalias %doutt, ptr noalias %delta, ptr noalias %dq, ptr noalias %dk, ptr noalias %dv, "
-      "ptr noalias %dg, ptr noalias %dkstar, ptr noalias %dvstar, i64 %T, i64 %Tp) {\nentry:\n";
+      "; backward: dq, dk, dv, the position-bias gradient by distance, and dk*, dv*\n" +
+      abi::host_signature(abi::kBackwardSymbol, abi::kBackward) + " {\nentry:\n";
   weights_buffer(b);
   backward_rows(b);
   backward_columns(b);

@@ -1,4 +1,4 @@
-#include "compiler/kernels/symbolic.h"
+#include "kernels/symbolic.h"
 
 #include <cmath>
 

@@ -3,7 +3,7 @@
 // Internal functions the derivative needs besides the language's own:
 // __step(x) = x > 0 ? 1 : 0, __sign(x).
 #pragma once
-#include "compiler/value.h"
+#include "plan/value.h"
 
 namespace sink::kernels {
 

@@ -1,7 +1,14 @@
-#include "runtime/config.h"
+#include "plan/run_config.h"
 
-namespace sink::rt {
+#include <algorithm>
+
+namespace sink {
 namespace {
+
+const ExprNode& exp_of_qk() {
+  static const ExprNode e{ExprNode::Op::Call, 0, "exp", {ExprNode{ExprNode::Op::Var, 0, "qk", {}}}};
+  return e;
+}
 
 std::vector<int64_t> ints(const Value& list) {
   std::vector<int64_t> out;
@@ -11,6 +18,15 @@ std::vector<int64_t> ints(const Value& list) {
 
 }  // namespace
 
+bool is_softmax(const ExprNode& score, const std::string& normalize) { return normalize == "sum" && score == exp_of_qk(); }
+bool is_shifted_exp(const ExprNode& score, const std::string& normalize) {
+  return normalize == "pnorm" && score == exp_of_qk();
+}
+
+bool measures_with_bos(const std::string& mode, const DataConfig& data) { return mode == "with" || (mode == "auto" && data.bos); }
+
+// Plans are lowered (compiler/lower.cpp): kv_heads, v_star, k_dims and the
+// random first token are already resolved, so they are read, not re-derived.
 RunConfig read_config(const Plan& p) {
   RunConfig c;
   c.name = p.name;
@@ -22,7 +38,8 @@ RunConfig read_config(const Plan& p) {
   m.layers = p.integer("model.layers");
   m.heads = p.integer("model.heads");
   m.kv_heads = p.integer("model.kv_heads");
-  if (m.kv_heads == 0) m.kv_heads = m.heads;
+  if (m.kv_heads < 1 || m.heads % m.kv_heads != 0)
+    throw PlanError(p.name + ": model.kv_heads must divide model.heads in a lowered plan");
   m.d_head = m.d / m.heads;
   m.ffn = p.choice("model.ffn");
   m.ffn_hidden = p.integer("model.ffn_hidden");
@@ -38,13 +55,12 @@ RunConfig read_config(const Plan& p) {
   m.biases = p.choice("model.biases");
   m.bias_shared = p.flag("model.bias_shared");
   m.k_dims = p.integer("model.k_dims");
-  if (m.k_dims == 0) m.k_dims = m.d_head;
   const Value& vstar = p.at("model.v_star");
   if (vstar.kind == Value::Kind::Expr) {
     m.v_star = "fixed";
     m.v_star_expr = *vstar.expr;
   } else {
-    m.v_star = vstar.s == "auto" ? (m.biases == "k" ? "zero" : "learned") : vstar.s;
+    m.v_star = vstar.s;
   }
   m.tie_embeddings = p.flag("model.tie_embeddings");
   m.init_std = p.number("model.init_std");
@@ -58,12 +74,8 @@ RunConfig read_config(const Plan& p) {
   a.normalize = norm.s;
   if (a.normalize == "pnorm") a.pnorm_p = norm.arg("p")->number();
   a.scale = p.number("attention.scale");
-  ExprNode softmax_score;
-  softmax_score.op = ExprNode::Op::Call;
-  softmax_score.name = "exp";
-  softmax_score.args.push_back({ExprNode::Op::Var, 0, "qk", {}});
-  a.softmax = a.score == softmax_score && a.normalize == "sum";
-  a.shifted_exp = a.score == softmax_score && a.normalize == "pnorm";
+  a.softmax = is_softmax(a.score, a.normalize);
+  a.shifted_exp = is_shifted_exp(a.score, a.normalize);
   a.prefix = p.integer("loss.prefix");
   const Value& window = p.at("loss.window");
   a.window = window.kind == Value::Kind::Int ? window.i : 0;
@@ -89,7 +101,6 @@ RunConfig read_config(const Plan& p) {
   d.bos = p.flag("data.bos");
   d.amount = p.integer("data.amount");
   d.random_positions = ints(p.at("data.random"));
-  if (p.choice("data.first_token") == "random") d.random_positions.insert(d.random_positions.begin(), 1);
   for (const auto& f : p.at("data.fix").items) d.fixed.emplace_back(f.items[0].i, f.items[1].i);
   d.valid_fraction = p.number("data.valid_fraction");
 
@@ -125,4 +136,4 @@ RunConfig read_config(const Plan& p) {
   return c;
 }
 
-}  // namespace sink::rt
+}  // namespace sink

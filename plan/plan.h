@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/value.h"
+#include "plan/value.h"
 
 namespace sink {
 

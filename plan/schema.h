@@ -6,7 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "compiler/value.h"
+#include "plan/expr_text.h"
+#include "plan/value.h"
 
 namespace sink {
 
@@ -42,6 +43,7 @@ struct TypeSpec {
   std::vector<Form> forms;
   int list_len = 0;  // lists: exact length, 0 = any
   std::string describe() const;  // "int in [1, 65536]", "one of relu|gelu|..."
+  bool admits(double v) const;    // inside [min, max] (min excluded when min_open); never NaN
   const Form* form(const std::string& name) const;
 };
 
@@ -64,11 +66,10 @@ std::vector<std::string> field_paths();
 std::vector<std::string> block_names();
 const char* type_name(Type t);
 
-// Functions allowed in score expressions, with their arity.
-struct ScoreFunction {
-  const char* name;
-  int arity;
-};
-const std::vector<ScoreFunction>& score_functions();
+// What score expressions (qk, i, j; exp, sigmoid, ...) and fixed value
+// vectors (ones, d_head; onehot, sqrt) may use: the checker and the plan
+// reader both ask these.
+const ExprRules& score_rules();
+const ExprRules& vector_rules();
 
 }  // namespace sink

@@ -1,9 +1,9 @@
-#include "compiler/kernels/generator.h"
+#include "kernels/generator.h"
 
 #include <cmath>
 #include <fmt/format.h>
 
-#include "compiler/kernels/symbolic.h"
+#include "kernels/symbolic.h"
 
 namespace sink::kernels {
 

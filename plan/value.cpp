@@ -1,4 +1,4 @@
-#include "compiler/value.h"
+#include "plan/value.h"
 
 #include <charconv>
 #include <cmath>

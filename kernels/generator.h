@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
-#include "compiler/kernels/emit_llvm.h"
-#include "compiler/kernels/ir_text.h"
+#include "kernels/emit_llvm.h"
+#include "kernels/ir_text.h"
 
 namespace sink::kernels {
 

@@ -5,7 +5,8 @@
 #include <cmath>
 #include <fmt/format.h>
 
-#include "compiler/kernels/generator.h"
+#include "kernels/generator.h"
+#include "kernels/kernel_abi.h"
 
 namespace sink::kernels {
 namespace {
@@ -22,8 +23,8 @@ std::string Generator::forward(bool nvptx) {
     // One thread per (batch x head) slice: the same loops, offset by the
     // slice; g, k* and v* by its head (slice mod heads) times their step,
     // T and d_head for per-head tensors, 0 for head-shared ones.
-    head = "define ptx_kernel void @sink_forward(ptr %q0, ptr %kt0, ptr %v0, ptr %g0, ptr %kstar0, ptr %vstar0, ptr %o0, "
-           "ptr %stats0, i64 %T, i64 %Tp, i64 %slices, i64 %heads, i64 %g_step, i64 %star_step) {\nentry:\n";
+    static constexpr std::array<std::string_view, 4> kSliceSizes = {"slices", "heads", "g_step", "star_step"};
+    head = abi::ptx_signature(abi::kForwardSymbol, abi::kForward, kSliceSizes) + " {\nentry:\n";
     b.text += "  %tid = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()\n  %ctaid = call i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()\n"
               "  %ntid = call i32 @llvm.nvvm.read.ptx.sreg.ntid.x()\n  %base = mul i32 %ctaid, %ntid\n"
               "  %slice32 = add i32 %base, %tid\n  %slice = zext i32 %slice32 to i64\n"
@@ -42,9 +43,8 @@ std::string Generator::forward(bool nvptx) {
       b.text += fmt::format("  %{0} = getelementptr inbounds {1}, ptr %{0}0, i64 %star.offset\n", p, b.F);
     weights_buffer(b);
   } else {
-    head = "; forward: o and the per-row statistics stats[0][i], stats[1][i]\n"
-           "define void @sink_forward(ptr noalias %q, ptr noalias %kt, ptr noalias %v, ptr noalias %g, ptr noalias %kstar, "
-           "ptr noalias %vstar, ptr noalias %o, ptr noalias %stats, i64 %T, i64 %Tp) {\nentry:\n";
+    head = "; forward: o and the per-row statistics stats[0][i], stats[1][i]\n" +
+           abi::host_signature(abi::kForwardSymbol, abi::kForward) + " {\nentry:\n";
   }
   if (!nvptx) weights_buffer(b);  // (the GPU kernel's is in block "start")
   open_loop(b, "qg", "0", nvptx ? "start" : "entry", "icmp slt i64 %qg, %T");

@@ -8,7 +8,7 @@
 #pragma once
 #include <string>
 
-#include "compiler/kernels/kernel_spec.h"
+#include "plan/kernel_spec.h"
 
 namespace sink::kernels {
 

@@ -1,4 +1,4 @@
-#include "compiler/plan.h"
+#include "plan/plan.h"
 
 #include <algorithm>
 #include <cctype>
@@ -8,9 +8,8 @@
 #include <sstream>
 #include <toml++/toml.h>
 
-#include "compiler/check.h"
-#include "compiler/parse.h"
-#include "compiler/schema.h"
+#include "plan/expr_text.h"
+#include "plan/schema.h"
 
 namespace sink {
 
@@ -102,94 +101,104 @@ nlohmann::ordered_json to_json_value(const Value& v) {
   }
 }
 
-// ---- reading: TOML nodes become AST expressions, typed by the checker -----
+// ---- reading: each TOML value typed by its schema entry ---------------------
+// Structural, so the plan needs no grammar: expressions are read back from
+// their canonical text (plan/expr_text.h), everything else from TOML types.
 
-ast::Expr number_expr(double v, bool integral) {
-  ast::Expr e;
-  e.kind = ast::Expr::Kind::Number;
-  e.number = v;
-  e.integral = integral;
-  return e;
+[[noreturn]] void bad(const std::string& key, const std::string& why) { throw PlanError(fmt::format("'{}': {}", key, why)); }
+
+double checked_number(const toml::node& node, const TypeSpec& spec, bool whole, const std::string& key) {
+  double v = 0;
+  if (auto i = node.as_integer()) v = static_cast<double>(i->get());
+  else if (auto f = node.as_floating_point(); f && !whole) v = f->get();
+  else bad(key, whole ? "expected an integer" : "expected a number");
+  if (!spec.admits(v))
+    bad(key, fmt::format("{} is out of range: expected {}", whole ? std::to_string(static_cast<int64_t>(v)) : format_number(v),
+                         spec.describe()));
+  return v;
 }
 
-ast::Expr name_expr(const std::string& name) {
-  ast::Expr e;
-  e.kind = ast::Expr::Kind::Name;
-  e.text = name;
-  return e;
+Value read_expr_value(const std::string& text, const ExprRules& rules, const std::string& key) {
+  ExprNode e;
+  try {
+    e = read_expr(text);
+  } catch (const std::invalid_argument& err) {
+    bad(key, err.what());
+  }
+  if (auto why = expr_violation(e, rules); !why.empty()) bad(key, fmt::format("{} in '{}'", why, text));
+  return Value::of_expr(std::move(e));
 }
 
-ast::Expr parse_text(const std::string& text, const std::string& key) {
-  SourceManager sources;
-  Diagnostics diags(sources);
-  int file = sources.add("<plan " + key + ">", text);
-  auto e = parse_expression(file, sources, diags);
-  if (!e || diags.has_errors()) throw PlanError(fmt::format("'{}': cannot read '{}'\n{}", key, text, diags.render()));
-  return *e;
-}
-
-ast::Expr to_expr(const toml::node& node, const TypeSpec& spec, const std::string& key) {
-  if (auto i = node.as_integer()) return number_expr(static_cast<double>(i->get()), true);
-  if (auto f = node.as_floating_point()) return number_expr(f->get(), false);
-  if (auto b = node.as_boolean()) return name_expr(b->get() ? "true" : "false");
-  if (auto s = node.as_string()) {
-    if (spec.type == Type::String) {
-      ast::Expr e;
-      e.kind = ast::Expr::Kind::String;
-      e.text = s->get();
-      return e;
+Value read_value(const toml::node& node, const TypeSpec& spec, const std::string& key) {
+  const auto* str = node.as_string();
+  switch (spec.type) {
+    case Type::Int:
+    case Type::Count: return Value::of_int(static_cast<int64_t>(checked_number(node, spec, true, key)));
+    case Type::Float: return Value::of_float(checked_number(node, spec, false, key));
+    case Type::OptionalInt:
+      if (str && str->get() == "none") return Value::none();
+      return Value::of_int(static_cast<int64_t>(checked_number(node, spec, true, key)));
+    case Type::Bool:
+      if (auto b = node.as_boolean()) return Value::of_bool(b->get());
+      bad(key, "expected true or false");
+    case Type::Enum:
+      if (str)
+        for (const auto& c : spec.choices)
+          if (c == str->get()) return Value::of_enum(c);
+      bad(key, "expected " + spec.describe());
+    case Type::String:
+      if (str) return Value::of_string(str->get());
+      bad(key, "expected a string");
+    case Type::Variant: {
+      const auto* table = node.as_table();
+      std::string form_name = str ? str->get() : table ? (*table)["form"].value_or(std::string()) : "";
+      const TypeSpec::Form* form = spec.form(form_name);
+      if (!form) bad(key, fmt::format("expected {}", spec.describe()));
+      Value out;
+      out.kind = Value::Kind::Call;
+      out.s = form->name;
+      for (const auto& param : form->params) {
+        const toml::node* given = table ? (*table)[param.name].node() : nullptr;
+        out.args.emplace_back(param.name, given ? read_value(*given, param.spec, key + "." + param.name) : param.default_value);
+      }
+      if (table)
+        for (const auto& [k, n] : *table)
+          if (k.str() != "form" && !out.arg(std::string(k.str())))
+            bad(key, fmt::format("'{}' has no parameter '{}'", form->name, k.str()));
+      return out;
     }
-    return parse_text(s->get(), key);
-  }
-  if (auto a = node.as_array()) {
-    ast::Expr e;
-    e.kind = ast::Expr::Kind::List;
-    TypeSpec item = spec;
-    if (spec.type == Type::FixList) item.type = Type::IntList;
-    for (const auto& n : *a) e.children.push_back(to_expr(n, item, key));
-    return e;
-  }
-  if (auto t = node.as_table()) {
-    auto form_name = (*t)["form"].value<std::string>();
-    if (!form_name) throw PlanError(fmt::format("'{}': a call table needs a 'form' key", key));
-    const TypeSpec::Form* form = spec.form(*form_name);
-    if (!form) throw PlanError(fmt::format("'{}': unknown form '{}'", key, *form_name));
-    ast::Expr e;
-    e.kind = ast::Expr::Kind::Call;
-    e.text = *form_name;
-    for (const auto& [k, n] : *t) {
-      if (k.str() == "form") continue;
-      const Param* param = nullptr;
-      for (const auto& p : form->params)
-        if (p.name == k.str()) param = &p;
-      if (!param) throw PlanError(fmt::format("'{}': '{}' has no parameter '{}'", key, *form_name, k.str()));
-      e.arg_names.push_back(std::string(k.str()));
-      e.children.push_back(to_expr(n, param->spec, key + "." + std::string(k.str())));
+    case Type::ScoreExpr:
+      if (!str) bad(key, "expected an expression in a string");
+      return read_expr_value(str->get(), score_rules(), key);
+    case Type::VectorExpr:
+      if (!str) bad(key, "expected a vector expression or one of " + fmt::format("{}", fmt::join(spec.choices, "|")));
+      for (const auto& c : spec.choices)
+        if (c == str->get()) return Value::of_enum(c);
+      return read_expr_value(str->get(), vector_rules(), key);
+    case Type::IntList:
+    case Type::FloatList: {
+      const auto* a = node.as_array();
+      if (!a) bad(key, "expected an array");
+      if (spec.list_len && static_cast<int>(a->size()) != spec.list_len) bad(key, fmt::format("expected {} values", spec.list_len));
+      TypeSpec item = spec;
+      item.type = spec.type == Type::IntList ? Type::Int : Type::Float;
+      Value out = Value::of_list({});
+      for (const auto& n : *a) out.items.push_back(read_value(n, item, key));
+      return out;
     }
-    return e;
-  }
-  throw PlanError(fmt::format("'{}': unsupported TOML value", key));
-}
-
-Value read_field(const toml::node& node, const Field& field) {
-  SourceManager sources;
-  Diagnostics diags(sources);
-  if (field.spec.type == Type::FixList) {
-    Value out = Value::of_list({});
-    auto a = node.as_array();
-    if (!a) throw PlanError(fmt::format("'{}': expected an array of [token, position] pairs", field.path));
-    for (const auto& pair : *a) {
-      auto p = pair.as_array();
-      if (!p || p->size() != 2 || !(*p)[0].is_integer() || !(*p)[1].is_integer())
-        throw PlanError(fmt::format("'{}': expected [token, position] pairs", field.path));
-      out.items.push_back(Value::of_list({Value::of_int((*p)[0].as_integer()->get()), Value::of_int((*p)[1].as_integer()->get())}));
+    case Type::FixList: {
+      const auto* a = node.as_array();
+      if (!a) bad(key, "expected an array of [token, position] pairs");
+      Value out = Value::of_list({});
+      for (const auto& pair : *a) {
+        const auto* p = pair.as_array();
+        if (!p || p->size() != 2 || !(*p)[0].is_integer() || !(*p)[1].is_integer()) bad(key, "expected [token, position] pairs");
+        out.items.push_back(Value::of_list({Value::of_int((*p)[0].as_integer()->get()), Value::of_int((*p)[1].as_integer()->get())}));
+      }
+      return out;
     }
-    return out;
   }
-  ast::Expr e = to_expr(node, field.spec, field.path);
-  auto v = type_value(field.spec, e, field.path, diags);
-  if (!v) throw PlanError(fmt::format("'{}': {}", field.path, diags.all().empty() ? "invalid" : diags.all()[0].message));
-  return *v;
+  bad(key, "unsupported field type");
 }
 
 }  // namespace
@@ -239,7 +248,7 @@ Plan plan_from_toml(const std::string& text, const std::string& origin) {
     std::string leaf = f.path.substr(f.path.find('.') + 1);
     const toml::node* node = root[block][leaf].node();
     if (!node) throw PlanError(fmt::format("{}: plan has no field '{}'", origin, f.path));
-    plan.fields[f.path] = read_field(*node, f);
+    plan.fields[f.path] = read_value(*node, f.spec, f.path);
   }
   if (auto point = root["sweep_point"].as_table()) {
     // toml++ tables iterate in key order; the axes' order is the order written.
@@ -252,7 +261,7 @@ Plan plan_from_toml(const std::string& text, const std::string& origin) {
     });
     for (const auto& [k, n] : entries) {
       const Field* f = find_field(std::string(k->str()));
-      if (f) plan.sweep_point.emplace_back(std::string(k->str()), read_field(*n, *f));
+      if (f) plan.sweep_point.emplace_back(std::string(k->str()), read_value(*n, f->spec, f->path));
     }
   }
   std::string stored = root["hash"].value_or(std::string());

@@ -1,5 +1,6 @@
-#include "compiler/schema.h"
+#include "plan/schema.h"
 
+#include <cmath>
 #include <fmt/format.h>
 
 namespace sink {
@@ -229,11 +230,22 @@ std::vector<std::string> block_names() {
   return out;
 }
 
-const std::vector<ScoreFunction>& score_functions() {
-  static const std::vector<ScoreFunction> fns = {
-      {"exp", 1}, {"sigmoid", 1}, {"elu", 1}, {"relu", 1}, {"tanh", 1}, {"softplus", 1},
-      {"abs", 1}, {"pow", 2},     {"sqrt", 1}, {"log", 1}};
-  return fns;
+const ExprRules& score_rules() {
+  static const ExprRules rules{{"qk", "i", "j"},
+                               {{"exp", 1}, {"sigmoid", 1}, {"elu", 1}, {"relu", 1}, {"tanh", 1}, {"softplus", 1},
+                                {"abs", 1}, {"pow", 2}, {"sqrt", 1}, {"log", 1}}};
+  return rules;
+}
+
+const ExprRules& vector_rules() {
+  static const ExprRules rules{{"ones", "d_head"}, {{"onehot", 1}, {"sqrt", 1}}};
+  return rules;
+}
+
+bool TypeSpec::admits(double v) const {
+  if (std::isnan(v)) return false;
+  if (min_open ? v <= min : v < min) return false;
+  return v <= max;
 }
 
 }  // namespace sink

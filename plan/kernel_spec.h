@@ -1,9 +1,12 @@
-// The attention part of a Plan that a kernel is specialized on: everything
-// the generated code depends on, and a hash that names the kernel.
+// The attention part of a run that a kernel is specialized on: everything
+// the generated code depends on, and a hash that names the kernel. Derived
+// by one function, which `sinkc compile` (attention.ll) and every runtime
+// backend call, so the kernel a run uses is the one compile writes.
 #pragma once
 #include <string>
 
-#include "compiler/plan.h"
+#include "plan/plan.h"
+#include "plan/run_config.h"
 
 namespace sink::kernels {
 
@@ -22,13 +25,14 @@ struct KernelSpec {
   // exp(qk) under the p-norm: A = s / ||s||_p does not change when s is
   // scaled, so the kernels compute exp(x - m) with the row max m as softmax
   // does. exp(x) alone overflows float at x > 88 (p = 1/4 diverged so).
-  bool shifted_exp() const;
+  bool shifted_exp() const { return is_shifted_exp(score, normalize); }
 
   std::string describe() const;
   std::string hash() const;  // 16 hex digits, of describe()
 };
 
-// Reads the attention fields of a plan. Position bias: ALiBi or relative PE.
+// The kernel a model's attention needs.
+KernelSpec kernel_spec(const ModelConfig& model);
 KernelSpec kernel_spec(const Plan& plan);
 
 }  // namespace sink::kernels

@@ -1,4 +1,4 @@
-#include "compiler/kernels/ir_text.h"
+#include "kernels/ir_text.h"
 
 #include <cmath>
 #include <cstring>

@@ -1,17 +1,25 @@
-// The runtime's typed view of a Plan: read once, then plain fields. The
-// runtime never sees the AST; this is its only reader of plan values.
+// The typed view of a Plan: read once, then plain fields. The runtime reads
+// plan values only through this, and the decisions that several places need
+// (softmax, d_head, the k* column, the BOS at measurement) are made here once.
 #pragma once
 #include <string>
 #include <vector>
 
-#include "compiler/plan.h"
+#include "plan/plan.h"
 
-namespace sink::rt {
+namespace sink {
+
+// exp(qk) normalized by the sum is softmax: computed in the max-subtracted,
+// online form. exp(qk) under the p-norm is computed as exp(x - row max) too
+// (kernel_spec.h). Everything else is the generic score path.
+bool is_softmax(const ExprNode& score, const std::string& normalize);
+bool is_shifted_exp(const ExprNode& score, const std::string& normalize);
+
 
 struct AttentionConfig {
   ExprNode score;                  // over qk, i, j
-  bool softmax = false;            // score == exp(qk) and normalize == sum: the max-subtracted form
-  bool shifted_exp = false;        // score == exp(qk) and normalize == pnorm: exp(x - row max), as the kernels
+  bool softmax = false;            // is_softmax(score, normalize); tests clear it to force the generic path
+  bool shifted_exp = false;        // is_shifted_exp(score, normalize)
   std::string kernel = "identity";  // identity | elu1 | mlp
   int64_t kernel_hidden = 64;
   std::string normalize = "sum";   // sum | none | abs_clamped | pnorm
@@ -41,6 +49,11 @@ struct ModelConfig {
   double init_std = 0.02;
   int64_t max_positions = 0;  // learned/sinusoidal table size
   AttentionConfig attention;
+
+  // K biases (k, kv) add one key column k* that every query sees.
+  bool key_column() const { return biases == "k" || biases == "kv"; }
+  // ALiBi and T5 buckets add g(|i - j|) to the logits.
+  bool position_term() const { return pe == "alibi" || pe == "relative"; }
 };
 
 // Where tokens come from and how chunks are modified.
@@ -87,7 +100,11 @@ struct RunConfig {
   MeasureConfig measure;
 };
 
+// Whether sink measurement prepends the BOS: `with`, `without`, or `auto`
+// (as the training data does).
+bool measures_with_bos(const std::string& mode, const DataConfig& data);
+
 // model.vocab = 0 is filled in by the caller once the tokenizer is known.
 RunConfig read_config(const Plan& plan);
 
-}  // namespace sink::rt
+}  // namespace sink

@@ -1,8 +1,9 @@
-#include "compiler/kernels/emit_llvm.h"
+#include "kernels/emit_llvm.h"
 
 #include <fmt/format.h>
 
-#include "compiler/kernels/generator.h"
+#include "kernels/generator.h"
+#include "kernels/kernel_abi.h"
 
 namespace sink::kernels {
 namespace {
@@ -26,7 +27,7 @@ std::string Generator::module(Target target) {
   out += "; sinklab attention kernel " + spec.hash() + "\n";
   out += "; " + spec.describe() + "\n";
   out += "; s(qk, i, j)  = " + to_string(spec.score) + "\n";
-  out += "; ds/dqk       = " + to_string(score_grad) + "   (symbolic, compiler/kernels/symbolic.cpp)\n";
+  out += "; ds/dqk       = " + to_string(score_grad) + "   (symbolic, kernels/symbolic.cpp)\n";
   out += spec.softmax ? "; recognised as softmax: online, max-subtracted form\n" : "";
   out += "; rows: query i sees keys j in [lo(i), hi(i)] (causal" + std::string(spec.prefix ? ", prefix" : "") +
          (spec.window ? ", window" : "") + ")" + (spec.key_bias ? "; the k* column comes first" : "") + "\n";
@@ -46,9 +47,8 @@ std::string Generator::probe() {
   IrText b = body();
   const int64_t cols = spec.key_bias ? 1 : 0;
   std::string out =
-      "; probe: row i of the scores the sink metric reads, [T, T + k* column]: A for softmax, s otherwise\n"
-      "define void @sink_probe(ptr noalias %q, ptr noalias %k, ptr noalias %g, ptr noalias %kstar, ptr noalias %stats, "
-      "ptr noalias %out, i64 %T, i64 %Tp) {\nentry:\n  %width = add i64 %T, " + std::to_string(cols) + "\n";
+      "; probe: row i of the scores the sink metric reads, [T, T + k* column]: A for softmax, s otherwise\n" +
+      abi::host_signature(abi::kProbeSymbol, abi::kProbe) + " {\nentry:\n  %width = add i64 %T, " + std::to_string(cols) + "\n";
   open_loop(b, "i", "0", "entry", "icmp slt i64 %i, %T");
   auto [lo, hi] = key_range(b, "%i");
   std::string qi = b.load_row("%q", "%i");

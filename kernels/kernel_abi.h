@@ -1,0 +1,42 @@
+// The generated kernels' argument lists, written once. The emitters build
+// each entry point's `define` from these lists, and the runtime fills an
+// array of pointers in the same order (slot() finds a name at compile time),
+// so the generated signature and the call cannot drift apart. Every entry
+// point takes the pointers, then the sizes `i64 T, i64 Tp`.
+//
+// The layout each pointer refers to is in generator.h.
+#pragma once
+#include <array>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace sink::kernels::abi {
+
+using Params = std::span<const std::string_view>;
+
+inline constexpr std::array<std::string_view, 8> kForward = {"q", "kt", "v", "g", "kstar", "vstar", "o", "stats"};
+inline constexpr std::array<std::string_view, 20> kBackward = {
+    "q",     "qt",   "k",     "kt", "v",  "vt", "g",  "kstar", "vstar",  "o",
+    "stats", "dout", "doutt", "delta", "dq", "dk", "dv", "dg",  "dkstar", "dvstar"};
+inline constexpr std::array<std::string_view, 6> kProbe = {"q", "k", "g", "kstar", "stats", "out"};
+
+inline constexpr std::string_view kForwardSymbol = "sink_forward";
+inline constexpr std::string_view kBackwardSymbol = "sink_backward";
+inline constexpr std::string_view kProbeSymbol = "sink_probe";
+
+// The position of `name` in `params`; a name not in the list does not compile.
+template <size_t N>
+consteval size_t slot(const std::array<std::string_view, N>& params, std::string_view name) {
+  for (size_t k = 0; k < N; ++k)
+    if (params[k] == name) return k;
+  throw "not an argument of this kernel";
+}
+
+// `define void @SYMBOL(ptr noalias %q, ..., i64 %T, i64 %Tp)` for the host.
+std::string host_signature(std::string_view symbol, Params params);
+// The GPU form: `define ptx_kernel void @SYMBOL(ptr %q0, ..., i64 %T, i64 %Tp, i64 %EXTRA...)`;
+// each pointer is named with the suffix 0 and offset to its slice in the body.
+std::string ptx_signature(std::string_view symbol, Params params, std::span<const std::string_view> extra_sizes);
+
+}  // namespace sink::kernels::abi

@@ -1,0 +1,37 @@
+#include "plan/kernel_spec.h"
+
+#include <fmt/format.h>
+
+namespace sink::kernels {
+
+std::string KernelSpec::describe() const {
+  return fmt::format("score={} softmax={} normalize={} p={} alpha={} prefix={} window={} position_bias={} key_bias={} d_head={} {}",
+                     to_string(score), softmax, normalize, format_number(p), format_number(alpha), prefix, window,
+                     position_bias, key_bias, d_head, f64 ? "f64" : "f32");
+}
+
+std::string KernelSpec::hash() const {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : describe()) h = (h ^ c) * 0x100000001b3ull;
+  return fmt::format("{:016x}", h);
+}
+
+KernelSpec kernel_spec(const ModelConfig& model) {
+  const AttentionConfig& a = model.attention;
+  KernelSpec k;
+  k.score = a.score;
+  k.softmax = a.softmax;
+  k.normalize = a.normalize;
+  k.p = a.pnorm_p;
+  k.alpha = a.scale;
+  k.prefix = a.prefix;
+  k.window = a.window;
+  k.position_bias = model.position_term();
+  k.key_bias = model.key_column();
+  k.d_head = model.d_head;
+  return k;
+}
+
+KernelSpec kernel_spec(const Plan& plan) { return kernel_spec(read_config(plan).model); }
+
+}  // namespace sink::kernels

@@ -1,0 +1,48 @@
+// `sinkc compile` writes attention.ll next to plan.toml; the runtime derives
+// its kernel from the plan.toml it reads. Both must be the same text for
+// every run of every spec, or attention.ll would not be what a run executes.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <sstream>
+
+#include "kernels/emit_llvm.h"
+#include "plan/kernel_spec.h"
+#include "spec_helpers.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(CompiledKernels, AttentionLlIsWhatTheRuntimeDerivesFromPlanToml) {
+  const fs::path out = fs::path(::testing::TempDir()) / "compile_kernels";
+  fs::remove_all(out);
+  int runs = 0;
+  std::set<std::string> variants;
+  for (const auto& spec : spectest::spec_files()) {
+    const fs::path dir = out / fs::path(spec).stem();
+    const std::string cmd = std::string(SINKC_BINARY) + " compile " + spec + " -o " + dir.string() + " > /dev/null";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    for (const auto& e : fs::directory_iterator(dir)) {
+      const sink::Plan plan = sink::read_plan((e.path() / "plan.toml").string());
+      const auto kernel = sink::kernels::kernel_spec(sink::read_config(plan).model);
+      EXPECT_EQ(slurp(e.path() / "attention.ll"), sink::kernels::emit_llvm(kernel)) << e.path();
+      variants.insert(kernel.describe());
+      ++runs;
+    }
+  }
+  // Every spec compiled, and the specs between them cover many kernel variants.
+  EXPECT_GT(runs, 100);
+  EXPECT_GT(variants.size(), 20u);
+  fs::remove_all(out);
+}
+
+}  // namespace
