@@ -1,0 +1,88 @@
+// The attention backend interface: selection by plan and device, the
+// reference backend's position term against hand-computed ALiBi attention,
+// and the kernel a run writes against `sinkc compile`'s.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+
+#include "kernels/emit_llvm.h"
+#include "plan/kernel_spec.h"
+#include "runtime/attention_backend.h"
+#include "runtime/model.h"
+#include "runtime/train.h"
+#include "runtime_test_util.h"
+
+using namespace sink;
+using namespace sink::rt;
+namespace fs = std::filesystem;
+
+namespace {
+
+ModelConfig model_of(const std::string& body) { return sinktest::config_of("experiment x extends micro { " + body + " }").model; }
+
+TEST(AttentionBackend, ChosenByPlanAndDevice) {
+  EXPECT_EQ(make_attention_backend(model_of("attention.backend = jit"), torch::kCPU)->name(), "jit");
+  EXPECT_EQ(make_attention_backend(model_of("attention.backend = reference"), torch::kCPU)->name(), "reference");
+  // A pairing without kernels says what to change, whatever this LibTorch was built with.
+  try {
+    make_attention_backend(model_of("attention.backend = jit"), torch::Device(torch::kCUDA, 0));
+    ADD_FAILURE() << "jit on cuda was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("attention.backend = reference"), std::string::npos) << e.what();
+  }
+}
+
+TEST(AttentionBackend, TheJitRunsTheKernelThatCompileDerives) {
+  for (const char* body : {"", "attention { score = sigmoid(qk)  normalize = none }", "model { pe = alibi  biases = kv }"}) {
+    const ModelConfig m = model_of(std::string("attention.backend = jit ") + body);
+    EXPECT_EQ(make_attention_backend(m, torch::kCPU)->kernel_source(), kernels::emit_llvm(kernels::kernel_spec(m))) << body;
+  }
+  EXPECT_EQ(make_attention_backend(model_of("attention.backend = reference"), torch::kCPU)->kernel_source(), "");
+}
+
+// With q = 0 every logit is the position term alone: softmax over
+// -slope_h |i - j| for the visible keys, computed here by hand in double.
+TEST(AttentionBackend, ReferencePositionTermIsAlibiByDistance) {
+  const ModelConfig m = model_of("model { pe = alibi  heads = 2 } attention.backend = reference");
+  Transformer model(m);
+  const int64_t T = 5, H = m.heads, dh = m.d_head;
+  torch::Tensor g = model.distance_bias(T).to(torch::kDouble);
+  auto q = torch::zeros({1, H, T, dh}, torch::kDouble);
+  auto k = torch::randn({1, H, T, dh}, torch::kDouble);
+  auto v = torch::randn({1, H, T, dh}, torch::kDouble);
+  torch::Tensor probe;
+  make_attention_backend(m, torch::kCPU)->attend({q, k, v, g, {}, {}}, &probe);
+  for (int64_t h = 0; h < H; ++h) {
+    const double slope = std::pow(2.0, -8.0 * double(h + 1) / double(H));
+    for (int64_t i = 0; i < T; ++i) {
+      double z = 0;
+      for (int64_t j = 0; j <= i; ++j) z += std::exp(-slope * double(i - j));
+      for (int64_t j = 0; j < T; ++j) {
+        const double want = j <= i ? std::exp(-slope * double(i - j)) / z : 0.0;
+        EXPECT_NEAR(probe[0][h][i][j].item<double>(), want, 1e-12) << h << " " << i << " " << j;
+      }
+    }
+  }
+}
+
+// A jit run writes the attention.ll its backend executes: the same text as
+// `sinkc compile` writes for the spec.
+TEST(AttentionBackend, ARunWritesTheKernelSinkcCompileWrites) {
+  sinktest::TempDir dir("kernel_of_run");
+  const std::string spec = "experiment ll extends micro { attention { score = elu(qk) + 1  normalize = sum } train.steps = 2 }\n";
+  sinktest::write_file(dir.file("ll.sink"), spec);
+  const std::string cmd = std::string(SINKC_BINARY) + " compile " + dir.file("ll.sink") + " -o " + dir.file("compiled") +
+                          " --stdlib " + SINKLAB_SOURCE_DIR + "/stdlib > /dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  RunOptions o;
+  o.out = dir.file("runs");
+  o.progress = false;
+  auto r = run_plan(sinktest::plan_of(spec), o);
+  ASSERT_EQ(r.status, "completed") << r.summary.dump(2);
+  const std::string written = sinktest::read_file(r.dir + "/attention.ll");
+  EXPECT_FALSE(written.empty());
+  EXPECT_EQ(written, sinktest::read_file(dir.file("compiled/ll/attention.ll")));
+}
+
+}  // namespace
