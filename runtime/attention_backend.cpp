@@ -5,7 +5,9 @@
 #include "kernels/emit_llvm.h"
 #include "plan/kernel_spec.h"
 #include "runtime/attention.h"
+#if SINKLAB_HAVE_JIT
 #include "runtime/jit_attention.h"
+#endif
 
 namespace sink::rt {
 namespace {
@@ -39,6 +41,7 @@ class ReferenceBackend : public AttentionBackend {
   AttentionConfig cfg_;
 };
 
+#if SINKLAB_HAVE_JIT
 class CpuJitBackend : public AttentionBackend {
  public:
   explicit CpuJitBackend(const ModelConfig& cfg) : cfg_(cfg.attention), kernel_(kernels::kernel_spec(cfg)) {}
@@ -64,13 +67,20 @@ class CpuJitBackend : public AttentionBackend {
   AttentionConfig cfg_;
   kernels::KernelSpec kernel_;
 };
+#endif
 
 }  // namespace
 
 std::shared_ptr<AttentionBackend> make_attention_backend(const ModelConfig& cfg, const torch::Device& device) {
   const std::string& wanted = cfg.attention.backend;
   if (wanted == "reference") return std::make_shared<ReferenceBackend>(cfg.attention);
+#if SINKLAB_HAVE_JIT
   if (wanted == "jit" && device.is_cpu()) return std::make_shared<CpuJitBackend>(cfg);
+#else
+  if (wanted == "jit" && device.is_cpu())
+    throw std::runtime_error("attention.backend = jit: this build has no CPU JIT (LLVM 19 was not found when it was "
+                             "configured); set attention.backend = reference, or rebuild with llvm-19-dev");
+#endif
   throw std::runtime_error(fmt::format("attention.backend = {} has no kernels for device {} in this build; "
                                        "set attention.backend = reference to run there",
                                        wanted, device.str()));

@@ -7,7 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
+#if SINKLAB_HAVE_ZSTD
 #include <zstd.h>
+#endif
 
 namespace sink::rt {
 namespace fs = std::filesystem;
@@ -48,6 +50,9 @@ std::vector<int32_t> BigramBackcopy::sample(int64_t length, std::mt19937_64& rng
 namespace {
 
 std::string zstd_decompress_file(const std::string& path) {
+#if !SINKLAB_HAVE_ZSTD
+  throw std::runtime_error(fmt::format("'{}': this build has no zstd (libzstd-dev was not found): decompress it first", path));
+#else
   std::ifstream in(path, std::ios::binary);
   std::string out;
   ZSTD_DStream* stream = ZSTD_createDStream();
@@ -70,6 +75,7 @@ std::string zstd_decompress_file(const std::string& path) {
   ZSTD_freeDStream(stream);
   if (last != 0) throw std::runtime_error(fmt::format("'{}': truncated zstd data", path));
   return out;
+#endif
 }
 
 std::string read_all(const std::string& path) {

@@ -41,7 +41,8 @@ std::vector<Plan> collect_plans(const std::vector<std::string>& targets) {
   return plans;
 }
 
-int run_command(const std::vector<std::string>& targets, const std::string& only, const std::string& out, bool resume) {
+int run_command(const std::vector<std::string>& targets, const std::string& only, const std::string& out, bool resume,
+                bool wait) {
   const std::vector<Plan> plans = collect_plans(targets);
   int failures = 0, ran = 0;
   rt::install_interrupt_handlers();
@@ -55,6 +56,7 @@ int run_command(const std::vector<std::string>& targets, const std::string& only
     rt::RunOptions ro;
     ro.out = out;
     ro.resume = resume;
+    ro.wait = wait;
     auto r = rt::run_plan(plan, ro);
     std::string sink;
     if (r.summary.contains("final") && r.summary["final"].contains("sink"))
@@ -153,12 +155,13 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::vector<std::string> targets;
   std::string target, only, out = "runs";
-  bool resume = false;
+  bool resume = false, wait = false;
   auto* run = app.add_subcommand("run", "train and measure every run of a spec; runs already completed are cached");
   run->add_option("plans", targets, "plan.toml files, or folders of them (`sinkc compile` output)")->required();
   run->add_option("--run", only, "only this run (and its seeds, NAME.seed=K)");
   run->add_option("--out", out, "folder of run directories");
   run->add_flag("--resume", resume, "continue interrupted runs from their last checkpoint");
+  run->add_flag("--wait", wait, "a run another process is training: wait for it to finish instead of skipping it");
 
   std::string input, tokenizer, bos_mode;
   double eps = 0.3;
@@ -181,7 +184,7 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
   try {
-    if (*run) return run_command(targets, only, out, resume);
+    if (*run) return run_command(targets, only, out, resume, wait);
     if (*measure) return measure_command(target, input, eps, T, n, positions, tokenizer, bos_mode);
   } catch (const c10::Error& e) {
     std::string what = e.what_without_backtrace();

@@ -1,6 +1,7 @@
 #include "runtime/process.h"
 
 #include <cstdio>
+#include <unistd.h>
 
 namespace sink::rt {
 
@@ -13,6 +14,11 @@ std::string command_output(const std::string& command) {
     pclose(p);
   }
   return out;
+}
+
+std::string host_name() {
+  char name[256] = {};
+  return gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string();
 }
 
 }  // namespace sink::rt

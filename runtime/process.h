@@ -1,5 +1,5 @@
-// Running a helper program and reading what it prints (spm_decode, the
-// PyTorch comparison in bench/).
+// This process and the programs it runs: its host name, and a helper
+// program's output (spm_decode, the PyTorch comparison in bench/).
 #pragma once
 #include <string>
 
@@ -7,5 +7,8 @@ namespace sink::rt {
 
 // stdout of `command` run through the shell; "" if it cannot start.
 std::string command_output(const std::string& command);
+
+// This machine's host name ("" if unknown): runs record who trains them.
+std::string host_name();
 
 }  // namespace sink::rt

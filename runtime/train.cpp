@@ -15,7 +15,9 @@
 #include "runtime/measure.h"
 #include "runtime/model.h"
 #include "runtime/optimizer.h"
+#include "runtime/process.h"
 #include "runtime/run_dir.h"
+#include "runtime/run_lock.h"
 
 namespace sink::rt {
 namespace fs = std::filesystem;
@@ -203,11 +205,6 @@ Checkpoint load_checkpoint(const std::string& path, Transformer& model, torch::o
 
 }  // namespace
 
-std::string host_name() {
-  char name[256] = {};
-  return gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string();
-}
-
 RunResult run_plan(const Plan& plan, const RunOptions& options) {
   RunResult result;
   // The cache is by content: the same plan under another name (a sweep point
@@ -224,6 +221,15 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
         break;
       }
     }
+  }
+  // One owner per run directory: a second process skips it (or waits).
+  fs::create_directories(own, ec);
+  std::optional<RunLock> lock = RunLock::acquire(own, options.wait);
+  if (!lock) {
+    result.dir = own;
+    result.status = "running elsewhere";
+    result.summary = {{"reason", RunLock::holder(own)}};
+    return result;
   }
   RunDir dir(own);
   result.dir = dir.path();

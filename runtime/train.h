@@ -14,10 +14,11 @@ struct RunOptions {
   bool progress = true;      // the live progress line on a terminal
   int64_t stop_after = -1;   // tests: stop (as if killed) after this many steps
   std::string data_cache = "";  // SentencePiece models etc.; default <out>/.cache
+  bool wait = false;         // a run another process holds: wait for it rather than skip it
 };
 
 struct RunResult {
-  std::string status;  // completed | cached | diverged | failed | stopped | interrupted
+  std::string status;  // completed | cached | diverged | failed | stopped | interrupted | running elsewhere
   std::string dir;
   nlohmann::json summary;
 };
