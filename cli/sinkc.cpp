@@ -86,8 +86,12 @@ int main(int argc, char** argv) {
   run_cmd->add_option("targets", run_targets, "spec files, folders of specs, or plan.toml files and folders of them")->required();
   run_cmd->add_option("--run", run_only, "only this run (and its seeds, NAME.seed=K)");
   run_cmd->add_option("--out", run_out, "folder of run directories")->capture_default_str();
-  bool run_resume = false;
+  bool run_resume = false, run_wait = false;
+  int run_jobs = 1;
   run_cmd->add_flag("--resume", run_resume, "continue interrupted runs from their last checkpoint");
+  run_cmd->add_flag("--wait", run_wait, "a run another process is training: wait for it instead of skipping it");
+  run_cmd->add_option("--jobs", run_jobs, "train up to N runs at once, each in its own process with cores / N threads")
+      ->check(CLI::Range(1, 1024));
   run_cmd->allow_extras();
   add_common(run_cmd);
 
@@ -140,6 +144,8 @@ int main(int argc, char** argv) {
     if (*run_cmd) {
       std::vector<std::string> flags = run_cmd->remaining();
       if (run_resume) flags.push_back("--resume");
+      if (run_wait) flags.push_back("--wait");
+      if (run_jobs > 1) flags.insert(flags.end(), {"--jobs", std::to_string(run_jobs)});
       return run(run_targets, run_only, run_out, flags, common);
     }
     if (*check) return sink::cli::check(check_files, common);

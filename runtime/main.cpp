@@ -4,12 +4,14 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <iostream>
+#include <thread>
 
 #include "runtime/batches.h"
 #include "plan/run_config.h"
 #include "runtime/llama2c.h"
 #include "runtime/measure.h"
 #include "runtime/run_dir.h"
+#include "runtime/sweep.h"
 #include "runtime/tokenizer.h"
 #include "runtime/interrupt.h"
 #include "runtime/train.h"
@@ -22,8 +24,13 @@ namespace {
 // The plans to run: plan.toml files, or folders holding them (`sinkc
 // compile` output), in name order. Specs are the front end's: `sinkc run`
 // compiles them and hands the plans here.
-std::vector<Plan> collect_plans(const std::vector<std::string>& targets) {
-  std::vector<Plan> plans;
+struct PlanFile {
+  std::string path;
+  Plan plan;
+};
+
+std::vector<PlanFile> collect_plans(const std::vector<std::string>& targets) {
+  std::vector<PlanFile> plans;
   for (const auto& target : targets) {
     if (fs::path(target).extension() == ".sink")
       throw std::runtime_error(fmt::format("'{}' is a spec: sinkc-runtime reads plans; run it with `sinkc run`", target));
@@ -36,27 +43,55 @@ std::vector<Plan> collect_plans(const std::vector<std::string>& targets) {
     } else {
       files.push_back(target);
     }
-    for (const auto& f : files) plans.push_back(read_plan(f));
+    for (const auto& f : files) plans.push_back({f, read_plan(f)});
   }
   return plans;
 }
 
-int run_command(const std::vector<std::string>& targets, const std::string& only, const std::string& out, bool resume,
-                bool wait) {
-  const std::vector<Plan> plans = collect_plans(targets);
-  int failures = 0, ran = 0;
+struct RunFlags {
+  std::string only, out = "runs";
+  bool resume = false, wait = false, no_progress = false;
+  int jobs = 1;
+  int64_t auto_threads = 0;
+};
+
+// --jobs N: each run in a process of its own, a core share each by default.
+int run_in_parallel(const std::vector<PlanFile>& plans, const RunFlags& flags) {
+  rt::SweepOptions options;
+  options.jobs = flags.jobs;
+  const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  options.threads_per_run = flags.auto_threads > 0 ? flags.auto_threads : std::max<int64_t>(1, cores / flags.jobs);
+  options.flags = {"--out", flags.out};
+  if (flags.resume) options.flags.push_back("--resume");
+  if (flags.wait) options.flags.push_back("--wait");
+  std::vector<rt::SweepRun> runs;
+  for (const auto& [path, plan] : plans)
+    runs.push_back({path, fmt::format("{}/{}", flags.out, plan.dir_name()), plan.integer("train.steps")});
+  return rt::run_sweep(runs, options);
+}
+
+int run_command(const std::vector<std::string>& targets, const RunFlags& flags) {
+  std::vector<PlanFile> plans;
+  for (auto& p : collect_plans(targets))
+    if (flags.only.empty() || p.plan.answers_to(flags.only)) plans.push_back(std::move(p));
+  if (plans.empty()) {
+    fmt::print(stderr, "sinkc: no run named '{}'\n", flags.only);
+    return 2;
+  }
+  if (flags.jobs > 1 && plans.size() > 1) return run_in_parallel(plans, flags);
+  int failures = 0;
   rt::install_interrupt_handlers();
-  for (const auto& plan : plans) {
-    if (!only.empty() && !plan.answers_to(only)) continue;
+  for (const auto& [path, plan] : plans) {
     if (rt::interrupt_requested()) {
       fmt::print(stderr, "sinkc: interrupted; the remaining runs did not start\n");
       return 130;
     }
-    ++ran;
     rt::RunOptions ro;
-    ro.out = out;
-    ro.resume = resume;
-    ro.wait = wait;
+    ro.out = flags.out;
+    ro.resume = flags.resume;
+    ro.wait = flags.wait;
+    ro.progress = !flags.no_progress;
+    ro.auto_threads = flags.auto_threads;
     auto r = rt::run_plan(plan, ro);
     std::string sink;
     if (r.summary.contains("final") && r.summary["final"].contains("sink"))
@@ -68,10 +103,6 @@ int run_command(const std::vector<std::string>& targets, const std::string& only
                r.summary.contains("reason") ? "  (" + r.summary["reason"].get<std::string>() + ")" : "");
     if (r.status == "failed") ++failures;
     if (r.status == "interrupted") return 130;
-  }
-  if (ran == 0) {
-    fmt::print(stderr, "sinkc: no run named '{}'\n", only);
-    return 2;
   }
   return failures ? 1 : 0;
 }
@@ -154,14 +185,18 @@ int main(int argc, char** argv) {
   CLI::App app{"sinkc runtime commands"};
   app.require_subcommand(1);
   std::vector<std::string> targets;
-  std::string target, only, out = "runs";
-  bool resume = false, wait = false;
+  std::string target;
+  RunFlags flags;
   auto* run = app.add_subcommand("run", "train and measure every run of a spec; runs already completed are cached");
   run->add_option("plans", targets, "plan.toml files, or folders of them (`sinkc compile` output)")->required();
-  run->add_option("--run", only, "only this run (and its seeds, NAME.seed=K)");
-  run->add_option("--out", out, "folder of run directories");
-  run->add_flag("--resume", resume, "continue interrupted runs from their last checkpoint");
-  run->add_flag("--wait", wait, "a run another process is training: wait for it to finish instead of skipping it");
+  run->add_option("--run", flags.only, "only this run (and its seeds, NAME.seed=K)");
+  run->add_option("--out", flags.out, "folder of run directories");
+  run->add_flag("--resume", flags.resume, "continue interrupted runs from their last checkpoint");
+  run->add_flag("--wait", flags.wait, "a run another process is training: wait for it to finish instead of skipping it");
+  run->add_option("--jobs", flags.jobs, "train up to this many runs at once, each in its own process")->check(CLI::Range(1, 1024));
+  run->add_option("--auto-threads", flags.auto_threads, "threads for runs whose plan says train.threads = 0")
+      ->check(CLI::Range(1, 4096));
+  run->add_flag("--no-progress", flags.no_progress, "no live progress line");
 
   std::string input, tokenizer, bos_mode;
   double eps = 0.3;
@@ -184,7 +219,7 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
   try {
-    if (*run) return run_command(targets, only, out, resume, wait);
+    if (*run) return run_command(targets, flags);
     if (*measure) return measure_command(target, input, eps, T, n, positions, tokenizer, bos_mode);
   } catch (const c10::Error& e) {
     std::string what = e.what_without_backtrace();

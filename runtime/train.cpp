@@ -259,7 +259,9 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
 
   try {
     RunConfig cfg = read_config(plan);
-    const int64_t threads = cfg.train.threads > 0 ? cfg.train.threads : std::max(1u, std::thread::hardware_concurrency());
+    const int64_t threads = cfg.train.threads > 0    ? cfg.train.threads
+                            : options.auto_threads > 0 ? options.auto_threads
+                                                       : std::max(1u, std::thread::hardware_concurrency());
     at::set_num_threads(static_cast<int>(threads));
     if (cfg.train.device != "cpu")
       throw std::runtime_error("train.device = cuda: training on a GPU is not implemented yet (the model and the reference "

@@ -15,6 +15,7 @@ struct RunOptions {
   int64_t stop_after = -1;   // tests: stop (as if killed) after this many steps
   std::string data_cache = "";  // SentencePiece models etc.; default <out>/.cache
   bool wait = false;         // a run another process holds: wait for it rather than skip it
+  int64_t auto_threads = 0;  // threads when the plan says train.threads = 0; 0: the machine's default
 };
 
 struct RunResult {

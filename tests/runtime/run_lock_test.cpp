@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <map>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <thread>
 
@@ -19,37 +18,7 @@ using namespace sink::rt;
 using sinktest::TempDir;
 namespace fs = std::filesystem;
 
-extern char** environ;
-
 namespace {
-
-// In its own process group, so that kill(-pid) reaches its children too.
-pid_t spawn(std::vector<std::string> argv, const std::string& output = "") {
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  if (!output.empty()) {
-    posix_spawn_file_actions_addopen(&actions, 1, output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  }
-  std::vector<char*> args;
-  for (auto& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  EXPECT_EQ(posix_spawnp(&pid, args[0], &actions, &attr, args.data(), environ), 0) << argv[0];
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  return pid;
-}
-
-int wait_exit(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
 
 TEST(RunLock, OneHolderAtATimeAndItSaysWho) {
   TempDir dir("lock");
@@ -64,7 +33,7 @@ TEST(RunLock, OneHolderAtATimeAndItSaysWho) {
 TEST(RunLock, AKilledHolderReleasesItAndAWaiterGetsIt) {
   TempDir dir("lock_killed");
   const std::string lock = dir.file("lock");
-  const pid_t holder = spawn({"flock", lock, "sleep", "60"});
+  const pid_t holder = sinktest::spawn({"flock", lock, "sleep", "60"});
   bool held = false;
   for (int k = 0; k < 200 && !held; ++k) {
     held = !RunLock::acquire(dir.str(), false).has_value();
@@ -78,7 +47,7 @@ TEST(RunLock, AKilledHolderReleasesItAndAWaiterGetsIt) {
   auto waited = RunLock::acquire(dir.str(), true);  // blocks until the holder is gone
   killer.join();
   EXPECT_TRUE(waited.has_value());
-  EXPECT_EQ(wait_exit(holder), 128 + SIGKILL);
+  EXPECT_EQ(sinktest::wait_exit(holder), 128 + SIGKILL);
 }
 
 // Both processes walk the same runs; each run trains exactly once, the
@@ -91,9 +60,9 @@ TEST(RunLock, TwoSinkcRunProcessesTrainEachRunOnce) {
                        "experiment base extends micro { train.steps = 300  measure.every = 100 }\n"
                        "sweep both over base { train.seed in [1, 2, 3] }\n");
   const std::string runs = dir.file("runs");
-  const pid_t a = spawn({sinkc, "run", dir.file("spec.sink"), "--out", runs}, dir.file("a.txt"));
-  const pid_t b = spawn({sinkc, "run", dir.file("spec.sink"), "--out", runs}, dir.file("b.txt"));
-  const std::string out_a_status = std::to_string(wait_exit(a)), out_b_status = std::to_string(wait_exit(b));
+  const pid_t a = sinktest::spawn({sinkc, "run", dir.file("spec.sink"), "--out", runs}, dir.file("a.txt"));
+  const pid_t b = sinktest::spawn({sinkc, "run", dir.file("spec.sink"), "--out", runs}, dir.file("b.txt"));
+  const std::string out_a_status = std::to_string(sinktest::wait_exit(a)), out_b_status = std::to_string(sinktest::wait_exit(b));
   const std::string out_a = sinktest::read_file(dir.file("a.txt")), out_b = sinktest::read_file(dir.file("b.txt"));
   EXPECT_EQ(out_a_status, "0") << out_a;
   EXPECT_EQ(out_b_status, "0") << out_b;

@@ -1,0 +1,26 @@
+// `sinkc run --jobs N`: up to N runs at once, each in its own sinkc-runtime
+// process. LibTorch's thread pool belongs to a process, so only separate
+// processes give each run threads of its own; a run that fails, diverges or
+// crashes ends only its process.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace sink::rt {
+
+struct SweepRun {
+  std::string plan_file;  // what the child process reads
+  std::string dir;        // OUT/<run>-<hash8>, for the progress line
+  int64_t steps = 0;
+};
+
+struct SweepOptions {
+  int jobs = 2;
+  int64_t threads_per_run = 1;     // for runs whose plan says train.threads = 0
+  std::vector<std::string> flags;  // passed to every child: --out OUT, --resume, --wait
+};
+
+// Exit status as `sinkc run`: 0 all completed or cached, 1 a run failed, 130 interrupted.
+int run_sweep(const std::vector<SweepRun>& runs, const SweepOptions& options);
+
+}  // namespace sink::rt
