@@ -4,6 +4,9 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <fmt/format.h>
+#include <unistd.h>
+#include <thread>
 #include <stdexcept>
 
 #include <llvm/ExecutionEngine/ObjectCache.h>
@@ -44,11 +47,19 @@ class DiskCache : public llvm::ObjectCache {
     if (dir_.empty()) return;
     std::error_code ec;
     fs::create_directories(dir_, ec);
-    std::string path = file(m), tmp = path + ".tmp";
+    // Unique per process and thread: parallel runs (--jobs) may compile the
+    // same kernel at once; each renames a whole file, and either one wins.
+    std::string path = file(m),
+                tmp = fmt::format("{}.{}.{}.tmp", path, getpid(), std::hash<std::thread::id>()(std::this_thread::get_id()));
     llvm::raw_fd_ostream out(tmp, ec);
     if (ec) return;
     out << obj.getBuffer();
     out.close();
+    if (out.has_error()) {
+      out.clear_error();
+      fs::remove(tmp, ec);
+      return;  // no cached object: the next process compiles it again
+    }
     fs::rename(tmp, path, ec);
   }
   std::unique_ptr<llvm::MemoryBuffer> getObject(const llvm::Module* m) override {
@@ -101,7 +112,10 @@ Jit::Jit(std::string cache_dir) : state_(std::make_unique<State>()) {
 
 Jit::~Jit() = default;
 
-int Jit::compiled() const { return state_->compiled; }
+int Jit::compiled() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->compiled;
+}
 std::string Jit::cpu() const { return state_->cpu; }
 
 void* Jit::lookup(const std::string& key, const std::string& ir, const std::string& symbol) {

@@ -124,7 +124,7 @@ class JitAttention : public torch::autograd::Function<JitAttention> {
     auto [o, stats] = run_forward(kernels_for(spec), q, k, v, g, k_star, v_star);
     ctx->save_for_backward({q, k, v, g, k_star, v_star, o, stats});
     ctx->saved_data["spec"] = spec.describe();
-    spec_cache()[spec.describe()] = spec;
+    remember(spec);
     return o;
   }
 
@@ -132,7 +132,7 @@ class JitAttention : public torch::autograd::Function<JitAttention> {
     auto saved = ctx->get_saved_variables();
     auto q = saved[0], k = saved[1], v = saved[2], g = saved[3], k_star = saved[4], v_star = saved[5], o = saved[6],
          stats = saved[7];
-    const kernels::KernelSpec& spec = spec_cache().at(ctx->saved_data["spec"].toStringRef());
+    const kernels::KernelSpec spec = recall(ctx->saved_data["spec"].toStringRef());
     auto dout = grads[0].contiguous().to(q.scalar_type());
     const Slices s(q);
     Kernels kern = kernels_for(spec);
@@ -181,9 +181,22 @@ class JitAttention : public torch::autograd::Function<JitAttention> {
 
  private:
   // The spec travels to backward by its description (IValue cannot hold it).
+  // Autograd may run backward on another thread than forward: guarded.
+  static void remember(const kernels::KernelSpec& spec) {
+    std::lock_guard<std::mutex> lock(spec_mutex());
+    spec_cache().try_emplace(spec.describe(), spec);
+  }
+  static kernels::KernelSpec recall(const std::string& description) {
+    std::lock_guard<std::mutex> lock(spec_mutex());
+    return spec_cache().at(description);
+  }
   static std::map<std::string, kernels::KernelSpec>& spec_cache() {
     static std::map<std::string, kernels::KernelSpec> cache;
     return cache;
+  }
+  static std::mutex& spec_mutex() {
+    static std::mutex m;
+    return m;
   }
 };
 
