@@ -1,6 +1,7 @@
 #include "kernels/symbolic.h"
 
 #include <cmath>
+#include <stdexcept>
 
 namespace sink::kernels {
 namespace {
@@ -33,7 +34,9 @@ ExprNode outer(const std::string& f, const ExprNode& u, const std::vector<ExprNo
   if (f == "sqrt") return div(num(0.5), call("sqrt", {u}));
   if (f == "log") return div(num(1), u);
   (void)args;
-  return num(0);
+  // A function added to the language without its derivative here would
+  // train with a zero gradient, silently: refuse it instead.
+  throw std::logic_error("kernels/symbolic.cpp: no derivative for '" + f + "': add it beside the others");
 }
 
 }  // namespace

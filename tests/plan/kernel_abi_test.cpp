@@ -6,6 +6,7 @@
 #include "kernels/emit_llvm.h"
 #include "kernels/kernel_abi.h"
 #include "plan/expr_text.h"
+#include "plan/schema.h"
 
 namespace {
 
@@ -61,6 +62,25 @@ TEST(KernelAbi, SlotsAreCompileTimePositions) {
   static_assert(abi::slot(abi::kForward, "q") == 0);
   static_assert(abi::slot(abi::kBackward, "dvstar") == abi::kBackward.size() - 1);
   EXPECT_EQ(abi::slot(abi::kProbe, "out"), 5u);
+}
+
+}  // namespace
+
+namespace {
+
+// Every function the language allows in a score has a derivative in the
+// emitter: emitting the kernels of f(qk) would throw otherwise.
+TEST(KernelEmitters, EveryScoreFunctionHasADerivative) {
+  for (const auto& f : sink::score_rules().functions) {
+    sink::kernels::KernelSpec k = variant(false, false);
+    std::vector<sink::ExprNode> args = {sink::read_expr("qk")};
+    if (f.arity == 2) args.push_back(sink::read_expr("1.5"));
+    k.score = {sink::ExprNode::Op::Call, 0, f.name, args};
+    EXPECT_NO_THROW(sink::kernels::emit_llvm(k)) << f.name;
+  }
+  sink::kernels::KernelSpec unknown = variant(false, false);
+  unknown.score = sink::read_expr("cosh(qk)");
+  EXPECT_THROW(sink::kernels::emit_llvm(unknown), std::logic_error);
 }
 
 }  // namespace
