@@ -32,7 +32,7 @@ int forward_to_runtime(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  static const std::vector<std::string> runtime_commands = {"run", "measure"};
+  static const std::vector<std::string> runtime_commands = {"run", "measure", "export"};
   if (argc > 1)
     for (const auto& c : runtime_commands)
       if (c == argv[1]) return forward_to_runtime(argc, argv);

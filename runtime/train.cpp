@@ -239,7 +239,47 @@ Resumed load_latest_checkpoint(const std::string& latest, const std::string& pre
   }
 }
 
+// The vocabulary a checkpoint's embedding has (a plan may leave model.vocab
+// to the data); 0 when the file cannot say.
+int64_t checkpoint_vocab(const std::string& path) {
+  try {
+    torch::serialize::InputArchive archive, model_archive, embed_archive;
+    archive.load_from(path);
+    archive.read("model", model_archive);
+    model_archive.read("embed", embed_archive);
+    torch::Tensor weight;
+    embed_archive.read("weight", weight);
+    return weight.dim() == 2 ? weight.size(0) : 0;
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
 }  // namespace
+
+TrainedModel load_trained_model(const std::string& run_dir) {
+  const std::string plan_file = (fs::path(run_dir) / "plan.toml").string();
+  std::error_code ec;
+  if (!fs::is_regular_file(plan_file, ec))
+    throw std::runtime_error(fmt::format("'{}' is not a run directory: it has no plan.toml", run_dir));
+  RunConfig cfg = read_config(read_plan(plan_file));
+  const std::string latest = (fs::path(run_dir) / "checkpoint" / "state.pt").string();
+  const std::string previous = (fs::path(run_dir) / "checkpoint" / "state.prev.pt").string();
+  if (!fs::exists(latest, ec) && !fs::exists(previous, ec))
+    throw std::runtime_error(fmt::format("run '{}' has no checkpoint ({} is missing): train it first", run_dir, latest));
+  if (cfg.model.vocab == 0) cfg.model.vocab = checkpoint_vocab(latest);
+  if (cfg.model.vocab == 0) cfg.model.vocab = checkpoint_vocab(previous);
+  if (cfg.model.vocab == 0) cfg.model.vocab = 1;  // the load below says what is wrong with the files
+  TrainedModel t;
+  t.model = std::make_shared<Transformer>(cfg.model);
+  auto r = load_latest_checkpoint(latest, previous, *t.model, nullptr);
+  t.model->eval();
+  t.step = r.state.step;
+  t.context = cfg.train.context;
+  t.warning = r.warning;
+  if (auto s = RunDir::read_summary(run_dir)) t.status = s->value("status", "");
+  return t;
+}
 
 std::string host_name() {
   char name[256] = {};

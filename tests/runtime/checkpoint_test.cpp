@@ -131,6 +131,13 @@ TEST(Checkpoint, BothUnreadableIsAClearError) {
   EXPECT_NE(reason.find("no usable checkpoint"), std::string::npos) << reason;
   EXPECT_NE(reason.find("state.pt'"), std::string::npos) << reason;
   EXPECT_NE(reason.find("state.prev.pt'"), std::string::npos) << reason;
+  // The exporter reads checkpoints the same way and says the same.
+  try {
+    load_trained_model(dir.path());
+    ADD_FAILURE() << "loaded a model from two garbage checkpoints";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("no usable checkpoint"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Checkpoint, AWriteThatFailsKeepsTheEarlierOnesAndFailsTheRun) {
