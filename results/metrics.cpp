@@ -102,7 +102,8 @@ std::vector<const RunData*> contributing_runs(const RunGroup& group, bool* parti
   *partial = false;
   if (use.empty()) {
     for (const auto& r : group.runs)
-      if ((r.status == Status::Running || r.status == Status::Stopped) && r.last()) use.push_back(&r);
+      if ((r.status == Status::Running || r.status == Status::Stopped || r.status == Status::Failed) && r.last())
+        use.push_back(&r);
     *partial = !use.empty();
   }
   return use;

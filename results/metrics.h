@@ -26,8 +26,9 @@ std::string metric_ids_help();
 double metric_value(const RunData& run, const std::string& id);
 
 // A metric over the seeds of a run. Completed seeds count; when none has
-// completed, the unfinished ones' latest values do, marked partial. Diverged
-// and failed seeds never count: their numbers are not results.
+// completed, the unfinished ones' latest values do, marked partial: those
+// still going, stopped, or failed (a full disk, a crash: what they measured
+// before is sound). Diverged seeds never count: their numbers are not results.
 struct Aggregate {
   std::vector<double> values;
   double mean = NAN;

@@ -11,7 +11,7 @@ std::string short_status(const RunGroup& g) {
   if (done == g.runs.size()) return "completed";
   if (g.runs.size() > 1) return fmt::format("{}/{} completed", done, g.runs.size());
   const RunData& r = g.first();
-  if (r.status == Status::Running || r.status == Status::Stopped)
+  if (r.status == Status::Running || r.status == Status::Stopped || r.status == Status::Failed)
     return fmt::format("{} (step {}/{})", status_name(r.status), r.last() ? r.last()->step : 0, r.steps_total());
   return status_name(r.status);
 }

@@ -1,4 +1,4 @@
-// sinkc-runtime: the LibTorch half of sinkc (`sinkc run`, `sinkc measure`).
+// sinkc-runtime: the LibTorch half of sinkc (`sinkc run`, `measure`, `export`).
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <filesystem>
@@ -177,6 +177,22 @@ int measure_command(const std::string& target, std::string input, double eps, in
   return 0;
 }
 
+int export_command(const std::string& run_dir, const std::string& llama2c_file) {
+  if (llama2c_file.empty()) throw std::runtime_error("say what to write: --llama2c FILE");
+  auto trained = rt::load_trained_model(run_dir);
+  if (!trained.warning.empty()) fmt::print(stderr, "sinkc: warning: {}\n", trained.warning);
+  if (trained.status != "completed")
+    fmt::print(stderr, "sinkc: note: the run is {}; writing its checkpoint of step {}\n",
+               trained.status.empty() ? "without a summary" : trained.status, trained.step);
+  rt::save_llama2c(*trained.model, trained.context, llama2c_file);
+  const auto& c = trained.model->cfg;
+  fmt::print("wrote {} (llama2.c version 0: d {}, hidden {}, {} layers, {} heads, {} kv heads, vocab {}{}, seq_len {}) "
+             "from step {}\n",
+             llama2c_file, c.d, c.ffn_hidden, c.layers, c.heads, c.kv_heads, c.vocab,
+             c.tie_embeddings ? "" : " with its own classifier", trained.context, trained.step);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -212,6 +228,12 @@ int main(int argc, char** argv) {
   measure->add_option("--tokenizer", tokenizer, "llama2.c tokenizer (tok*.bin) for natural input");
   measure->add_option("--bos", bos_mode, "with | without | auto (as the run's measure.bos)")
       ->check(CLI::IsMember({"with", "without", "auto"}));
+
+  std::string llama2c_file;
+  auto* export_cmd = app.add_subcommand("export", "write a trained run's model in another format");
+  export_cmd->add_option("run", target, "run directory (runs/<run>-<hash8>)")->required();
+  export_cmd->add_option("--llama2c", llama2c_file,
+                         "FILE: a llama2.c version-0 checkpoint (RoPE, RMSNorm, SwiGLU, softmax attention models only)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -221,6 +243,7 @@ int main(int argc, char** argv) {
   try {
     if (*run) return run_command(targets, flags);
     if (*measure) return measure_command(target, input, eps, T, n, positions, tokenizer, bos_mode);
+    if (*export_cmd) return export_command(target, llama2c_file);
   } catch (const c10::Error& e) {
     std::string what = e.what_without_backtrace();
     fmt::print(stderr, "sinkc: {}\n", what.substr(0, what.find('\n')));

@@ -1,12 +1,77 @@
 #include "runtime/run_dir.h"
 
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
 #include <filesystem>
 #include <fmt/format.h>
 #include <sstream>
 #include <stdexcept>
+#include <unistd.h>
 
 namespace sink::rt {
 namespace fs = std::filesystem;
+
+FileWriter::FileWriter(std::string path) : path_(std::move(path)), temp_(path_ + ".tmp") {
+  fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw std::runtime_error(fmt::format("cannot write '{}': {}", temp_, std::strerror(errno)));
+}
+
+FileWriter::~FileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(temp_.c_str());
+}
+
+size_t FileWriter::write(const void* data, size_t n) noexcept {
+  const char* p = static_cast<const char*>(data);
+  for (size_t left = n; left > 0 && error_.empty();) {
+    const ssize_t w = ::write(fd_, p, left);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      error_ = w < 0 ? std::strerror(errno) : "no progress";
+      break;
+    }
+    p += w;
+    left -= static_cast<size_t>(w);
+  }
+  return n;
+}
+
+void FileWriter::commit(const std::function<void()>& before_rename) {
+  auto fail = [&](const std::string& what) {
+    throw std::runtime_error(fmt::format("cannot write '{}': {}", path_, what));
+  };
+  if (!error_.empty()) fail(error_);
+  if (::fsync(fd_) != 0) fail(std::strerror(errno));
+  const int closed = ::close(fd_);
+  fd_ = -1;
+  if (closed != 0) fail(std::strerror(errno));
+  if (before_rename) before_rename();
+  if (::rename(temp_.c_str(), path_.c_str()) != 0) fail(std::strerror(errno));
+  committed_ = true;
+  // The rename is durable once the folder is synced. A failure here leaves a
+  // whole file under its name all the same, so it is not an error.
+  const std::string folder = fs::path(path_).parent_path().empty() ? "." : fs::path(path_).parent_path().string();
+  if (int dfd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+void RunDir::commit_checkpoint(FileWriter& written) const {
+  written.commit([&] {
+    const std::string latest = checkpoint(), previous = previous_checkpoint();
+    std::error_code ec;
+    if (!fs::exists(latest, ec)) return;
+    const std::string staged = previous + ".tmp";
+    ::unlink(staged.c_str());
+    // Without hard links (some network file systems) a rename keeps the old
+    // checkpoint too, leaving only a moment with no latest one.
+    const bool linked = ::link(latest.c_str(), staged.c_str()) == 0;
+    if (::rename(linked ? staged.c_str() : latest.c_str(), previous.c_str()) != 0)
+      throw std::runtime_error(fmt::format("cannot keep '{}' as '{}': {}", latest, previous, std::strerror(errno)));
+  });
+}
 
 void write_atomically(const std::string& path, const std::string& text) {
   std::string tmp = path + ".tmp";
@@ -19,13 +84,19 @@ void write_atomically(const std::string& path, const std::string& text) {
   fs::rename(tmp, path);
 }
 
+void RunDir::set_aside_latest_checkpoint() const {
+  std::error_code ec;
+  if (fs::exists(checkpoint(), ec)) fs::rename(checkpoint(), file("checkpoint/state.bad.pt"));
+  fs::rename(previous_checkpoint(), checkpoint());
+}
+
 RunDir::RunDir(std::string path) : path_(std::move(path)) {
   fs::create_directories(path_ + "/checkpoint");
   log_.open(file("log.txt"), std::ios::app);
 }
 
-std::optional<nlohmann::json> RunDir::summary() const {
-  std::ifstream f(file("summary.json"));
+std::optional<nlohmann::json> RunDir::read_summary(const std::string& run_dir) {
+  std::ifstream f(run_dir + "/summary.json");
   if (!f) return std::nullopt;
   auto j = nlohmann::json::parse(f, nullptr, false);
   if (j.is_discarded()) return std::nullopt;

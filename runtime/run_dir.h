@@ -1,13 +1,41 @@
 // A run's directory, runs/<run>-<hash8>/: plan.toml, metrics.jsonl (one
 // flushed line per evaluation), summary.json (written atomically), log.txt,
-// checkpoint/. Whatever is written survives a crash.
+// checkpoint/ (the latest state.pt and the one before, state.prev.pt).
+// Whatever is written survives a crash.
 #pragma once
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
 namespace sink::rt {
+
+// A file that appears under its name whole or not at all: written to
+// `path`.tmp with every write(2) checked, fsync'd, then renamed. A full disk
+// is an exception from commit(), never a short file under the final name; a
+// writer destroyed before commit() removes its temporary file.
+class FileWriter {
+ public:
+  explicit FileWriter(std::string path);  // throws when the temporary file cannot be created
+  ~FileWriter();
+  FileWriter(const FileWriter&) = delete;
+  FileWriter& operator=(const FileWriter&) = delete;
+  // Never throws and always returns n: LibTorch's zip writer, which calls
+  // this, throws from its destructor on a short write (std::terminate). The
+  // first error is kept, later bytes dropped, and commit() reports it.
+  size_t write(const void* data, size_t n) noexcept;
+  // fsync, close, then `before_rename` (the checkpoint rotation), the rename
+  // and an fsync of the folder. Throws std::runtime_error naming the file.
+  void commit(const std::function<void()>& before_rename = {});
+  const std::string& temp_path() const { return temp_; }
+
+ private:
+  std::string path_, temp_;
+  int fd_ = -1;
+  std::string error_;
+  bool committed_ = false;
+};
 
 class RunDir {
  public:
@@ -15,8 +43,19 @@ class RunDir {
   const std::string& path() const { return path_; }
   std::string file(const std::string& name) const { return path_ + "/" + name; }
   std::string checkpoint() const { return file("checkpoint/state.pt"); }
+  std::string previous_checkpoint() const { return file("checkpoint/state.prev.pt"); }
+  // Commits `written` (a FileWriter for checkpoint()) as the latest
+  // checkpoint, the one it replaces becoming the previous. The latest name
+  // always holds a whole checkpoint: the old one is hard-linked to the
+  // previous name before the new one is renamed over it.
+  void commit_checkpoint(FileWriter& written) const;
+  // After resuming from the previous checkpoint: it becomes the latest, and
+  // the unusable latest is kept as checkpoint/state.bad.pt for inspection.
+  void set_aside_latest_checkpoint() const;
 
-  std::optional<nlohmann::json> summary() const;
+  std::optional<nlohmann::json> summary() const { return read_summary(path_); }
+  // Without a RunDir, which creates the folder: for readers of finished runs.
+  static std::optional<nlohmann::json> read_summary(const std::string& run_dir);
   void write_summary(const nlohmann::json& j) const;
   void append_metrics(const nlohmann::json& j);
   // Drops metric lines past `step` (a resumed run rewrites them).

@@ -139,7 +139,12 @@ struct Checkpoint {
   int64_t loss_count = 0;
 };
 
-void save_checkpoint(const std::string& path, Transformer& model, torch::optim::Optimizer& opt, const Checkpoint& c) {
+std::string error_text(const std::exception& e) {
+  if (auto* c10 = dynamic_cast<const c10::Error*>(&e)) return c10->what_without_backtrace();
+  return e.what();
+}
+
+void save_checkpoint(const RunDir& dir, Transformer& model, torch::optim::Optimizer& opt, const Checkpoint& c) {
   torch::serialize::OutputArchive archive;
   torch::serialize::OutputArchive model_archive, opt_archive;
   model.save(model_archive);
@@ -149,8 +154,9 @@ void save_checkpoint(const std::string& path, Transformer& model, torch::optim::
   archive.write("step", torch::tensor(c.step));
   archive.write("loss_sum", torch::tensor(c.loss_sum, torch::kDouble));
   archive.write("loss_count", torch::tensor(c.loss_count));
-  archive.save_to(path + ".tmp");
-  fs::rename(path + ".tmp", path);
+  FileWriter out(dir.checkpoint());
+  archive.save_to([&](const void* data, size_t n) { return out.write(data, n); });
+  dir.commit_checkpoint(out);
 }
 
 Checkpoint load_checkpoint(const std::string& path, Transformer& model, torch::optim::Optimizer* opt) {
@@ -203,7 +209,79 @@ Checkpoint load_checkpoint(const std::string& path, Transformer& model, torch::o
   return c;
 }
 
+struct Resumed {
+  Checkpoint state;
+  std::string warning;  // non-empty when the previous checkpoint was used
+};
+
+// The latest checkpoint, or the previous one when the latest is missing or
+// unreadable (a copy cut short, a disk that lost a write): one bad file
+// costs the steps since the checkpoint before it, not the run.
+Resumed load_latest_checkpoint(const std::string& latest, const std::string& previous, Transformer& model,
+                               torch::optim::Optimizer* opt) {
+  std::error_code ec;
+  std::string latest_error = fmt::format("checkpoint '{}' is missing", latest);
+  if (fs::exists(latest, ec)) {
+    try {
+      return {load_checkpoint(latest, model, opt), ""};
+    } catch (const std::exception& e) {
+      latest_error = error_text(e);
+    }
+  }
+  if (!fs::exists(previous, ec)) throw std::runtime_error(latest_error);
+  // A failed load may have replaced some tensors already; a successful one
+  // replaces every parameter, buffer and optimizer state, so nothing of the
+  // bad file survives.
+  try {
+    Resumed r{load_checkpoint(previous, model, opt), ""};
+    r.warning = fmt::format("{}; using the previous checkpoint '{}' (step {})", latest_error, previous, r.state.step);
+    return r;
+  } catch (const std::exception& e) {
+    throw std::runtime_error(fmt::format("no usable checkpoint: {}; and {}", latest_error, error_text(e)));
+  }
+}
+
+// The vocabulary a checkpoint's embedding has (a plan may leave model.vocab
+// to the data); 0 when the file cannot say.
+int64_t checkpoint_vocab(const std::string& path) {
+  try {
+    torch::serialize::InputArchive archive, model_archive, embed_archive;
+    archive.load_from(path);
+    archive.read("model", model_archive);
+    model_archive.read("embed", embed_archive);
+    torch::Tensor weight;
+    embed_archive.read("weight", weight);
+    return weight.dim() == 2 ? weight.size(0) : 0;
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
 }  // namespace
+
+TrainedModel load_trained_model(const std::string& run_dir) {
+  const std::string plan_file = (fs::path(run_dir) / "plan.toml").string();
+  std::error_code ec;
+  if (!fs::is_regular_file(plan_file, ec))
+    throw std::runtime_error(fmt::format("'{}' is not a run directory: it has no plan.toml", run_dir));
+  RunConfig cfg = read_config(read_plan(plan_file));
+  const std::string latest = (fs::path(run_dir) / "checkpoint" / "state.pt").string();
+  const std::string previous = (fs::path(run_dir) / "checkpoint" / "state.prev.pt").string();
+  if (!fs::exists(latest, ec) && !fs::exists(previous, ec))
+    throw std::runtime_error(fmt::format("run '{}' has no checkpoint ({} is missing): train it first", run_dir, latest));
+  if (cfg.model.vocab == 0) cfg.model.vocab = checkpoint_vocab(latest);
+  if (cfg.model.vocab == 0) cfg.model.vocab = checkpoint_vocab(previous);
+  if (cfg.model.vocab == 0) cfg.model.vocab = 1;  // the load below says what is wrong with the files
+  TrainedModel t;
+  t.model = std::make_shared<Transformer>(cfg.model);
+  auto r = load_latest_checkpoint(latest, previous, *t.model, nullptr);
+  t.model->eval();
+  t.step = r.state.step;
+  t.context = cfg.train.context;
+  t.warning = r.warning;
+  if (auto s = RunDir::read_summary(run_dir)) t.status = s->value("status", "");
+  return t;
+}
 
 RunResult run_plan(const Plan& plan, const RunOptions& options) {
   RunResult result;
@@ -250,7 +328,11 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
     summary["status"] = status;
     if (!reason.empty()) summary["reason"] = reason;
     summary["wall_s"] = std::chrono::duration<double>(Clock::now() - started).count();
-    dir.write_summary(summary);
+    try {
+      dir.write_summary(summary);
+    } catch (const std::exception& e) {  // the disk that failed the run may refuse this too
+      fmt::print(stderr, "sinkc: {}: status {} not recorded: {}\n", dir.path(), status, e.what());
+    }
     dir.log(fmt::format("status: {}{}", status, reason.empty() ? "" : " (" + reason + ")"));
     result.status = status;
     result.summary = summary;
@@ -292,13 +374,38 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
     summary["train_tokens_unique"] = batches.train_tokens();
 
     Checkpoint state;
-    if (options.resume && fs::exists(dir.checkpoint())) {
-      state = load_checkpoint(dir.checkpoint(), model, opt.get());
+    if (options.resume && (fs::exists(dir.checkpoint(), ec) || fs::exists(dir.previous_checkpoint(), ec))) {
+      auto resumed = load_latest_checkpoint(dir.checkpoint(), dir.previous_checkpoint(), model, opt.get());
+      state = resumed.state;
+      if (!resumed.warning.empty()) {
+        dir.log("warning: " + resumed.warning);
+        fmt::print(stderr, "sinkc: warning: {}\n", resumed.warning);
+        // Else the next checkpoint would rotate the bad file into the
+        // previous slot, leaving one good checkpoint instead of two.
+        dir.set_aside_latest_checkpoint();
+      }
       dir.truncate_metrics(state.step);
       dir.log(fmt::format("resumed at step {}", state.step));
     } else {
       dir.clear_metrics();
     }
+    // A checkpoint that cannot be written (a full disk) fails the run, and
+    // the ones already on disk stay as they were for --resume.
+    int64_t saved_step = options.resume ? state.step : -1;
+    auto write_checkpoint = [&] {
+      if (state.step == saved_step) return;
+      try {
+        save_checkpoint(dir, model, *opt, state);
+      } catch (const std::exception& e) {
+        summary["steps_done"] = state.step;
+        summary["tokens"] = state.step * cfg.train.batch * cfg.train.context;
+        throw std::runtime_error(fmt::format(
+            "checkpoint of step {} not written: {}; {}", state.step, error_text(e),
+            saved_step > 0 ? fmt::format("the checkpoint of step {} is intact, continue with --resume", saved_step)
+                           : std::string("there is no earlier checkpoint")));
+      }
+      saved_step = state.step;
+    };
 
     const int64_t steps = cfg.train.steps;
     const int64_t tokens_per_step = cfg.train.batch * cfg.train.context;
@@ -354,10 +461,9 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
           return finish("diverged", fmt::format("non-finite validation loss at step {}", state.step));
         }
       }
-      if (final_step || (cfg.train.checkpoint_every > 0 && state.step % cfg.train.checkpoint_every == 0))
-        save_checkpoint(dir.checkpoint(), model, *opt, state);
+      if (final_step || (cfg.train.checkpoint_every > 0 && state.step % cfg.train.checkpoint_every == 0)) write_checkpoint();
       if (interrupt_requested() && !final_step) {
-        save_checkpoint(dir.checkpoint(), model, *opt, state);
+        write_checkpoint();
         if (tty) fmt::print(stderr, "\n");
         summary["steps_done"] = state.step;
         summary["tokens"] = state.step * tokens_per_step;
@@ -374,9 +480,7 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
     summary["tokens_per_s"] = (steps - first_step) * tokens_per_step / std::max(elapsed, 1e-9);
     return finish("completed", "");
   } catch (const std::exception& e) {
-    std::string what = e.what();
-    if (auto* c10 = dynamic_cast<const c10::Error*>(&e)) what = c10->what_without_backtrace();
-    return finish("failed", what.substr(0, 2000));
+    return finish("failed", error_text(e).substr(0, 2000));
   }
 }
 

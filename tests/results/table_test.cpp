@@ -174,3 +174,30 @@ TEST(Table, UnfinishedRunsSayWhereTheyAre) {
   EXPECT_THROW(metric_by_id("valid_los"), ResultsError);
   EXPECT_EQ(metric_by_id("sink_3").label, "Sink_3 (%)");
 }
+
+TEST(Table, AFailedRunShowsItsLastMetrics) {
+  // A run that a full disk failed measured soundly until then: its last line
+  // of metrics.jsonl is shown, with the step, as for a stopped run. A
+  // diverged run's numbers are not results and stay hidden.
+  TempDir tmp("table-failed");
+  auto plans = compile_plans("sweep wd over micro { optim.weight_decay in [0.1, 1.0] }\n");
+  EvalLine early, last;
+  early.step = 5, early.valid_loss = 3.25, early.sink = {{1, 20.0}};
+  last.step = 10, last.valid_loss = 2.5, last.sink = {{1, 40.0}};
+  write_run(tmp.path, {plans[0], "failed", "checkpoint of step 10 not written: No space left on device", {early, last}});
+  write_run(tmp.path, {plans[1], "diverged", "non-finite loss at step 12", {early, last}});
+  ResultTable t = build_table(group_seeds(load_run_folder(tmp.path)), {"valid_loss", "sink_1"});
+  ASSERT_EQ(t.rows.size(), 2u);
+  EXPECT_EQ(t.rows[0].status, "failed (step 10/20)");
+  ASSERT_EQ(t.rows[0].values[0].n(), 1u);
+  EXPECT_EQ(t.rows[0].values[0].mean, 2.5);
+  EXPECT_EQ(t.rows[0].values[1].mean, 40.0);
+  EXPECT_TRUE(t.rows[0].values[0].partial);
+  EXPECT_EQ(t.rows[0].values[0].step, 10);
+  EXPECT_EQ(t.rows[1].status, "diverged");
+  EXPECT_EQ(t.rows[1].values[0].n(), 0u);
+  auto text = t.text_table();
+  EXPECT_EQ(text.rows[0][text.rows[0].size() - 2], "2.5000");
+  EXPECT_EQ(text.rows[0].back(), "40.00");
+  EXPECT_EQ(text.rows[1].back(), "-");
+}

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <set>
 #include <zstd.h>
 
@@ -17,8 +18,6 @@ using sinktest::TempDir;
 using sinktest::write_file;
 
 namespace {
-
-const std::string kTok512 = "/work/shared/models/tok512.bin";
 
 std::vector<std::vector<int64_t>> rows(const torch::Tensor& t) {
   std::vector<std::vector<int64_t>> out;
@@ -372,7 +371,8 @@ TEST(Tokenizer, BytesRoundTrip) {
 }
 
 TEST(Tokenizer, Llama2cRoundTrip) {
-  auto tok = llama2c_tokenizer(kTok512, 512);
+  SINKLAB_TEST_MODEL(tok512, "tok512.bin");
+  auto tok = llama2c_tokenizer(tok512, 512);
   EXPECT_EQ(tok->vocab(), 512);
   const std::string sentences[] = {
       "Once upon a time, there was a little girl named Lily.",
@@ -391,12 +391,13 @@ TEST(Tokenizer, Llama2cRoundTrip) {
     EXPECT_EQ(tok->decode(ids), s);
   }
   // The same ids as SentencePiece itself on the model tok512.bin was exported from.
-  if (std::system("command -v spm_encode > /dev/null 2>&1") == 0) {
+  const auto spm_model = sinktest::find_test_model("tok512.model");
+  if (!spm_model.path.empty() && std::system("command -v spm_encode > /dev/null 2>&1") == 0) {
     TempDir dir("spm512");
     std::string in;
     for (int k = 0; k < 4; ++k) in += sentences[k] + "\n";
     write_file(dir.file("in.txt"), in);
-    std::string cmd = "spm_encode --model=/work/shared/models/tok512.model --output_format=id < " + dir.file("in.txt") + " > " +
+    std::string cmd = "spm_encode --model=" + spm_model.path + " --output_format=id < " + dir.file("in.txt") + " > " +
                       dir.file("out.txt");
     ASSERT_EQ(std::system(cmd.c_str()), 0);
     std::istringstream lines(sinktest::read_file(dir.file("out.txt")));
@@ -535,7 +536,18 @@ TEST(Corpus, MalformedFilesGiveClearErrors) {
   const std::string bad_tok = dir.file("tok.bin");
   write_file(bad_tok, std::string("\xff\xff\xff\xff", 4));
   expect_error([&] { llama2c_tokenizer(bad_tok, 0); }, {bad_tok});
-  std::string good = sinktest::read_file(kTok512);
+  // A well-formed one (512 pieces, as tok512.bin), cut mid-token.
+  std::string good(4, '\0');
+  const int32_t max_len = 8;
+  std::memcpy(good.data(), &max_len, 4);
+  for (int32_t k = 0; k < 512; ++k) {
+    const std::string piece = "p" + std::to_string(k);
+    const float score = -static_cast<float>(k);
+    const int32_t len = static_cast<int32_t>(piece.size());
+    good.append(reinterpret_cast<const char*>(&score), 4).append(reinterpret_cast<const char*>(&len), 4).append(piece);
+  }
+  write_file(bad_tok, good);
+  EXPECT_EQ(llama2c_tokenizer(bad_tok, 512)->vocab(), 512);
   write_file(bad_tok, good.substr(0, good.size() / 2 + 3));
   expect_error([&] { llama2c_tokenizer(bad_tok, 512); }, {bad_tok});
 }

@@ -15,11 +15,8 @@ using sinktest::TempDir;
 
 namespace {
 
-const std::string kModel = "/work/shared/models/stories260K.bin";
-const std::string kTok = "/work/shared/models/tok512.bin";
-
-Llama2cModel& stories() {
-  static Llama2cModel m = load_llama2c(kModel);
+Llama2cModel& stories(const std::string& path) {
+  static Llama2cModel m = load_llama2c(path);
   return m;
 }
 
@@ -58,7 +55,8 @@ void print_report(const std::string& input, const SinkReport& r) {
 }  // namespace
 
 TEST(Llama2c, LoadsStories260K) {
-  auto& m = stories();
+  SINKLAB_TEST_MODEL(model, "stories260K.bin");
+  auto& m = stories(model);
   // The header of stories260K: dim 64, hidden 172, 5 layers, 8 heads, 4 kv heads, vocab 512, seq_len 512.
   EXPECT_EQ(m.config.d, 64);
   EXPECT_EQ(m.config.ffn_hidden, 172);
@@ -71,10 +69,12 @@ TEST(Llama2c, LoadsStories260K) {
 }
 
 TEST(Llama2c, GreedyDecodeGivesTheDocumentedStory) {
-  auto& m = stories();
+  SINKLAB_TEST_MODEL(model, "stories260K.bin");
+  SINKLAB_TEST_MODEL(tok512, "tok512.bin");
+  auto& m = stories(model);
   auto ids = greedy_decode(*m.model, 60);
   ASSERT_FALSE(ids.empty());
-  auto tok = llama2c_tokenizer(kTok, 512);
+  auto tok = llama2c_tokenizer(tok512, 512);
   const std::string text = tok->decode(ids);
   std::printf("[ stories260K ] %s\n", text.c_str());
   const std::string want = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park.";
@@ -84,8 +84,9 @@ TEST(Llama2c, GreedyDecodeGivesTheDocumentedStory) {
 }
 
 TEST(Llama2c, MalformedFilesFailClearly) {
+  SINKLAB_TEST_MODEL(model, "stories260K.bin");
   TempDir dir("l2c");
-  const std::string full = sinktest::read_file(kModel);
+  const std::string full = sinktest::read_file(model);
   ASSERT_GT(full.size(), 1000u);
 
   const std::string truncated = dir.file("truncated.bin");
@@ -124,7 +125,9 @@ TEST(Llama2c, RepeatedTokenHasNoSink) {
   // Appendix B.1: with RoPE a sequence of one repeated token gives identical
   // hidden states at every position (so the massive-activation ratio is 1), and
   // with bounded |q||k| the attention to token 1 is at most ~e^{2 xi}/t: no sink.
-  auto& m = stories();
+  SINKLAB_TEST_MODEL(model, "stories260K.bin");
+  SINKLAB_TEST_MODEL(tok512, "tok512.bin");
+  auto& m = stories(model);
   const int64_t n = 8, T = 64;
   auto repeat = measure_input("repeat", n, T, 512);
   {
@@ -158,7 +161,7 @@ TEST(Llama2c, RepeatedTokenHasNoSink) {
   auto random = measure_input("random", 16, T, 512);
   auto rr = measure_model(*m.model, random, {1}, 0.3, true);
   print_report("random", rr);
-  auto tok = llama2c_tokenizer(kTok, 512);
+  auto tok = llama2c_tokenizer(tok512, 512);
   const std::string story =
       "Once upon a time, there was a little boy named Tim. Tim had a big red ball. He liked to play with his ball in the "
       "garden every day. One day, the ball rolled away into the woods. Tim was sad and he looked for it everywhere. Then "

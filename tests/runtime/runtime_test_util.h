@@ -1,8 +1,9 @@
 // Helpers shared by the runtime tests: plans compiled from spec text, temp
-// directories, small expression builders.
+// directories, the shared test models, small expression builders.
 #pragma once
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -127,4 +128,41 @@ inline sink::ExprNode binary(sink::ExprNode::Op op, sink::ExprNode a, sink::Expr
   return e;
 }
 
+// The shared test models (stories260K.bin, tok512.*) are not in the
+// repository: they are found in $SINKLAB_TEST_MODELS, else in shared/models
+// beside the checkout. A test that needs one skips without it, so a fresh
+// clone anywhere passes; but a variable naming a folder that lacks the file is
+// a broken set-up, and skipping would hide it.
+struct TestModel {
+  std::string path;     // empty when not found
+  std::string message;  // why not
+  bool required = false;
+};
+
+inline TestModel find_test_model(const std::string& name) {
+  const char* env = std::getenv("SINKLAB_TEST_MODELS");
+  const bool named = env && *env;
+  const std::filesystem::path dir =
+      named ? std::filesystem::path(env)
+            : (std::filesystem::path(SINKLAB_SOURCE_DIR) / ".." / "shared" / "models").lexically_normal();
+  TestModel m;
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(dir / name, ec)) {
+    m.path = (dir / name).string();
+    return m;
+  }
+  m.required = named;
+  m.message = named ? "SINKLAB_TEST_MODELS=" + dir.string() + " has no " + name
+                    : name + " not found in " + dir.string() + "; set SINKLAB_TEST_MODELS to a folder holding it to run this test";
+  return m;
+}
+
 }  // namespace sinktest
+
+// Declares `const std::string var`, the path of the test model `name`, or
+// ends the test: skipped when no folder was named, failed when the named one lacks it.
+#define SINKLAB_TEST_MODEL(var, name)                                    \
+  const auto var##_found = sinktest::find_test_model(name);              \
+  if (var##_found.path.empty() && var##_found.required) FAIL() << var##_found.message; \
+  if (var##_found.path.empty()) GTEST_SKIP() << var##_found.message;     \
+  const std::string var = var##_found.path

@@ -1,0 +1,199 @@
+// Runs that survive faults: the last two checkpoints are kept, a corrupt
+// latest one falls back to the previous, and a checkpoint that cannot be
+// written (a full disk, made here with RLIMIT_FSIZE, which binds root too)
+// fails the run with the reason while the earlier checkpoints stay intact.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <fmt/format.h>
+#include <filesystem>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#include "runtime/run_dir.h"
+#include "runtime/train.h"
+#include "runtime_test_util.h"
+
+using namespace sink::rt;
+using json = nlohmann::json;
+using sinktest::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+// 16 steps, a checkpoint every 4, an evaluation every 2.
+const char* kSpec =
+    "experiment faults extends micro { train { steps = 16  checkpoint_every = 4 }  measure.every = 2 }";
+
+RunOptions options(const std::string& out) {
+  RunOptions o;
+  o.out = out;
+  o.progress = false;
+  return o;
+}
+
+int64_t step_in(const std::string& checkpoint) {
+  torch::serialize::InputArchive archive;
+  archive.load_from(checkpoint);
+  torch::Tensor step;
+  archive.read("step", step);
+  return step.item<int64_t>();
+}
+
+// Every file written while this lives may be at most `bytes` long: writes
+// past that fail with EFBIG, as on a full disk, instead of killing the
+// process with SIGXFSZ.
+struct FileSizeLimit {
+  rlimit old{};
+  void (*old_handler)(int) = nullptr;
+  explicit FileSizeLimit(rlim_t bytes) {
+    getrlimit(RLIMIT_FSIZE, &old);
+    old_handler = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit now = old;
+    now.rlim_cur = bytes;
+    EXPECT_EQ(setrlimit(RLIMIT_FSIZE, &now), 0);
+  }
+  ~FileSizeLimit() {
+    setrlimit(RLIMIT_FSIZE, &old);
+    std::signal(SIGXFSZ, old_handler);
+  }
+};
+
+void expect_same_final(const json& a, const json& b) {
+  EXPECT_EQ(a.at("step"), b.at("step"));
+  EXPECT_NEAR(a.at("valid_loss").get<double>(), b.at("valid_loss").get<double>(), 1e-6);
+  EXPECT_NEAR(a.at("train_loss").get<double>(), b.at("train_loss").get<double>(), 1e-6);
+  EXPECT_NEAR(a.at("sink").at("1").get<double>(), b.at("sink").at("1").get<double>(), 1e-6);
+}
+
+}  // namespace
+
+TEST(Checkpoint, TheLastTwoAreKept) {
+  TempDir out("two");
+  auto r = run_plan(sinktest::plan_of(kSpec), options(out.str()));
+  ASSERT_EQ(r.status, "completed") << r.summary.dump(2);
+  RunDir dir(r.dir);
+  EXPECT_EQ(step_in(dir.checkpoint()), 16);
+  EXPECT_EQ(step_in(dir.previous_checkpoint()), 12);
+  for (const auto& e : fs::directory_iterator(r.dir + "/checkpoint"))
+    EXPECT_EQ(e.path().extension(), ".pt") << "left behind: " << e.path();
+}
+
+TEST(Checkpoint, ACorruptLatestFallsBackToThePrevious) {
+  auto plan = sinktest::plan_of(kSpec);
+  TempDir a("straight"), b("corrupt");
+  auto straight = run_plan(plan, options(a.str()));
+  ASSERT_EQ(straight.status, "completed");
+
+  auto o = options(b.str());
+  o.stop_after = 10;  // checkpoints at 4 and 8
+  auto stopped = run_plan(plan, o);
+  ASSERT_EQ(stopped.status, "stopped");
+  RunDir dir(stopped.dir);
+  ASSERT_EQ(step_in(dir.checkpoint()), 8);
+  ASSERT_EQ(step_in(dir.previous_checkpoint()), 4);
+  // Cut short, as a copy or a disk that lost the end of a write leaves it.
+  const std::string whole = sinktest::read_file(dir.checkpoint());
+  sinktest::write_file(dir.checkpoint(), whole.substr(0, whole.size() / 2));
+
+  o.stop_after = -1;
+  o.resume = true;
+  auto resumed = run_plan(plan, o);
+  ASSERT_EQ(resumed.status, "completed") << resumed.summary.dump(2);
+  const std::string log = sinktest::read_file(dir.file("log.txt"));
+  EXPECT_NE(log.find("warning: checkpoint '" + dir.checkpoint() + "'"), std::string::npos) << log;
+  EXPECT_NE(log.find("using the previous checkpoint"), std::string::npos) << log;
+  EXPECT_NE(log.find("resumed at step 4"), std::string::npos) << log;
+  // Steps 5..16 again give what the uninterrupted run gave.
+  expect_same_final(straight.summary["final"], resumed.summary["final"]);
+  EXPECT_EQ(read_metrics(resumed.dir).size(), 8u);  // 2, 4, ..., 16: the lines past step 4 rewritten once
+  // The bad file is kept aside, and two good checkpoints are on disk again.
+  EXPECT_EQ(sinktest::read_file(dir.file("checkpoint/state.bad.pt")).size(), whole.size() / 2);
+  EXPECT_EQ(step_in(dir.checkpoint()), 16);
+  EXPECT_EQ(step_in(dir.previous_checkpoint()), 12);
+}
+
+TEST(Checkpoint, BothUnreadableIsAClearError) {
+  auto plan = sinktest::plan_of(kSpec);
+  TempDir out("both");
+  auto o = options(out.str());
+  o.stop_after = 10;
+  ASSERT_EQ(run_plan(plan, o).status, "stopped");
+  RunDir dir(out.str() + "/" + plan.dir_name());
+  sinktest::write_file(dir.checkpoint(), "garbage");
+  sinktest::write_file(dir.previous_checkpoint(), "more garbage");
+  o.stop_after = -1;
+  o.resume = true;
+  RunResult r;
+  ASSERT_NO_THROW(r = run_plan(plan, o));
+  EXPECT_EQ(r.status, "failed");
+  const std::string reason = r.summary.value("reason", "");
+  EXPECT_NE(reason.find("no usable checkpoint"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("state.pt'"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("state.prev.pt'"), std::string::npos) << reason;
+  // The exporter reads checkpoints the same way and says the same.
+  try {
+    load_trained_model(dir.path());
+    ADD_FAILURE() << "loaded a model from two garbage checkpoints";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("no usable checkpoint"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Checkpoint, AWriteThatFailsKeepsTheEarlierOnesAndFailsTheRun) {
+  auto plan = sinktest::plan_of(kSpec);
+  TempDir a("straight"), b("full");
+  auto straight = run_plan(plan, options(a.str()));
+  ASSERT_EQ(straight.status, "completed");
+
+  auto o = options(b.str());
+  o.stop_after = 10;  // checkpoints at 4 and 8
+  ASSERT_EQ(run_plan(plan, o).status, "stopped");
+  RunDir dir(b.str() + "/" + plan.dir_name());
+  const std::string latest = sinktest::read_file(dir.checkpoint()), previous = sinktest::read_file(dir.previous_checkpoint());
+  // Room for the summary, the metrics and the log, not for a checkpoint.
+  const size_t room = latest.size() / 2;
+  ASSERT_GT(room, 16000u) << "the micro checkpoint is too small for this test's margin";
+  o.stop_after = -1;
+  o.resume = true;
+  RunResult failed;
+  {
+    FileSizeLimit full(room);
+    ASSERT_NO_THROW(failed = run_plan(plan, o));
+  }
+  EXPECT_EQ(failed.status, "failed");
+  const std::string reason = failed.summary.value("reason", "");
+  EXPECT_NE(reason.find("checkpoint of step 12 not written"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("File too large"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("the checkpoint of step 8 is intact"), std::string::npos) << reason;
+  auto summary = json::parse(sinktest::read_file(dir.file("summary.json")));
+  EXPECT_EQ(summary["status"], "failed");
+  EXPECT_EQ(summary["reason"], reason);
+  EXPECT_EQ(summary["steps_done"], 12);
+  // Byte for byte what was there, and no partial file beside them.
+  EXPECT_EQ(sinktest::read_file(dir.checkpoint()), latest);
+  EXPECT_EQ(sinktest::read_file(dir.previous_checkpoint()), previous);
+  EXPECT_FALSE(fs::exists(dir.checkpoint() + ".tmp"));
+  // The evaluations up to the failure are on disk for `sinkc table`.
+  auto metrics = read_metrics(dir.path());
+  ASSERT_FALSE(metrics.empty());
+  EXPECT_EQ(metrics.back()["step"], 12);
+
+  const std::string sinkc = SINKC_BINARY;
+  if (fs::exists(sinkc)) {
+    std::string table;
+    FILE* p = popen((sinkc + " table " + b.str() + " --metric valid_loss 2>&1").c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    char buf[4096];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) table.append(buf, n);
+    pclose(p);
+    EXPECT_NE(table.find("failed (step 12/16)"), std::string::npos) << table;
+    EXPECT_NE(table.find(fmt::format("{:.4f}", metrics.back()["valid_loss"].get<double>())), std::string::npos) << table;
+  }
+
+  // Space again: --resume continues from step 8 to the uninterrupted result.
+  auto resumed = run_plan(plan, o);
+  ASSERT_EQ(resumed.status, "completed") << resumed.summary.dump(2);
+  EXPECT_NE(sinktest::read_file(dir.file("log.txt")).find("resumed at step 8"), std::string::npos);
+  expect_same_final(straight.summary["final"], resumed.summary["final"]);
+}
