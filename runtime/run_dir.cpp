@@ -1,5 +1,6 @@
 #include "runtime/run_dir.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -12,9 +13,32 @@
 namespace sink::rt {
 namespace fs = std::filesystem;
 
+namespace {
+
+struct WriteFault {
+  std::string suffix;
+  size_t bytes = 0;
+  int error = 0;
+};
+
+WriteFault& write_fault() {
+  static WriteFault f;
+  return f;
+}
+
+}  // namespace
+
+void inject_write_fault(const std::string& suffix, size_t bytes, int error) { write_fault() = {suffix, bytes, error}; }
+
 FileWriter::FileWriter(std::string path) : path_(std::move(path)), temp_(path_ + ".tmp") {
   fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) throw std::runtime_error(fmt::format("cannot write '{}': {}", temp_, std::strerror(errno)));
+  const WriteFault& f = write_fault();
+  if (!f.suffix.empty() && path_.size() >= f.suffix.size() &&
+      path_.compare(path_.size() - f.suffix.size(), f.suffix.size(), f.suffix) == 0) {
+    fault_after_ = f.bytes;
+    fault_errno_ = f.error;
+  }
 }
 
 FileWriter::~FileWriter() {
@@ -25,13 +49,18 @@ FileWriter::~FileWriter() {
 size_t FileWriter::write(const void* data, size_t n) noexcept {
   const char* p = static_cast<const char*>(data);
   for (size_t left = n; left > 0 && error_.empty();) {
-    const ssize_t w = ::write(fd_, p, left);
+    if (written_ >= fault_after_) {
+      error_ = std::strerror(fault_errno_);
+      break;
+    }
+    const ssize_t w = ::write(fd_, p, std::min(left, fault_after_ - written_));
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
       error_ = w < 0 ? std::strerror(errno) : "no progress";
       break;
     }
     p += w;
+    written_ += static_cast<size_t>(w);
     left -= static_cast<size_t>(w);
   }
   return n;

@@ -3,6 +3,7 @@
 // checkpoint/ (the latest state.pt and the one before, state.prev.pt).
 // Whatever is written survives a crash.
 #pragma once
+#include <cstdint>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -35,7 +36,15 @@ class FileWriter {
   int fd_ = -1;
   std::string error_;
   bool committed_ = false;
+  size_t written_ = 0, fault_after_ = SIZE_MAX;
+  int fault_errno_ = 0;
 };
+
+// For tests: FileWriters opened afterwards for a path ending in `suffix`
+// fail with `error` once `bytes` are written, as a disk filling up mid-file
+// does. A size limit (RLIMIT_FSIZE) cannot single out one file of a run;
+// this can. An empty suffix turns it off.
+void inject_write_fault(const std::string& suffix, size_t bytes, int error);
 
 class RunDir {
  public:

@@ -1,14 +1,16 @@
 // Runs that survive faults: the last two checkpoints are kept, a corrupt
 // latest one falls back to the previous, and a checkpoint that cannot be
-// written (a full disk, made here with RLIMIT_FSIZE, which binds root too)
-// fails the run with the reason while the earlier checkpoints stay intact.
+// written (a full disk: injected into the checkpoint's writer, and for the
+// writer itself made real with RLIMIT_FSIZE, which binds root too) fails the
+// run with the reason while the earlier checkpoints stay intact.
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <fmt/format.h>
 #include <filesystem>
 #include <sys/resource.h>
-#include <sys/wait.h>
 
 #include "runtime/run_dir.h"
 #include "runtime/train.h"
@@ -57,6 +59,12 @@ struct FileSizeLimit {
     setrlimit(RLIMIT_FSIZE, &old);
     std::signal(SIGXFSZ, old_handler);
   }
+};
+
+// The checkpoint writer runs out of space after `bytes`, while this lives.
+struct FullDiskForCheckpoints {
+  explicit FullDiskForCheckpoints(size_t bytes) { inject_write_fault("checkpoint/state.pt", bytes, ENOSPC); }
+  ~FullDiskForCheckpoints() { inject_write_fault("", 0, 0); }
 };
 
 void expect_same_final(const json& a, const json& b) {
@@ -151,20 +159,17 @@ TEST(Checkpoint, AWriteThatFailsKeepsTheEarlierOnesAndFailsTheRun) {
   ASSERT_EQ(run_plan(plan, o).status, "stopped");
   RunDir dir(b.str() + "/" + plan.dir_name());
   const std::string latest = sinktest::read_file(dir.checkpoint()), previous = sinktest::read_file(dir.previous_checkpoint());
-  // Room for the summary, the metrics and the log, not for a checkpoint.
-  const size_t room = latest.size() / 2;
-  ASSERT_GT(room, 16000u) << "the micro checkpoint is too small for this test's margin";
   o.stop_after = -1;
   o.resume = true;
   RunResult failed;
   {
-    FileSizeLimit full(room);
+    FullDiskForCheckpoints full(latest.size() / 2);
     ASSERT_NO_THROW(failed = run_plan(plan, o));
   }
   EXPECT_EQ(failed.status, "failed");
   const std::string reason = failed.summary.value("reason", "");
   EXPECT_NE(reason.find("checkpoint of step 12 not written"), std::string::npos) << reason;
-  EXPECT_NE(reason.find("File too large"), std::string::npos) << reason;
+  EXPECT_NE(reason.find(std::strerror(ENOSPC)), std::string::npos) << reason;
   EXPECT_NE(reason.find("the checkpoint of step 8 is intact"), std::string::npos) << reason;
   auto summary = json::parse(sinktest::read_file(dir.file("summary.json")));
   EXPECT_EQ(summary["status"], "failed");
@@ -196,4 +201,36 @@ TEST(Checkpoint, AWriteThatFailsKeepsTheEarlierOnesAndFailsTheRun) {
   ASSERT_EQ(resumed.status, "completed") << resumed.summary.dump(2);
   EXPECT_NE(sinktest::read_file(dir.file("log.txt")).find("resumed at step 8"), std::string::npos);
   expect_same_final(straight.summary["final"], resumed.summary["final"]);
+}
+
+TEST(Checkpoint, TheWriterReportsARealWriteFailureAndLeavesTheOldFile) {
+  // The kernel's own refusal (EFBIG past RLIMIT_FSIZE, as ENOSPC on a full
+  // disk): the file under the name keeps its old content, no temporary stays.
+  TempDir dir("writer");
+  const std::string path = dir.file("state.pt");
+  sinktest::write_file(path, "the previous checkpoint");
+  const std::string big(1 << 16, 'x');
+  std::string error;
+  {
+    FileSizeLimit limit(4096);
+    FileWriter w(path);
+    EXPECT_EQ(w.write(big.data(), big.size()), big.size());  // never short: LibTorch must not see it
+    try {
+      w.commit();
+    } catch (const std::runtime_error& e) {
+      error = e.what();
+    }
+  }
+  EXPECT_NE(error.find(path), std::string::npos) << error;
+  EXPECT_NE(error.find(std::strerror(EFBIG)), std::string::npos) << error;
+  EXPECT_EQ(sinktest::read_file(path), "the previous checkpoint");
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  // With room, the same writes land whole.
+  {
+    FileWriter w(path);
+    w.write(big.data(), big.size());
+    w.commit();
+  }
+  EXPECT_EQ(sinktest::read_file(path), big);
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
 }
