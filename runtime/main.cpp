@@ -131,12 +131,10 @@ int measure_command(const std::string& target, std::string input, double eps, in
     Plan plan = read_plan((fs::path(target) / "plan.toml").string());
     auto cfg = read_config(plan);
     auto data = rt::load_data(cfg.data, (fs::path(target).parent_path() / ".cache").string());
-    if (cfg.model.vocab == 0) cfg.model.vocab = data.vocab;
-    rt::Transformer model(cfg.model);
-    torch::serialize::InputArchive archive, model_archive;
-    archive.load_from((fs::path(target) / "checkpoint" / "state.pt").string());
-    archive.read("model", model_archive);
-    model.load(model_archive);
+    // The latest usable checkpoint: a corrupt latest falls back to the previous, as --resume does.
+    rt::TrainedModel trained = rt::load_trained_model(target);
+    if (!trained.warning.empty()) fmt::print(stderr, "sinkc: {}\n", trained.warning);
+    rt::Transformer& model = *trained.model;
     rt::Batches batches(data, cfg.data, cfg.train.context, 1, cfg.train.seed);
     if (input.empty()) input = cfg.measure.input;
     if (bos_mode.empty()) bos_mode = cfg.measure.bos;

@@ -121,6 +121,26 @@ TEST(Checkpoint, ACorruptLatestFallsBackToThePrevious) {
   EXPECT_EQ(step_in(dir.previous_checkpoint()), 12);
 }
 
+// `sinkc measure RUN` reads the same usable checkpoint as --resume: the
+// previous one, with a warning, when the latest is corrupt.
+TEST(Checkpoint, MeasureFallsBackToThePreviousToo) {
+  TempDir out("measure");
+  auto r = run_plan(sinktest::plan_of(kSpec), options(out.str()));
+  ASSERT_EQ(r.status, "completed") << r.summary.dump(2);
+  RunDir dir(r.dir);
+  const auto measure = [&](const std::string& log) {
+    return sinktest::wait_exit(sinktest::spawn({SINKC_BINARY, "measure", r.dir, "--n", "4"}, log));
+  };
+  ASSERT_EQ(measure(out.file("good.txt")), 0) << sinktest::read_file(out.file("good.txt"));
+  const std::string good = sinktest::read_file(out.file("good.txt"));
+  sinktest::write_file(dir.checkpoint(), "not a checkpoint");
+  ASSERT_EQ(measure(out.file("fallback.txt")), 0) << sinktest::read_file(out.file("fallback.txt"));
+  const std::string fallback = sinktest::read_file(out.file("fallback.txt"));
+  EXPECT_NE(fallback.find("using the previous checkpoint"), std::string::npos) << fallback;
+  // Step 12's weights, not step 16's: the alpha table differs from the good run's.
+  EXPECT_NE(fallback.substr(fallback.find("alpha_1")), good.substr(good.find("alpha_1")));
+}
+
 TEST(Checkpoint, BothUnreadableIsAClearError) {
   auto plan = sinktest::plan_of(kSpec);
   TempDir out("both");
