@@ -7,16 +7,30 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "plan/installation.h"
 #include "results/metrics.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
+fs::path runtime_path() { return fs::read_symlink("/proc/self/exe").parent_path() / "sinkc-runtime"; }
+
+std::string runtime_version() {
+  if (!fs::exists(runtime_path())) return "";
+  std::string out;
+  if (FILE* pipe = popen(("'" + runtime_path().string() + "' --version 2>&1").c_str(), "r")) {
+    char buf[512];
+    while (fgets(buf, sizeof buf, pipe)) out += buf;
+    pclose(pipe);
+  }
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
 // Commands that need LibTorch live in a separate binary beside this one.
 int exec_runtime(const std::string& command, std::vector<std::string> args) {
-  fs::path self = fs::read_symlink("/proc/self/exe");
-  fs::path runtime = self.parent_path() / "sinkc-runtime";
+  fs::path runtime = runtime_path();
   if (!fs::exists(runtime)) {
     fmt::print(stderr, "sinkc: '{}' needs the runtime, which was not built ({} is missing)\n", command, runtime.string());
     return 2;
@@ -53,6 +67,11 @@ int main(int argc, char** argv) {
       if (c == argv[1]) return exec_runtime(c, std::vector<std::string>(argv + 2, argv + argc));
 
   CLI::App app{"sinkc: compiler for attention-sink ablation studies"};
+  // The runtime's line too: a bug report needs its LibTorch and backends.
+  app.set_version_flag("--version", [] {
+    std::string runtime = runtime_version();
+    return fmt::format("sinkc {}\n{}", sink::version(), runtime.empty() ? "sinkc-runtime: not built" : runtime);
+  });
   app.require_subcommand(1);
   sink::cli::CommonOptions common;
   auto add_common = [&](CLI::App* cmd) {

@@ -1,29 +1,19 @@
 #include "compiler/pipeline.h"
 
-#include <cstdlib>
-
 #include "compiler/check.h"
 #include "compiler/contradictions.h"
 #include "compiler/expand.h"
 #include "compiler/lower.h"
 #include "compiler/parse.h"
 #include "compiler/resolve.h"
-
-#ifndef SINKLAB_STDLIB_DIR
-#define SINKLAB_STDLIB_DIR "stdlib"
-#endif
+#include "plan/installation.h"
 
 namespace sink {
-
-std::string default_stdlib_dir() {
-  if (const char* env = std::getenv("SINKLAB_STDLIB"); env && *env) return env;
-  return SINKLAB_STDLIB_DIR;
-}
 
 Compilation::Compilation(Options options)
     : program_(std::make_unique<Program>(std::move(options))),
       diags_(std::make_unique<Diagnostics>(program_->sources)) {
-  if (program_->options.stdlib_dir.empty()) program_->options.stdlib_dir = default_stdlib_dir();
+  if (program_->options.stdlib_dir.empty()) program_->options.stdlib_dir = stdlib_dir().string();
 }
 
 bool Compilation::add_file(const std::string& path) { return load_root(*program_, path, *diags_); }

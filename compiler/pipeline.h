@@ -9,9 +9,6 @@
 
 namespace sink {
 
-// Where stdlib/ is: $SINKLAB_STDLIB, else the source tree's (set at build time).
-std::string default_stdlib_dir();
-
 class Compilation {
  public:
   explicit Compilation(Options options);

@@ -2,6 +2,7 @@
 // statements, expanded runs. Owned by the pipeline; plain data.
 #pragma once
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,6 +46,8 @@ struct Program {
   std::vector<int> root_modules;  // the files named on the command line: their experiments are the runs
   std::vector<ast::Statement> overrides;  // parsed --set statements
   std::map<std::string, int> loaded_paths;  // canonical path -> module
+  int prelude_modules = 0;                   // modules [0, n) are the installed stdlib
+  std::set<std::string> preset_names;        // its presets (what --base swaps), by name
 
   // resolve
   std::map<std::string, ExperimentRef> experiments;

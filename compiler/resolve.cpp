@@ -113,8 +113,14 @@ void load_prelude(Program& program, Loader& loader, Diagnostics& diags) {
   for (const char* name : {"defaults.sink", "presets.sink"}) {
     fs::path p = fs::path(program.options.stdlib_dir) / name;
     if (loader.load(p.string(), p.lexically_normal().string()) < 0)
-      diags.error({}, fmt::format("cannot read the standard library file '{}' (set SINKLAB_STDLIB)", p.string()));
+      diags.error({}, fmt::format("cannot read the standard library file '{}' (set SINKLAB_HOME to the folder "
+                                  "holding stdlib/, or SINKLAB_STDLIB to stdlib/ itself)",
+                                  p.string()));
   }
+  program.prelude_modules = static_cast<int>(program.modules.size());
+  for (int m = 0; m < program.prelude_modules; ++m)
+    for (const auto& x : program.modules[m].experiments)
+      if (x.name != "defaults") program.preset_names.insert(x.name);
 }
 
 }  // namespace
@@ -146,6 +152,12 @@ void resolve(Program& program, Diagnostics& diags) {
       const auto& x = xs[i];
       if (x.name.empty()) continue;
       auto [it, fresh] = program.experiments.emplace(x.name, ExperimentRef{m, i});
+      // The installed stdlib is a fallback: a name a spec's own files define
+      // (a project's copy of presets.sink, say) replaces it.
+      if (!fresh && it->second.module < program.prelude_modules && m >= program.prelude_modules) {
+        it->second = ExperimentRef{m, i};
+        continue;
+      }
       if (!fresh) {
         const auto& first = program.experiment(it->second);
         const auto& f = program.sources.file(first.name_span.file);
@@ -170,9 +182,7 @@ void resolve(Program& program, Diagnostics& diags) {
       base_override = it->second;
     }
   }
-  auto is_preset = [&](ExperimentRef r) {
-    return r.module == 1 && program.experiment(r).name != "defaults";  // module 1 is stdlib/presets.sink
-  };
+  auto is_preset = [&](ExperimentRef r) { return program.preset_names.count(program.experiment(r).name) > 0; };
 
   for (const auto& [name, ref] : program.experiments) {
     std::vector<ExperimentRef> chain;
@@ -218,7 +228,9 @@ void resolve(Program& program, Diagnostics& diags) {
   // last preset of the old chain.
   const std::vector<ExperimentRef> base_chain = program.chains[program.options.base];
   for (auto& [name, chain] : program.chains) {
-    if (name == program.options.base || is_preset(chain.back()) || chain.back().module == 0) continue;
+    if (name == program.options.base || is_preset(chain.back()) ||
+        program.experiment(chain.back()).name == "defaults")
+      continue;
     size_t after = 1;  // skip `defaults`
     for (size_t k = 0; k < chain.size(); ++k)
       if (is_preset(chain[k])) after = k + 1;

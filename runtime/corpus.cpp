@@ -1,5 +1,7 @@
 #include "runtime/corpus.h"
 
+#include "plan/installation.h"
+
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
@@ -10,6 +12,8 @@
 #if SINKLAB_HAVE_ZSTD
 #include <zstd.h>
 #endif
+
+#include "plan/installation.h"
 
 namespace sink::rt {
 namespace fs = std::filesystem;
@@ -151,11 +155,7 @@ TokenData load_data(const DataConfig& cfg, const std::string& cache_dir) {
   std::vector<int32_t> pretokenized;
   std::vector<std::string> docs;
   if (cfg.corpus == "builtin") {
-    fs::path root = fs::path(SINKLAB_SOURCE_DIR) / "data" / "builtin" / (cfg.corpus_arg + ".jsonl");
-    if (!fs::exists(root))
-      throw std::runtime_error(fmt::format("builtin corpus '{}' not found at {}: run scripts/setup.sh to assemble it",
-                                           cfg.corpus_arg, root.string()));
-    docs = read_documents(root.string(), nullptr);
+    docs = read_documents(builtin_corpus(cfg.corpus_arg).string(), nullptr);
   } else {
     docs = read_documents(cfg.corpus_arg, &pretokenized);
   }

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "runtime/batches.h"
+#include "plan/installation.h"
 #include "plan/run_config.h"
 #include "runtime/llama2c.h"
 #include "runtime/measure.h"
@@ -18,6 +19,12 @@
 
 namespace fs = std::filesystem;
 using namespace sink;
+
+#if SINKLAB_HAVE_JIT
+constexpr bool kHaveJit = true;
+#else
+constexpr bool kHaveJit = false;
+#endif
 
 namespace {
 
@@ -154,7 +161,7 @@ int measure_command(const std::string& target, std::string input, double eps, in
     auto tokenizer = rt::llama2c_tokenizer(tok_path, loaded.config.vocab);
     // Held-out natural text: stories the model generates would be in-distribution
     // but circular; use the builtin corpus's prose instead.
-    auto docs = rt::read_documents((fs::path(SINKLAB_SOURCE_DIR) / "data/builtin/default.jsonl").string(), nullptr);
+    auto docs = rt::read_documents(builtin_corpus("default").string(), nullptr);
     std::vector<int32_t> stream;
     for (const auto& d : docs) {
       if (static_cast<int64_t>(stream.size()) > n * T + T) break;
@@ -197,6 +204,9 @@ int main(int argc, char** argv) {
   // OpenBLAS/OpenMP threads spin between small ops unless told to yield.
   setenv("OMP_WAIT_POLICY", "passive", 0);
   CLI::App app{"sinkc runtime commands"};
+  app.set_version_flag("--version", fmt::format("sinkc-runtime {}: LibTorch {}, CPU JIT {}, CUDA {}", sink::version(),
+                                                TORCH_VERSION, kHaveJit ? "yes (LLVM ORC)" : "no",
+                                                torch::cuda::is_available() ? "yes" : "no"));
   app.require_subcommand(1);
   std::vector<std::string> targets;
   std::string target;
