@@ -10,7 +10,7 @@
 #include "plan/installation.h"
 #include "plan/run_config.h"
 #include "runtime/llama2c.h"
-#include "runtime/measure.h"
+#include "runtime/measure_command.h"
 #include "runtime/run_dir.h"
 #include "runtime/sweep.h"
 #include "runtime/tokenizer.h"
@@ -114,74 +114,6 @@ int run_command(const std::vector<std::string>& targets, const RunFlags& flags) 
   return failures ? 1 : 0;
 }
 
-void print_report(const rt::SinkReport& r, double eps) {
-  fmt::print("alpha_1 per layer (rows) and head (columns), eps = {}\n", eps);
-  for (size_t l = 0; l < r.alpha.size(); ++l) {
-    fmt::print("  L{:<3}", l);
-    for (double a : r.alpha[l]) fmt::print(" {:6.3f}", a);
-    fmt::print("\n");
-  }
-  for (auto& [k, v] : r.sink) fmt::print("Sink_{}^{} = {:.2f} %\n", k, eps, v);
-  if (r.sink_star >= 0) fmt::print("Sink_*^{} = {:.2f} %\n", eps, r.sink_star);
-  if (!r.massive.empty()) {
-    fmt::print("massive-activation ratio |h_1| / mean |h_t>1| per layer:");
-    for (double m : r.massive) fmt::print(" {:.2f}", m);
-    fmt::print("\n");
-  }
-}
-
-int measure_command(const std::string& target, std::string input, double eps, int64_t T, int64_t n,
-                    std::vector<int64_t> positions, const std::string& tokenizer_path, std::string bos_mode) {
-  if (positions.empty()) positions = {1};
-  torch::manual_seed(0);
-  if (fs::is_directory(target)) {
-    Plan plan = read_plan((fs::path(target) / "plan.toml").string());
-    auto cfg = read_config(plan);
-    auto data = rt::load_data(cfg.data, (fs::path(target).parent_path() / ".cache").string());
-    // The latest usable checkpoint: a corrupt latest falls back to the previous, as --resume does.
-    rt::TrainedModel trained = rt::load_trained_model(target);
-    if (!trained.warning.empty()) fmt::print(stderr, "sinkc: {}\n", trained.warning);
-    rt::Transformer& model = *trained.model;
-    rt::Batches batches(data, cfg.data, cfg.train.context, 1, cfg.train.seed);
-    if (input.empty()) input = cfg.measure.input;
-    if (bos_mode.empty()) bos_mode = cfg.measure.bos;
-    const bool bos = measures_with_bos(bos_mode, cfg.data);
-    auto x = batches.measure_inputs(n, T, input, bos);
-    fmt::print("{} ({}), input {}, T = {}, {} sequences{}\n", plan.name, plan.hash8(), input, T, n, bos ? ", with BOS" : "");
-    print_report(rt::measure_model(model, x, positions, eps, true), eps);
-    return 0;
-  }
-  auto loaded = rt::load_llama2c(target);
-  if (input.empty()) input = "random";
-  auto x = torch::empty({n, T}, torch::kLong);
-  std::mt19937_64 rng(0);
-  std::uniform_int_distribution<int64_t> tok(3, loaded.config.vocab - 1);
-  if (input == "natural") {
-    std::string tok_path = tokenizer_path.empty() ? (fs::path(target).parent_path() / "tok512.bin").string() : tokenizer_path;
-    auto tokenizer = rt::llama2c_tokenizer(tok_path, loaded.config.vocab);
-    // Held-out natural text: stories the model generates would be in-distribution
-    // but circular; use the builtin corpus's prose instead.
-    auto docs = rt::read_documents(builtin_corpus("default").string(), nullptr);
-    std::vector<int32_t> stream;
-    for (const auto& d : docs) {
-      if (static_cast<int64_t>(stream.size()) > n * T + T) break;
-      auto ids = tokenizer->encode(d.substr(0, 4000));
-      stream.insert(stream.end(), ids.begin(), ids.end());
-    }
-    for (int64_t b = 0; b < n; ++b)
-      for (int64_t t = 0; t < T; ++t) x[b][t] = stream[static_cast<size_t>(b * T + t) % stream.size()];
-  } else {
-    for (int64_t b = 0; b < n; ++b) {
-      int64_t repeated = tok(rng);
-      for (int64_t t = 0; t < T; ++t) x[b][t] = input == "random" ? tok(rng) : repeated;
-    }
-  }
-  fmt::print("{} (llama2.c: d {}, {} layers, {} heads, {} kv heads), input {}, T = {}, {} sequences\n", target, loaded.config.d,
-             loaded.config.layers, loaded.config.heads, loaded.config.kv_heads, input, T, n);
-  print_report(rt::measure_model(*loaded.model, x, positions, eps, true), eps);
-  return 0;
-}
-
 int export_command(const std::string& run_dir, const std::string& llama2c_file) {
   if (llama2c_file.empty()) throw std::runtime_error("say what to write: --llama2c FILE");
   auto trained = rt::load_trained_model(run_dir);
@@ -222,20 +154,24 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 4096));
   run->add_flag("--no-progress", flags.no_progress, "no live progress line");
 
-  std::string input, tokenizer, bos_mode;
-  double eps = 0.3;
-  int64_t T = 64, n = 100;
-  std::vector<int64_t> positions;
-  auto* measure = app.add_subcommand("measure", "sink metrics of a trained run or a llama2.c checkpoint");
-  measure->add_option("target", target, "run directory or llama2.c .bin")->required();
-  measure->add_option("--input", input, "natural | random | repeat")->check(CLI::IsMember({"natural", "random", "repeat"}));
-  measure->add_option("--eps", eps, "threshold eps")->check(CLI::Range(0.0, 1.0));
-  measure->add_option("--T", T, "sequence length")->check(CLI::Range(2, 1 << 20));
-  measure->add_option("--n", n, "sequences")->check(CLI::Range(1, 1 << 20));
-  measure->add_option("--positions", positions, "1-based positions k of Sink_k");
-  measure->add_option("--tokenizer", tokenizer, "llama2.c tokenizer (tok*.bin) for natural input");
-  measure->add_option("--bos", bos_mode, "with | without | auto (as the run's measure.bos)")
+  rt::MeasureOptions mo;
+  auto* measure = app.add_subcommand("measure", "sink metrics of a trained run, a llama2.c checkpoint or a Hugging Face model");
+  measure->add_option("target", mo.target, "run directory, llama2.c .bin, or a folder with config.json + *.safetensors")
+      ->required();
+  measure->add_option("--input", mo.input, "natural | random | repeat | ids")
+      ->check(CLI::IsMember({"natural", "random", "repeat", "ids"}));
+  measure->add_option("--text", mo.text, "natural input: this text (checkpoints)");
+  measure->add_option("--text-file", mo.text_file, "natural input: this file's text (checkpoints)");
+  measure->add_option("--ids", mo.ids_file, "pre-tokenized input: a file of whitespace-separated token ids (checkpoints)");
+  measure->add_option("--eps", mo.eps, "threshold eps")->check(CLI::Range(0.0, 1.0));
+  measure->add_option("--T", mo.T, "sequence length")->check(CLI::Range(2, 1 << 20));
+  measure->add_option("--n", mo.n, "sequences")->check(CLI::Range(1, 1 << 20));
+  measure->add_option("--positions", mo.positions, "1-based positions k of Sink_k");
+  measure->add_option("--tokenizer", mo.tokenizer, "llama2.c tokenizer (tok*.bin) for natural input");
+  measure->add_option("--bos", mo.bos, "with | without | auto (a run: as its measure.bos; a checkpoint: without)")
       ->check(CLI::IsMember({"with", "without", "auto"}));
+  measure->add_option("--format", mo.format, "text | json (every value at full precision)")
+      ->check(CLI::IsMember({"text", "json"}));
 
   std::string llama2c_file;
   auto* export_cmd = app.add_subcommand("export", "write a trained run's model in another format");
@@ -250,7 +186,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (*run) return run_command(targets, flags);
-    if (*measure) return measure_command(target, input, eps, T, n, positions, tokenizer, bos_mode);
+    if (*measure) return rt::measure_command(mo);
     if (*export_cmd) return export_command(target, llama2c_file);
   } catch (const c10::Error& e) {
     std::string what = e.what_without_backtrace();

@@ -67,15 +67,67 @@ SinkReport measure_model(Transformer& model, const torch::Tensor& inputs, const 
     extra = true;
   }
   SinkReport r = sink_metrics(attention, allowed, positions, eps, extra);
-  if (massive) {
-    for (auto h : f.hidden) {
-      if (cfg.sink_token) h = h.narrow(1, 1, h.size(1) - 1);
-      auto norms = h.to(torch::kDouble).norm(2, -1);  // [N, T]
-      auto ratio = norms.select(1, 0) / norms.narrow(1, 1, norms.size(1) - 1).mean(1);
-      r.massive.push_back(ratio.mean().item<double>());
-    }
-  }
+  if (massive)
+    for (auto h : f.hidden) r.massive.push_back(massive_ratio(cfg.sink_token ? h.narrow(1, 1, h.size(1) - 1) : h));
   return r;
+}
+
+double massive_ratio(const torch::Tensor& hidden) {
+  auto norms = hidden.to(torch::kDouble).norm(2, -1);  // [N, T]
+  auto ratio = norms.select(1, 0) / norms.narrow(1, 1, norms.size(1) - 1).mean(1);
+  return ratio.mean().item<double>();
+}
+
+SinkReport measure_hf_model(const HfModel& model, const torch::Tensor& inputs, const std::vector<int64_t>& positions,
+                            double eps) {
+  const int64_t T = inputs.size(1), layers = model.config().layers;
+  const auto allowed = allowed_pairs(T, 0, model.config().sliding_window);
+  SinkReport total;
+  model.forward(inputs, [&](int64_t, const torch::Tensor& attention, const torch::Tensor& hidden) {
+    SinkReport layer = sink_metrics({attention}, allowed, positions, eps, false);
+    // Every layer has the same (sequence, head) count: the mean of the layers' percentages is the percentage.
+    for (auto& [k, v] : layer.sink) total.sink[k] += v / double(layers);
+    total.alpha.push_back(layer.alpha.at(0));
+    total.massive.push_back(massive_ratio(hidden));
+    total.sequences = layer.sequences;
+  });
+  return total;
+}
+
+SinkReport combine_chunks(const std::vector<SinkReport>& parts) {
+  if (parts.empty()) return {};
+  SinkReport r = parts[0];
+  double total = 0;
+  for (const auto& p : parts) total += double(p.sequences);
+  auto weighted = [&](auto value) {
+    double v = 0;
+    for (const auto& p : parts) v += value(p) * double(p.sequences) / total;
+    return v;
+  };
+  for (auto& [k, v] : r.sink) v = weighted([k = k](const SinkReport& p) { return p.sink.count(k) ? p.sink.at(k) : 0.0; });
+  if (r.sink_star >= 0) r.sink_star = weighted([](const SinkReport& p) { return p.sink_star; });
+  auto table = [&](std::vector<std::vector<double>> SinkReport::*member) {
+    for (size_t l = 0; l < (r.*member).size(); ++l)
+      for (size_t h = 0; h < (r.*member)[l].size(); ++h)
+        (r.*member)[l][h] = weighted([&](const SinkReport& p) { return (p.*member)[l][h]; });
+  };
+  table(&SinkReport::alpha);
+  table(&SinkReport::alpha_star);
+  for (size_t l = 0; l < r.massive.size(); ++l) r.massive[l] = weighted([l](const SinkReport& p) { return p.massive[l]; });
+  r.sequences = static_cast<int64_t>(total);
+  return r;
+}
+
+nlohmann::json report_json(const SinkReport& r) {
+  nlohmann::json j;
+  j["sink"] = nlohmann::json::object();
+  for (const auto& [k, v] : r.sink) j["sink"][std::to_string(k)] = v;
+  if (r.sink_star >= 0) j["sink_star"] = r.sink_star;
+  j["alpha"] = r.alpha;
+  if (!r.alpha_star.empty()) j["alpha_star"] = r.alpha_star;
+  if (!r.massive.empty()) j["massive"] = r.massive;
+  j["sequences"] = r.sequences;
+  return j;
 }
 
 }  // namespace sink::rt

@@ -4,9 +4,11 @@
 // k* column or sink token; the massive-activation ratio per layer.
 #pragma once
 #include <map>
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include "runtime/batches.h"
+#include "runtime/hf_model.h"
 #include "runtime/model.h"
 
 namespace sink::rt {
@@ -29,5 +31,22 @@ SinkReport sink_metrics(const std::vector<torch::Tensor>& attention, const torch
 // Runs the model on the measurement inputs and computes everything.
 SinkReport measure_model(Transformer& model, const torch::Tensor& inputs, const std::vector<int64_t>& positions, double eps,
                          bool massive);
+
+// The same for a Hugging Face checkpoint (causal attention, no extra column),
+// one layer at a time so that only one layer's attention is ever held.
+SinkReport measure_hf_model(const HfModel& model, const torch::Tensor& inputs, const std::vector<int64_t>& positions,
+                            double eps);
+
+// |h_1| / mean_{t>1} |h_t| (l2 norms), averaged over sequences; hidden [N, T, d].
+double massive_ratio(const torch::Tensor& hidden);
+
+// Reports of disjoint sequence chunks of one measurement as one, weighted by
+// their sequence counts.
+SinkReport combine_chunks(const std::vector<SinkReport>& parts);
+
+// The report under the names metrics.jsonl, summary.json and `sinkc measure
+// --format json` share: sink {"k": %}, sink_star, alpha, alpha_star, massive,
+// sequences. Full double precision.
+nlohmann::json report_json(const SinkReport& r);
 
 }  // namespace sink::rt

@@ -203,6 +203,10 @@ std::unique_ptr<Tokenizer> llama2c_tokenizer(const std::string& path, int64_t vo
   return std::make_unique<Llama2cTokenizer>(path, vocab);
 }
 
+std::unique_ptr<Tokenizer> sentencepiece_model_tokenizer(const std::string& model_path, int64_t vocab) {
+  return std::make_unique<SentencePieceTokenizer>(model_path, vocab);
+}
+
 std::unique_ptr<Tokenizer> sentencepiece_tokenizer(const std::vector<std::string>& docs, int64_t vocab,
                                                    const std::string& cache_dir) {
   uint64_t h = 0xcbf29ce484222325ull;

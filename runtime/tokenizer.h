@@ -29,4 +29,7 @@ std::unique_ptr<Tokenizer> llama2c_tokenizer(const std::string& path, int64_t vo
 std::unique_ptr<Tokenizer> sentencepiece_tokenizer(const std::vector<std::string>& training_docs, int64_t vocab,
                                                    const std::string& cache_dir);
 
+// An existing SentencePiece model (a checkpoint's tokenizer.model).
+std::unique_ptr<Tokenizer> sentencepiece_model_tokenizer(const std::string& model_path, int64_t vocab);
+
 }  // namespace sink::rt

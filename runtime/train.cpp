@@ -65,39 +65,9 @@ json evaluate(Transformer& model, const Batches& batches, const RunConfig& cfg, 
   for (int64_t b = 0; b < inputs.size(0); b += 25)
     parts.push_back(measure_model(model, inputs.narrow(0, b, std::min<int64_t>(25, inputs.size(0) - b)),
                                   cfg.measure.positions, cfg.measure.eps, cfg.measure.massive_activations));
-  // Combine chunks, weighted by their sequence counts.
-  json sink = json::object();
-  double total = 0;
-  for (auto& p : parts) total += p.sequences;
-  for (int64_t k : cfg.measure.positions) {
-    double v = 0;
-    for (auto& p : parts) v += p.sink[k] * p.sequences / total;
-    sink[std::to_string(k)] = v;
-  }
-  m["sink"] = sink;
-  if (parts[0].sink_star >= 0) {
-    double v = 0;
-    for (auto& p : parts) v += p.sink_star * p.sequences / total;
-    m["sink_star"] = v;
-  }
-  auto average_table = [&](auto member) {
-    std::vector<std::vector<double>> t = parts[0].*member;
-    for (size_t l = 0; l < t.size(); ++l)
-      for (size_t h = 0; h < t[l].size(); ++h) {
-        double v = 0;
-        for (auto& p : parts) v += (p.*member)[l][h] * p.sequences / total;
-        t[l][h] = v;
-      }
-    return t;
-  };
-  m["alpha"] = average_table(&SinkReport::alpha);
-  if (!parts[0].alpha_star.empty()) m["alpha_star"] = average_table(&SinkReport::alpha_star);
-  if (cfg.measure.massive_activations) {
-    std::vector<double> massive(parts[0].massive.size(), 0.0);
-    for (auto& p : parts)
-      for (size_t l = 0; l < massive.size(); ++l) massive[l] += p.massive[l] * p.sequences / total;
-    m["massive"] = massive;
-  }
+  auto report = report_json(combine_chunks(parts));
+  report.erase("sequences");
+  m.update(report);
   model.train();
   return m;
 }
