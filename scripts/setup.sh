@@ -46,5 +46,11 @@ if [[ ! -s data/builtin/default.jsonl ]]; then
   /usr/bin/python3 scripts/build_corpus.py data/builtin/default.jsonl
 fi
 
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSINKLAB_FUZZ=OFF > /dev/null
-ninja -C build
+# Without --tests, only the two tools: the test suite and benchmarks are most of the build.
+if [[ "${1:-}" == "--tests" ]]; then
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSINKLAB_FUZZ=OFF -DSINKLAB_TESTS=ON > /dev/null
+  ninja -C build
+else
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSINKLAB_FUZZ=OFF > /dev/null
+  ninja -C build sinkc sinkc-runtime
+fi
