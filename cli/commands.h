@@ -28,6 +28,21 @@ int compile(const std::string& file, const std::string& out, const CommonOptions
 int plans_for_runtime(const std::vector<std::string>& targets, const std::string& out, const CommonOptions& common,
                       std::vector<std::string>& plan_files);
 
+// `sinkc submit --slurm` (cli/slurm_submit.cpp): one Slurm job array, one
+// task per run not yet completed in `out`; `dry_run` prints the batch script.
+struct SubmitOptions {
+  std::string out = "runs";
+  std::string run;        // only this run (and its seeds)
+  std::string partition;  // empty: the cluster's default
+  std::string time;       // Slurm's --time, e.g. 4:00:00
+  int gpus_per_run = 0;
+  int cpus_per_run = 0;   // 0: Slurm's default; the run's threads follow it
+  int max_parallel = 0;   // the array's %limit; 0: none
+  std::vector<std::string> sbatch_args;  // passed through as #SBATCH lines
+  bool dry_run = false;
+};
+int submit_slurm(const std::vector<std::string>& targets, const SubmitOptions& options, const CommonOptions& common);
+
 // Compiles one file; prints diagnostics to stderr. Returns the exit status.
 int compile_file(Compilation& c, const std::string& file, const CommonOptions& common);
 

@@ -120,6 +120,27 @@ int main(int argc, char** argv) {
   compile->add_option("-o,--out", compile_out, "output folder")->required();
   add_common(compile);
 
+  std::vector<std::string> submit_targets;
+  sink::cli::SubmitOptions submit_options;
+  bool submit_slurm = false;
+  auto* submit = app.add_subcommand("submit", "submit the runs not yet completed as one cluster job array (Slurm)");
+  submit->add_option("targets", submit_targets, "spec files, folders of specs, or plan.toml files and folders of them")
+      ->required();
+  submit->add_flag("--slurm", submit_slurm, "submit with sbatch (the one scheduler supported)")->required();
+  submit->add_option("--out", submit_options.out, "shared folder of run directories")->capture_default_str();
+  submit->add_option("--run", submit_options.run, "only this run (and its seeds, NAME.seed=K)");
+  submit->add_option("--partition", submit_options.partition, "Slurm partition");
+  submit->add_option("--time", submit_options.time, "time limit per run (Slurm's --time, e.g. 4:00:00)");
+  submit->add_option("--gpus-per-run", submit_options.gpus_per_run, "GPUs per run")->check(CLI::Range(0, 64));
+  submit->add_option("--cpus-per-run", submit_options.cpus_per_run, "CPU cores per run (its training threads)")
+      ->check(CLI::Range(0, 4096));
+  submit->add_option("--max-parallel", submit_options.max_parallel, "at most this many runs at once")
+      ->check(CLI::Range(0, 100000));
+  submit->add_option("--sbatch-arg", submit_options.sbatch_args, "an extra #SBATCH line, e.g. --sbatch-arg=--account=lab")
+      ->allow_extra_args(false);
+  submit->add_flag("--dry-run", submit_options.dry_run, "print the batch script and the runs; submit nothing");
+  add_common(submit);
+
   // Results: read run directories only, so they stay here, not in the runtime.
   sink::cli::ResultsOptions results;
   auto add_results = [&](CLI::App* cmd, bool with_format) {
@@ -171,6 +192,7 @@ int main(int argc, char** argv) {
     if (*plan) return sink::cli::plan(plan_file, plan_run, plan_format, common);
     if (*fields) return sink::cli::fields(fields_format, common);
     if (*compile) return sink::cli::compile(compile_file, compile_out, common);
+    if (*submit) return sink::cli::submit_slurm(submit_targets, submit_options, common);
     if (*diff) return sink::cli::diff(diff_a, diff_b, results, common);
     if (*table) return sink::cli::table(table_targets, table_metrics, results, common);
     if (*report) return sink::cli::report(report_targets, report_output, report_title, results, common);
