@@ -4,6 +4,9 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <iostream>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "cli/commands.h"
@@ -44,16 +47,50 @@ int exec_runtime(const std::string& command, std::vector<std::string> args) {
   return 2;
 }
 
+// A port no one listens on now, for the workers' store.
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  const bool ok = fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  if (fd >= 0) close(fd);
+  return ok ? ntohs(addr.sin_port) : 29500;
+}
+
+// `sinkc run --workers W`: torchrun starts W data-parallel workers on this
+// machine (runtime/data_parallel.h). The torchrun on PATH (a pip PyTorch's),
+// else Debian's `python3 -m torch.distributed.run`, which knows only the
+// underscore spellings and dies at start without --redirects/--tee.
+int exec_torchrun(int workers, const std::vector<std::string>& runtime_args) {
+  std::vector<std::string> argv;
+  if (system("command -v torchrun > /dev/null 2>&1") == 0) argv = {"torchrun"};
+  else argv = {"/usr/bin/python3", "-m", "torch.distributed.run"};
+  argv.insert(argv.end(), {"--nnodes", "1", "--nproc_per_node", std::to_string(workers), "--master_addr", "127.0.0.1",
+                           "--master_port", std::to_string(free_port()), "--no_python", "--redirects", "1", "--tee", "1",
+                           runtime_path().string(), "run"});
+  argv.insert(argv.end(), runtime_args.begin(), runtime_args.end());
+  std::vector<char*> raw;
+  for (auto& a : argv) raw.push_back(a.data());
+  raw.push_back(nullptr);
+  execvp(raw[0], raw.data());
+  fmt::print(stderr, "sinkc: --workers needs torchrun (a PyTorch with torch.distributed; Debian: python3-torch)\n");
+  return 2;
+}
+
 // `sinkc run`: the front end compiles, the runtime trains the plans. Options
 // the front end does not know (--resume, ...) are the runtime's.
 int run(const std::vector<std::string>& targets, const std::string& only, const std::string& out,
-        const std::vector<std::string>& runtime_flags, const sink::cli::CommonOptions& common) {
+        const std::vector<std::string>& runtime_flags, int workers, const sink::cli::CommonOptions& common) {
   std::vector<std::string> plan_files;
   if (int rc = sink::cli::plans_for_runtime(targets, out, common, plan_files); rc != 0) return rc;
   std::vector<std::string> args = plan_files;
   if (!only.empty()) args.insert(args.end(), {"--run", only});
   args.insert(args.end(), {"--out", out});
   args.insert(args.end(), runtime_flags.begin(), runtime_flags.end());
+  if (workers > 1) return exec_torchrun(workers, args);
   return exec_runtime("run", args);
 }
 
@@ -110,6 +147,9 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("--resume", run_resume, "continue interrupted runs from their last checkpoint");
   run_cmd->add_flag("--wait", run_wait, "a run another process is training: wait for it instead of skipping it");
   run_cmd->add_option("--jobs", run_jobs, "train up to N runs at once, each in its own process with cores / N threads")
+      ->check(CLI::Range(1, 1024));
+  int run_workers = 1;
+  run_cmd->add_option("--workers", run_workers, "train each run data-parallel on W processes of this machine (torchrun)")
       ->check(CLI::Range(1, 1024));
   run_cmd->allow_extras();
   add_common(run_cmd);
@@ -186,7 +226,11 @@ int main(int argc, char** argv) {
       if (run_resume) flags.push_back("--resume");
       if (run_wait) flags.push_back("--wait");
       if (run_jobs > 1) flags.insert(flags.end(), {"--jobs", std::to_string(run_jobs)});
-      return run(run_targets, run_only, run_out, flags, common);
+      if (run_workers > 1 && run_jobs > 1) {
+        fmt::print(stderr, "sinkc: --workers and --jobs do not mix: one trains a run on W processes, the other W runs at once\n");
+        return 2;
+      }
+      return run(run_targets, run_only, run_out, flags, run_workers, common);
     }
     if (*check) return sink::cli::check(check_files, common);
     if (*plan) return sink::cli::plan(plan_file, plan_run, plan_format, common);

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "runtime/batches.h"
+#include "runtime/data_parallel.h"
 #include "plan/installation.h"
 #include "plan/run_config.h"
 #include "runtime/llama2c.h"
@@ -85,19 +86,26 @@ int run_command(const std::vector<std::string>& targets, const RunFlags& flags) 
     fmt::print(stderr, "sinkc: no run named '{}'\n", flags.only);
     return 2;
   }
+  // Under torchrun: this process is one of the run's data-parallel workers.
+  auto workers = rt::DataParallel::from_environment();
+  if (workers && flags.jobs > 1) throw std::runtime_error("--jobs runs plans side by side; under torchrun leave it out");
+  const bool leader = !workers || workers->leader();
   if (flags.jobs > 1 && plans.size() > 1) return run_in_parallel(plans, flags);
   int failures = 0;
   rt::install_interrupt_handlers();
   for (const auto& [path, plan] : plans) {
-    if (rt::interrupt_requested()) {
-      fmt::print(stderr, "sinkc: interrupted; the remaining runs did not start\n");
+    bool interrupted = rt::interrupt_requested();
+    if (workers) interrupted = workers->sum({interrupted ? 1.0 : 0.0})[0] > 0;  // all start the next run, or none
+    if (interrupted) {
+      if (leader) fmt::print(stderr, "sinkc: interrupted; the remaining runs did not start\n");
       return 130;
     }
     rt::RunOptions ro;
     ro.out = flags.out;
     ro.resume = flags.resume;
     ro.wait = flags.wait;
-    ro.progress = !flags.no_progress;
+    ro.progress = !flags.no_progress && leader;
+    ro.workers = workers.get();
     ro.auto_threads = flags.auto_threads;
     auto r = rt::run_plan(plan, ro);
     std::string sink;
@@ -106,8 +114,9 @@ int run_command(const std::vector<std::string>& targets, const RunFlags& flags) 
     if (r.summary.contains("final") && r.summary["final"].contains("sink_star"))
       sink += fmt::format(" Sink_* {:.2f}%", r.summary["final"]["sink_star"].get<double>());
     std::string loss = r.summary.contains("final") ? fmt::format(" valid {:.4f}", r.summary["final"]["valid_loss"].get<double>()) : "";
-    fmt::print("{:<10} {}{}{}{}\n", r.status, r.dir, loss, sink,
-               r.summary.contains("reason") ? "  (" + r.summary["reason"].get<std::string>() + ")" : "");
+    if (leader)
+      fmt::print("{:<10} {}{}{}{}\n", r.status, r.dir, loss, sink,
+                 r.summary.contains("reason") ? "  (" + r.summary["reason"].get<std::string>() + ")" : "");
     if (r.status == "failed") ++failures;
     if (r.status == "interrupted") return 130;
   }

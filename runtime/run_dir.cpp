@@ -88,6 +88,7 @@ void FileWriter::commit(const std::function<void()>& before_rename) {
 }
 
 void RunDir::commit_checkpoint(FileWriter& written) const {
+  if (!writer_) return;
   written.commit([&] {
     const std::string latest = checkpoint(), previous = previous_checkpoint();
     std::error_code ec;
@@ -114,12 +115,14 @@ void write_atomically(const std::string& path, const std::string& text) {
 }
 
 void RunDir::set_aside_latest_checkpoint() const {
+  if (!writer_) return;
   std::error_code ec;
   if (fs::exists(checkpoint(), ec)) fs::rename(checkpoint(), file("checkpoint/state.bad.pt"));
   fs::rename(previous_checkpoint(), checkpoint());
 }
 
-RunDir::RunDir(std::string path) : path_(std::move(path)) {
+RunDir::RunDir(std::string path, bool writer) : path_(std::move(path)), writer_(writer) {
+  if (!writer_) return;
   fs::create_directories(path_ + "/checkpoint");
   log_.open(file("log.txt"), std::ios::app);
 }
@@ -132,9 +135,12 @@ std::optional<nlohmann::json> RunDir::read_summary(const std::string& run_dir) {
   return j;
 }
 
-void RunDir::write_summary(const nlohmann::json& j) const { write_atomically(file("summary.json"), j.dump(2) + "\n"); }
+void RunDir::write_summary(const nlohmann::json& j) const {
+  if (writer_) write_atomically(file("summary.json"), j.dump(2) + "\n");
+}
 
 void RunDir::append_metrics(const nlohmann::json& j) {
+  if (!writer_) return;
   std::ofstream f(file("metrics.jsonl"), std::ios::app);
   f << j.dump() << "\n";
   f.flush();
@@ -152,15 +158,19 @@ std::vector<nlohmann::json> read_metrics(const std::string& run_dir) {
 }
 
 void RunDir::truncate_metrics(int64_t step) {
+  if (!writer_) return;
   std::string kept;
   for (const auto& j : read_metrics(path_))
     if (j.value("step", int64_t{0}) <= step) kept += j.dump() + "\n";
   write_atomically(file("metrics.jsonl"), kept);
 }
 
-void RunDir::clear_metrics() { write_atomically(file("metrics.jsonl"), ""); }
+void RunDir::clear_metrics() {
+  if (writer_) write_atomically(file("metrics.jsonl"), "");
+}
 
 void RunDir::log(const std::string& line) {
+  if (!writer_) return;
   log_ << line << "\n";
   log_.flush();
 }

@@ -48,7 +48,9 @@ void inject_write_fault(const std::string& suffix, size_t bytes, int error);
 
 class RunDir {
  public:
-  explicit RunDir(std::string path);
+  // `writer` false: the view a data-parallel worker other than rank 0 has,
+  // whose writes do nothing (rank 0 alone writes a run directory).
+  explicit RunDir(std::string path, bool writer = true);
   const std::string& path() const { return path_; }
   std::string file(const std::string& name) const { return path_ + "/" + name; }
   std::string checkpoint() const { return file("checkpoint/state.pt"); }
@@ -74,6 +76,7 @@ class RunDir {
 
  private:
   std::string path_;
+  bool writer_ = true;
   std::ofstream log_;
 };
 

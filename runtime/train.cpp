@@ -11,6 +11,7 @@
 #include "runtime/batches.h"
 #include "plan/run_config.h"
 #include "runtime/corpus.h"
+#include "runtime/data_parallel.h"
 #include "runtime/interrupt.h"
 #include "runtime/measure.h"
 #include "runtime/model.h"
@@ -258,8 +259,10 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
   // The cache is by content: the same plan under another name (a sweep point
   // equal to a named experiment) reuses the completed run through a link.
   const std::string own = fmt::format("{}/{}", options.out, plan.dir_name());
+  DataParallel* workers = options.workers;
+  const bool leader = !workers || workers->leader();  // rank 0 alone writes the run directory
   std::error_code ec;
-  if (!fs::exists(own, ec) && fs::is_directory(options.out, ec)) {
+  if (leader && !fs::exists(own, ec) && fs::is_directory(options.out, ec)) {
     for (const auto& e : fs::directory_iterator(options.out, ec)) {
       const std::string name = e.path().filename().string();
       if (!e.is_directory(ec) || name.size() < 9 || name.substr(name.size() - 9) != "-" + plan.hash8()) continue;
@@ -270,23 +273,46 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
       }
     }
   }
-  // One owner per run directory: a second process skips it (or waits).
-  fs::create_directories(own, ec);
-  std::optional<RunLock> lock = RunLock::acquire(own, options.wait);
-  if (!lock) {
-    result.dir = own;
+  // One owner per run directory: a second process skips it (or waits). With
+  // data-parallel workers rank 0 decides, and every worker follows.
+  enum Decision : int64_t { kTrain, kElsewhere, kCached };
+  std::optional<RunLock> lock;
+  int64_t decision = kTrain;
+  if (leader) {
+    fs::create_directories(own, ec);
+    lock = RunLock::acquire(own, options.wait);
+    if (!lock) decision = kElsewhere;
+    else if (auto s = RunDir::read_summary(own); s && s->value("status", "") == "completed" && s->value("hash", "") == plan.hash())
+      decision = kCached;
+  }
+  if (workers) decision = workers->broadcast({decision})[0];
+  result.dir = own;
+  if (decision == kElsewhere) {
     result.status = "running elsewhere";
-    result.summary = {{"reason", RunLock::holder(own)}};
+    result.summary = {{"reason", leader ? RunLock::holder(own) : std::string("rank 0 skipped it")}};
     return result;
   }
-  RunDir dir(own);
-  result.dir = dir.path();
-  if (auto s = dir.summary(); s && s->value("status", "") == "completed" && s->value("hash", "") == plan.hash()) {
+  if (decision == kCached) {
     result.status = "cached";
-    result.summary = *s;
+    if (leader) result.summary = *RunDir::read_summary(own);
     return result;
   }
-  write_atomically(dir.file("plan.toml"), to_toml(plan));
+  RunDir dir(own, leader);
+  // Writes only rank 0 makes; every worker learns whether they failed, so all stop together.
+  auto leader_writes = [&](const std::function<void()>& write) {
+    std::string failure;
+    if (leader) {
+      try {
+        write();
+      } catch (const std::exception& e) {
+        failure = error_text(e);
+      }
+    }
+    if (workers && workers->broadcast({failure.empty() ? 0 : 1})[0] && failure.empty())
+      failure = "rank 0 could not write the run directory";
+    if (!failure.empty()) throw std::runtime_error(failure);
+  };
+  if (leader) write_atomically(dir.file("plan.toml"), to_toml(plan));
   const auto started = Clock::now();
   json summary = {{"name", plan.name}, {"hash", plan.hash()}, {"status", "running"}};
   // Who is running it: a reader on this host can then tell a run in
@@ -334,30 +360,48 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
     for (auto& p : model.parameters()) params += p.numel();
     const std::string backend = model.backend->name();
     // The kernel the run executes, from the same kernels::kernel_spec that `sinkc compile` uses.
-    if (const std::string source = model.backend->kernel_source(); !source.empty())
+    if (const std::string source = model.backend->kernel_source(); leader && !source.empty())
       write_atomically(dir.file("attention.ll"), source);
     dir.log(fmt::format("run {} ({}), {} parameters, data {}", plan.name, plan.hash8(), params, data.description));
     dir.log(fmt::format("attention backend: {}", backend));
     summary["parameters"] = params;
     summary["attention_backend"] = backend;
     summary["threads"] = threads;
+    if (workers) {
+      summary["workers"] = workers->size();
+      dir.log(fmt::format("data parallel: {} workers, {} sequences each per step", workers->size(),
+                          cfg.train.batch / workers->size()));
+    }
     summary["train_tokens_unique"] = batches.train_tokens();
 
     Checkpoint state;
-    if (options.resume && (fs::exists(dir.checkpoint(), ec) || fs::exists(dir.previous_checkpoint(), ec))) {
-      auto resumed = load_latest_checkpoint(dir.checkpoint(), dir.previous_checkpoint(), model, opt.get());
-      state = resumed.state;
-      if (!resumed.warning.empty()) {
-        dir.log("warning: " + resumed.warning);
-        fmt::print(stderr, "sinkc: warning: {}\n", resumed.warning);
-        // Else the next checkpoint would rotate the bad file into the
-        // previous slot, leaving one good checkpoint instead of two.
-        dir.set_aside_latest_checkpoint();
+    auto restore = [&] {
+      if (options.resume && (fs::exists(dir.checkpoint(), ec) || fs::exists(dir.previous_checkpoint(), ec))) {
+        auto resumed = load_latest_checkpoint(dir.checkpoint(), dir.previous_checkpoint(), model, opt.get());
+        state = resumed.state;
+        if (!resumed.warning.empty()) {
+          dir.log("warning: " + resumed.warning);
+          fmt::print(stderr, "sinkc: warning: {}\n", resumed.warning);
+          // Else the next checkpoint would rotate the bad file into the
+          // previous slot, leaving one good checkpoint instead of two.
+          dir.set_aside_latest_checkpoint();
+        }
+        dir.truncate_metrics(state.step);
+        dir.log(fmt::format("resumed at step {}", state.step));
+      } else {
+        dir.clear_metrics();
       }
-      dir.truncate_metrics(state.step);
-      dir.log(fmt::format("resumed at step {}", state.step));
-    } else {
-      dir.clear_metrics();
+    };
+    // Rank 0 first (it may set a bad latest checkpoint aside), then the others
+    // from the same files; the broadcast is the barrier between them.
+    if (leader) restore();
+    if (workers) {
+      const int64_t leader_step = workers->broadcast({state.step})[0];
+      if (!leader) restore();
+      if (state.step != leader_step)
+        throw std::runtime_error(fmt::format("worker {} resumed at step {}, rank 0 at step {}: the checkpoint changed "
+                                             "under them", workers->rank(), state.step, leader_step));
+      workers->broadcast_parameters(model.parameters());
     }
     // A checkpoint that cannot be written (a full disk) fails the run, and
     // the ones already on disk stay as they were for --resume.
@@ -365,7 +409,7 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
     auto write_checkpoint = [&] {
       if (state.step == saved_step) return;
       try {
-        save_checkpoint(dir, model, *opt, state);
+        if (leader) save_checkpoint(dir, model, *opt, state);
       } catch (const std::exception& e) {
         summary["steps_done"] = state.step;
         summary["tokens"] = state.step * cfg.train.batch * cfg.train.context;
@@ -390,8 +434,17 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
       const double lr = learning_rate(cfg.train, step);
       set_learning_rate(*opt, lr);
       auto [x, y] = batches.train(step);
+      if (workers) x = workers->shard(x), y = workers->shard(y);
       auto loss = lm_loss(model.forward(x).logits, y, cfg.model.attention.prefix);
       last_loss = loss.item<double>();
+      // Workers agree on the step's loss and on stopping: a signal one of
+      // them missed would leave the others waiting in the next all-reduce.
+      bool stop = interrupt_requested();
+      if (workers) {
+        auto agreed = workers->sum({last_loss, stop ? 1.0 : 0.0});
+        last_loss = agreed[0] / workers->size();
+        stop = agreed[1] > 0;
+      }
       if (!std::isfinite(last_loss)) {
         summary["steps_done"] = step;
         summary["tokens"] = step * tokens_per_step;
@@ -399,6 +452,7 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
       }
       opt->zero_grad();
       loss.backward();
+      if (workers) workers->average_gradients(model.parameters());
       if (cfg.train.clip > 0) torch::nn::utils::clip_grad_norm_(model.parameters(), cfg.train.clip);
       opt->step();
       state.loss_sum += last_loss;
@@ -424,16 +478,17 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
         m["tokens_per_s"] = tps;
         state.loss_sum = 0;
         state.loss_count = 0;
-        dir.append_metrics(m);
+        leader_writes([&] { dir.append_metrics(m); });
         summary["final"] = m;
         if (!std::isfinite(m["valid_loss"].get<double>())) {
           summary["steps_done"] = state.step;
           return finish("diverged", fmt::format("non-finite validation loss at step {}", state.step));
         }
       }
-      if (final_step || (cfg.train.checkpoint_every > 0 && state.step % cfg.train.checkpoint_every == 0)) write_checkpoint();
-      if (interrupt_requested() && !final_step) {
-        write_checkpoint();
+      if (final_step || (cfg.train.checkpoint_every > 0 && state.step % cfg.train.checkpoint_every == 0))
+        leader_writes(write_checkpoint);
+      if (stop && !final_step) {
+        leader_writes(write_checkpoint);
         if (tty) fmt::print(stderr, "\n");
         summary["steps_done"] = state.step;
         summary["tokens"] = state.step * tokens_per_step;
@@ -442,7 +497,7 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
     }
     if (tty) fmt::print(stderr, "\n");
     const bool bos = measures_with_bos(cfg.measure.bos, cfg.data);
-    write_atomically(dir.file("attention_maps.json"), attention_maps(model, batches, cfg, bos).dump() + "\n");
+    leader_writes([&] { write_atomically(dir.file("attention_maps.json"), attention_maps(model, batches, cfg, bos).dump() + "\n"); });
     const double elapsed = std::chrono::duration<double>(Clock::now() - loop_start).count();
     summary["steps_done"] = steps;
     summary["tokens"] = steps * tokens_per_step;

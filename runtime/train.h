@@ -9,6 +9,8 @@
 
 namespace sink::rt {
 
+class DataParallel;
+
 struct RunOptions {
   std::string out = "runs";
   bool resume = false;
@@ -17,6 +19,7 @@ struct RunOptions {
   std::string data_cache = "";  // SentencePiece models etc.; default <out>/.cache
   bool wait = false;         // a run another process holds: wait for it rather than skip it
   int64_t auto_threads = 0;  // threads when the plan says train.threads = 0; 0: the machine's default
+  DataParallel* workers = nullptr;  // data-parallel workers (torchrun); null: this process alone
 };
 
 struct RunResult {

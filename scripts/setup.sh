@@ -14,6 +14,8 @@ packages=(
   libgtest-dev
   # runtime: LibTorch needs a real BLAS (the reference libblas3 is ~30x slower)
   libtorch-dev libopenblas0-pthread libzstd-dev zlib1g-dev
+  # data-parallel training: the gloo headers LibTorch's c10d includes
+  libgloo-dev
   # JIT attention kernels: LLVM 19 (ORC); its CMake config needs zstd
   llvm-19-dev
   # tokenizer
