@@ -46,7 +46,7 @@ torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets,
   return (per * mask).sum() / mask.sum().clamp_min(1);
 }
 
-json evaluate(Transformer& model, const Batches& batches, const RunConfig& cfg, int64_t vocab_bos, bool bos_data) {
+json evaluate(Transformer& model, const Batches& batches, const RunConfig& cfg) {
   torch::NoGradGuard no_grad;
   model.eval();
   json m;
@@ -469,7 +469,7 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
 
       const bool final_step = state.step == steps;
       if (final_step || (cfg.measure.every > 0 && state.step % cfg.measure.every == 0)) {
-        json m = evaluate(model, batches, cfg, data.bos, cfg.data.bos);
+        json m = evaluate(model, batches, cfg);
         m["step"] = state.step;
         m["tokens"] = state.step * tokens_per_step;
         m["lr"] = lr;
