@@ -25,6 +25,8 @@ packages=(
 )
 if [[ "${1:-}" == "--tests" ]]; then
   packages+=(clang-19 libclang-rt-19-dev python3-torch)
+  # `sinkc submit --slurm` against a real one-node Slurm (tests/slurm)
+  packages+=(slurmctld slurmd slurm-client munge)
   # The report's browser test: Debian's chromium, driven from Node with
   # playwright-core (tests/browser, installed by scripts/test.sh with npm ci).
   packages+=(chromium)
