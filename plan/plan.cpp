@@ -21,7 +21,11 @@ const Value& Plan::at(const std::string& path) const {
 
 std::string Plan::canonical_text() const {
   std::string out;
-  for (const auto& [path, value] : fields) out += path + " = " + value.str() + "\n";
+  for (const auto& [path, value] : fields) {
+    const Field* f = find_field(path);
+    if (f && f->neutral && value == *f->neutral) continue;
+    out += path + " = " + value.str() + "\n";
+  }
   return out;
 }
 
@@ -247,6 +251,10 @@ Plan plan_from_toml(const std::string& text, const std::string& origin) {
     std::string block = f.path.substr(0, f.path.find('.'));
     std::string leaf = f.path.substr(f.path.find('.') + 1);
     const toml::node* node = root[block][leaf].node();
+    if (!node && f.neutral) {
+      plan.fields[f.path] = *f.neutral;  // written before the field existed
+      continue;
+    }
     if (!node) throw PlanError(fmt::format("{}: plan has no field '{}'", origin, f.path));
     plan.fields[f.path] = read_value(*node, f.spec, f.path);
   }

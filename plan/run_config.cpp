@@ -80,6 +80,7 @@ RunConfig read_config(const Plan& p) {
   const Value& window = p.at("loss.window");
   a.window = window.kind == Value::Kind::Int ? window.i : 0;
   a.backend = p.choice("attention.backend");
+  a.gate = p.choice("attention.gate");
 
   DataConfig& d = c.data;
   const Value& corpus = p.at("data.corpus");

@@ -28,6 +28,7 @@ struct AttentionConfig {
   int64_t prefix = 0;              // loss.prefix
   int64_t window = 0;              // 0 = full causal
   std::string backend = "reference";
+  std::string gate = "none";       // none | elementwise | headwise
 };
 
 struct ModelConfig {

@@ -83,6 +83,10 @@ std::vector<Field> build() {
        "row normalizer Z"},
       {"attention.scale", float_in(0, 1e6, true), "alpha: each row of normalized attention sums to alpha"},
       {"attention.backend", one_of({"jit", "reference"}), "generated kernels, or the LibTorch reference path (the test oracle)"},
+      {"attention.gate", one_of({"none", "elementwise", "headwise"}),
+       "gated attention (Qiu et al. 2025): each head's output times sigmoid(x W_g), x the attention's input; one gate per "
+       "d_head channel (elementwise, G1) or per head (headwise)",
+       Value::of_enum("none")},
       // data
       {"data.corpus",
        variant({form("builtin", "an embedded corpus assembled by the set-up", {param("name", text(), Value::of_string("default"))}),

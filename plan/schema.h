@@ -57,6 +57,10 @@ struct Field {
   std::string path;
   TypeSpec spec;
   std::string doc;
+  // For a field added after plans were first hashed: the value at which it
+  // changes nothing. A plan holding it hashes as before the field existed,
+  // so runs trained then are still found by name and hash.
+  std::optional<Value> neutral = std::nullopt;
   std::string block() const { return path.substr(0, path.find('.')); }
 };
 

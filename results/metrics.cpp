@@ -16,6 +16,8 @@ const std::vector<MetricDef>& fixed_metrics() {
       {"valid_loss", "valid loss (nats/token)", 4},
       {"train_loss", "final train loss (nats/token)", 4},
       {"massive_max", "max massive-activation ratio (x)", 2},
+      // Gated attention: the mean gate over layers (the gated-attention paper reports gate sparsity).
+      {"gate_mean", "mean attention gate", 3},
       {"tokens_per_s", "tokens/s", 0},
   };
   return m;
@@ -32,11 +34,12 @@ int64_t seed_number(const RunData& r) {
 
 std::vector<MetricDef> available_metrics(const std::vector<const RunData*>& runs) {
   std::set<int> positions;
-  bool star = false;
+  bool star = false, gated = false;
   for (const RunData* r : runs) {
     for (const auto& e : r->evals) {
       for (const auto& [k, v] : e.sink) positions.insert(k);
       star = star || e.sink_star.has_value();
+      gated = gated || !e.gate.empty();
     }
     // A run not evaluated yet still says what it will measure.
     if (auto it = r->plan.fields.find("measure.positions"); it != r->plan.fields.end())
@@ -45,7 +48,7 @@ std::vector<MetricDef> available_metrics(const std::vector<const RunData*>& runs
   std::vector<MetricDef> out;
   for (int k : positions) out.push_back(sink_metric(k));
   for (const auto& m : fixed_metrics())
-    if (m.id != "sink_star" || star) out.push_back(m);
+    if ((m.id != "sink_star" || star) && (m.id != "gate_mean" || gated)) out.push_back(m);
   return out;
 }
 
@@ -80,6 +83,12 @@ double metric_value(const RunData& run, const std::string& id) {
     for (const auto& layer : e->alpha)
       for (double a : layer) sum += a, ++n;
     return n ? sum / static_cast<double>(n) : NAN;
+  }
+  if (id == "gate_mean") {
+    if (e->gate.empty()) return NAN;
+    double sum = 0;
+    for (double g : e->gate) sum += g;
+    return sum / static_cast<double>(e->gate.size());
   }
   if (id == "massive_max") {
     if (e->massive.empty()) return NAN;

@@ -83,6 +83,8 @@ Eval read_eval(const json& j) {
   e.alpha_star = table(j, "alpha_star");
   if (auto it = j.find("massive"); it != j.end() && it->is_array())
     for (const auto& m : *it) e.massive.push_back(m.is_number() ? m.get<double>() : NAN);
+  if (auto it = j.find("gate"); it != j.end() && it->is_array())
+    for (const auto& g : *it) e.gate.push_back(g.is_number() ? g.get<double>() : NAN);
   return e;
 }
 

@@ -30,6 +30,7 @@ struct Eval {
   std::vector<std::vector<double>> alpha;       // [layer][head] mean alpha_1
   std::vector<std::vector<double>> alpha_star;  // [layer][head] on the k* column or sink token, when there is one
   std::vector<double> massive;             // per layer: |h_1| / mean_{t>1} |h_t|
+  std::vector<double> gate;                // per layer: mean gate value (gated attention)
   double tokens_per_s = NAN;
 };
 

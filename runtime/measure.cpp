@@ -67,6 +67,7 @@ SinkReport measure_model(Transformer& model, const torch::Tensor& inputs, const 
     extra = true;
   }
   SinkReport r = sink_metrics(attention, allowed, positions, eps, extra);
+  for (const auto& g : f.gates) r.gate.push_back(g.to(torch::kDouble).mean().item<double>());
   if (massive)
     for (auto h : f.hidden) r.massive.push_back(massive_ratio(cfg.sink_token ? h.narrow(1, 1, h.size(1) - 1) : h));
   return r;
@@ -114,6 +115,7 @@ SinkReport combine_chunks(const std::vector<SinkReport>& parts) {
   table(&SinkReport::alpha);
   table(&SinkReport::alpha_star);
   for (size_t l = 0; l < r.massive.size(); ++l) r.massive[l] = weighted([l](const SinkReport& p) { return p.massive[l]; });
+  for (size_t l = 0; l < r.gate.size(); ++l) r.gate[l] = weighted([l](const SinkReport& p) { return p.gate[l]; });
   r.sequences = static_cast<int64_t>(total);
   return r;
 }
@@ -126,6 +128,7 @@ nlohmann::json report_json(const SinkReport& r) {
   j["alpha"] = r.alpha;
   if (!r.alpha_star.empty()) j["alpha_star"] = r.alpha_star;
   if (!r.massive.empty()) j["massive"] = r.massive;
+  if (!r.gate.empty()) j["gate"] = r.gate;
   j["sequences"] = r.sequences;
   return j;
 }

@@ -19,6 +19,7 @@ struct SinkReport {
   std::vector<std::vector<double>> alpha;         // [layer][head] mean alpha_1 (first measured position)
   std::vector<std::vector<double>> alpha_star;    // [layer][head] mean alpha_*, when present
   std::vector<double> massive;                    // per layer: |h_1| / mean_{t>1} |h_t|
+  std::vector<double> gate;                       // per layer: mean gate value of a gated model
   int64_t sequences = 0;
 };
 

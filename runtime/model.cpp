@@ -38,6 +38,7 @@ SelfAttention::SelfAttention(const ModelConfig& c, std::shared_ptr<AttentionBack
   wk = register_module("wk", linear(c.d, Hkv * dh));
   wv = register_module("wv", linear(c.d, Hkv * dh));
   wo = register_module("wo", linear(c.heads_combine == "add" ? dh : H * dh, c.d));
+  if (c.attention.gate != "none") wg = register_module("wg", linear(c.d, c.attention.gate == "elementwise" ? H * dh : H));
   if (c.attention.kernel == "mlp") {
     kernel_w1 = register_parameter("kernel_w1", torch::randn({H, dh, c.attention.kernel_hidden}) / std::sqrt(double(dh)));
     kernel_w2 = register_parameter("kernel_w2", torch::randn({H, c.attention.kernel_hidden, dh}) /
@@ -96,6 +97,12 @@ torch::Tensor SelfAttention::forward(const torch::Tensor& x, const torch::Tensor
   }
   torch::Tensor out = backend->attend({q, k, v, g, k_star, k_star.defined() ? v_star : torch::Tensor()}, probe);
   if (cfg.biases == "v") out = out + v_star.unsqueeze(0).unsqueeze(2);
+  if (wg) {
+    // Gated attention: each head's output (channel) scaled by sigmoid of a projection of the same input.
+    auto gate = torch::sigmoid(wg(x)).view({B, T, H, cfg.attention.gate == "elementwise" ? dh : 1}).transpose(1, 2);
+    out = out * gate;
+    if (probe) last_gate = gate.detach();
+  }
   if (cfg.heads_combine == "add") return wo(out.sum(1));
   return wo(out.transpose(1, 2).reshape({B, T, H * dh}));
 }
@@ -187,6 +194,7 @@ ForwardResult Transformer::forward(const torch::Tensor& tokens, bool probe, bool
       x = blk->norm2->forward(before_ln);
     }
     if (probe) r.attention.push_back(p);
+    if (probe && blk->attn->wg) r.gates.push_back(blk->attn->last_gate);
   }
   if (final_norm) x = final_norm->forward(x);
   if (cfg.sink_token) x = x.narrow(1, 1, T - 1);

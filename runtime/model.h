@@ -35,6 +35,8 @@ struct SelfAttention : torch::nn::Module {
   torch::Tensor kernel_w1, kernel_w2;  // mlp kernel, per head
   torch::Tensor k_star_learned;        // [H|1, k_dims]
   torch::Tensor v_star;                // learned parameter or fixed buffer, [H|1, dh]
+  torch::nn::Linear wg{nullptr};       // gated attention: x -> H * dh (elementwise) or H (headwise) gate logits
+  torch::Tensor last_gate;             // the gate values of the last probed forward, [B, H, T, dh|1]
 };
 
 struct Block : torch::nn::Module {
@@ -49,6 +51,7 @@ struct ForwardResult {
   torch::Tensor logits;                    // [B, T, vocab] (sink token removed)
   std::vector<torch::Tensor> attention;    // per layer [B, H, T', S] metric attention, when probing
   std::vector<torch::Tensor> hidden;       // per layer [B, T', d] (before the LN for post-norm), when asked
+  std::vector<torch::Tensor> gates;        // per layer gate values [B, H, T', dh|1] when probing a gated model
 };
 
 // Built on `device`, with the attention backend the plan and the device select.

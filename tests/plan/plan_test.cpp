@@ -141,3 +141,23 @@ TEST(PlanLibrary, RunConfigurationRejectsAnUnloweredGroupedQueryPlan) {
 }
 
 }  // namespace
+
+// A field added later (attention.gate) at its neutral value leaves the hash
+// as it was: a plan written before the field existed reads back, keeps its
+// hash, and holds the neutral value; any other value changes the hash.
+TEST(PlanLibrary, AFieldAddedLaterKeepsEarlierPlansHashes) {
+  std::string text = fixture_text();
+  const std::string gate_line = "gate = \"none\"\n";
+  const size_t at = text.find(gate_line);
+  ASSERT_NE(at, std::string::npos) << "the fixture has no attention.gate line";
+  const sink::Plan now = sink::plan_from_toml(text, "fixture.plan.toml");
+  std::string before = text;
+  before.erase(at, gate_line.size());
+  const sink::Plan earlier = sink::plan_from_toml(before, "a plan from before attention.gate");
+  EXPECT_EQ(earlier.hash(), now.hash());
+  EXPECT_EQ(earlier.at("attention.gate").s, "none");
+  EXPECT_EQ(sink::read_config(earlier).model.attention.gate, "none");
+  sink::Plan gated = now;
+  gated.fields["attention.gate"] = sink::Value::of_enum("headwise");
+  EXPECT_NE(gated.hash(), now.hash());
+}

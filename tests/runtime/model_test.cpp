@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "runtime/measure.h"
 #include "runtime/model.h"
 #include "runtime_test_util.h"
 
@@ -61,6 +62,10 @@ const Arch kArchs[] = {
     {"window", "loss.window = 3"},
     {"prefix_window", "loss { prefix = 3  window = 2 }"},
     {"tie_embeddings", "model.tie_embeddings = true"},
+    {"gate_elementwise", "attention.gate = elementwise"},
+    {"gate_headwise", "attention.gate = headwise"},
+    {"gate_gqa_sink_kv", "model { heads = 4  kv_heads = 2  sink_token = true  biases = kv }  attention.gate = elementwise"},
+    {"gate_sigmoid_window", "attention { gate = headwise  score = sigmoid(qk)  normalize = none }  loss.window = 3"},
 };
 
 constexpr int64_t kVocab = 20, kB = 2, kT = 8;
@@ -265,6 +270,38 @@ TEST(Model, KnobsCreateTheirParameters) {
   EXPECT_TRUE(has(learned, "positions.weight"));
   auto mlp = names({"", "attention { kernel = mlp(hidden = 8)  score = qk  normalize = abs_clamped }"});
   EXPECT_EQ(mlp.at("block0.attn.kernel_w1"), (std::vector<int64_t>{2, 8, 8}));
+  EXPECT_FALSE(has(base, "block0.attn.wg.weight"));
+  EXPECT_EQ(names({"", "attention.gate = elementwise"}).at("block0.attn.wg.weight"), (std::vector<int64_t>{2 * 8, 16}));
+  EXPECT_EQ(names({"", "attention.gate = headwise"}).at("block1.attn.wg.weight"), (std::vector<int64_t>{2, 16}));
+}
+
+// A gate whose projection is zero is sigmoid(0) = 1/2 everywhere: the gated
+// model is the ungated one with its output projection halved, and the
+// measured mean gate is exactly 1/2.
+TEST(Model, AZeroGateHalvesTheAttentionOutput) {
+  for (const char* gate : {"elementwise", "headwise"}) {
+    ModelConfig plain_cfg = model_config({"", ""});
+    const std::string body = std::string("attention.gate = ") + gate;
+    ModelConfig gated_cfg = model_config({"", body.c_str()});
+    torch::manual_seed(5);
+    Transformer plain(plain_cfg), gated(gated_cfg);
+    {
+      torch::NoGradGuard ng;
+      auto target = gated.named_parameters();
+      for (auto& item : plain.named_parameters()) target[item.key()].copy_(item.value());
+      for (auto& blk : gated.blocks) {
+        blk->attn->wg->weight.zero_();
+        blk->attn->wo->weight.mul_(2.0);
+      }
+    }
+    auto x = torch::randint(0, kVocab, {kB, kT}, torch::kLong);
+    auto r = gated.forward(x, /*probe=*/true);
+    EXPECT_TRUE(torch::allclose(r.logits, plain.forward(x).logits, 1e-5, 1e-6)) << gate;
+    auto report = sink::rt::measure_model(gated, x, {1}, 0.3, false);
+    ASSERT_EQ(report.gate.size(), 2u) << gate;
+    for (double g : report.gate) EXPECT_DOUBLE_EQ(g, 0.5) << gate;
+    EXPECT_TRUE(sink::rt::measure_model(plain, x, {1}, 0.3, false).gate.empty());
+  }
 }
 
 TEST(Model, FixedVStarIsTheSpecVector) {
