@@ -16,6 +16,8 @@ namespace sink::results {
 // False in a build configured without protobuf or ISA-L (cmake/Dependencies.cmake):
 // write_tensorboard then throws a ResultsError naming the packages to install.
 bool tensorboard_supported();
+// Throws that ResultsError when unsupported: before any run is read.
+void require_tensorboard();
 
 struct TensorBoardExport {
   struct Written {
