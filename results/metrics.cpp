@@ -88,10 +88,10 @@ double eval_metric_value(const Eval& e, const std::string& id) {
     return n ? sum / static_cast<double>(n) : NAN;
   }
   if (id == "gate_mean") {
-    if (e->gate.empty()) return NAN;
+    if (e.gate.empty()) return NAN;
     double sum = 0;
-    for (double g : e->gate) sum += g;
-    return sum / static_cast<double>(e->gate.size());
+    for (double g : e.gate) sum += g;
+    return sum / static_cast<double>(e.gate.size());
   }
   if (id == "massive_max") {
     if (e.massive.empty()) return NAN;
@@ -123,6 +123,7 @@ std::vector<SeriesValue> eval_series(const Eval& e) {
   per_head("alpha_1", e.alpha);
   per_head("alpha_star", e.alpha_star);
   for (size_t l = 0; l < e.massive.size(); ++l) add(fmt::format("massive/layer_{}", l), e.massive[l]);
+  for (size_t l = 0; l < e.gate.size(); ++l) add(fmt::format("gate/layer_{}", l), e.gate[l]);
   return out;
 }
 

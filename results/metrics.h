@@ -30,7 +30,7 @@ double eval_metric_value(const Eval& e, const std::string& id);
 // One number of an evaluation under its series name, for exporters that draw
 // every curve (TensorBoard): the metric ids above for the headline numbers,
 // `lr`, and `alpha_1/layer_L/head_H`, `alpha_star/layer_L/head_H`,
-// `massive/layer_L` (0-based, as the report labels them) for the per-layer
+// `massive/layer_L`, `gate/layer_L` (0-based, as the report labels them) for the per-layer
 // and per-head values the headline numbers summarize.
 struct SeriesValue {
   std::string name;

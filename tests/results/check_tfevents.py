@@ -157,6 +157,11 @@ def expected_points(line):
     add("train_loss", line.get("train_loss"))
     massive = [m for m in (line.get("massive") or []) if m is not None and math.isfinite(m)]
     add("massive_max", max(massive) if massive else None)
+    gate = [g for g in (line.get("gate") or []) if g is not None]
+    total = 0.0
+    for g in gate:
+        total += g
+    add("gate_mean", total / len(gate) if gate else None)
     add("tokens_per_s", line.get("tokens_per_s"))
     add("lr", line.get("lr"))
     for name, key in (("alpha_1", "alpha"), ("alpha_star", "alpha_star")):
@@ -165,6 +170,8 @@ def expected_points(line):
                 add(f"{name}/layer_{l}/head_{h}", v)
     for l, v in enumerate(line.get("massive") or []):
         add(f"massive/layer_{l}", v)
+    for l, v in enumerate(line.get("gate") or []):
+        add(f"gate/layer_{l}", v)
     return points
 
 

@@ -82,6 +82,7 @@ SyntheticRun micro_run(const std::string& name) {
   last.sink = {{1, 40.0}, {2, 0.0}};
   last.alpha = {{0.75, 0.25}, {0.5, 0.125}};
   last.massive = {2.0, 30.0};
+  last.gate = {0.25, 0.75};
   auto evals = curve(2, last);
   return {plans[0], "completed", "", evals};
 }
@@ -142,6 +143,8 @@ TEST(TensorBoard, EveryEvaluationIsAnEventOfItsSeries) {
   EXPECT_FLOAT_EQ(points.at({20, "massive/layer_1"}), 30.0f);
   EXPECT_FLOAT_EQ(points.at({20, "massive_max"}), 30.0f);
   EXPECT_FLOAT_EQ(points.at({20, "lr"}), 1e-3f);
+  EXPECT_FLOAT_EQ(points.at({20, "gate/layer_1"}), 0.75f);
+  EXPECT_FLOAT_EQ(points.at({20, "gate_mean"}), 0.5f);
   EXPECT_EQ(points.count({20, "sink_star"}), 0u);  // not measured: no point rather than a NaN
   // Every point is one of the registry's series, and every series has both steps.
   std::set<std::string> tags;
