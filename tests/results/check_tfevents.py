@@ -147,21 +147,18 @@ def expected_points(line):
     for k, v in (line.get("sink") or {}).items():
         add(f"sink_{int(k)}", v)
     add("sink_star", line.get("sink_star"))
-    alpha = line.get("alpha") or []
-    flat = [a for layer in alpha for a in layer]
-    total = 0.0
-    for a in flat:
-        total += a
-    add("alpha_1", total / len(flat) if flat else None)
+    def mean(values):  # summed in order, as the C++ side does
+        total = 0.0
+        for v in values:
+            total += v
+        return total / len(values) if values else None
+
+    add("alpha_1", mean([a for layer in line.get("alpha") or [] for a in layer]))
     add("valid_loss", line.get("valid_loss"))
     add("train_loss", line.get("train_loss"))
     massive = [m for m in (line.get("massive") or []) if m is not None and math.isfinite(m)]
     add("massive_max", max(massive) if massive else None)
-    gate = [g for g in (line.get("gate") or []) if g is not None]
-    total = 0.0
-    for g in gate:
-        total += g
-    add("gate_mean", total / len(gate) if gate else None)
+    add("gate_mean", mean([g for g in line.get("gate") or [] if g is not None]))
     add("tokens_per_s", line.get("tokens_per_s"))
     add("lr", line.get("lr"))
     for name, key in (("alpha_1", "alpha"), ("alpha_star", "alpha_star")):
