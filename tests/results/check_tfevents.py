@@ -158,7 +158,8 @@ def expected_points(line):
     add("train_loss", line.get("train_loss"))
     massive = [m for m in (line.get("massive") or []) if m is not None and math.isfinite(m)]
     add("massive_max", max(massive) if massive else None)
-    add("gate_mean", mean([g for g in line.get("gate") or [] if g is not None]))
+    gate = line.get("gate") or []
+    add("gate_mean", None if None in gate else mean(gate))  # a NaN (null) gate makes the mean NaN
     add("tokens_per_s", line.get("tokens_per_s"))
     add("lr", line.get("lr"))
     for name, key in (("alpha_1", "alpha"), ("alpha_star", "alpha_star")):
