@@ -59,5 +59,8 @@ int table(const std::vector<std::string>& targets, const std::vector<std::string
           const CommonOptions& common);
 int report(const std::vector<std::string>& targets, const std::string& output, const std::string& title,
            const ResultsOptions& options, const CommonOptions& common);
+// `sinkc export RUNS --tensorboard DIR` (results/tensorboard.h).
+int export_tensorboard(const std::vector<std::string>& targets, const std::string& dir, const ResultsOptions& options,
+                       const CommonOptions& common);
 
 }  // namespace sink::cli

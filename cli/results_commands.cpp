@@ -1,5 +1,5 @@
-// `sinkc diff`, `sinkc table`, `sinkc report`: the torch-free commands that
-// read run directories. Declared in cli/commands.h.
+// `sinkc diff`, `sinkc table`, `sinkc report`, `sinkc export --tensorboard`:
+// the torch-free commands that read run directories. Declared in cli/commands.h.
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
@@ -9,6 +9,7 @@
 #include "results/report_html.h"
 #include "results/table.h"
 #include "results/targets.h"
+#include "results/tensorboard.h"
 
 namespace sink::cli {
 namespace fs = std::filesystem;
@@ -120,6 +121,22 @@ int report(const std::vector<std::string>& targets, const std::string& output, c
     size_t charts = 0;
     for (size_t pos = 0; (pos = html.find("<figure class=\"chart\"", pos)) != std::string::npos; ++pos) ++charts;
     fmt::print("wrote {} ({} run{}, {} chart{})\n", output, runs.size(), runs.size() == 1 ? "" : "s", charts, charts == 1 ? "" : "s");
+    return 0;
+  });
+}
+
+int export_tensorboard(const std::vector<std::string>& targets, const std::string& dir, const ResultsOptions& options,
+                       const CommonOptions& common) {
+  return guarded([&] {
+    require_tensorboard();
+    auto runs = resolve_runs(targets, options.runs, target_options(options, common));
+    TensorBoardExport done = write_tensorboard(runs, dir);
+    for (const auto& s : done.skipped) fmt::print(stderr, "sinkc: skipped {}\n", s);
+    if (done.written.empty()) throw ResultsError("no run has evaluations yet: nothing to export");
+    size_t events = 0;
+    for (const auto& w : done.written) events += w.events;
+    fmt::print("wrote {} ({} run{}, {} evaluation{}); view with: tensorboard --logdir {}\n", dir, done.written.size(),
+               done.written.size() == 1 ? "" : "s", events, events == 1 ? "" : "s", dir);
     return 0;
   });
 }

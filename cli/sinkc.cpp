@@ -1,6 +1,7 @@
 // sinkc: the front end. Torch-free so that `check`, `plan` and `fields`
 // answer in milliseconds; training commands are forwarded to sinkc-runtime.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <filesystem>
 #include <fmt/format.h>
 #include <iostream>
@@ -94,14 +95,29 @@ int run(const std::vector<std::string>& targets, const std::string& only, const 
   return exec_runtime("run", args);
 }
 
+bool names_option(const std::vector<std::string>& args, const std::string& option) {
+  for (const auto& a : args)
+    if (a == option || a.rfind(option + "=", 0) == 0) return true;
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   // Commands the runtime alone answers: their arguments pass through.
-  static const std::vector<std::string> runtime_commands = {"measure", "export"};
-  if (argc > 1)
-    for (const auto& c : runtime_commands)
-      if (c == argv[1]) return exec_runtime(c, std::vector<std::string>(argv + 2, argv + argc));
+  const std::string command = argc > 1 ? argv[1] : "";
+  const std::vector<std::string> rest(argv + std::min(argc, 2), argv + argc);
+  if (command == "measure") return exec_runtime(command, rest);
+  // `export --llama2c` writes a model, which takes LibTorch; `--tensorboard`
+  // reads metrics only and is answered here, with the other results commands.
+  if (command == "export") {
+    const bool llama2c = names_option(rest, "--llama2c"), tensorboard = names_option(rest, "--tensorboard");
+    if (llama2c && tensorboard) {
+      fmt::print(stderr, "sinkc export: --llama2c and --tensorboard are two exports: give one of them per command\n");
+      return 2;
+    }
+    if (llama2c) return exec_runtime(command, rest);
+  }
 
   CLI::App app{"sinkc: compiler for attention-sink ablation studies"};
   // The runtime's line too: a bug report needs its LibTorch and backends.
@@ -213,6 +229,16 @@ int main(int argc, char** argv) {
   report->add_option("--title", report_title, "the report's title");
   add_results(report, false);
 
+  std::vector<std::string> export_targets;
+  std::string export_tensorboard;
+  auto* export_cmd = app.add_subcommand(
+      "export", "a run's curves as TensorBoard event files (--tensorboard DIR), or its model as a llama2.c checkpoint "
+                "(RUN --llama2c FILE, answered by sinkc-runtime)");
+  export_cmd->add_option("targets", export_targets, "run directories, folders of runs, or spec files");
+  export_cmd->add_option("--tensorboard", export_tensorboard,
+                         "write DIR/<run>/events.out.tfevents.*, for `tensorboard --logdir DIR`");
+  add_results(export_cmd, false);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -239,6 +265,17 @@ int main(int argc, char** argv) {
     if (*submit) return sink::cli::submit_slurm(submit_targets, submit_options, common);
     if (*diff) return sink::cli::diff(diff_a, diff_b, results, common);
     if (*table) return sink::cli::table(table_targets, table_metrics, results, common);
+    if (*export_cmd) {
+      if (export_tensorboard.empty()) {
+        fmt::print(stderr, "sinkc export: say what to write: --tensorboard DIR (every run's curves) or --llama2c FILE (one run's model)\n");
+        return 2;
+      }
+      if (export_targets.empty()) {
+        fmt::print(stderr, "sinkc export: name the runs: run directories, folders of runs, or spec files\n");
+        return 2;
+      }
+      return sink::cli::export_tensorboard(export_targets, export_tensorboard, results, common);
+    }
     if (*report) return sink::cli::report(report_targets, report_output, report_title, results, common);
   } catch (const std::exception& e) {
     fmt::print(stderr, "sinkc: internal error: {}\n", e.what());

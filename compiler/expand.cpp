@@ -44,6 +44,12 @@ std::string safe(const std::string& text) {
   return out;
 }
 
+// A spec lists runs someone will train, and thousands is already weeks of a
+// cluster. The cap keeps a grid of millions of points (a few axes too many,
+// or a fuzzer's input), each a full copy of the plan, from exhausting memory
+// before anything is reported.
+constexpr size_t kMaxRuns = 10000;
+
 }  // namespace
 
 std::string point_name(const std::string& sweep, const std::vector<std::pair<std::string, Value>>& point) {
@@ -91,6 +97,17 @@ void expand(Program& program, Diagnostics& diags) {
         if (axes.empty() && !x.syntax_error) diags.error(x.name_span, fmt::format("sweep '{}' has no axis (`path in [ ... ]`)", x.name));
         continue;
       }
+      size_t points = 1;
+      std::string sizes;
+      for (const auto& a : axes) {
+        points = std::min(points * a.values.size(), kMaxRuns + 1);
+        sizes += (sizes.empty() ? "" : " x ") + std::to_string(a.values.size());
+      }
+      if (runs.size() + points > kMaxRuns) {
+        diags.error(x.name_span, fmt::format("sweep '{}' makes the spec more than {} runs (its axes: {} values)", x.name, kMaxRuns, sizes),
+                    "split it into smaller sweeps, or sweep fewer values at once");
+        continue;
+      }
       std::vector<size_t> index(axes.size(), 0);
       while (true) {
         Run run{"", {m, i}, x.name_span, base, {}};
@@ -125,6 +142,11 @@ void expand(Program& program, Diagnostics& diags) {
     if (n <= 1) {
       program.runs.push_back(std::move(run));
       continue;
+    }
+    if (program.runs.size() + static_cast<size_t>(n) > kMaxRuns) {
+      diags.error(run.name_span, fmt::format("with train.seeds = {}, '{}' makes the spec more than {} runs", n, run.name, kMaxRuns),
+                  "fewer seeds, or fewer runs in this spec");
+      break;
     }
     int64_t seed0 = run.fields["train.seed"].value.i;
     for (int64_t k = 0; k < n; ++k) {

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <sstream>
 
 #include "compiler/parse.h"
@@ -70,7 +72,7 @@ class Loader {
 
  private:
   int add_module(const std::string& key, int file) {
-    ast::Module m = parse_module(file, p_.sources, diags_);
+    ast::Module m = p_.modules.size() < 2 ? parse_prelude_once(file) : parse_module(file, p_.sources, diags_);
     int index = static_cast<int>(p_.modules.size());
     p_.loaded_paths[key] = index;
     p_.modules.push_back(std::move(m));
@@ -100,6 +102,30 @@ class Loader {
     }
     diags_.error(imp.span, fmt::format("unknown import \"{}\"", imp.path),
                  fmt::format("looked in {} and the stdlib folder", dir.empty() ? "." : dir.string()));
+  }
+
+  // The stdlib's two files are loaded first, so they get the same file ids
+  // in every compilation of a process: their syntax trees can be reused.
+  // sinkc parses them once anyway; the front-end tests and the fuzzer
+  // compile thousands of inputs against them, and parsing them took most of
+  // each input's time there. Only a parse without diagnostics is kept, keyed
+  // by the file's path and text, so an edited stdlib is parsed again.
+  ast::Module parse_prelude_once(int file) {
+    static std::mutex mutex;
+    static std::map<std::pair<std::string, std::string>, ast::Module> parsed;
+    const SourceFile& source = p_.sources.file(file);
+    auto key = std::make_pair(source.path, source.text);
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (auto it = parsed.find(key); it != parsed.end() && it->second.file == file) return it->second;
+    }
+    const size_t before = diags_.all().size();
+    ast::Module m = parse_module(file, p_.sources, diags_);
+    if (diags_.all().size() == before) {
+      std::lock_guard<std::mutex> lock(mutex);
+      parsed.insert_or_assign(std::move(key), m);
+    }
+    return m;
   }
 
   Program& p_;

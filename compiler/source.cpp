@@ -1,6 +1,7 @@
 #include "compiler/source.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <fmt/format.h>
 #include <set>
 #include <tuple>
@@ -123,6 +124,10 @@ std::string closest(const std::string& word, const std::vector<std::string>& can
   int best_d = 1 << 30;
   int limit = std::max(1, static_cast<int>(word.size()) / 3 + 1);
   for (const auto& c : candidates) {
+    // The distance is at least the difference in length: a candidate that
+    // far off cannot be the hint, and the quadratic distance is not worth
+    // computing (on fuzzed input it was most of the front end's time).
+    if (std::abs(static_cast<int>(c.size()) - static_cast<int>(word.size())) > limit) continue;
     int d = edit_distance(word, c);
     if (d < best_d) best_d = d, best = c;
   }

@@ -70,38 +70,61 @@ std::string metric_ids_help() {
 }
 
 double metric_value(const RunData& run, const std::string& id) {
-  const Eval* e = run.last();
   if (id == "tokens_per_s" && std::isfinite(run.tokens_per_s)) return run.tokens_per_s;
-  if (!e) return NAN;
-  if (id == "valid_loss") return e->valid_loss;
-  if (id == "train_loss") return e->train_loss;
-  if (id == "tokens_per_s") return e->tokens_per_s;
-  if (id == "sink_star") return e->sink_star.value_or(NAN);
+  const Eval* e = run.last();
+  return e ? eval_metric_value(*e, id) : NAN;
+}
+
+double eval_metric_value(const Eval& e, const std::string& id) {
+  if (id == "valid_loss") return e.valid_loss;
+  if (id == "train_loss") return e.train_loss;
+  if (id == "tokens_per_s") return e.tokens_per_s;
+  if (id == "sink_star") return e.sink_star.value_or(NAN);
   if (id == "alpha_1") {
     double sum = 0;
     size_t n = 0;
-    for (const auto& layer : e->alpha)
+    for (const auto& layer : e.alpha)
       for (double a : layer) sum += a, ++n;
     return n ? sum / static_cast<double>(n) : NAN;
   }
   if (id == "gate_mean") {
-    if (e->gate.empty()) return NAN;
+    if (e.gate.empty()) return NAN;
     double sum = 0;
-    for (double g : e->gate) sum += g;
-    return sum / static_cast<double>(e->gate.size());
+    for (double g : e.gate) sum += g;
+    return sum / static_cast<double>(e.gate.size());
   }
   if (id == "massive_max") {
-    if (e->massive.empty()) return NAN;
+    if (e.massive.empty()) return NAN;
     double m = -INFINITY;
-    for (double v : e->massive)
+    for (double v : e.massive)
       if (std::isfinite(v)) m = std::max(m, v);
     return std::isfinite(m) ? m : NAN;
   }
   if (id.rfind("sink_", 0) == 0) {
-    auto it = e->sink.find(std::stoi(id.substr(5)));
-    return it == e->sink.end() ? NAN : it->second;
+    auto it = e.sink.find(std::stoi(id.substr(5)));
+    return it == e.sink.end() ? NAN : it->second;
   }
   return NAN;
+}
+
+std::vector<SeriesValue> eval_series(const Eval& e) {
+  std::vector<SeriesValue> out;
+  auto add = [&](std::string name, double v) {
+    if (!std::isnan(v)) out.push_back({std::move(name), v});
+  };
+  for (const auto& [k, v] : e.sink) add(sink_metric(k).id, v);
+  for (const auto& m : fixed_metrics()) add(m.id, eval_metric_value(e, m.id));
+  // Not a result, so not a table column; a curve worth seeing beside the loss.
+  add("lr", e.lr);
+  auto per_head = [&](const std::string& id, const std::vector<std::vector<double>>& table) {
+    for (size_t l = 0; l < table.size(); ++l)
+      for (size_t h = 0; h < table[l].size(); ++h) add(fmt::format("{}/layer_{}/head_{}", id, l, h), table[l][h]);
+  };
+  per_head("alpha_1", e.alpha);
+  per_head("alpha_star", e.alpha_star);
+  for (size_t l = 0; l < e.massive.size(); ++l) add(fmt::format("massive/layer_{}", l), e.massive[l]);
+  for (size_t l = 0; l < e.gate.size(); ++l) add(fmt::format("gate/layer_{}", l), e.gate[l]);
+  return out;
 }
 
 std::vector<const RunData*> contributing_runs(const RunGroup& group, bool* partial) {

@@ -24,6 +24,21 @@ std::string metric_ids_help();
 
 // NaN when the run has no such value (not evaluated yet, not measured).
 double metric_value(const RunData& run, const std::string& id);
+// The same at one evaluation: a point of the metric's curve.
+double eval_metric_value(const Eval& e, const std::string& id);
+
+// One number of an evaluation under its series name, for exporters that draw
+// every curve (TensorBoard): the metric ids above for the headline numbers,
+// `lr`, and `alpha_1/layer_L/head_H`, `alpha_star/layer_L/head_H`,
+// `massive/layer_L`, `gate/layer_L` (0-based, as the report labels them) for the per-layer
+// and per-head values the headline numbers summarize.
+struct SeriesValue {
+  std::string name;
+  double value = NAN;
+};
+// Every series of `e` in a fixed order; NaN (not measured, or written as
+// null) is left out, so a series only has points where it was measured.
+std::vector<SeriesValue> eval_series(const Eval& e);
 
 // A metric over the seeds of a run. Completed seeds count; when none has
 // completed, the unfinished ones' latest values do, marked partial: those

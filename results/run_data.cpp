@@ -70,6 +70,7 @@ Eval read_eval(const json& j) {
   e.train_loss = number(j, "train_loss");
   e.valid_loss = number(j, "valid_loss");
   e.tokens_per_s = number(j, "tokens_per_s");
+  e.elapsed_s = number(j, "elapsed_s");
   if (auto it = j.find("sink"); it != j.end() && it->is_object())
     for (const auto& [k, v] : it->items()) {
       try {

@@ -32,6 +32,7 @@ struct Eval {
   std::vector<double> massive;             // per layer: |h_1| / mean_{t>1} |h_t|
   std::vector<double> gate;                // per layer: mean gate value (gated attention)
   double tokens_per_s = NAN;
+  double elapsed_s = NAN;  // training seconds since the process started (or resumed) the run
 };
 
 // `Running` also covers a run that was killed: only the end of a run writes

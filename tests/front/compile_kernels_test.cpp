@@ -6,6 +6,7 @@
 #include <fstream>
 #include <gtest/gtest.h>
 #include <sstream>
+#include <unistd.h>
 
 #include "kernels/emit_llvm.h"
 #include "plan/kernel_spec.h"
@@ -23,7 +24,9 @@ std::string slurp(const fs::path& p) {
 }
 
 TEST(CompiledKernels, AttentionLlIsWhatTheRuntimeDerivesFromPlanToml) {
-  const fs::path out = fs::path(::testing::TempDir()) / "compile_kernels";
+  // Named by process: two checkouts' tests running at once on one machine
+  // (a developer's build beside CI's) would otherwise remove each other's files.
+  const fs::path out = fs::path(::testing::TempDir()) / ("sinklab-compile-kernels-" + std::to_string(getpid()));
   fs::remove_all(out);
   int runs = 0;
   std::set<std::string> variants;

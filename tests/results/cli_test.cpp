@@ -95,3 +95,25 @@ TEST(Cli, AnUnreadableRunIsSkippedNotFatal) {
   EXPECT_NE(r.out.find("skipped " + dir), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("completed"), std::string::npos) << r.out;
 }
+
+TEST(Cli, ExportSaysWhichExportAndAnswersTensorBoardItself) {
+  SpecAndRuns s;
+  Result neither = sinkc("export " + s.out);
+  EXPECT_EQ(neither.status, 2);
+  EXPECT_NE(neither.out.find("--tensorboard DIR"), std::string::npos) << neither.out;
+  EXPECT_NE(neither.out.find("--llama2c FILE"), std::string::npos) << neither.out;
+  Result both = sinkc("export " + s.out + " --tensorboard " + s.tmp.path + "/tb --llama2c=" + s.tmp.path + "/m.bin");
+  EXPECT_EQ(both.status, 2);
+  EXPECT_NE(both.out.find("one of them"), std::string::npos) << both.out;
+  EXPECT_FALSE(std::filesystem::exists(s.tmp.path + "/tb"));
+
+  // A spec's runs, found in --out as `table` finds them; b has not run and is said so.
+  Result tb = sinkc("export " + s.spec + " --out " + s.out + " --tensorboard " + s.tmp.path + "/tb");
+  if (tb.out.find("built without TensorBoard export") != std::string::npos) GTEST_SKIP() << tb.out;
+  ASSERT_EQ(tb.status, 0) << tb.out;
+  EXPECT_NE(tb.out.find("skipped b: no evaluation yet"), std::string::npos) << tb.out;
+  EXPECT_NE(tb.out.find("(1 run, 3 evaluations); view with: tensorboard --logdir " + s.tmp.path + "/tb"), std::string::npos)
+      << tb.out;
+  EXPECT_TRUE(std::filesystem::is_directory(s.tmp.path + "/tb/a"));
+  EXPECT_EQ(sinkc("export " + s.spec + " --out " + s.out + " --run b --tensorboard " + s.tmp.path + "/tb").status, 2);
+}

@@ -41,6 +41,7 @@ struct EvalLine {
   std::vector<std::vector<double>> alpha = {{0.5, 0.5}};
   std::vector<std::vector<double>> alpha_star;  // empty: no k* column
   std::vector<double> massive = {1.0};
+  std::vector<double> gate;  // empty: not a gated-attention run
   double tokens_per_s = 1000;
 
   nlohmann::json json() const {
@@ -57,6 +58,7 @@ struct EvalLine {
     j["alpha"] = alpha;
     if (!alpha_star.empty()) j["alpha_star"] = alpha_star;
     j["massive"] = massive;
+    if (!gate.empty()) j["gate"] = gate;
     j["elapsed_s"] = static_cast<double>(step) / 100;
     j["tokens_per_s"] = tokens_per_s;
     return j;
