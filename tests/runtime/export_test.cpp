@@ -317,7 +317,7 @@ TEST(Export, SinkcExportCommand) {
   EXPECT_FALSE(fs::exists(out.file("sigmoid.bin")));
   // Bad input: no format, not a run, a run without a checkpoint.
   std::string no_format, not_run, untrained;
-  EXPECT_EQ(shell(sinkc + " export " + run, no_format), 1) << no_format;
+  EXPECT_EQ(shell(sinkc + " export " + run, no_format), 2) << no_format;  // a usage error
   EXPECT_NE(no_format.find("--llama2c"), std::string::npos) << no_format;
   EXPECT_EQ(shell(sinkc + " export " + out.str() + " --llama2c " + out.file("x.bin"), not_run), 1) << not_run;
   EXPECT_NE(not_run.find("plan.toml"), std::string::npos) << not_run;
