@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
   const int steps = argc > 1 ? std::atoi(argv[1]) : 20;
   const int threads = argc > 2 ? std::atoi(argv[2]) : 1;
   at::set_num_threads(threads);
+  const bool openblas = getenv("SINKLAB_BENCH_BLAS_THREADS") ? false : rt::single_threaded_blas();  // as sinkc-runtime does
   struct Shape {
     const char* name;
     std::string spec;
@@ -79,7 +80,8 @@ int main(int argc, char** argv) {
        "experiment b extends tiny { attention.backend = BACKEND  model { d = 128  layers = 2  heads = 4  ffn_hidden = 256 }"
        "  train { context = 256  batch = 16 } }"},
   };
-  fmt::print("{} steps, {} thread(s), tokens/s\n", steps, threads);
+  fmt::print("{} steps, {} thread(s), OpenBLAS {}, tokens/s\n", steps, threads,
+             openblas ? "single-threaded (as sinkc-runtime)" : "with its own threads");
   fmt::print("{:<26} {:>10} {:>10} {:>10} | {:>9} {:>9}\n", "shape", "reference", "jit", "PyTorch", "ref/PyT", "jit/ref");
   for (const auto& s : shapes) {
     auto with = [&](const char* backend) {

@@ -12,6 +12,7 @@
 #include "plan/run_config.h"
 #include "runtime/llama2c.h"
 #include "runtime/measure_command.h"
+#include "runtime/process.h"
 #include "runtime/run_dir.h"
 #include "runtime/sweep.h"
 #include "runtime/tokenizer.h"
@@ -144,6 +145,7 @@ int export_command(const std::string& run_dir, const std::string& llama2c_file) 
 int main(int argc, char** argv) {
   // OpenBLAS/OpenMP threads spin between small ops unless told to yield.
   setenv("OMP_WAIT_POLICY", "passive", 0);
+  rt::single_threaded_blas();
   CLI::App app{"sinkc runtime commands"};
   app.set_version_flag("--version", fmt::format("sinkc-runtime {}: LibTorch {}, CPU JIT {}, CUDA {}", sink::version(),
                                                 TORCH_VERSION, kHaveJit ? "yes (LLVM ORC)" : "no",

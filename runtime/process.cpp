@@ -1,5 +1,7 @@
 #include "runtime/process.h"
 
+#include <dlfcn.h>
+
 #include <cstdio>
 #include <unistd.h>
 
@@ -19,6 +21,13 @@ std::string command_output(const std::string& command) {
 std::string host_name() {
   char name[256] = {};
   return gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string();
+}
+
+bool single_threaded_blas() {
+  // Looked up rather than linked: LibTorch reaches BLAS through libblas.so.3, whichever provides it.
+  auto set_threads = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  if (set_threads) set_threads(1);
+  return set_threads != nullptr;
 }
 
 }  // namespace sink::rt

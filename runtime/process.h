@@ -11,4 +11,11 @@ std::string command_output(const std::string& command);
 // This machine's host name ("" if unknown): runs record who trains them.
 std::string host_name();
 
+// OpenBLAS's own thread pool (Debian's libopenblas0-pthread) competes with
+// LibTorch's OpenMP threads for the same cores: on 2 cores, 2 threads trained
+// tiny at 55k tokens/s against 86k on one thread; with BLAS single-threaded,
+// 98k (bench/train_throughput). Parallelism then comes from LibTorch's pool
+// alone. A no-op under another BLAS. Returns whether OpenBLAS was found.
+bool single_threaded_blas();
+
 }  // namespace sink::rt
