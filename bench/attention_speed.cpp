@@ -67,37 +67,45 @@ int main(int argc, char** argv) {
     ExprNode score;
     std::string normalize;
     int64_t window;
+    std::string sink_logit = "none";
   };
   std::vector<Variant> variants = {{"softmax", call("exp", var("qk")), "sum", 0},
                                    {"sigmoid, no norm", call("sigmoid", var("qk")), "none", 0},
-                                   {"softmax, window 32", call("exp", var("qk")), "sum", 32}};
+                                   {"softmax, window 32", call("exp", var("qk")), "sum", 32},
+                                   // Beyond the paper (gates and differential attention compose ordinary calls).
+                                   {"softpick", call("exp", var("qk")), "softpick", 0},
+                                   {"sink logit", call("exp", var("qk")), "sum", 0, "learned"}};
   const int64_t B = 16, H = 4;  // batch x heads of the tiny presets
   for (const auto& v : variants) {
     for (int64_t T : {64, 128, 256, 512}) {
       for (int64_t dh : {16, 32, 64}) {
-        AttentionConfig cfg;
+        ModelConfig model;
+        AttentionConfig& cfg = model.attention;
         cfg.score = v.score;
         cfg.normalize = v.normalize;
         cfg.window = v.window;
-        cfg.softmax = v.normalize == "sum" && v.score.name == "exp";
-        kernels::KernelSpec spec;
-        spec.score = cfg.score;
-        spec.softmax = cfg.softmax;
-        spec.normalize = cfg.normalize;
-        spec.window = cfg.window;
-        spec.d_head = dh;
+        cfg.softmax = is_softmax(cfg.score, cfg.normalize);
+        cfg.sink_logit = v.sink_logit;
+        model.pe = "rope";
+        model.biases = "none";
+        model.d_head = dh;
+        const kernels::KernelSpec spec = kernels::kernel_spec(model);
+        auto sink = cfg.has_sink_logit() ? torch::zeros({H}).requires_grad_(true) : torch::Tensor();
         auto q = torch::randn({B, H, T, dh}).requires_grad_(true);
         auto k = torch::randn({B, H, T, dh}).requires_grad_(true);
         auto vv = torch::randn({B, H, T, dh}).requires_grad_(true);
         auto dout = torch::randn({B, H, T, dh});
-        auto ref = seconds([&] { reference_attention(cfg, {q, k, vv, {}, {}, {}}, false).out.backward(dout); }, repeats);
-        auto jit = seconds([&] { jit_attention(spec, {q, k, vv, {}, {}, {}}).backward(dout); }, repeats);
+        AttentionInputs ref_in{q, k, vv, {}, {}, {}, {}};
+        if (sink.defined()) ref_in.sink_logit = sink;
+        const JitInputs jit_in{q, k, vv, {}, {}, {}, sink};
+        auto ref = seconds([&] { reference_attention(cfg, ref_in, false).out.backward(dout); }, repeats);
+        auto jit = seconds([&] { jit_attention(spec, jit_in).backward(dout); }, repeats);
         auto jit_fwd = seconds([&] {
           torch::NoGradGuard no_grad;
-          (void)jit_attention(spec, {q, k, vv, {}, {}, {}});
+          (void)jit_attention(spec, jit_in);
         }, repeats);
         std::string sdpa_ms = "-", sdpa_ratio = "-";
-        if (cfg.softmax && v.window == 0) {
+        if (cfg.softmax && v.window == 0 && !sink.defined()) {
           auto sdpa = seconds([&] {
             auto out = std::get<0>(at::_scaled_dot_product_attention(q, k, vv, {}, 0.0, false, true));
             out.backward(dout);

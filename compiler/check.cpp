@@ -66,8 +66,11 @@ std::string range_text(const TypeSpec& spec) {
 std::optional<Value> type_number(const TypeSpec& spec, const ast::Expr& e, const std::string& what, Diagnostics& diags) {
   bool integral = true, tokens = false;
   auto v = fold(e, integral, tokens);
-  bool want_int = spec.type != Type::Float && spec.type != Type::FloatList;
-  const char* want = spec.type == Type::OptionalInt ? "an integer or none" : want_int ? "an integer" : "a number";
+  bool want_int = spec.type != Type::Float && spec.type != Type::FloatList && spec.type != Type::NumberOr;
+  const std::string want = spec.type == Type::OptionalInt ? "an integer or none"
+                           : spec.type == Type::NumberOr ? fmt::format("{} or a number", fmt::join(spec.choices, ", "))
+                           : want_int                    ? "an integer"
+                                                         : "a number";
   if (!v) {
     diags.error(e.span, fmt::format("'{}' expects {}, got {}", what, want, describe(e)));
     return std::nullopt;
@@ -308,6 +311,16 @@ std::optional<Value> type_value(const TypeSpec& spec, const ast::Expr& e, const 
     case Type::Count: return type_number(spec, e, what, diags);
     case Type::OptionalInt:
       if (e.kind == Kind::Name && e.text == "none") return Value::none();
+      return type_number(spec, e, what, diags);
+    case Type::NumberOr:
+      if (e.kind == Kind::Name) {
+        for (const auto& c : spec.choices)
+          if (c == e.text) return Value::of_enum(c);
+        std::string guess = closest(e.text, spec.choices);
+        diags.error(e.span, fmt::format("unknown value '{}' for '{}'", e.text, what),
+                    guess.empty() ? fmt::format("expected {}", spec.describe()) : fmt::format("did you mean '{}'?", guess));
+        return std::nullopt;
+      }
       return type_number(spec, e, what, diags);
     case Type::Bool:
       if (e.kind == Kind::Name && (e.text == "true" || e.text == "false")) return Value::of_bool(e.text == "true");

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "plan/run_config.h"
+
 namespace sink {
 namespace {
 
@@ -94,6 +96,41 @@ void check_run(const Run& run, Diagnostics& diags) {
             "use normalize = sum (softmax), or a bounded score such as sigmoid(qk)");
   if (score && score->expr && !mentions_var(*score->expr, "qk"))
     r.error({"attention.score"}, fmt::format("score {} does not depend on qk: attention would ignore the content", score->str()));
+
+  // The designs beyond the paper, and what they presuppose.
+  const bool exp_qk = score && score->expr && is_softmax(*score->expr, "sum");
+  const bool softmax = exp_qk && norm && norm->s == "sum";
+  if (const Value* sl = r.v("attention.sink_logit"); sl && !(sl->kind == Value::Kind::Enum && sl->s == "none")) {
+    if (!softmax)
+      r.error({"attention.sink_logit", "attention.normalize", "attention.score"},
+              fmt::format("sink_logit adds exp(b) to a softmax denominator: it needs score = exp(qk) and normalize = sum, "
+                          "not score = {} with normalize = {}",
+                          score ? score->str() : "?", norm ? norm->str() : "?"),
+              exp_qk ? "" : "for sigmoid attention, a bias inside the score does the same: score = sigmoid(qk - log(64))");
+  }
+  if (norm && norm->s == "softpick" && !exp_qk)
+    r.error({"attention.normalize", "attention.score"},
+            fmt::format("softpick rectifies e^x - 1 of the logits x itself: it needs score = exp(qk), not {}",
+                        score ? score->str() : "?"));
+  if (const Value* diff = r.v("attention.differential"); diff && diff->b) {
+    if (!softmax)
+      r.error({"attention.differential", "attention.normalize", "attention.score"},
+              "differential attention subtracts two softmax maps: it needs score = exp(qk) and normalize = sum");
+    if (d_head_ok && d_head % 4 != 0)
+      r.error({"attention.differential", "model.d", "model.heads"},
+              fmt::format("differential attention splits q and k into two halves of d_head / 2, rotated in pairs: "
+                          "d_head = {} is not a multiple of 4", d_head));
+    if (biases == "k" || biases == "kv")
+      r.error({"attention.differential", "model.biases"},
+              fmt::format("biases = {} adds one key k* per head, but differential attention splits every key in two", biases));
+    if (const Value* sl = r.v("attention.sink_logit"); sl && !(sl->kind == Value::Kind::Enum && sl->s == "none"))
+      r.error({"attention.differential", "attention.sink_logit"},
+              "sink_logit with differential attention is not supported: they are two designs for the same sink; compare them "
+              "as separate runs");
+    if (const Value* k = r.v("attention.kernel"); k && k->s == "mlp")
+      r.error({"attention.differential", "attention.kernel"},
+              "kernel = mlp maps whole queries and keys; differential attention splits them in two");
+  }
 
   // Masks and positions.
   const int64_t prefix = r.i("loss.prefix");

@@ -1,5 +1,6 @@
 // The backward kernel, in two passes (the FlashAttention-2 order):
-//   1. rows: delta_i = <dO_i, O_i>, the k* column's dk*, dv* and its part of dq;
+//   1. rows: delta_i = <dO_i, O_i>, the k* column's dk*, dv* and its part of dq,
+//      the sink logit's gradient;
 //   2. groups of key rows against blocks of query columns (through q^T and
 //      dO^T): dk and dv in registers, reading delta and the row statistics as
 //      lane vectors; each dq row is read and written once per key group, not
@@ -18,7 +19,7 @@ int key_rows(int64_t d_head) { return d_head >= 64 ? 2 : 4; }
 std::string Generator::backward() {
   IrText b = body();
   std::string out =
-      "; backward: dq, dk, dv, the position-bias gradient by distance, and dk*, dv*\n" +
+      "; backward: dq, dk, dv, the position-bias gradient by distance, dk*, dv* and the sink logit's\n" +
       abi::host_signature(abi::kBackwardSymbol, abi::kBackward) + " {\nentry:\n";
   weights_buffer(b);
   backward_rows(b);
@@ -44,6 +45,12 @@ void Generator::backward_rows(IrText& b) {
     b.accumulate_vec("%dkstar", sdx, q_row);
     b.accumulate_vec("%dvstar", A, do_row);
     dq0 = b.vscale(ks, sdx);
+  }
+  if (spec.sink_logit) {
+    b.comment("the sink logit: its column has no value (dA = 0), so its logit's gradient is -A D / alpha");
+    std::string st0 = b.load("%stats", "%qr"), st1 = b.load("%stats", b.op("add i64 %Tp, %qr"));
+    auto [A, dx] = column_grad(b, b.scalar, b.load("%sink", "0"), position(b, "%qr"), b.num(0), b.num(0), D, st0, st1);
+    b.accumulate("%dsink", "0", dx);
   }
   b.store_row(dq0, "%dq", "%qr");
   close_loop(b, "qr", 1);

@@ -41,6 +41,7 @@ std::string Generator::forward(bool nvptx) {
     b.text += "  %g = getelementptr inbounds " + b.F + ", ptr %g0, i64 %g.offset\n";
     for (const char* p : {"kstar", "vstar"})
       b.text += fmt::format("  %{0} = getelementptr inbounds {1}, ptr %{0}0, i64 %star.offset\n", p, b.F);
+    b.text += "  %sink = getelementptr inbounds " + b.F + ", ptr %sink0, i64 %head\n";
     weights_buffer(b);
   } else {
     head = "; forward: o and the per-row statistics stats[0][i], stats[1][i]\n" +
@@ -57,23 +58,39 @@ std::string Generator::forward(bool nvptx) {
   // Per row: acc (sum of weights x v), and m, l (softmax), m, P (exp under
   // the p-norm: P = sum exp(x - m)^p) or S, P.
   std::vector<Carried> carried;
+  // softpick's shift c = max(0, row max) keeps e^-c <= 1: it starts at 0, not -inf.
+  const std::string first_max = spec.softpick() ? b.num(0) : b.num(-INFINITY);
   for (int r = 0; r < R; ++r) {
-    std::string m0 = b.num(-INFINITY), l0 = b.num(0), S0 = b.num(0), P0 = b.num(0), acc0 = "zeroinitializer";
+    std::string m0 = first_max, l0 = b.num(0), S0 = b.num(0), P0 = b.num(0), acc0 = "zeroinitializer";
     if (spec.key_bias) {
       b.comment("the k* column: every query sees it; its value is v*");
       std::string xs = b.fmul(b.dot(b.load_row("%q", g.index[r]), b.load_vec("%kstar")), b.num(scale_qk()));
       std::string vs = b.load_vec("%vstar");
-      if (spec.softmax || spec.shifted_exp()) {
+      if (spec.softpick()) {
+        m0 = b.max(b.scalar, xs, b.num(0));
+        std::string u = softpick_term(b, b.scalar, xs, m0);
+        l0 = b.abs(b.scalar, u), acc0 = b.vscale(vs, b.max(b.scalar, u, b.num(0)));
+      } else if (spec.online_max()) {
         m0 = xs, l0 = b.num(1), acc0 = vs;  // exp(x* - m) = 1 with m = x*; so is 1^p
       } else {
         std::string ss = emit_expr(b, b.scalar, spec.score, {xs, fi[r], b.num(0)});
         S0 = ss, P0 = p_term(b, b.scalar, ss), acc0 = b.vscale(vs, ss);
       }
     }
+    if (spec.sink_logit) {
+      b.comment("the sink logit b: exp(b - m) joins the denominator, with no value");
+      std::string sink = b.load("%sink", "0");
+      if (spec.key_bias) {
+        std::string m = b.max(b.scalar, m0, sink);
+        std::string keep = b.exp(b.scalar, b.fsub(m0, m));
+        l0 = b.fadd(b.fmul(l0, keep), b.exp(b.scalar, b.fsub(sink, m))), acc0 = b.vscale(acc0, keep), m0 = m;
+      } else {
+        m0 = sink, l0 = b.num(1);
+      }
+    }
     carried.push_back({fmt::format("%kb.acc{}", r), V, acc0});
-    const bool online_max = spec.softmax || spec.shifted_exp();
-    carried.push_back({fmt::format("%kb.s{}", r), b.F, online_max ? m0 : S0});
-    carried.push_back({fmt::format("%kb.t{}", r), b.F, online_max ? l0 : P0});
+    carried.push_back({fmt::format("%kb.s{}", r), b.F, spec.online_max() ? m0 : S0});
+    carried.push_back({fmt::format("%kb.t{}", r), b.F, spec.online_max() ? l0 : P0});
   }
   open_loop(b, "kb", lo[0], "qg.body", "icmp sle i64 %kb, " + hi[R - 1], carried);
   std::vector<std::string> cols = clamped_lanes(b, "%kb", hi[R - 1]);
@@ -96,7 +113,17 @@ std::string Generator::forward(bool nvptx) {
     std::string valid = b.op(fmt::format("and <{} x i1> {}, {}", kKeyBlock, above, below), "valid");
     const std::string s = fmt::format("%kb.s{}", r), t = fmt::format("%kb.t{}", r);
     acc[r] = fmt::format("%kb.acc{}", r);
-    if (spec.softmax || spec.shifted_exp()) {
+    if (spec.softpick()) {
+      // Terms (e^x - 1) e^-c: rescaled by e^(c_old - c_new) as c grows, as softmax's are.
+      std::string masked = b.select(valid, L, xr, b.num(-INFINITY, L));
+      std::string c_new = b.max(b.scalar, s, b.reduce_max(L, masked));
+      std::string corr = b.exp(b.scalar, b.fsub(s, c_new));
+      std::string u = b.select(valid, L, softpick_term(b, L, xr, c_new), b.zero(L));
+      weights[r] = b.max(L, u, b.zero(L));
+      next.push_back({s, c_new});
+      next.push_back({t, b.fadd(b.fmul(t, corr), b.reduce_add(L, b.abs(L, u)))});
+      acc[r] = b.vscale(acc[r], corr);
+    } else if (spec.softmax || spec.shifted_exp()) {
       std::string masked = b.select(valid, L, xr, b.num(-INFINITY, L));
       std::string m_new = b.max(b.scalar, s, b.reduce_max(L, masked));
       // A row that has seen no key yet keeps m = -inf: subtract 0 there, not inf - inf.
@@ -125,7 +152,13 @@ std::string Generator::forward(bool nvptx) {
   for (int r = 0; r < R; ++r) {
     const std::string s = fmt::format("%kb.s{}", r), t = fmt::format("%kb.t{}", r), a = fmt::format("%kb.acc{}", r);
     std::string second = b.op("add i64 %Tp, " + g.index[r]);
-    if (spec.softmax) {
+    if (spec.softpick()) {
+      // Z = sum |e^x - 1| + eps, shifted by e^-c like its terms.
+      std::string Z = b.fadd(t, b.fmul(b.num(kSoftpickEps), b.exp(b.scalar, b.fneg(b.scalar, s))));
+      b.store_row(b.vscale(a, b.fdiv(b.num(spec.alpha), Z)), "%o", g.index[r]);
+      b.store(Z, "%stats", g.index[r]);
+      b.store(s, "%stats", second);
+    } else if (spec.softmax) {
       b.store_row(b.vscale(a, b.fdiv(b.num(spec.alpha), t)), "%o", g.index[r]);
       // m and l apart, not m + log l: with large logits the sum would lose log l's digits.
       b.store(s, "%stats", g.index[r]);

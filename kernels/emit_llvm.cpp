@@ -29,6 +29,8 @@ std::string Generator::module(Target target) {
   out += "; s(qk, i, j)  = " + to_string(spec.score) + "\n";
   out += "; ds/dqk       = " + to_string(score_grad) + "   (symbolic, kernels/symbolic.cpp)\n";
   out += spec.softmax ? "; recognised as softmax: online, max-subtracted form\n" : "";
+  out += spec.softpick() ? "; softpick: relu(e^x - 1) / (sum |e^x - 1| + eps), online in terms shifted by c = max(0, row max)\n" : "";
+  out += spec.sink_logit ? "; a sink logit b per head joins the softmax denominator (no value)\n" : "";
   out += "; rows: query i sees keys j in [lo(i), hi(i)] (causal" + std::string(spec.prefix ? ", prefix" : "") +
          (spec.window ? ", window" : "") + ")" + (spec.key_bias ? "; the k* column comes first" : "") + "\n";
   out += fmt::format("; keys in blocks of {} lanes: one vector of logits, one vectorized exp per block and row\n", kKeyBlock);
@@ -59,6 +61,11 @@ std::string Generator::probe() {
   auto logit = [&](const std::string& key_row) { return b.fmul(b.dot(qi, key_row), b.num(scale_qk())); };
   auto value = [&](const std::string& x, const std::string& fj) {
     if (spec.softmax) return b.fmul(softmax_scale, b.exp(b.scalar, b.fsub(x, st0)));
+    // softpick: relu(e^(x - c) - e^-c), with A = alpha s / Z as for the other normalizers.
+    if (spec.softpick()) {
+      std::string u = softpick_term(b, b.scalar, x, b.load("%stats", b.op("add i64 %Tp, %i")));
+      return b.max(b.scalar, u, b.num(0));
+    }
     // exp under the p-norm: exp(x - m), which the metric's s / sum s does not see.
     if (spec.shifted_exp()) return emit_expr(b, b.scalar, spec.score, {b.fsub(x, b.load("%stats", b.op("add i64 %Tp, %i"))), fi, fj});
     return emit_expr(b, b.scalar, spec.score, {x, fi, fj});

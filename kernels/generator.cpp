@@ -241,6 +241,21 @@ std::string Generator::normalizer(IrText& b, const std::string& S, const std::st
   return b.pow(b.scalar, P, b.num(1.0 / spec.p));
 }
 
+// Near x = 0, e^(x - c) - e^-c cancels to a few digits (relative error
+// eps / |x|): there the term is e^-c expm1(x), expm1 by its Taylor series,
+// which at |x| < 1/2 reaches full precision by degree 9 (float) or 17.
+std::string Generator::softpick_term(IrText& b, const Ty& t, const std::string& x, const std::string& c, bool c_per_lane) {
+  const std::string c_t = t.vector() && !c_per_lane ? b.splat(t, c) : c;
+  std::string floor = b.exp(t, b.fneg(t, c_t));
+  std::string apart = b.bin("fsub", t, b.exp(t, b.bin("fsub", t, x, c_t)), floor);
+  std::string series = b.num(1, t);
+  for (int k = b.f64 ? 17 : 9; k >= 2; --k)  // expm1(x) = x (1 + x/2 (1 + x/3 (1 + ...)))
+    series = b.bin("fadd", t, b.num(1, t), b.bin("fmul", t, b.bin("fmul", t, x, b.num(1.0 / k, t)), series));
+  std::string near_zero = b.bin("fmul", t, floor, b.bin("fmul", t, x, series));
+  std::string small = b.fcmp("olt", t, b.abs(t, x), b.num(0.5, t));
+  return b.select(small, t, near_zero, apart);
+}
+
 // A zero Z (e.g. relu scores all zero) normalizes nothing.
 std::string Generator::safe(IrText& b, const std::string& Z) {
   std::string tiny = b.fcmp("olt", b.scalar, b.abs(b.scalar, Z), b.num(1e-30));
@@ -277,6 +292,18 @@ std::pair<std::string, std::string> Generator::column_grad(IrText& b, const Ty& 
                                                            const std::string& dA, const std::string& D,
                                                            const std::string& st0, const std::string& st1) {
   const std::string alpha = b.num(spec.alpha, t);
+  if (spec.softpick()) {
+    // A = alpha relu(u) / Z with u = e^x - 1, Z = sum |u| + eps (st0, shifted by e^-c, st1 = c):
+    // dx = e^x / Z (alpha [x > 0] dA - sign(x) D).
+    const std::string& c = st1;
+    std::string e = b.exp(t, b.bin("fsub", t, x, c));
+    std::string A = b.bin("fmul", t, alpha, b.bin("fdiv", t, b.max(t, softpick_term(b, t, x, c, true), b.zero(t)), st0));
+    ExprNode qk{ExprNode::Op::Var, 0, "qk", {}};
+    std::string step = emit_expr(b, t, ExprNode{ExprNode::Op::Call, 0, "__step", {qk}}, {x, "", ""});
+    std::string sign = emit_expr(b, t, ExprNode{ExprNode::Op::Call, 0, "__sign", {qk}}, {x, "", ""});
+    std::string inner = b.bin("fsub", t, b.bin("fmul", t, b.bin("fmul", t, alpha, step), dA), b.bin("fmul", t, sign, D));
+    return {A, b.bin("fmul", t, b.bin("fdiv", t, e, st0), inner)};
+  }
   if (spec.softmax) {  // A = alpha exp(x - m) / l;  dx = A (dA - D / alpha)
     std::string A = b.bin("fmul", t, b.bin("fdiv", t, alpha, st1), b.exp(t, b.bin("fsub", t, x, st0)));
     std::string dx = b.bin("fmul", t, A, b.bin("fsub", t, dA, b.bin("fdiv", t, D, alpha)));

@@ -8,7 +8,9 @@
 //   [D, Tp] with Tp >= T + kKeyBlock, zero padded;  stats: [2, Tp] (softmax:
 //   the row max m and the sum l of exp(x - m); exp under the p-norm: Z of
 //   exp(x - m) and m; otherwise Z and the raw sum S);
-//   delta: [Tp] scratch for <dO_i, O_i>.
+//   delta: [Tp] scratch for <dO_i, O_i>;  sink: the head's sink logit b
+//   (one value), dsink: the slice's sum of its gradient (one value).
+//   softpick: stats hold Z of the shifted terms and the shift c >= 0.
 #pragma once
 #include <string>
 #include <utility>
@@ -109,6 +111,8 @@ class Generator {
   static void weights_buffer(IrText& b);
 
   std::string normalizer(IrText& b, const std::string& S, const std::string& P);
+  // softpick's term (e^x - 1) e^-c, of type t; c a scalar, or of type t already (c_per_lane).
+  static std::string softpick_term(IrText& b, const Ty& t, const std::string& x, const std::string& c, bool c_per_lane = false);
   static std::string safe(IrText& b, const std::string& Z);
   std::string p_term(IrText& b, const Ty& t, const std::string& s);
   std::string dZ_ds(IrText& b, const Ty& t, const std::string& s, const std::string& Z, const std::string& S);

@@ -15,10 +15,10 @@ namespace sink::kernels::abi {
 
 using Params = std::span<const std::string_view>;
 
-inline constexpr std::array<std::string_view, 8> kForward = {"q", "kt", "v", "g", "kstar", "vstar", "o", "stats"};
-inline constexpr std::array<std::string_view, 20> kBackward = {
-    "q",     "qt",   "k",     "kt", "v",  "vt", "g",  "kstar", "vstar",  "o",
-    "stats", "dout", "doutt", "delta", "dq", "dk", "dv", "dg",  "dkstar", "dvstar"};
+inline constexpr std::array<std::string_view, 9> kForward = {"q", "kt", "v", "g", "kstar", "vstar", "sink", "o", "stats"};
+inline constexpr std::array<std::string_view, 22> kBackward = {
+    "q",     "qt",   "k",     "kt", "v",  "vt", "g",  "kstar", "vstar",  "sink", "o",
+    "stats", "dout", "doutt", "delta", "dq", "dk", "dv", "dg",  "dkstar", "dvstar", "dsink"};
 inline constexpr std::array<std::string_view, 6> kProbe = {"q", "k", "g", "kstar", "stats", "out"};
 
 inline constexpr std::string_view kForwardSymbol = "sink_forward";

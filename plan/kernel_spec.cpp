@@ -7,7 +7,8 @@ namespace sink::kernels {
 std::string KernelSpec::describe() const {
   return fmt::format("score={} softmax={} normalize={} p={} alpha={} prefix={} window={} position_bias={} key_bias={} d_head={} {}",
                      to_string(score), softmax, normalize, format_number(p), format_number(alpha), prefix, window,
-                     position_bias, key_bias, d_head, f64 ? "f64" : "f32");
+                     position_bias, key_bias, d_head, f64 ? "f64" : "f32") +
+         (sink_logit ? " sink_logit" : "");  // (absent before the field existed: earlier kernels keep their names)
 }
 
 std::string KernelSpec::hash() const {
@@ -28,6 +29,7 @@ KernelSpec kernel_spec(const ModelConfig& model) {
   k.window = a.window;
   k.position_bias = model.position_term();
   k.key_bias = model.key_column();
+  k.sink_logit = a.has_sink_logit();
   k.d_head = model.d_head;
   return k;
 }

@@ -13,12 +13,13 @@ namespace sink::kernels {
 struct KernelSpec {
   ExprNode score;            // over qk, i, j (1-based positions)
   bool softmax = false;      // exp(qk) with normalize = sum: the online, max-subtracted form
-  std::string normalize;     // sum | none | abs_clamped | pnorm
+  std::string normalize;     // sum | none | abs_clamped | pnorm | softpick (score exp(qk))
   double p = 1;              // pnorm
   double alpha = 1;          // rows sum to alpha
   int64_t prefix = 0, window = 0;
   bool position_bias = false;  // g(i - j) from a per-head table indexed by distance (ALiBi, T5)
   bool key_bias = false;       // the k* column (with v*)
+  bool sink_logit = false;     // a per-head logit b_h in the softmax denominator, no value (softmax only)
   int64_t d_head = 0;
   bool f64 = false;            // double precision (finite-difference checks), else float
 
@@ -26,6 +27,9 @@ struct KernelSpec {
   // scaled, so the kernels compute exp(x - m) with the row max m as softmax
   // does. exp(x) alone overflows float at x > 88 (p = 1/4 diverged so).
   bool shifted_exp() const { return is_shifted_exp(score, normalize); }
+  bool softpick() const { return normalize == "softpick"; }
+  // The forms that carry a running row maximum through the key blocks.
+  bool online_max() const { return softmax || shifted_exp() || softpick(); }
 
   std::string describe() const;
   std::string hash() const;  // 16 hex digits, of describe()

@@ -142,6 +142,12 @@ Value read_value(const toml::node& node, const TypeSpec& spec, const std::string
     case Type::OptionalInt:
       if (str && str->get() == "none") return Value::none();
       return Value::of_int(static_cast<int64_t>(checked_number(node, spec, true, key)));
+    case Type::NumberOr:
+      if (str)
+        for (const auto& c : spec.choices)
+          if (c == str->get()) return Value::of_enum(c);
+      if (str) bad(key, "expected " + spec.describe());
+      return Value::of_float(checked_number(node, spec, false, key));
     case Type::Bool:
       if (auto b = node.as_boolean()) return Value::of_bool(b->get());
       bad(key, "expected true or false");

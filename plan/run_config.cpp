@@ -81,6 +81,11 @@ RunConfig read_config(const Plan& p) {
   a.window = window.kind == Value::Kind::Int ? window.i : 0;
   a.backend = p.choice("attention.backend");
   a.gate = p.choice("attention.gate");
+  const Value& sink_logit = p.at("attention.sink_logit");
+  a.sink_logit = sink_logit.kind == Value::Kind::Enum ? sink_logit.s : "fixed";
+  if (a.sink_logit == "fixed") a.sink_logit_value = sink_logit.number();
+  a.differential = p.flag("attention.differential");
+  a.lambda_init = p.number("attention.lambda_init");
 
   DataConfig& d = c.data;
   const Value& corpus = p.at("data.corpus");

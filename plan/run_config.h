@@ -29,7 +29,17 @@ struct AttentionConfig {
   int64_t window = 0;              // 0 = full causal
   std::string backend = "reference";
   std::string gate = "none";       // none | elementwise | headwise
+  std::string sink_logit = "none"; // none | learned | fixed: a per-head logit in the softmax denominator
+  double sink_logit_value = 0;     // when fixed (0: softmax+1)
+  bool differential = false;       // A1 - lambda A2 from the halves of q and k (Ye et al. 2025)
+  double lambda_init = 0.8;
+
+  bool has_sink_logit() const { return sink_logit != "none"; }
+  bool softpick() const { return normalize == "softpick"; }
 };
+
+// Softpick's denominator sum_j |e^x_ij - 1| + eps: the authors' eps.
+inline constexpr double kSoftpickEps = 1e-8;
 
 struct ModelConfig {
   int64_t vocab = 0, d = 0, layers = 0, heads = 0, kv_heads = 0, d_head = 0;

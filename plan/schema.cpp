@@ -23,6 +23,9 @@ TypeSpec float_list(double lo, double hi, int len = 0) {
   TypeSpec t; t.type = Type::FloatList; t.min = lo; t.max = hi; t.list_len = len; return t;
 }
 TypeSpec optional_int(double lo, double hi) { TypeSpec t; t.type = Type::OptionalInt; t.min = lo; t.max = hi; return t; }
+TypeSpec number_or(std::vector<std::string> keywords, double lo, double hi) {
+  TypeSpec t; t.type = Type::NumberOr; t.choices = std::move(keywords); t.min = lo; t.max = hi; return t;
+}
 TypeSpec variant(std::vector<TypeSpec::Form> forms) { TypeSpec t; t.type = Type::Variant; t.forms = std::move(forms); return t; }
 TypeSpec::Form form(std::string name, std::string doc, std::vector<Param> params = {}) {
   return {std::move(name), std::move(params), std::move(doc)};
@@ -79,7 +82,8 @@ std::vector<Field> build() {
        "kernel phi applied to q and k before the inner product"},
       {"attention.normalize",
        variant({form("sum", "Z = sum_j s_ij"), form("none", "Z = 1"), form("abs_clamped", "Z = max(|sum_j s_ij|, 1)"),
-                form("pnorm", "Z = (sum_j s_ij^p)^(1/p)", {param("p", float_in(0, 64, true), Value::of_float(1))})}),
+                form("pnorm", "Z = (sum_j s_ij^p)^(1/p)", {param("p", float_in(0, 64, true), Value::of_float(1))}),
+                form("softpick", "A_ij = relu(e^x_ij - 1) / (sum_j |e^x_ij - 1| + eps), x the logits (Zuhri et al. 2025); score = exp(qk)")}),
        "row normalizer Z"},
       {"attention.scale", float_in(0, 1e6, true), "alpha: each row of normalized attention sums to alpha"},
       {"attention.backend", one_of({"jit", "reference"}), "generated kernels, or the LibTorch reference path (the test oracle)"},
@@ -87,6 +91,15 @@ std::vector<Field> build() {
        "gated attention (Qiu et al. 2025): each head's output times sigmoid(x W_g), x the attention's input; one gate per "
        "d_head channel (elementwise, G1) or per head (headwise)",
        Value::of_enum("none")},
+      {"attention.sink_logit", number_or({"none", "learned"}, -1e4, 1e4),
+       "a logit b_h per head added to the softmax denominator, exp(b_h) + sum_j exp(x_ij), its column carrying no value: "
+       "learned (from 0, no weight decay; gpt-oss) or a fixed number (0 is softmax+1)",
+       Value::of_enum("none")},
+      {"attention.differential", boolean(),
+       "differential attention (Ye et al. 2025): A1 - lambda A2 from the two halves of q and k, each head's output "
+       "RMS-normalized and scaled by 1 - lambda_init",
+       Value::of_bool(false)},
+      {"attention.lambda_init", float_in(0, 1), "lambda_init of differential attention", Value::of_float(0.8)},
       // data
       {"data.corpus",
        variant({form("builtin", "an embedded corpus assembled by the set-up", {param("name", text(), Value::of_string("default"))}),
@@ -170,6 +183,7 @@ const char* type_name(Type t) {
     case Type::FloatList: return "list of float";
     case Type::FixList: return "fix statements";
     case Type::OptionalInt: return "int or none";
+    case Type::NumberOr: return "keyword or float";
   }
   return "?";
 }
@@ -187,6 +201,7 @@ std::string TypeSpec::describe() const {
     case Type::Count:
     case Type::Float:
     case Type::OptionalInt: return fmt::format("{} in {}", type_name(type), range());
+    case Type::NumberOr: return fmt::format("{} or a float in {}", fmt::join(choices, "|"), range());
     case Type::IntList:
     case Type::FloatList:
       return fmt::format("{}{} in {}", type_name(type), list_len ? fmt::format(" of length {}", list_len) : "", range());

@@ -24,7 +24,8 @@ enum class Type {
   IntList,
   FloatList,
   FixList,     // (token, position) pairs, from `fix token T at P`
-  OptionalInt  // `none` or a whole number
+  OptionalInt,  // `none` or a whole number
+  NumberOr      // one of the keywords `choices`, or a number in range
 };
 
 struct Param;

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <set>
 
+#include "plan/report_names.h"
+
 namespace sink::results {
 namespace {
 
@@ -18,6 +20,13 @@ const std::vector<MetricDef>& fixed_metrics() {
       {"massive_max", "max massive-activation ratio (x)", 2},
       // Gated attention: the mean gate over layers (the gated-attention paper reports gate sparsity).
       {"gate_mean", "mean attention gate", 3},
+      // A sink logit's own sink: heads whose logit takes more than eps of a row.
+      {"sink_logit", "Sink_logit (%)", 2},
+      {"max_activation", "max |activation|", 2},
+      // Section 3.1's geometry of token 1, means over layers x heads.
+      {"k1_norm_ratio", "|k_1| / mean |k_t|", 3},
+      {"v1_norm_ratio", "|v_1| / mean |v_t|", 3},
+      {"q_k1_cos", "mean cos(q_t, k_1)", 3},
       {"tokens_per_s", "tokens/s", 0},
   };
   return m;
@@ -47,8 +56,15 @@ std::vector<MetricDef> available_metrics(const std::vector<const RunData*>& runs
   }
   std::vector<MetricDef> out;
   for (int k : positions) out.push_back(sink_metric(k));
-  for (const auto& m : fixed_metrics())
-    if ((m.id != "sink_star" || star) && (m.id != "gate_mean" || gated)) out.push_back(m);
+  // The paper's metrics always; the others when some run measured them.
+  static const std::set<std::string> when_measured = {"sink_logit", "max_activation", "k1_norm_ratio", "v1_norm_ratio",
+                                                      "q_k1_cos"};
+  for (const auto& m : fixed_metrics()) {
+    bool offered = m.id == "sink_star" ? star : m.id == "gate_mean" ? gated : !when_measured.count(m.id);
+    for (const RunData* r : runs)
+      for (const auto& e : r->evals) offered = offered || (when_measured.count(m.id) && !std::isnan(eval_metric_value(e, m.id)));
+    if (offered) out.push_back(m);
+  }
   return out;
 }
 
@@ -93,6 +109,25 @@ double eval_metric_value(const Eval& e, const std::string& id) {
     for (double g : e.gate) sum += g;
     return sum / static_cast<double>(e.gate.size());
   }
+  if (id == "sink_logit") return e.sink_logit.value_or(NAN);
+  auto table_mean = [&](const char* name) {
+    auto it = e.head_tables.find(name);
+    double sum = 0;
+    size_t n = 0;
+    if (it != e.head_tables.end())
+      for (const auto& layer : it->second)
+        for (double v : layer) sum += v, ++n;
+    return n ? sum / static_cast<double>(n) : NAN;
+  };
+  if (id == "k1_norm_ratio") return table_mean(report_names::kKeyNormRatio);
+  if (id == "v1_norm_ratio") return table_mean(report_names::kValueNormRatio);
+  if (id == "q_k1_cos") return table_mean(report_names::kQueryKeyCos);
+  if (id == "max_activation") {
+    double m = NAN;
+    for (double v : e.max_activation)
+      if (std::isfinite(v)) m = std::isnan(m) ? v : std::max(m, v);
+    return m;
+  }
   if (id == "massive_max") {
     if (e.massive.empty()) return NAN;
     double m = -INFINITY;
@@ -124,6 +159,8 @@ std::vector<SeriesValue> eval_series(const Eval& e) {
   per_head("alpha_star", e.alpha_star);
   for (size_t l = 0; l < e.massive.size(); ++l) add(fmt::format("massive/layer_{}", l), e.massive[l]);
   for (size_t l = 0; l < e.gate.size(); ++l) add(fmt::format("gate/layer_{}", l), e.gate[l]);
+  for (size_t l = 0; l < e.max_activation.size(); ++l) add(fmt::format("max_activation/layer_{}", l), e.max_activation[l]);
+  for (const auto& [name, table] : e.head_tables) per_head(name, table);
   return out;
 }
 

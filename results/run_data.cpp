@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include "plan/report_names.h"
+
 namespace sink::results {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -86,6 +88,11 @@ Eval read_eval(const json& j) {
     for (const auto& m : *it) e.massive.push_back(m.is_number() ? m.get<double>() : NAN);
   if (auto it = j.find("gate"); it != j.end() && it->is_array())
     for (const auto& g : *it) e.gate.push_back(g.is_number() ? g.get<double>() : NAN);
+  if (auto it = j.find(report_names::kSinkLogit); it != j.end()) e.sink_logit = it->is_number() ? it->get<double>() : NAN;
+  if (auto it = j.find(report_names::kMaxActivation); it != j.end() && it->is_array())
+    for (const auto& m : *it) e.max_activation.push_back(m.is_number() ? m.get<double>() : NAN);
+  for (std::string_view name : report_names::kHeadTables)
+    if (auto t = table(j, std::string(name).c_str()); !t.empty()) e.head_tables[std::string(name)] = std::move(t);
   return e;
 }
 

@@ -31,6 +31,11 @@ struct Eval {
   std::vector<std::vector<double>> alpha_star;  // [layer][head] on the k* column or sink token, when there is one
   std::vector<double> massive;             // per layer: |h_1| / mean_{t>1} |h_t|
   std::vector<double> gate;                // per layer: mean gate value (gated attention)
+  std::optional<double> sink_logit;        // Sink_logit^eps in %, with a sink logit
+  std::vector<double> max_activation;      // per layer: max |h|
+  // [layer][head] tables under plan/report_names.h's kHeadTables names
+  // (sink-logit share, first-token key/value norm ratios, query-key cosine).
+  std::map<std::string, std::vector<std::vector<double>>> head_tables;
   double tokens_per_s = NAN;
   double elapsed_s = NAN;  // training seconds since the process started (or resumed) the run
 };

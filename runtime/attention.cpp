@@ -19,7 +19,8 @@ torch::Tensor metric_attention(const AttentionConfig& cfg, const torch::Tensor& 
                                const torch::Tensor& allowed) {
   auto sm = s.masked_fill(allowed.logical_not(), 0.0);
   bool nonnegative = (sm >= 0).all().item<bool>();
-  if (cfg.normalize == "sum" && nonnegative) return A;
+  // Softpick's rows may sum to less than 1 by design: what is left goes to no token, not to the others.
+  if ((cfg.normalize == "sum" || cfg.softpick()) && nonnegative) return A;
   if (nonnegative) return sm / (sm.sum(-1, true) + 1e-8);
   auto a = sm.abs();
   return a / a.sum(-1, true).clamp_min(1e-30);
@@ -59,13 +60,34 @@ AttentionOutput reference_attention(const AttentionConfig& cfg, const AttentionI
     allowed = torch::cat({torch::ones({T, 1}, allowed.options()), allowed}, -1);
     pos_j = torch::cat({torch::zeros({1, 1}, x.options()), pos_j}, -1);
   }
-  torch::Tensor s, A;
+  torch::Tensor s, A, sink_share;
+  const double inf = std::numeric_limits<double>::infinity();
   if (cfg.softmax) {
     // exp(qk) / sum exp(qk), max-subtracted.
-    auto masked = x.masked_fill(allowed.logical_not(), -std::numeric_limits<double>::infinity());
-    A = torch::softmax(masked, -1);
+    auto masked = x.masked_fill(allowed.logical_not(), -inf);
+    if (in.sink_logit) {
+      // One more column, b_h for every query, whose value is 0: dropped after the softmax.
+      auto b = in.sink_logit->to(x.scalar_type()).view({1, -1, 1, 1}).expand({x.size(0), x.size(1), T, 1});
+      auto with_sink = torch::softmax(torch::cat({b, masked}, -1), -1);
+      sink_share = with_sink.narrow(-1, 0, 1).squeeze(-1);
+      A = with_sink.narrow(-1, 1, masked.size(-1));
+    } else {
+      A = torch::softmax(masked, -1);
+    }
     if (want_probe) s = torch::exp(masked - std::get<0>(masked.max(-1, true)));
     if (cfg.scale != 1) A = A * cfg.scale;
+  } else if (cfg.softpick()) {
+    // (e^x - 1) e^-c with c = max(0, row max): the same ratios, and neither
+    // e^(x - c) nor e^-c can overflow. Masked pairs take no part in either sum.
+    auto masked = x.masked_fill(allowed.logical_not(), -inf);
+    auto c = std::get<0>(masked.max(-1, true)).clamp_min(0.0).detach();
+    // Near x = 0 the difference cancels: e^-c expm1(x) there (the kernels do the same).
+    auto near_zero = torch::expm1(masked.clamp(-0.5, 0.5)) * torch::exp(-c);
+    auto u = torch::where(masked.abs() < 0.5, near_zero, torch::exp(masked - c) - torch::exp(-c));
+    u = u.masked_fill(allowed.logical_not(), 0.0);
+    s = torch::relu(u);
+    auto Z = u.abs().sum(-1, true) + kSoftpickEps * torch::exp(-c);
+    A = s * (cfg.scale / Z);
   } else {
     // s / ||s||_p is the same for exp(x - m): with the row max m, exp cannot
     // overflow however large the logits grow (kernel_spec.h, shifted_exp).
@@ -95,10 +117,11 @@ AttentionOutput reference_attention(const AttentionConfig& cfg, const AttentionI
   } else {
     out = torch::matmul(A, in.v);
   }
-  AttentionOutput result{out, {}};
+  AttentionOutput result{out, {}, {}};
   if (want_probe) {
     torch::NoGradGuard no_grad;
     result.probe = metric_attention(cfg, s.detach(), A.detach(), allowed);
+    if (sink_share.defined()) result.sink_share = sink_share.detach();
   }
   return result;
 }

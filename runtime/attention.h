@@ -4,6 +4,7 @@
 //   x_ij = scale_qk <q_i, k_j> + g(i - j)     (q, k already through phi)
 //   s_ij = score(x_ij)                        masked entries contribute 0
 //   A_ij = alpha s_ij / Z_i                   Z: sum | 1 | max(|sum|, 1) | (sum |s|^p)^(1/p)
+//   softmax may add exp(b_h) to Z (a sink logit); softpick is relu(e^x - 1) / (sum |e^x - 1| + eps)
 //   o_i  = sum_j A_ij v_j  (+ A_i* v* for the k* column)
 #pragma once
 #include <optional>
@@ -18,11 +19,13 @@ struct AttentionInputs {
   std::optional<torch::Tensor> bias;     // g(i-j): broadcastable to [B, H, T, T]
   std::optional<torch::Tensor> k_star;   // [H, dh] or [1, dh]: an extra key column seen by every query
   std::optional<torch::Tensor> v_star;   // its value (zeros for K biases)
+  std::optional<torch::Tensor> sink_logit;  // [H]: a logit per head in the softmax denominator, with no value
 };
 
 struct AttentionOutput {
-  torch::Tensor out;    // [B, H, T, dh]
-  torch::Tensor probe;  // when asked: [B, H, T, S] attention (or proxy) with the k* column first if present
+  torch::Tensor out;         // [B, H, T, dh]
+  torch::Tensor probe;       // when asked: [B, H, T, S] attention (or proxy) with the k* column first if present
+  torch::Tensor sink_share;  // when asked and there is a sink logit: [B, H, T], its share of each row
 };
 
 // Which (query, key) pairs a mask allows: [T, T] bool. Causal, with the

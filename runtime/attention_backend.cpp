@@ -25,15 +25,16 @@ class ReferenceBackend : public AttentionBackend {
   explicit ReferenceBackend(const AttentionConfig& cfg) : cfg_(cfg) {}
   std::string name() const override { return "reference"; }
 
-  torch::Tensor attend(const AttentionCall& call, torch::Tensor* probe) override {
-    AttentionInputs in{call.q, call.k, call.v, {}, {}, {}};
+  torch::Tensor attend(const AttentionCall& call, AttentionProbe* probe) override {
+    AttentionInputs in{call.q, call.k, call.v, {}, {}, {}, {}};
     if (call.g.defined()) in.bias = bias_from_distance(call.g, call.q.size(2));
     if (call.k_star.defined()) {
       in.k_star = call.k_star;
       in.v_star = call.v_star;
     }
+    if (call.sink_logit.defined()) in.sink_logit = call.sink_logit;
     AttentionOutput o = reference_attention(cfg_, in, probe != nullptr);
-    if (probe) *probe = o.probe;
+    if (probe) *probe = {o.probe, o.sink_share};
     return o.out;
   }
 
@@ -48,17 +49,19 @@ class CpuJitBackend : public AttentionBackend {
   std::string name() const override { return "jit"; }
   std::string kernel_source() const override { return kernels::emit_llvm(kernel_); }
 
-  torch::Tensor attend(const AttentionCall& call, torch::Tensor* probe) override {
-    JitInputs in{call.q, call.k, call.v, call.g, call.k_star, call.k_star.defined() ? call.v_star : torch::Tensor()};
+  torch::Tensor attend(const AttentionCall& call, AttentionProbe* probe) override {
+    JitInputs in{call.q, call.k, call.v, call.g, call.k_star, call.k_star.defined() ? call.v_star : torch::Tensor(),
+                 call.sink_logit};
     torch::Tensor out = jit_attention(kernel_, in);
     if (probe) {
+      if (call.sink_logit.defined()) probe->sink_share = jit_sink_share(kernel_, in);
       // The generated probe gives A (softmax) or s and Z; the metric reads them as the reference does.
       auto [scores, Z] = jit_probe(kernel_, in);
       const int64_t T = call.q.size(2);
       auto allowed = allowed_pairs(T, cfg_.prefix, cfg_.window);
       if (scores.size(-1) > T) allowed = torch::cat({torch::ones({T, 1}, allowed.options()), allowed}, -1);
       auto A = cfg_.softmax ? scores : scores * (cfg_.scale / Z.unsqueeze(-1));
-      *probe = metric_attention(cfg_, scores, A, allowed);
+      probe->attention = metric_attention(cfg_, scores, A, allowed);
     }
     return out;
   }

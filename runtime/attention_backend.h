@@ -17,15 +17,21 @@ struct AttentionCall {
   torch::Tensor g;        // position term by distance |i - j|: [H, T], or undefined
   torch::Tensor k_star;   // the extra key column [H|1, dh], or undefined
   torch::Tensor v_star;   // its value [H|1, dh], with k_star (zeros for K biases)
+  torch::Tensor sink_logit;  // [H]: a logit per head in the softmax denominator, or undefined
+};
+
+// What a measurement reads of one attention call.
+struct AttentionProbe {
+  torch::Tensor attention;   // the metric attention [B, H, T, S] (k* column first)
+  torch::Tensor sink_share;  // [B, H, T]: the sink logit's share of each row, when there is one
 };
 
 class AttentionBackend {
  public:
   virtual ~AttentionBackend() = default;
   virtual std::string name() const = 0;
-  // o [B, H, T, dh], differentiable in every tensor of the call. With
-  // `probe`, also the metric attention [B, H, T, S] (k* column first).
-  virtual torch::Tensor attend(const AttentionCall& call, torch::Tensor* probe) = 0;
+  // o [B, H, T, dh], differentiable in every tensor of the call; with `probe`, also what a measurement reads.
+  virtual torch::Tensor attend(const AttentionCall& call, AttentionProbe* probe) = 0;
   // The generated source this backend runs for the model's attention (LLVM
   // IR for the CPU JIT), or "" when it runs none. A run writes it to its
   // directory as attention.ll.

@@ -88,7 +88,8 @@ torch::Tensor contiguous_as(const torch::Tensor& t, torch::ScalarType dtype) {
 // The forward kernel over every slice: o and the row statistics [B, H, 2, Tp].
 std::pair<torch::Tensor, torch::Tensor> run_forward(const Kernels& kern, const torch::Tensor& q, const torch::Tensor& k,
                                                     const torch::Tensor& v, const torch::Tensor& g,
-                                                    const torch::Tensor& k_star, const torch::Tensor& v_star) {
+                                                    const torch::Tensor& k_star, const torch::Tensor& v_star,
+                                                    const torch::Tensor& sink) {
   const Slices s(q);
   auto o = torch::empty_like(q);
   auto kt = transposed(k);
@@ -105,6 +106,7 @@ std::pair<torch::Tensor, torch::Tensor> run_forward(const Kernels& kern, const t
       a[slot(F, "g")] = Slices::head(g, h, s.T);
       a[slot(F, "kstar")] = Slices::head(k_star, h, s.D);
       a[slot(F, "vstar")] = Slices::head(v_star, h, s.D);
+      a[slot(F, "sink")] = Slices::head(sink, h, 1);
       a[slot(F, "o")] = s.rows(o, bh);
       a[slot(F, "stats")] = at(stats, bh * 2 * Tp);
       call(kern.forward, a, s.T, Tp);
@@ -116,13 +118,15 @@ std::pair<torch::Tensor, torch::Tensor> run_forward(const Kernels& kern, const t
 class JitAttention : public torch::autograd::Function<JitAttention> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor q, torch::Tensor k, torch::Tensor v,
-                               torch::Tensor g, torch::Tensor k_star, torch::Tensor v_star, kernels::KernelSpec spec) {
+                               torch::Tensor g, torch::Tensor k_star, torch::Tensor v_star, torch::Tensor sink,
+                               kernels::KernelSpec spec) {
     const auto dtype = kernel_dtype(q);
     spec.f64 = dtype == torch::kDouble;
     q = contiguous_as(q, dtype), k = contiguous_as(k, dtype), v = contiguous_as(v, dtype);
     g = contiguous_as(g, dtype), k_star = contiguous_as(k_star, dtype), v_star = contiguous_as(v_star, dtype);
-    auto [o, stats] = run_forward(kernels_for(spec), q, k, v, g, k_star, v_star);
-    ctx->save_for_backward({q, k, v, g, k_star, v_star, o, stats});
+    sink = contiguous_as(sink, dtype);
+    auto [o, stats] = run_forward(kernels_for(spec), q, k, v, g, k_star, v_star, sink);
+    ctx->save_for_backward({q, k, v, g, k_star, v_star, sink, o, stats});
     ctx->saved_data["spec"] = spec.describe();
     remember(spec);
     return o;
@@ -130,8 +134,8 @@ class JitAttention : public torch::autograd::Function<JitAttention> {
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grads) {
     auto saved = ctx->get_saved_variables();
-    auto q = saved[0], k = saved[1], v = saved[2], g = saved[3], k_star = saved[4], v_star = saved[5], o = saved[6],
-         stats = saved[7];
+    auto q = saved[0], k = saved[1], v = saved[2], g = saved[3], k_star = saved[4], v_star = saved[5], sink = saved[6],
+         o = saved[7], stats = saved[8];
     const kernels::KernelSpec spec = recall(ctx->saved_data["spec"].toStringRef());
     auto dout = grads[0].contiguous().to(q.scalar_type());
     const Slices s(q);
@@ -139,6 +143,7 @@ class JitAttention : public torch::autograd::Function<JitAttention> {
     auto dq = torch::zeros_like(q), dk = torch::zeros_like(k), dv = torch::zeros_like(v);
     auto dg = torch::zeros({s.B, s.H, s.T}, q.options());
     auto dks = torch::zeros({s.B, s.H, s.D}, q.options()), dvs = torch::zeros({s.B, s.H, s.D}, q.options());
+    auto dsink = torch::zeros({s.B, s.H, 1}, q.options());
     auto qt = transposed(q), kt = transposed(k), vt = transposed(v), doutt = transposed(dout);
     const int64_t Tp = kt.size(3), tile = s.D * Tp;
     auto delta = torch::zeros({s.B, s.H, Tp}, q.options());
@@ -156,6 +161,7 @@ class JitAttention : public torch::autograd::Function<JitAttention> {
         a[slot(B, "g")] = Slices::head(g, h, s.T);
         a[slot(B, "kstar")] = Slices::head(k_star, h, s.D);
         a[slot(B, "vstar")] = Slices::head(v_star, h, s.D);
+        a[slot(B, "sink")] = Slices::head(sink, h, 1);
         a[slot(B, "o")] = s.rows(o, bh);
         a[slot(B, "stats")] = at(stats, bh * 2 * Tp);
         a[slot(B, "dout")] = s.rows(dout, bh);
@@ -167,6 +173,7 @@ class JitAttention : public torch::autograd::Function<JitAttention> {
         a[slot(B, "dg")] = at(dg, bh * s.T);
         a[slot(B, "dkstar")] = at(dks, bh * s.D);
         a[slot(B, "dvstar")] = at(dvs, bh * s.D);
+        a[slot(B, "dsink")] = at(dsink, bh);
         call(kern.backward, a, s.T, Tp);
       }
     });
@@ -176,7 +183,8 @@ class JitAttention : public torch::autograd::Function<JitAttention> {
       auto summed = partial.sum(0);  // [H, n]
       return like.size(0) == 1 ? summed.sum(0, true) : summed;
     };
-    return {dq, dk, dv, per_head(dg, g), per_head(dks, k_star), per_head(dvs, v_star), torch::Tensor()};
+    torch::Tensor dsink_head = sink.defined() ? dsink.sum(0).view({s.H}) : torch::Tensor();
+    return {dq, dk, dv, per_head(dg, g), per_head(dks, k_star), per_head(dvs, v_star), dsink_head, torch::Tensor()};
   }
 
  private:
@@ -205,7 +213,7 @@ class JitAttention : public torch::autograd::Function<JitAttention> {
 torch::Tensor jit_attention(const kernels::KernelSpec& spec, const JitInputs& in) {
   auto undefined_to_empty = [](const torch::Tensor& t) { return t.defined() ? t : torch::empty({0}); };
   return JitAttention::apply(in.q, in.k, in.v, undefined_to_empty(in.g), undefined_to_empty(in.k_star),
-                             undefined_to_empty(in.v_star), spec);
+                             undefined_to_empty(in.v_star), undefined_to_empty(in.sink_logit), spec);
 }
 
 std::pair<torch::Tensor, torch::Tensor> jit_probe(const kernels::KernelSpec& spec, const JitInputs& in) {
@@ -217,7 +225,7 @@ std::pair<torch::Tensor, torch::Tensor> jit_probe(const kernels::KernelSpec& spe
   auto g = contiguous_as(in.g, dtype), k_star = contiguous_as(in.k_star, dtype), v_star = contiguous_as(in.v_star, dtype);
   const Slices s(q);
   Kernels kern = kernels_for(typed);
-  auto stats = run_forward(kern, q, k, v, g, k_star, v_star).second;
+  auto stats = run_forward(kern, q, k, v, g, k_star, v_star, contiguous_as(in.sink_logit, dtype)).second;
   const int64_t S = s.T + (spec.key_bias ? 1 : 0), Tp = stats.size(3);
   auto scores = torch::zeros({s.B, s.H, s.T, S}, q.options());
   at::parallel_for(0, s.B * s.H, 1, [&](int64_t begin, int64_t end) {
@@ -234,6 +242,21 @@ std::pair<torch::Tensor, torch::Tensor> jit_probe(const kernels::KernelSpec& spe
     }
   });
   return {scores, stats.select(2, 0).narrow(2, 0, s.T)};
+}
+
+torch::Tensor jit_sink_share(const kernels::KernelSpec& spec, const JitInputs& in) {
+  torch::NoGradGuard no_grad;
+  const auto dtype = kernel_dtype(in.q);
+  kernels::KernelSpec typed = spec;
+  typed.f64 = dtype == torch::kDouble;
+  auto stats = run_forward(kernels_for(typed), contiguous_as(in.q, dtype), contiguous_as(in.k, dtype), contiguous_as(in.v, dtype),
+                           contiguous_as(in.g, dtype), contiguous_as(in.k_star, dtype), contiguous_as(in.v_star, dtype),
+                           contiguous_as(in.sink_logit, dtype))
+                   .second;
+  const int64_t T = in.q.size(2);
+  auto m = stats.select(2, 0).narrow(2, 0, T), l = stats.select(2, 1).narrow(2, 0, T);
+  auto b = in.sink_logit.to(dtype).view({1, -1, 1});
+  return torch::exp(b - m) / l;
 }
 
 }  // namespace sink::rt

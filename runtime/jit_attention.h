@@ -14,6 +14,7 @@ struct JitInputs {
   torch::Tensor g;        // position bias by distance [H, T], or undefined
   torch::Tensor k_star;   // [H|1, dh], or undefined
   torch::Tensor v_star;   // [H|1, dh] (zeros for K biases), with k_star
+  torch::Tensor sink_logit;  // [H]: a logit per head in the softmax denominator, or undefined
 };
 
 torch::Tensor jit_attention(const kernels::KernelSpec& spec, const JitInputs& in);
@@ -21,5 +22,8 @@ torch::Tensor jit_attention(const kernels::KernelSpec& spec, const JitInputs& in
 // Scores for the sink metric: [B, H, T, S] (k* column first) holding the
 // normalized attention for softmax, the raw scores s otherwise, and Z [B, H, T].
 std::pair<torch::Tensor, torch::Tensor> jit_probe(const kernels::KernelSpec& spec, const JitInputs& in);
+
+// The share of each query's attention that the sink logit takes, exp(b - m) / l: [B, H, T].
+torch::Tensor jit_sink_share(const kernels::KernelSpec& spec, const JitInputs& in);
 
 }  // namespace sink::rt

@@ -113,6 +113,8 @@ std::string llama2c_unsupported(const ModelConfig& c) {
                        to_string(a.score), a.normalize);
   if (a.kernel != "identity") return only("attention.kernel", a.kernel, "no feature map on q and k");
   if (a.gate != "none") return only("attention.gate", a.gate, "no gate on the attention output");
+  if (a.has_sink_logit()) return only("attention.sink_logit", a.sink_logit, "nothing but the keys in the softmax denominator");
+  if (a.differential) return only("attention.differential", "true", "one softmax map per head");
   if (a.scale != 1) return only("attention.scale", fmt::format("{}", a.scale), "attention weights summing to 1");
   if (a.prefix != 0) return only("loss.prefix", std::to_string(a.prefix), "causal attention at every position");
   if (a.window != 0) return only("loss.window", std::to_string(a.window), "attention over the whole context");

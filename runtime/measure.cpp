@@ -1,5 +1,6 @@
 #include "runtime/measure.h"
 
+#include "plan/report_names.h"
 #include "runtime/attention.h"
 
 namespace sink::rt {
@@ -68,9 +69,34 @@ SinkReport measure_model(Transformer& model, const torch::Tensor& inputs, const 
   }
   SinkReport r = sink_metrics(attention, allowed, positions, eps, extra);
   for (const auto& g : f.gates) r.gate.push_back(g.to(torch::kDouble).mean().item<double>());
+  if (!f.sink_shares.empty()) sink_logit_metrics(f.sink_shares, cfg.sink_token ? 1 : 0, eps, r);
+  for (const auto& g : f.geometry) {
+    auto rows = g.to(torch::kDouble).contiguous();
+    auto row = [&](int64_t k) { return std::vector<double>(rows[k].data_ptr<double>(), rows[k].data_ptr<double>() + rows.size(1)); };
+    r.key_norm_ratio.push_back(row(0));
+    r.value_norm_ratio.push_back(row(1));
+    r.query_key_cos.push_back(row(2));
+  }
   if (massive)
-    for (auto h : f.hidden) r.massive.push_back(massive_ratio(cfg.sink_token ? h.narrow(1, 1, h.size(1) - 1) : h));
+    for (auto h : f.hidden) {
+      auto real = cfg.sink_token ? h.narrow(1, 1, h.size(1) - 1) : h;
+      r.massive.push_back(massive_ratio(real));
+      r.max_activation.push_back(real.abs().max().item<double>());
+    }
   return r;
+}
+
+void sink_logit_metrics(const std::vector<torch::Tensor>& shares, int64_t first_query, double eps, SinkReport& r) {
+  int64_t over = 0, total = 0;
+  for (const auto& s : shares) {
+    auto share = s.to(torch::kDouble);
+    share = share.narrow(2, first_query, share.size(2) - first_query).mean(2);  // [N, H]
+    over += (share > eps).sum().item<int64_t>();
+    total += share.numel();
+    auto per_head = share.mean(0).contiguous();
+    r.sink_logit_share.emplace_back(per_head.data_ptr<double>(), per_head.data_ptr<double>() + per_head.numel());
+  }
+  r.sink_logit = total ? 100.0 * over / total : 0.0;
 }
 
 double massive_ratio(const torch::Tensor& hidden) {
@@ -90,6 +116,7 @@ SinkReport measure_hf_model(const HfModel& model, const torch::Tensor& inputs, c
     for (auto& [k, v] : layer.sink) total.sink[k] += v / double(layers);
     total.alpha.push_back(layer.alpha.at(0));
     total.massive.push_back(massive_ratio(hidden));
+    total.max_activation.push_back(hidden.abs().max().item<double>());
     total.sequences = layer.sequences;
   });
   return total;
@@ -112,10 +139,18 @@ SinkReport combine_chunks(const std::vector<SinkReport>& parts) {
       for (size_t h = 0; h < (r.*member)[l].size(); ++h)
         (r.*member)[l][h] = weighted([&](const SinkReport& p) { return (p.*member)[l][h]; });
   };
-  table(&SinkReport::alpha);
-  table(&SinkReport::alpha_star);
-  for (size_t l = 0; l < r.massive.size(); ++l) r.massive[l] = weighted([l](const SinkReport& p) { return p.massive[l]; });
-  for (size_t l = 0; l < r.gate.size(); ++l) r.gate[l] = weighted([l](const SinkReport& p) { return p.gate[l]; });
+  for (auto member : {&SinkReport::alpha, &SinkReport::alpha_star, &SinkReport::sink_logit_share, &SinkReport::key_norm_ratio,
+                      &SinkReport::value_norm_ratio, &SinkReport::query_key_cos})
+    table(member);
+  if (r.sink_logit >= 0) r.sink_logit = weighted([](const SinkReport& p) { return p.sink_logit; });
+  auto layers = [&](std::vector<double> SinkReport::*member) {
+    for (size_t l = 0; l < (r.*member).size(); ++l) (r.*member)[l] = weighted([&](const SinkReport& p) { return (p.*member)[l]; });
+  };
+  layers(&SinkReport::massive);
+  layers(&SinkReport::gate);
+  // The largest activation of the whole measurement, not a mean of the chunks'.
+  for (size_t l = 0; l < r.max_activation.size(); ++l)
+    for (const auto& p : parts) r.max_activation[l] = std::max(r.max_activation[l], p.max_activation[l]);
   r.sequences = static_cast<int64_t>(total);
   return r;
 }
@@ -129,6 +164,12 @@ nlohmann::json report_json(const SinkReport& r) {
   if (!r.alpha_star.empty()) j["alpha_star"] = r.alpha_star;
   if (!r.massive.empty()) j["massive"] = r.massive;
   if (!r.gate.empty()) j["gate"] = r.gate;
+  if (r.sink_logit >= 0) j[report_names::kSinkLogit] = r.sink_logit;
+  if (!r.sink_logit_share.empty()) j[report_names::kSinkLogitShare] = r.sink_logit_share;
+  if (!r.max_activation.empty()) j[report_names::kMaxActivation] = r.max_activation;
+  if (!r.key_norm_ratio.empty()) j[report_names::kKeyNormRatio] = r.key_norm_ratio;
+  if (!r.value_norm_ratio.empty()) j[report_names::kValueNormRatio] = r.value_norm_ratio;
+  if (!r.query_key_cos.empty()) j[report_names::kQueryKeyCos] = r.query_key_cos;
   j["sequences"] = r.sequences;
   return j;
 }

@@ -20,6 +20,11 @@ struct SinkReport {
   std::vector<std::vector<double>> alpha_star;    // [layer][head] mean alpha_*, when present
   std::vector<double> massive;                    // per layer: |h_1| / mean_{t>1} |h_t|
   std::vector<double> gate;                       // per layer: mean gate value of a gated model
+  double sink_logit = -1;                         // Sink_logit^eps in %, -1 without a sink logit
+  std::vector<std::vector<double>> sink_logit_share;  // [layer][head] its mean share of a row
+  std::vector<double> max_activation;             // per layer: max |h| over tokens and channels
+  // [layer][head], the first token's geometry (runtime/geometry.h)
+  std::vector<std::vector<double>> key_norm_ratio, value_norm_ratio, query_key_cos;
   int64_t sequences = 0;
 };
 
@@ -38,6 +43,11 @@ SinkReport measure_model(Transformer& model, const torch::Tensor& inputs, const 
 SinkReport measure_hf_model(const HfModel& model, const torch::Tensor& inputs, const std::vector<int64_t>& positions,
                             double eps);
 
+// From per layer shares [N, H, T] of the sink logit (queries from first_query
+// on): Sink_logit^eps (% of sequence x layer x head whose mean share > eps)
+// and the mean share per layer and head.
+void sink_logit_metrics(const std::vector<torch::Tensor>& shares, int64_t first_query, double eps, SinkReport& r);
+
 // |h_1| / mean_{t>1} |h_t| (l2 norms), averaged over sequences; hidden [N, T, d].
 double massive_ratio(const torch::Tensor& hidden);
 
@@ -46,8 +56,7 @@ double massive_ratio(const torch::Tensor& hidden);
 SinkReport combine_chunks(const std::vector<SinkReport>& parts);
 
 // The report under the names metrics.jsonl, summary.json and `sinkc measure
-// --format json` share: sink {"k": %}, sink_star, alpha, alpha_star, massive,
-// sequences. Full double precision.
+// --format json` share (plan/report_names.h). Full double precision.
 nlohmann::json report_json(const SinkReport& r);
 
 }  // namespace sink::rt

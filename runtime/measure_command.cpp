@@ -119,11 +119,29 @@ void print_text(const std::string& header, const SinkReport& r, double eps) {
   }
   for (auto& [k, v] : r.sink) fmt::print("Sink_{}^{} = {:.3f} %\n", k, eps, v);
   if (r.sink_star >= 0) fmt::print("Sink_*^{} = {:.3f} %\n", eps, r.sink_star);
-  if (!r.massive.empty()) {
-    fmt::print("massive-activation ratio |h_1| / mean |h_t>1| per layer:");
-    for (double m : r.massive) fmt::print(" {:.3f}", m);
+  if (r.sink_logit >= 0) fmt::print("Sink_logit^{} = {:.3f} %\n", eps, r.sink_logit);
+  auto per_layer = [](const char* what, const std::vector<double>& values) {
+    if (values.empty()) return;
+    fmt::print("{} per layer:", what);
+    for (double v : values) fmt::print(" {:.3f}", v);
     fmt::print("\n");
-  }
+  };
+  per_layer("massive-activation ratio |h_1| / mean |h_t>1|", r.massive);
+  per_layer("max |activation|", r.max_activation);
+  per_layer("mean gate", r.gate);
+  auto per_head = [](const char* what, const std::vector<std::vector<double>>& table) {
+    if (table.empty()) return;
+    fmt::print("{} per layer (rows) and head (columns)\n", what);
+    for (size_t l = 0; l < table.size(); ++l) {
+      fmt::print("  L{:<3}", l);
+      for (double v : table[l]) fmt::print(" {:7.4f}", v);
+      fmt::print("\n");
+    }
+  };
+  per_head("sink-logit share of each row", r.sink_logit_share);
+  per_head("token 1: |k_1| / mean |k_t>1|", r.key_norm_ratio);
+  per_head("token 1: |v_1| / mean |v_t>1|", r.value_norm_ratio);
+  per_head("token 1: mean cos(q_t, k_1)", r.query_key_cos);
 }
 
 void print(const MeasureOptions& o, json about, const std::string& header, const SinkReport& r, bool bos,

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "runtime/geometry.h"
 #include "runtime/score.h"
 
 namespace sink::rt {
@@ -44,6 +45,15 @@ SelfAttention::SelfAttention(const ModelConfig& c, std::shared_ptr<AttentionBack
     kernel_w2 = register_parameter("kernel_w2", torch::randn({H, c.attention.kernel_hidden, dh}) /
                                                     std::sqrt(double(c.attention.kernel_hidden)));
   }
+  if (c.attention.sink_logit == "learned") sink_logit = register_parameter("sink_logit", torch::zeros({H}));
+  if (c.attention.sink_logit == "fixed") sink_logit = register_buffer("sink_logit", torch::full({H}, c.attention.sink_logit_value));
+  if (c.attention.differential) {
+    // As the authors initialise them: N(0, 0.1) vectors of the half head, a unit gain.
+    for (auto [name, slot] : {std::pair{"lambda_q1", &lambda_q1}, {"lambda_k1", &lambda_k1}, {"lambda_q2", &lambda_q2},
+                              {"lambda_k2", &lambda_k2}})
+      *slot = register_parameter(name, torch::randn({dh / 2}) * 0.1);
+    out_norm_weight = register_parameter("out_norm_weight", torch::ones({dh}));
+  }
   const int64_t bias_heads = c.bias_shared ? 1 : H;
   if (c.key_column())
     k_star_learned = register_parameter("k_star", torch::randn({bias_heads, c.k_dims}) * c.init_std);
@@ -66,8 +76,35 @@ torch::Tensor apply_rope(const torch::Tensor& x, const torch::Tensor& cos, const
 
 }  // namespace
 
+// Two maps from the halves of q and k, A1 - lambda A2, each head's output
+// RMS-normalized and scaled by 1 - lambda_init (Ye et al. 2025). Each map is
+// an ordinary attention call: the halves padded back to d_head with zeros,
+// q's times sqrt 2 so that the logits are <q_a, k_a> / sqrt(d_head / 2).
+torch::Tensor SelfAttention::differential(const AttentionCall& call, LayerProbe* probe) {
+  const int64_t half = cfg.d_head / 2;
+  auto zeros = torch::zeros_like(call.q.narrow(-1, 0, half));
+  auto padded = [&](const torch::Tensor& t, int64_t part, double factor) {
+    return torch::cat({t.narrow(-1, part * half, half) * factor, zeros}, -1);
+  };
+  AttentionProbe p1, p2;
+  auto o1 = backend->attend({padded(call.q, 0, std::sqrt(2.0)), padded(call.k, 0, 1), call.v, call.g, {}, {}, {}},
+                            probe ? &p1 : nullptr);
+  auto o2 = backend->attend({padded(call.q, 1, std::sqrt(2.0)), padded(call.k, 1, 1), call.v, call.g, {}, {}, {}},
+                            probe ? &p2 : nullptr);
+  const double lambda_init = cfg.attention.lambda_init;
+  auto lambda = torch::exp((lambda_q1 * lambda_k1).sum()) - torch::exp((lambda_q2 * lambda_k2).sum()) + lambda_init;
+  auto out = o1 - lambda * o2;
+  out = out * torch::rsqrt(out.pow(2).mean(-1, true) + 1e-5) * out_norm_weight * (1 - lambda_init);
+  if (probe) {
+    // A1 - lambda A2 can be negative: the metric reads |A| / sum |A|, the proxy of signed scores.
+    auto signed_map = (p1.attention - lambda.detach() * p2.attention).abs();
+    probe->attention = signed_map / signed_map.sum(-1, true).clamp_min(1e-30);
+  }
+  return out;
+}
+
 torch::Tensor SelfAttention::forward(const torch::Tensor& x, const torch::Tensor& rope_cos, const torch::Tensor& rope_sin,
-                                     const torch::Tensor& g, torch::Tensor* probe) {
+                                     const torch::Tensor& g, LayerProbe* probe) {
   const int64_t B = x.size(0), T = x.size(1), H = cfg.heads, Hkv = cfg.kv_heads, dh = cfg.d_head;
   auto q = wq(x).view({B, T, H, dh}).transpose(1, 2);
   auto k = wk(x).view({B, T, Hkv, dh}).transpose(1, 2);
@@ -95,13 +132,26 @@ torch::Tensor SelfAttention::forward(const torch::Tensor& x, const torch::Tensor
     k_star = k_star_learned;
     if (cfg.k_dims < dh) k_star = torch::cat({k_star, torch::zeros({k_star.size(0), dh - cfg.k_dims}, k_star.options())}, -1);
   }
-  torch::Tensor out = backend->attend({q, k, v, g, k_star, k_star.defined() ? v_star : torch::Tensor()}, probe);
+  AttentionCall call{q, k, v, g, k_star, k_star.defined() ? v_star : torch::Tensor(), sink_logit};
+  torch::Tensor out;
+  if (cfg.attention.differential) {
+    out = differential(call, probe);
+  } else {
+    AttentionProbe p;
+    out = backend->attend(call, probe ? &p : nullptr);
+    if (probe) probe->attention = p.attention, probe->sink_share = p.sink_share;
+  }
+  if (probe) {
+    const int64_t first = cfg.sink_token ? 1 : 0;  // token 1 is the first real token
+    if (T - first >= 2) probe->geometry = first_token_geometry(q.narrow(2, first, T - first), k.narrow(2, first, T - first),
+                                                               v.narrow(2, first, T - first));
+  }
   if (cfg.biases == "v") out = out + v_star.unsqueeze(0).unsqueeze(2);
   if (wg) {
     // Gated attention: each head's output (channel) scaled by sigmoid of a projection of the same input.
     auto gate = torch::sigmoid(wg(x)).view({B, T, H, cfg.attention.gate == "elementwise" ? dh : 1}).transpose(1, 2);
     out = out * gate;
-    if (probe) last_gate = gate.detach();
+    if (probe) probe->gate = gate.detach();
   }
   if (cfg.heads_combine == "add") return wo(out.sum(1));
   return wo(out.transpose(1, 2).reshape({B, T, H * dh}));
@@ -181,8 +231,8 @@ ForwardResult Transformer::forward(const torch::Tensor& tokens, bool probe, bool
   }
   auto g = distance_bias(T);
   for (auto& blk : blocks) {
-    torch::Tensor p;
-    torch::Tensor* probe_slot = probe ? &p : nullptr;
+    LayerProbe p;
+    LayerProbe* probe_slot = probe ? &p : nullptr;
     if (cfg.placement == "pre") {
       x = x + blk->attn->forward(blk->norm1->forward(x), cos, sin, g, probe_slot);
       x = x + blk->ffn->forward(blk->norm2->forward(x));
@@ -193,8 +243,12 @@ ForwardResult Transformer::forward(const torch::Tensor& tokens, bool probe, bool
       if (want_hidden) r.hidden.push_back(before_ln.detach());
       x = blk->norm2->forward(before_ln);
     }
-    if (probe) r.attention.push_back(p);
-    if (probe && blk->attn->wg) r.gates.push_back(blk->attn->last_gate);
+    if (probe) {
+      r.attention.push_back(p.attention);
+      if (p.gate.defined()) r.gates.push_back(p.gate);
+      if (p.sink_share.defined()) r.sink_shares.push_back(p.sink_share);
+      if (p.geometry.defined()) r.geometry.push_back(p.geometry);
+    }
   }
   if (final_norm) x = final_norm->forward(x);
   if (cfg.sink_token) x = x.narrow(1, 1, T - 1);

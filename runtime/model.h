@@ -24,11 +24,19 @@ struct FeedForward : torch::nn::Module {
   torch::nn::Linear w1{nullptr}, w2{nullptr}, w3{nullptr};
 };
 
+// What a probed forward of one layer's attention gives a measurement.
+struct LayerProbe {
+  torch::Tensor attention;   // [B, H, T', S] metric attention
+  torch::Tensor sink_share;  // [B, H, T'] the sink logit's share, when there is one
+  torch::Tensor gate;        // [B, H, T', dh|1] gate values of a gated model
+  torch::Tensor geometry;    // [3, H] first_token_geometry (runtime/geometry.h)
+};
+
 struct SelfAttention : torch::nn::Module {
   SelfAttention(const ModelConfig& c, std::shared_ptr<AttentionBackend> backend);
-  // g: the position term by distance [H, T], or undefined. probe: filled with the metric attention when given.
+  // g: the position term by distance [H, T], or undefined. probe: filled when given.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& rope_cos, const torch::Tensor& rope_sin,
-                        const torch::Tensor& g, torch::Tensor* probe);
+                        const torch::Tensor& g, LayerProbe* probe);
   ModelConfig cfg;
   std::shared_ptr<AttentionBackend> backend;
   torch::nn::Linear wq{nullptr}, wk{nullptr}, wv{nullptr}, wo{nullptr};
@@ -36,7 +44,12 @@ struct SelfAttention : torch::nn::Module {
   torch::Tensor k_star_learned;        // [H|1, k_dims]
   torch::Tensor v_star;                // learned parameter or fixed buffer, [H|1, dh]
   torch::nn::Linear wg{nullptr};       // gated attention: x -> H * dh (elementwise) or H (headwise) gate logits
-  torch::Tensor last_gate;             // the gate values of the last probed forward, [B, H, T, dh|1]
+  torch::Tensor sink_logit;            // [H]: learned parameter or fixed buffer
+  // Differential attention: lambda = exp(<lq1, lk1>) - exp(<lq2, lk2>) + lambda_init; the output's RMS-norm gain.
+  torch::Tensor lambda_q1, lambda_k1, lambda_q2, lambda_k2, out_norm_weight;
+
+ private:
+  torch::Tensor differential(const AttentionCall& call, LayerProbe* probe);
 };
 
 struct Block : torch::nn::Module {
@@ -52,6 +65,8 @@ struct ForwardResult {
   std::vector<torch::Tensor> attention;    // per layer [B, H, T', S] metric attention, when probing
   std::vector<torch::Tensor> hidden;       // per layer [B, T', d] (before the LN for post-norm), when asked
   std::vector<torch::Tensor> gates;        // per layer gate values [B, H, T', dh|1] when probing a gated model
+  std::vector<torch::Tensor> sink_shares;  // per layer [B, H, T'] when probing a model with a sink logit
+  std::vector<torch::Tensor> geometry;     // per layer [3, H] when probing (runtime/geometry.h)
 };
 
 // Built on `device`, with the attention backend the plan and the device select.

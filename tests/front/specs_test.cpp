@@ -346,6 +346,9 @@ std::optional<Change> change_for(const sink::Field& f, const sink::Value& def) {
       return std::nullopt;
     case sink::Type::OptionalInt:
       return Change{"", f.path + " = " + (def.kind == sink::Value::Kind::None ? "16" : "none")};
+    case sink::Type::NumberOr:
+      // A number where the default is a keyword (a change that stays valid with softmax), else the first keyword.
+      return Change{"", f.path + " = " + (def.kind == sink::Value::Kind::Enum ? std::string("0.5") : t.choices.at(0))};
     case sink::Type::IntList: {
       int64_t next = 1;
       for (const auto& v : def.items) next = std::max<int64_t>(next, v.i + 1);

@@ -25,13 +25,13 @@ def main():
         def load(name):
             return cp.asarray(np.fromfile(f"{where}/{name}.f32", dtype=np.float32))
 
-        q, kt, v, g, kstar, vstar = (load(n) for n in ("q", "kt", "v", "g", "kstar", "vstar"))
+        q, kt, v, g, kstar, vstar, sink = (load(n) for n in ("q", "kt", "v", "g", "kstar", "vstar", "sink"))
         o = cp.full_like(q, cp.nan)
         stats = cp.zeros(case["slices"] * 2 * case["Tp"], dtype=cp.float32)
         threads = 32
         blocks = (case["slices"] + threads - 1) // threads
         kernel((blocks,), (threads,),
-               (q, kt, v, g, kstar, vstar, o, stats,
+               (q, kt, v, g, kstar, vstar, sink, o, stats,
                 np.int64(case["T"]), np.int64(case["Tp"]), np.int64(case["slices"]),
                 np.int64(case["heads"]), np.int64(case["T"]), np.int64(case["D"])))
         cp.cuda.runtime.deviceSynchronize()

@@ -42,7 +42,9 @@ int main(int argc, char** argv) {
   fs::create_directories(dir);
   nlohmann::json manifest = nlohmann::json::array();
   int n = 0;
-  for (const auto& v : paper_variants()) {
+  std::vector<Variant> variants = paper_variants();
+  for (const auto& v : beyond_the_paper_variants()) variants.push_back(v);
+  for (const auto& v : variants) {
     // One thread per (batch x head) slice; per-head g, k* and v*.
     const int64_t B = 22, H = 3, T = v.T, D = v.D, Tp = T + kernels::kKeyBlock;
     torch::manual_seed(7 + n);
@@ -51,10 +53,11 @@ int main(int argc, char** argv) {
       return (torch::randn(shape, torch::kDouble) * scale).to(torch::kFloat).to(torch::kDouble);
     };
     auto q = input({B, H, T, D}, v.q_scale), k = input({B, H, T, D}, v.q_scale), values = input({B, H, T, D}, 1);
-    auto g = input({H, T}, 0.5), k_star = input({H, D}, 1);
+    auto g = input({H, T}, 0.5), k_star = input({H, D}, 1), sink = input({H}, 1);
     auto v_star = v.learned_v ? input({H, D}, 1) : torch::zeros({H, D}, torch::kDouble);
 
-    AttentionInputs ref_in{q, k, values, {}, {}, {}};
+    AttentionInputs ref_in{q, k, values, {}, {}, {}, {}};
+    if (v.sink_logit) ref_in.sink_logit = sink;
     if (v.position_bias) {
       auto i = torch::arange(T).view({T, 1}), j = torch::arange(T).view({1, T});
       ref_in.bias = g.index({torch::indexing::Slice(), (i - j).abs()}).unsqueeze(0);
@@ -75,6 +78,7 @@ int main(int argc, char** argv) {
     write_tensor(cdir / "g.f32", g, torch::kFloat);
     write_tensor(cdir / "kstar.f32", k_star, torch::kFloat);
     write_tensor(cdir / "vstar.f32", v_star, torch::kFloat);
+    write_tensor(cdir / "sink.f32", sink, torch::kFloat);
     write_tensor(cdir / "expected.f64", expected, torch::kDouble);
     manifest.push_back({{"id", id}, {"name", v.name}, {"T", T}, {"Tp", Tp}, {"D", D}, {"slices", B * H}, {"heads", H},
                         {"position_bias", v.position_bias}, {"key_bias", v.key_bias}});

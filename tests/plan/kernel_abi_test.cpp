@@ -60,7 +60,7 @@ TEST(KernelAbi, TheGpuForwardTakesTheSameListThenItsSliceSizes) {
 
 TEST(KernelAbi, SlotsAreCompileTimePositions) {
   static_assert(abi::slot(abi::kForward, "q") == 0);
-  static_assert(abi::slot(abi::kBackward, "dvstar") == abi::kBackward.size() - 1);
+  static_assert(abi::slot(abi::kBackward, "dsink") == abi::kBackward.size() - 1);
   EXPECT_EQ(abi::slot(abi::kProbe, "out"), 5u);
 }
 

@@ -51,8 +51,9 @@ TEST(AttentionBackend, ReferencePositionTermIsAlibiByDistance) {
   auto q = torch::zeros({1, H, T, dh}, torch::kDouble);
   auto k = torch::randn({1, H, T, dh}, torch::kDouble);
   auto v = torch::randn({1, H, T, dh}, torch::kDouble);
-  torch::Tensor probe;
-  make_attention_backend(m, torch::kCPU)->attend({q, k, v, g, {}, {}}, &probe);
+  AttentionProbe probed;
+  make_attention_backend(m, torch::kCPU)->attend({q, k, v, g, {}, {}, {}}, &probed);
+  const torch::Tensor& probe = probed.attention;
   for (int64_t h = 0; h < H; ++h) {
     const double slope = std::pow(2.0, -8.0 * double(h + 1) / double(H));
     for (int64_t i = 0; i < T; ++i) {

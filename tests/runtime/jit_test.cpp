@@ -49,6 +49,7 @@ void compare(const Variant& v, double tol = 1e-5, torch::ScalarType dtype = torc
   auto g = make({H, T}, 0.5);
   auto ks = make({H, D}), vs = make({H, D});
   auto dout = torch::randn({B, H, T, D}, torch::kDouble);
+  auto sink = make({H});  // drawn last: the paper's variants see the inputs they always did
 
   // Reference in double: the oracle.
   AttentionInputs ref_in{q, k, v_, {}, {}, {}};
@@ -60,8 +61,9 @@ void compare(const Variant& v, double tol = 1e-5, torch::ScalarType dtype = torc
     ref_in.k_star = ks;
     ref_in.v_star = v.learned_v ? vs : torch::zeros({H, D}, torch::kDouble);
   }
+  if (v.sink_logit) ref_in.sink_logit = sink;
   auto ref = reference_attention(config_of(v), ref_in, false).out;
-  std::vector<torch::Tensor> inputs = {q, k, v_, g, ks, vs};
+  std::vector<torch::Tensor> inputs = {q, k, v_, g, ks, vs, sink};
   auto ref_grads = torch::autograd::grad({ref}, inputs, {dout}, true, false, true);
 
   // The reference path itself in dtype: how ill-conditioned the case is.
@@ -74,14 +76,16 @@ void compare(const Variant& v, double tol = 1e-5, torch::ScalarType dtype = torc
   AttentionInputs low_in{same_precision[0], same_precision[1], same_precision[2], {}, {}, {}};
   if (v.position_bias) low_in.bias = ref_in.bias->detach().to(dtype);
   if (v.key_bias) low_in.k_star = same_precision[4], low_in.v_star = ref_in.v_star->detach().to(dtype);
+  if (v.sink_logit) low_in.sink_logit = same_precision[6];
   auto low = reference_attention(config_of(v), low_in, false).out;
   auto low_grads = torch::autograd::grad({low}, {same_precision[0], same_precision[1]}, {dout.to(dtype)}, false, false, true);
   const double slack = 10 * std::max(grad_error(low_grads[0], ref_grads[0]), grad_error(low_grads[1], ref_grads[1]));
 
   // Generated kernels in dtype.
-  auto qf = f(q), kf = f(k), vf = f(v_), gf = f(g), ksf = f(ks), vsf = f(vs);
+  auto qf = f(q), kf = f(k), vf = f(v_), gf = f(g), ksf = f(ks), vsf = f(vs), sinkf = f(sink);
   JitInputs in{qf, kf, vf, v.position_bias ? gf : torch::Tensor(), v.key_bias ? ksf : torch::Tensor(),
-               v.key_bias ? (v.learned_v ? vsf : torch::zeros({H, D}, dtype)) : torch::Tensor()};
+               v.key_bias ? (v.learned_v ? vsf : torch::zeros({H, D}, dtype)) : torch::Tensor(),
+               v.sink_logit ? sinkf : torch::Tensor()};
   auto out = jit_attention(spec_of(v), in);
   ASSERT_TRUE(torch::isfinite(out).all().item<bool>());
   EXPECT_LT(rel_error(out, ref), tol) << "forward";
@@ -96,6 +100,7 @@ void compare(const Variant& v, double tol = 1e-5, torch::ScalarType dtype = torc
     EXPECT_LT(grad_error(ksf.grad(), ref_grads[4]), allowed) << "dk*";
     if (v.learned_v) EXPECT_LT(grad_error(vsf.grad(), ref_grads[5]), allowed) << "dv*";
   }
+  if (v.sink_logit) EXPECT_LT(grad_error(sinkf.grad(), ref_grads[6]), allowed) << "d sink logit";
 }
 
 
@@ -103,6 +108,11 @@ void compare(const Variant& v, double tol = 1e-5, torch::ScalarType dtype = torc
 
 TEST(Jit, PaperVariantsMatchTheReference) {
   for (const auto& v : paper_variants()) compare(v);
+}
+
+TEST(Jit, DesignsBeyondThePaperMatchTheReference) {
+  for (const auto& v : beyond_the_paper_variants()) compare(v);
+  for (const auto& v : beyond_the_paper_variants()) compare(v, 1e-9, torch::kDouble);
 }
 
 TEST(Jit, DoubleKernelsMatchTheReferenceTightly) {
@@ -131,6 +141,10 @@ TEST(Jit, GradientsMatchFiniteDifferencesInDouble) {
        .learned_v = true},
       {.name = "softplus(qk + tanh(i/10))",
        .score = call("softplus", {bin(Op::Add, var("qk"), call("tanh", {bin(Op::Div, var("i"), num(10))}))})},
+      {.name = "softpick, KV biases, window 4", .normalize = "softpick", .window = 4, .key_bias = true, .learned_v = true},
+      {.name = "softpick, ALiBi, prefix 3", .normalize = "softpick", .prefix = 3, .position_bias = true},
+      {.name = "sink logit, KV biases, ALiBi", .position_bias = true, .key_bias = true, .learned_v = true, .sink_logit = true},
+      {.name = "sink logit, window 2", .window = 2, .sink_logit = true},
   };
   for (const auto& v : variants) {
     SCOPED_TRACE(v.name);
@@ -139,11 +153,11 @@ TEST(Jit, GradientsMatchFiniteDifferencesInDouble) {
     auto opts = torch::TensorOptions().dtype(torch::kDouble);
     std::vector<torch::Tensor> params = {torch::randn({B, H, T, D}, opts), torch::randn({B, H, T, D}, opts),
                                          torch::randn({B, H, T, D}, opts), torch::randn({H, T}, opts) * 0.5,
-                                         torch::randn({H, D}, opts), torch::randn({H, D}, opts)};
+                                         torch::randn({H, D}, opts), torch::randn({H, D}, opts), torch::randn({H}, opts)};
     auto w = torch::randn({B, H, T, D}, opts);
     auto loss = [&](const std::vector<torch::Tensor>& p) {
       JitInputs in{p[0], p[1], p[2], v.position_bias ? p[3] : torch::Tensor(), v.key_bias ? p[4] : torch::Tensor(),
-                   v.key_bias ? p[5] : torch::Tensor()};
+                   v.key_bias ? p[5] : torch::Tensor(), v.sink_logit ? p[6] : torch::Tensor()};
       return (jit_attention(spec_of(v), in) * w).sum();
     };
     std::vector<torch::Tensor> leaves;
@@ -152,7 +166,7 @@ TEST(Jit, GradientsMatchFiniteDifferencesInDouble) {
     std::mt19937 rng(1);
     const double h = 1e-6;
     for (size_t n = 0; n < params.size(); ++n) {
-      if ((n == 3 && !v.position_bias) || (n >= 4 && !v.key_bias)) continue;
+      if ((n == 3 && !v.position_bias) || ((n == 4 || n == 5) && !v.key_bias) || (n == 6 && !v.sink_logit)) continue;
       ASSERT_TRUE(leaves[n].grad().defined()) << "input " << n;
       for (int probe = 0; probe < 6; ++probe) {
         const int64_t e = rng() % params[n].numel();
@@ -217,8 +231,8 @@ TEST(Jit, DiskCacheSparesTheSecondProcessACompile) {
   const std::string ir = kernels::emit_llvm(spec_of(v));
   const std::string dir = testing::TempDir() + "/sinklab-kernel-cache-test";
   std::filesystem::remove_all(dir);
-  using Forward = void (*)(const float*, const float*, const float*, const float*, const float*, const float*, float*,
-                           float*, int64_t, int64_t);
+  using Forward = void (*)(const float*, const float*, const float*, const float*, const float*, const float*,
+                           const float*, float*, float*, int64_t, int64_t);
   auto run = [&](Jit& jit) {
     auto fwd = reinterpret_cast<Forward>(jit.lookup("test-kernel", ir, "sink_forward"));
     torch::manual_seed(1);
@@ -226,7 +240,7 @@ TEST(Jit, DiskCacheSparesTheSecondProcessACompile) {
     auto o = torch::empty({5, 4}), stats = torch::empty({2, 5 + kernels::kKeyBlock});
     auto kt = torch::zeros({4, 5 + kernels::kKeyBlock});  // k transposed and padded, as the kernels read it
     kt.narrow(1, 0, 5).copy_(k.t());
-    fwd(q.data_ptr<float>(), kt.data_ptr<float>(), vv.data_ptr<float>(), nullptr, nullptr, nullptr, o.data_ptr<float>(),
+    fwd(q.data_ptr<float>(), kt.data_ptr<float>(), vv.data_ptr<float>(), nullptr, nullptr, nullptr, nullptr, o.data_ptr<float>(),
         stats.data_ptr<float>(), 5, kt.size(1));
     auto ref = reference_attention(config_of(v), {q.view({1, 1, 5, 4}), k.view({1, 1, 5, 4}), vv.view({1, 1, 5, 4}), {}, {}, {}},
                                    false).out.view({5, 4});

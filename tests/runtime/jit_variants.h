@@ -29,6 +29,7 @@ struct Variant {
   int64_t T = 9, D = 8;
   double q_scale = 1;
   double grad_tol = 1e-4;
+  bool sink_logit = false;  // a learned logit per head in the softmax denominator
 };
 
 inline AttentionConfig config_of(const Variant& v) {
@@ -41,6 +42,7 @@ inline AttentionConfig config_of(const Variant& v) {
   a.window = v.window;
   a.softmax = sink::is_softmax(v.score, v.normalize);
   a.shifted_exp = sink::is_shifted_exp(v.score, v.normalize);
+  a.sink_logit = v.sink_logit ? "learned" : "none";
   return a;
 }
 
@@ -94,6 +96,32 @@ inline std::vector<Variant> paper_variants() {
       {.name = "softmax p-norm 3, ALiBi, large scores", .normalize = "pnorm", .p = 3, .position_bias = true, .q_scale = 6},
   };
   return variants;
+}
+
+// The designs proposed since the paper that are kernel variants (gates and
+// differential attention compose ordinary calls), alone and with masks,
+// position terms and the k* column.
+inline std::vector<Variant> beyond_the_paper_variants() {
+  return {
+      {.name = "softpick", .normalize = "softpick"},
+      {.name = "softpick, T = 1", .normalize = "softpick", .T = 1},
+      {.name = "softpick, KV biases", .normalize = "softpick", .key_bias = true, .learned_v = true},
+      {.name = "softpick, window 3 + prefix 2", .normalize = "softpick", .prefix = 2, .window = 3},
+      {.name = "softpick, ALiBi / T5", .normalize = "softpick", .position_bias = true},
+      {.name = "softpick, alpha 0.5, T 20", .normalize = "softpick", .alpha = 0.5, .T = 20},
+      // Logits in the hundreds: float rounding of the logits themselves, as for "very large scores" above.
+      {.name = "softpick, large scores", .normalize = "softpick", .T = 12, .q_scale = 30, .grad_tol = 5e-3},
+      {.name = "softpick, small scores (all e^x - 1 near 0)", .normalize = "softpick", .q_scale = 0.05},
+      {.name = "softpick, d_head 64, T 19", .normalize = "softpick", .T = 19, .D = 64},
+      {.name = "sink logit", .sink_logit = true},
+      {.name = "sink logit, T = 1", .T = 1, .sink_logit = true},
+      {.name = "sink logit, KV biases", .key_bias = true, .learned_v = true, .sink_logit = true},
+      {.name = "sink logit, window 3 + prefix 2", .prefix = 2, .window = 3, .sink_logit = true},
+      {.name = "sink logit, ALiBi / T5", .position_bias = true, .sink_logit = true},
+      {.name = "sink logit, alpha 0.5, T 20", .alpha = 0.5, .T = 20, .sink_logit = true},
+      {.name = "sink logit, large scores", .T = 12, .q_scale = 30, .grad_tol = 5e-3, .sink_logit = true},
+      {.name = "sink logit, d_head 64, T 19, K biases", .key_bias = true, .T = 19, .D = 64, .sink_logit = true},
+  };
 }
 
 }  // namespace sink::testing_variants
