@@ -150,12 +150,7 @@ TEST(Checkpoint, BothUnreadableIsAClearError) {
   RunDir dir(out.str() + "/" + plan.dir_name());
   sinktest::write_file(dir.checkpoint(), "garbage");
   sinktest::write_file(dir.previous_checkpoint(), "more garbage");
-  o.stop_after = -1;
-  o.resume = true;
-  RunResult r;
-  ASSERT_NO_THROW(r = run_plan(plan, o));
-  EXPECT_EQ(r.status, "failed");
-  const std::string reason = r.summary.value("reason", "");
+  const std::string reason = sinktest::resume_must_fail(plan, o);
   EXPECT_NE(reason.find("no usable checkpoint"), std::string::npos) << reason;
   EXPECT_NE(reason.find("state.pt'"), std::string::npos) << reason;
   EXPECT_NE(reason.find("state.prev.pt'"), std::string::npos) << reason;

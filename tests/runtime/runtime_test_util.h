@@ -18,6 +18,7 @@ extern char** environ;
 
 #include "compiler/pipeline.h"
 #include "plan/run_config.h"
+#include "runtime/train.h"
 
 namespace sinktest {
 
@@ -98,6 +99,17 @@ inline std::string read_file(const std::string& path) {
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
+}
+
+// Resumes a run whose checkpoints were spoiled: it must fail, not throw, and
+// the reason it records is returned.
+inline std::string resume_must_fail(const sink::Plan& plan, sink::rt::RunOptions o) {
+  o.stop_after = -1;
+  o.resume = true;
+  sink::rt::RunResult r;
+  EXPECT_NO_THROW(r = sink::rt::run_plan(plan, o));
+  EXPECT_EQ(r.status, "failed");
+  return r.summary.value("reason", "");
 }
 
 // Expression trees, for AttentionConfig::score.

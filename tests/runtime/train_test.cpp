@@ -213,15 +213,10 @@ TEST(Train, CorruptCheckpointFailsClearly) {
   const std::string ckpt = out.str() + "/" + plan.dir_name() + "/checkpoint/state.pt";
   ASSERT_TRUE(fs::exists(ckpt));
   sinktest::write_file(ckpt, "this is not a checkpoint, just garbage bytes \x01\x02\x03");
-  o.stop_after = -1;
-  o.resume = true;
-  RunResult r;
-  ASSERT_NO_THROW(r = run_plan(plan, o));
-  EXPECT_EQ(r.status, "failed");
-  const std::string reason = r.summary.value("reason", "");
+  const std::string reason = sinktest::resume_must_fail(plan, o);
   EXPECT_NE(reason.find("checkpoint"), std::string::npos) << reason;
   EXPECT_NE(reason.find("state.pt"), std::string::npos) << reason;
-  EXPECT_EQ(json::parse(sinktest::read_file(r.dir + "/summary.json"))["status"], "failed");
+  EXPECT_EQ(json::parse(sinktest::read_file(out.str() + "/" + plan.dir_name() + "/summary.json"))["status"], "failed");
 
   // A checkpoint from another model (the same run name, a different width) also fails clearly.
   auto wide = sinktest::plan_of("experiment corrupt extends micro { train.checkpoint_every = 5  model.d = 32 }");
