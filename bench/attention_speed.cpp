@@ -2,15 +2,17 @@
 // for softmax, at::_scaled_dot_product_attention, in the same process. Prints
 // ratios and the achieved GFLOP/s next to this machine's matmul GFLOP/s.
 //
-//   build/bench/attention_speed [threads=2] [repeats=5] [only=T:dh]
-// With `only`, just the JIT softmax forward + backward at that shape, once:
-// for valgrind --tool=callgrind (where the instructions go).
+//   build/bench/attention_speed [threads=2] [repeats=5] [only=T:dh | VARIANT]
+// With `only` a shape, just the JIT softmax forward + backward at that shape,
+// once: for valgrind --tool=callgrind (where the instructions go). With a
+// name, only the variants whose name contains it (e.g. "soft", "sink").
 // "fwd share": the forward kernel's part of the JIT's forward + backward time.
 #include <ATen/ATen.h>
 #include <chrono>
 #include <cstring>
 #include <fmt/format.h>
 #include <functional>
+#include <string>
 
 #include "runtime/attention.h"
 #include "runtime/jit_attention.h"
@@ -42,7 +44,8 @@ int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
   const int repeats = argc > 2 ? std::atoi(argv[2]) : 5;
   at::set_num_threads(threads);
-  if (argc > 3) {
+  const std::string only_variant = argc > 3 && !std::strchr(argv[3], ':') ? argv[3] : "";
+  if (argc > 3 && only_variant.empty()) {
     const int64_t T = std::atoll(argv[3]), dh = std::atoll(std::strchr(argv[3], ':') + 1);
     kernels::KernelSpec spec;
     spec.score = call("exp", var("qk"));
@@ -77,6 +80,7 @@ int main(int argc, char** argv) {
                                    {"sink logit", call("exp", var("qk")), "sum", 0, "learned"}};
   const int64_t B = 16, H = 4;  // batch x heads of the tiny presets
   for (const auto& v : variants) {
+    if (!only_variant.empty() && std::string(v.name).find(only_variant) == std::string::npos) continue;
     for (int64_t T : {64, 128, 256, 512}) {
       for (int64_t dh : {16, 32, 64}) {
         ModelConfig model;
