@@ -86,6 +86,9 @@ double sink_at(const Eval& e, int k) {
   return it == e.sink.end() ? NAN : it->second;
 }
 double sink_star(const Eval& e, int) { return e.sink_star.value_or(NAN); }
+double sink_logit(const Eval& e, int) { return eval_metric_value(e, "sink_logit"); }
+double gate_mean(const Eval& e, int) { return eval_metric_value(e, "gate_mean"); }
+double query_key_cos(const Eval& e, int) { return eval_metric_value(e, "q_k1_cos"); }
 
 bool has_points(const std::vector<svg::Series>& series) {
   for (const auto& s : series)
@@ -135,6 +138,13 @@ std::string curves_section(const std::vector<ChartGroup>& groups) {
     if (star)
       add("sink_star", "Sink_* over training", "Sink_* (%)", series_of(g, sink_star, 0), 0, 100,
           "The same on the k* column or the sink token.");
+    add("sink_logit", "Sink_logit over training", "Sink_logit (%)", series_of(g, sink_logit, 0), 0, 100,
+        fmt::format("Percentage of (sequence, layer, head) triples whose sink logit takes more than eps = {} of a row.", eps));
+    add("gate_mean", "Mean attention gate", "mean gate", series_of(g, gate_mean, 0), 0, 1,
+        "Gated attention: the mean gate value over layers (near 0: heads switched off).");
+    add("q_k1_cos", "Queries against token 1's key", "mean cos(q_t, k_1)", series_of(g, query_key_cos, 0), -1, 1,
+        "Mean cosine between the queries and token 1's key, over layers and heads (the paper's Section 3.1: a sink "
+        "comes from a small angle, not a large norm).");
     out += fmt::format("<h3>{}</h3>\n", html_escape(g.title));
     out += charts.empty() ? "<p class=\"note\">No evaluation yet.</p>\n" : "<div class=\"charts\">\n" + charts + "</div>\n";
   }

@@ -41,6 +41,7 @@ TEST(Report, OneSvgPerChartAndNothingFromTheNetwork) {
   EvalLine star;
   star.sink_star = 80;
   star.alpha_star = {{0.9, 0.8}};
+  star.sink_logit = 60;  // (a sink logit beside k*: the chart appears where the metric does)
   write_run(tmp.path, {plan_named(others, "kbias"), "completed", "", curve(3, star)});
   write_run(tmp.path, {plan_named(others, "slow"), "running", "", curve(1, {})});
   write_run(tmp.path, {plan_named(others, "boom"), "diverged", "non-finite loss at step 2", {}});
@@ -54,14 +55,17 @@ TEST(Report, OneSvgPerChartAndNothingFromTheNetwork) {
   // Charts: per group (the sweep; the three experiments), train loss, valid
   // loss, Sink_1 (+ Sink_* for the experiments), one massive-activation
   // chart; a heatmap per run with alpha_1 (the diverged one has none), and
-  // one of alpha_* for the run with a k* column.
-  const size_t expected = (3 + 1) + (4 + 1) + 6 + 1;
+  // one of alpha_* for the run with a k* column, and Sink_logit for the
+  // experiments (one run measured it).
+  const size_t expected = (3 + 1) + (4 + 1 + 1) + 6 + 1;
   EXPECT_EQ(count(html, "<figure class=\"chart\""), expected);
   EXPECT_EQ(count(html, "<svg "), expected);
   EXPECT_EQ(count(html, "</svg>"), expected);
   EXPECT_EQ(count(html, "data-chart=\"alpha:"), 6u);
   EXPECT_EQ(count(html, "data-chart=\"alpha_star:"), 1u);
   EXPECT_EQ(count(html, "data-chart=\"sink_star:"), 1u);
+  EXPECT_EQ(count(html, "data-chart=\"sink_logit:"), 1u);
+  EXPECT_EQ(count(html, "data-chart=\"q_k1_cos:"), 0u);  // no run measured the geometry
 
   EXPECT_EQ(html.find("http"), std::string::npos);     // self-contained
   EXPECT_EQ(html.find("<script"), std::string::npos);  // no script at all

@@ -3,6 +3,7 @@
 // summary.json, log.txt. Shared by results_tests and results_fixture (the
 // browser test's input), so that neither needs LibTorch or a real training.
 #pragma once
+#include "plan/report_names.h"
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -42,6 +43,7 @@ struct EvalLine {
   std::vector<std::vector<double>> alpha_star;  // empty: no k* column
   std::vector<double> massive = {1.0};
   std::vector<double> gate;  // empty: not a gated-attention run
+  double sink_logit = -1;    // < 0: no sink logit
   double tokens_per_s = 1000;
 
   nlohmann::json json() const {
@@ -59,6 +61,7 @@ struct EvalLine {
     if (!alpha_star.empty()) j["alpha_star"] = alpha_star;
     j["massive"] = massive;
     if (!gate.empty()) j["gate"] = gate;
+    if (sink_logit >= 0) j[sink::report_names::kSinkLogit] = sink_logit;
     j["elapsed_s"] = static_cast<double>(step) / 100;
     j["tokens_per_s"] = tokens_per_s;
     return j;

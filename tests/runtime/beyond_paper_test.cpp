@@ -245,3 +245,36 @@ TEST(BeyondThePaper, EveryDesignTrainsThroughBothBackends) {
 }
 
 }  // namespace
+
+namespace {
+
+// specs/beyond_the_paper.sink itself, at micro scale and a few steps: every
+// design trains, completes and writes the metrics that belong to it.
+TEST(BeyondThePaper, TheComparisonSpecTrainsInASmokeRun) {
+  sink::Compilation c({std::string(SINKLAB_SOURCE_DIR) + "/stdlib",
+                       {"train.steps=6", "train.seeds=1", "measure.every=3", "measure.sequences=4", "train.batch=4"},
+                       "micro"});
+  ASSERT_TRUE(c.add_file(std::string(SINKLAB_SOURCE_DIR) + "/specs/beyond_the_paper.sink"));
+  c.run();
+  ASSERT_FALSE(c.diagnostics().has_errors()) << c.diagnostics().render(false);
+  ASSERT_EQ(c.plans().size(), 8u);
+  sinktest::TempDir out("beyond");
+  for (const auto& plan : c.plans()) {
+    SCOPED_TRACE(plan.name);
+    RunOptions o;
+    o.out = out.str();
+    o.progress = false;
+    RunResult r = run_plan(plan, o);
+    ASSERT_EQ(r.status, "completed") << r.summary.dump();
+    std::ifstream lines(r.dir + "/metrics.jsonl");
+    std::string line, last;
+    while (std::getline(lines, line)) last = line;
+    auto j = nlohmann::json::parse(last);
+    EXPECT_TRUE(j.contains("query_key_cos") && j.contains("max_activation")) << last;
+    const std::string design = plan.name.substr(0, plan.name.find('.'));  // without `.seed=K`
+    EXPECT_EQ(j.contains("sink_logit"), design == "sink_logit" || design == "off_by_one") << last;
+    EXPECT_EQ(j.contains("gate"), design == "gated" || design == "gated_head") << last;
+  }
+}
+
+}  // namespace
