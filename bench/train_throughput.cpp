@@ -1,8 +1,8 @@
 // Training throughput (tokens/s) of the runtime with the reference and the JIT
 // attention backends, against the same model written in plain PyTorch
 // (bench/tiny_pytorch.py, Debian's python3-torch) run side by side with the
-// same threads and shapes. Two shapes: the tiny preset, and context 256 with
-// d = 128, 2 layers, 4 heads.
+// same threads and shapes. Three shapes: the tiny and tiny_text presets, and
+// context 256 with d = 128, 2 layers, 4 heads.
 //
 //   build/bench/train_throughput [steps=20] [threads=1]
 #include <chrono>
@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
   };
   std::vector<Shape> shapes = {
       {"tiny preset", "experiment b extends tiny { attention.backend = BACKEND }"},
+      {"tiny_text preset", "experiment b extends tiny_text { attention.backend = BACKEND }"},
       {"ctx 256, d 128, L 2, H 4",
        "experiment b extends tiny { attention.backend = BACKEND  model { d = 128  layers = 2  heads = 4  ffn_hidden = 256 }"
        "  train { context = 256  batch = 16 } }"},
