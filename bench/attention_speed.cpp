@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
         auto dout = torch::randn({B, H, T, dh});
         AttentionInputs ref_in{q, k, vv, {}, {}, {}, {}};
         if (sink.defined()) ref_in.sink_logit = sink;
-        const JitInputs jit_in{q, k, vv, {}, {}, {}, sink};
+        const AttentionCall jit_in{q, k, vv, {}, {}, {}, sink};
         auto ref = seconds([&] { reference_attention(cfg, ref_in, false).out.backward(dout); }, repeats);
         auto jit = seconds([&] { jit_attention(spec, jit_in).backward(dout); }, repeats);
         auto jit_fwd = seconds([&] {

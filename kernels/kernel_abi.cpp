@@ -18,4 +18,25 @@ std::string ptx_signature(std::string_view symbol, Params params, std::span<cons
   return out + ")";
 }
 
+namespace {
+bool is_activation(std::string_view p) {
+  for (std::string_view a : {"q", "k", "v", "o", "dout", "dq", "dk", "dv"})
+    if (p == a) return true;
+  return false;
+}
+bool is_written(std::string_view p) {
+  for (std::string_view a : {"o", "stats", "delta", "astar", "sdxstar", "dsink", "dk", "dv", "dg", "dq", "out"})
+    if (p == a) return true;
+  return false;
+}
+}  // namespace
+
+std::string cuda_signature(std::string_view symbol, Params params, int threads) {
+  std::string out = fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(", threads, symbol);
+  for (const auto& p : params)
+    out += fmt::format("{}{}* __restrict__ {}, ", is_written(p) ? "" : "const ", is_activation(p) ? "store_t" : "real", p);
+  for (size_t k = 0; k < kCudaSizes.size(); ++k) out += fmt::format("long long {}{}", kCudaSizes[k], k + 1 < kCudaSizes.size() ? ", " : ")");
+  return out;
+}
+
 }  // namespace sink::kernels::abi

@@ -33,10 +33,29 @@ consteval size_t slot(const std::array<std::string_view, N>& params, std::string
   throw "not an argument of this kernel";
 }
 
+// The CUDA kernels (kernels/emit_cuda.h): the pointers, then kCudaSizes.
+// Each works on [B x H] slices of [T, D] rows; stats are [2, T] per slice.
+inline constexpr std::array<std::string_view, 9> kCudaForward = {"q", "k", "v", "g", "kstar", "vstar", "sink", "o", "stats"};
+inline constexpr std::array<std::string_view, 11> kCudaBackwardRows = {
+    "q", "kstar", "vstar", "sink", "o", "stats", "dout", "delta", "astar", "sdxstar", "dsink"};
+inline constexpr std::array<std::string_view, 10> kCudaBackwardKeys = {"q",    "k",     "v",  "g",  "stats",
+                                                                       "dout", "delta", "dk", "dv", "dg"};
+inline constexpr std::array<std::string_view, 10> kCudaBackwardQueries = {"q",    "k",     "v",       "g",  "kstar",
+                                                                          "stats", "dout", "delta", "sdxstar", "dq"};
+inline constexpr std::array<std::string_view, 6> kCudaProbe = {"q", "k", "g", "kstar", "stats", "out"};
+inline constexpr std::array<std::string_view, 4> kCudaSizes = {"T", "H", "g_step", "star_step"};
+
+inline constexpr std::string_view kCudaBackwardRowsSymbol = "sink_backward_rows";
+inline constexpr std::string_view kCudaBackwardKeysSymbol = "sink_backward_keys";
+inline constexpr std::string_view kCudaBackwardQueriesSymbol = "sink_backward_queries";
+
 // `define void @SYMBOL(ptr noalias %q, ..., i64 %T, i64 %Tp)` for the host.
 std::string host_signature(std::string_view symbol, Params params);
 // The GPU form: `define ptx_kernel void @SYMBOL(ptr %q0, ..., i64 %T, i64 %Tp, i64 %EXTRA...)`;
 // each pointer is named with the suffix 0 and offset to its slice in the body.
 std::string ptx_signature(std::string_view symbol, Params params, std::span<const std::string_view> extra_sizes);
+// `extern "C" __global__ void __launch_bounds__(THREADS) SYMBOL(const store_t* __restrict__ q, ..., long long T, ...)`:
+// the [T, D] activations and their gradients are store_t (bf16 or real), the rest real; inputs are const.
+std::string cuda_signature(std::string_view symbol, Params params, int threads);
 
 }  // namespace sink::kernels::abi

@@ -8,6 +8,8 @@
 #if SINKLAB_HAVE_JIT
 #include "runtime/jit_attention.h"
 #endif
+#include "kernels/emit_cuda.h"
+#include "runtime/cuda_attention.h"
 
 namespace sink::rt {
 namespace {
@@ -18,6 +20,15 @@ torch::Tensor bias_from_distance(const torch::Tensor& g, int64_t T) {
   auto i = torch::arange(T, g.options().dtype(torch::kLong)).unsqueeze(1);
   auto j = torch::arange(T, g.options().dtype(torch::kLong)).unsqueeze(0);
   return g.index({torch::indexing::Slice(), (i - j).abs()}).unsqueeze(0);
+}
+
+// The generated probes give A (softmax) or s and Z; the metric reads them as the reference does.
+torch::Tensor attention_from_probe(const AttentionConfig& cfg, const torch::Tensor& scores, const torch::Tensor& Z) {
+  const int64_t T = scores.size(2);
+  auto allowed = allowed_pairs(T, cfg.prefix, cfg.window).to(scores.device());
+  if (scores.size(-1) > T) allowed = torch::cat({torch::ones({T, 1}, allowed.options()), allowed}, -1);
+  auto A = cfg.softmax ? scores : scores * (cfg.scale / Z.unsqueeze(-1));
+  return metric_attention(cfg, scores, A, allowed);
 }
 
 class ReferenceBackend : public AttentionBackend {
@@ -50,18 +61,13 @@ class CpuJitBackend : public AttentionBackend {
   std::string kernel_source() const override { return kernels::emit_llvm(kernel_); }
 
   torch::Tensor attend(const AttentionCall& call, AttentionProbe* probe) override {
-    JitInputs in{call.q, call.k, call.v, call.g, call.k_star, call.k_star.defined() ? call.v_star : torch::Tensor(),
-                 call.sink_logit};
+    AttentionCall in = call;
+    if (!call.k_star.defined()) in.v_star = torch::Tensor();
     torch::Tensor out = jit_attention(kernel_, in);
     if (probe) {
       if (call.sink_logit.defined()) probe->sink_share = jit_sink_share(kernel_, in);
-      // The generated probe gives A (softmax) or s and Z; the metric reads them as the reference does.
       auto [scores, Z] = jit_probe(kernel_, in);
-      const int64_t T = call.q.size(2);
-      auto allowed = allowed_pairs(T, cfg_.prefix, cfg_.window);
-      if (scores.size(-1) > T) allowed = torch::cat({torch::ones({T, 1}, allowed.options()), allowed}, -1);
-      auto A = cfg_.softmax ? scores : scores * (cfg_.scale / Z.unsqueeze(-1));
-      probe->attention = metric_attention(cfg_, scores, A, allowed);
+      probe->attention = attention_from_probe(cfg_, scores, Z);
     }
     return out;
   }
@@ -71,6 +77,32 @@ class CpuJitBackend : public AttentionBackend {
   kernels::KernelSpec kernel_;
 };
 #endif
+
+// attention.backend = jit on a CUDA device: the same KernelSpec through the
+// CUDA emitter, compiled by NVRTC (a build without the CUDA toolkit's headers
+// says so when it is asked for).
+class CudaBackend : public AttentionBackend {
+ public:
+  explicit CudaBackend(const ModelConfig& cfg) : cfg_(cfg.attention), kernel_(kernels::kernel_spec(cfg)) {}
+  std::string name() const override { return "cuda"; }
+  std::string kernel_source() const override { return kernels::emit_cuda(kernel_); }
+  std::string kernel_file_name() const override { return "attention.cu"; }
+
+  torch::Tensor attend(const AttentionCall& call, AttentionProbe* probe) override {
+    torch::Tensor out = cuda_attention(kernel_, call, modules_);
+    if (probe) {
+      if (call.sink_logit.defined()) probe->sink_share = cuda_sink_share(kernel_, call, modules_);
+      auto [scores, Z] = cuda_probe(kernel_, call, modules_);
+      probe->attention = attention_from_probe(cfg_, scores, Z);
+    }
+    return out;
+  }
+
+ private:
+  AttentionConfig cfg_;
+  kernels::KernelSpec kernel_;
+  KernelModules modules_ = cuda_modules();
+};
 
 }  // namespace
 
@@ -84,6 +116,7 @@ std::shared_ptr<AttentionBackend> make_attention_backend(const ModelConfig& cfg,
     throw std::runtime_error("attention.backend = jit: this build has no CPU JIT (LLVM 19 was not found when it was "
                              "configured); set attention.backend = reference, or rebuild with llvm-19-dev");
 #endif
+  if (wanted == "jit" && device.is_cuda()) return std::make_shared<CudaBackend>(cfg);
   throw std::runtime_error(fmt::format("attention.backend = {} has no kernels for device {} in this build; "
                                        "set attention.backend = reference to run there",
                                        wanted, device.str()));

@@ -1,8 +1,8 @@
 // Attention backends behind one interface: the reference path (LibTorch, any
-// device) and the CPU JIT (kernels generated from the KernelSpec, compiled by
-// LLVM ORC). A model layer hands its heads, after phi and RoPE, to the backend
-// its plan and device select; a new backend (CUDA) is one more implementation
-// of this interface, derived from the same kernels::kernel_spec.
+// device), the CPU JIT (kernels generated from the KernelSpec, compiled by
+// LLVM ORC) and CUDA (kernels generated from the same KernelSpec, compiled by
+// NVRTC). A model layer hands its heads, after phi and RoPE, to the backend
+// its plan and device select.
 #pragma once
 #include <memory>
 #include <string>
@@ -33,13 +33,15 @@ class AttentionBackend {
   // o [B, H, T, dh], differentiable in every tensor of the call; with `probe`, also what a measurement reads.
   virtual torch::Tensor attend(const AttentionCall& call, AttentionProbe* probe) = 0;
   // The generated source this backend runs for the model's attention (LLVM
-  // IR for the CPU JIT), or "" when it runs none. A run writes it to its
-  // directory as attention.ll.
+  // IR for the CPU JIT, CUDA C++ for CUDA), or "" when it runs none. A run
+  // writes it to its directory (attention.ll, attention.cu).
   virtual std::string kernel_source() const { return ""; }
+  virtual std::string kernel_file_name() const { return "attention.ll"; }
 };
 
-// attention.backend = jit on a CPU device: the CPU JIT; reference anywhere:
-// LibTorch. Any other pairing is an error that says what to change.
+// attention.backend = jit: the CPU JIT on a CPU device, the CUDA kernels on a
+// CUDA device; reference anywhere: LibTorch. Any other pairing is an error
+// that says what to change.
 std::shared_ptr<AttentionBackend> make_attention_backend(const ModelConfig& cfg, const torch::Device& device);
 
 }  // namespace sink::rt

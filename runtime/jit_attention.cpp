@@ -210,13 +210,13 @@ class JitAttention : public torch::autograd::Function<JitAttention> {
 
 }  // namespace
 
-torch::Tensor jit_attention(const kernels::KernelSpec& spec, const JitInputs& in) {
+torch::Tensor jit_attention(const kernels::KernelSpec& spec, const AttentionCall& in) {
   auto undefined_to_empty = [](const torch::Tensor& t) { return t.defined() ? t : torch::empty({0}); };
   return JitAttention::apply(in.q, in.k, in.v, undefined_to_empty(in.g), undefined_to_empty(in.k_star),
                              undefined_to_empty(in.v_star), undefined_to_empty(in.sink_logit), spec);
 }
 
-std::pair<torch::Tensor, torch::Tensor> jit_probe(const kernels::KernelSpec& spec, const JitInputs& in) {
+std::pair<torch::Tensor, torch::Tensor> jit_probe(const kernels::KernelSpec& spec, const AttentionCall& in) {
   torch::NoGradGuard no_grad;
   const auto dtype = kernel_dtype(in.q);
   kernels::KernelSpec typed = spec;
@@ -244,7 +244,7 @@ std::pair<torch::Tensor, torch::Tensor> jit_probe(const kernels::KernelSpec& spe
   return {scores, stats.select(2, 0).narrow(2, 0, s.T)};
 }
 
-torch::Tensor jit_sink_share(const kernels::KernelSpec& spec, const JitInputs& in) {
+torch::Tensor jit_sink_share(const kernels::KernelSpec& spec, const AttentionCall& in) {
   torch::NoGradGuard no_grad;
   const auto dtype = kernel_dtype(in.q);
   kernels::KernelSpec typed = spec;

@@ -47,6 +47,9 @@ SinkReport measure_model(Transformer& model, const torch::Tensor& inputs, const 
   model.eval();
   ForwardResult f = model.forward(inputs, /*probe=*/true, /*hidden=*/massive);
   if (was_training) model.train();
+  // The metrics read tensors on the CPU, whatever device the model is on.
+  for (auto* part : {&f.attention, &f.hidden, &f.gates, &f.sink_shares, &f.geometry})
+    for (auto& t : *part) t = t.cpu();
   const auto& cfg = model.cfg;
   const int64_t T = inputs.size(1) + (cfg.sink_token ? 1 : 0);
   auto allowed = allowed_pairs(T, cfg.attention.prefix, cfg.attention.window);

@@ -208,11 +208,11 @@ torch::Tensor Transformer::distance_bias(int64_t T) {
 
 ForwardResult Transformer::forward(const torch::Tensor& tokens, bool probe, bool want_hidden) {
   ForwardResult r;
-  auto x = embed(tokens);
+  auto x = embed(tokens.to(device));  // batches are built on the CPU
   const int64_t B = x.size(0);
   if (cfg.sink_token) x = torch::cat({sink_token.view({1, 1, cfg.d}).expand({B, 1, cfg.d}), x}, 1);
   const int64_t T = x.size(1);
-  if (cfg.pe == "learned") x = x + positions(torch::arange(T, tokens.options()));
+  if (cfg.pe == "learned") x = x + positions(torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(device)));
   if (cfg.pe == "sinusoidal") {
     auto pos = torch::arange(T, torch::kFloat).unsqueeze(1);
     auto freq = torch::exp(torch::arange(0, cfg.d, 2, torch::kFloat) * (-std::log(10000.0) / cfg.d));

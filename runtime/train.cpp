@@ -35,11 +35,12 @@ std::string duration(double s) {
 
 // Cross-entropy over the positions that carry loss: prefix-LM excludes the
 // targets inside the prefix.
-torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets, int64_t prefix) {
+torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& cpu_targets, int64_t prefix) {
+  auto targets = cpu_targets.to(logits.device());
   auto flat = logits.reshape({-1, logits.size(-1)});
   if (prefix <= 1) return torch::nn::functional::cross_entropy(flat, targets.reshape({-1}));
   // Target t (0-based input index) is token t+2 (1-based): inside the prefix when t + 2 <= prefix.
-  auto keep = torch::arange(targets.size(1)) + 2 > prefix;
+  auto keep = torch::arange(targets.size(1), targets.options()) + 2 > prefix;
   auto per = torch::nn::functional::cross_entropy(
       flat, targets.reshape({-1}), torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
   auto mask = keep.unsqueeze(0).expand_as(targets).reshape({-1}).to(per.dtype());
@@ -96,7 +97,7 @@ json attention_maps(Transformer& model, const Batches& batches, const RunConfig&
   json out = {{"tokens", std::vector<int64_t>(x.data_ptr<int64_t>(), x.data_ptr<int64_t>() + T)}, {"maps", json::array()}};
   for (size_t k = 0; k < std::min<size_t>(4, heads.size()); ++k) {
     auto [alpha, l, h] = heads[k];
-    auto A = maps[l][h].to(torch::kDouble).contiguous();
+    auto A = maps[l][h].to(torch::kCPU, torch::kDouble).contiguous();
     std::vector<std::vector<double>> rows(A.size(0));
     for (int64_t i = 0; i < A.size(0); ++i) rows[i].assign(A[i].data_ptr<double>(), A[i].data_ptr<double>() + A.size(1));
     out["maps"].push_back({{"layer", l}, {"head", h}, {"A", rows}});
@@ -134,7 +135,7 @@ Checkpoint load_checkpoint(const std::string& path, Transformer& model, torch::o
   Checkpoint c;
   try {
     torch::serialize::InputArchive archive;
-    archive.load_from(path);
+    archive.load_from(path, model.device);  // written on any device, read onto the run's
     torch::serialize::InputArchive model_archive, opt_archive;
     archive.read("model", model_archive);
     // InputArchive::read set_()s a defined tensor to whatever the file holds
@@ -217,7 +218,7 @@ Resumed load_latest_checkpoint(const std::string& latest, const std::string& pre
 int64_t checkpoint_vocab(const std::string& path) {
   try {
     torch::serialize::InputArchive archive, model_archive, embed_archive;
-    archive.load_from(path);
+    archive.load_from(path, torch::kCPU);
     archive.read("model", model_archive);
     model_archive.read("embed", embed_archive);
     torch::Tensor weight;
@@ -341,9 +342,10 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
                             : options.auto_threads > 0 ? options.auto_threads
                                                        : std::max(1u, std::thread::hardware_concurrency());
     at::set_num_threads(static_cast<int>(threads));
-    if (cfg.train.device != "cpu")
-      throw std::runtime_error("train.device = cuda: training on a GPU is not implemented yet (the model and the reference "
-                               "attention backend are device-aware; the batches, optimizer and CUDA kernels are not)");
+    const torch::Device device(cfg.train.device);
+    if (device.is_cuda() && !torch::cuda::is_available())
+      throw std::runtime_error("train.device = cuda, but this LibTorch sees no CUDA device (Debian's LibTorch is CPU-only: "
+                               "build on the GPU node against its PyTorch, scripts/setup-gpu.sh)");
 
     TokenData data = load_data(cfg.data, options.data_cache.empty() ? options.out + "/.cache" : options.data_cache);
     if (cfg.model.vocab == 0) cfg.model.vocab = data.vocab;
@@ -354,19 +356,20 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
     Batches batches(data, cfg.data, cfg.train.context, cfg.train.batch, cfg.train.seed);
 
     torch::manual_seed(static_cast<uint64_t>(cfg.train.seed));
-    Transformer model(cfg.model);
+    Transformer model(cfg.model, device);
     auto opt = make_optimizer(model, cfg.train);
     int64_t params = 0;
     for (auto& p : model.parameters()) params += p.numel();
     const std::string backend = model.backend->name();
     // The kernel the run executes, from the same kernels::kernel_spec that `sinkc compile` uses.
     if (const std::string source = model.backend->kernel_source(); leader && !source.empty())
-      write_atomically(dir.file("attention.ll"), source);
+      write_atomically(dir.file(model.backend->kernel_file_name()), source);
     dir.log(fmt::format("run {} ({}), {} parameters, data {}", plan.name, plan.hash8(), params, data.description));
     dir.log(fmt::format("attention backend: {}", backend));
     summary["parameters"] = params;
     summary["attention_backend"] = backend;
     summary["threads"] = threads;
+    summary["device"] = device.str();
     if (workers) {
       summary["workers"] = workers->size();
       dir.log(fmt::format("data parallel: {} workers, {} sequences each per step", workers->size(),

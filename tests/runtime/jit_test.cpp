@@ -17,6 +17,7 @@
 #include "runtime/optimizer.h"
 #include "runtime/jit.h"
 #include "runtime/jit_attention.h"
+#include "tests/runtime/attention_oracle_expect.h"
 #include "tests/runtime/jit_variants.h"
 
 using namespace sink;
@@ -25,84 +26,10 @@ using namespace sink::testing_variants;
 
 namespace {
 
-// Normwise relative error: max |a - b| / max(|b|, floor).
-double rel_error(const torch::Tensor& a, const torch::Tensor& b, double floor = 1e-12) {
-  auto diff = (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
-  auto scale = b.to(torch::kDouble).abs().max().item<double>();
-  return diff / std::max(scale, floor);
-}
-
-// Gradients that are zero in exact arithmetic (one visible key: dA - D = 0)
-// come out as rounding noise; with O(1) inputs, 1e-2 is their scale.
-double grad_error(const torch::Tensor& a, const torch::Tensor& b) { return rel_error(a, b, 1e-2); }
-
-// dtype: the kernels' precision (float as in training; double for the tight check).
+// The CPU JIT as the oracle header's kernel under test.
 void compare(const Variant& v, double tol = 1e-5, torch::ScalarType dtype = torch::kFloat) {
-  const double gtol = dtype == torch::kDouble ? tol : std::max(v.grad_tol, tol * 10);
-  SCOPED_TRACE(v.name);
-  torch::manual_seed(7);
-  const int64_t B = 2, H = 3, T = v.T, D = v.D;
-  auto make = [&](std::vector<int64_t> shape, double scale = 1) {
-    return (torch::randn(shape, torch::kDouble) * scale).requires_grad_(true);
-  };
-  auto q = make({B, H, T, D}, v.q_scale), k = make({B, H, T, D}, v.q_scale), v_ = make({B, H, T, D});
-  auto g = make({H, T}, 0.5);
-  auto ks = make({H, D}), vs = make({H, D});
-  auto dout = torch::randn({B, H, T, D}, torch::kDouble);
-  auto sink = make({H});  // drawn last: the paper's variants see the inputs they always did
-
-  // Reference in double: the oracle.
-  AttentionInputs ref_in{q, k, v_, {}, {}, {}};
-  if (v.position_bias) {
-    auto i = torch::arange(T).view({T, 1}), j = torch::arange(T).view({1, T});
-    ref_in.bias = g.index({torch::indexing::Slice(), (i - j).abs()}).unsqueeze(0);  // [1, H, T, T]
-  }
-  if (v.key_bias) {
-    ref_in.k_star = ks;
-    ref_in.v_star = v.learned_v ? vs : torch::zeros({H, D}, torch::kDouble);
-  }
-  if (v.sink_logit) ref_in.sink_logit = sink;
-  auto ref = reference_attention(config_of(v), ref_in, false).out;
-  std::vector<torch::Tensor> inputs = {q, k, v_, g, ks, vs, sink};
-  auto ref_grads = torch::autograd::grad({ref}, inputs, {dout}, true, false, true);
-
-  // The reference path itself in dtype: how ill-conditioned the case is.
-  // Huge logits (error ~ eps * |x|) may err up to 10x the reference's own
-  // error: the kernels take D = <dO, O> (one pass, as FlashAttention) where
-  // the reference sums A dA over the row, and that differs by rounding.
-  auto f = [&](const torch::Tensor& t) { return t.detach().to(dtype).requires_grad_(true); };
-  std::vector<torch::Tensor> same_precision;
-  for (auto& t : inputs) same_precision.push_back(f(t));
-  AttentionInputs low_in{same_precision[0], same_precision[1], same_precision[2], {}, {}, {}};
-  if (v.position_bias) low_in.bias = ref_in.bias->detach().to(dtype);
-  if (v.key_bias) low_in.k_star = same_precision[4], low_in.v_star = ref_in.v_star->detach().to(dtype);
-  if (v.sink_logit) low_in.sink_logit = same_precision[6];
-  auto low = reference_attention(config_of(v), low_in, false).out;
-  auto low_grads = torch::autograd::grad({low}, {same_precision[0], same_precision[1]}, {dout.to(dtype)}, false, false, true);
-  const double slack = 10 * std::max(grad_error(low_grads[0], ref_grads[0]), grad_error(low_grads[1], ref_grads[1]));
-
-  // Generated kernels in dtype.
-  auto qf = f(q), kf = f(k), vf = f(v_), gf = f(g), ksf = f(ks), vsf = f(vs), sinkf = f(sink);
-  JitInputs in{qf, kf, vf, v.position_bias ? gf : torch::Tensor(), v.key_bias ? ksf : torch::Tensor(),
-               v.key_bias ? (v.learned_v ? vsf : torch::zeros({H, D}, dtype)) : torch::Tensor(),
-               v.sink_logit ? sinkf : torch::Tensor()};
-  auto out = jit_attention(spec_of(v), in);
-  ASSERT_TRUE(torch::isfinite(out).all().item<bool>());
-  EXPECT_LT(rel_error(out, ref), tol) << "forward";
-  ASSERT_EQ(out.scalar_type(), dtype);
-  out.backward(dout.to(dtype));
-  const double allowed = std::max(gtol, slack);
-  EXPECT_LT(grad_error(qf.grad(), ref_grads[0]), allowed) << "dq";
-  EXPECT_LT(grad_error(kf.grad(), ref_grads[1]), allowed) << "dk";
-  EXPECT_LT(grad_error(vf.grad(), ref_grads[2]), allowed) << "dv";
-  if (v.position_bias) EXPECT_LT(grad_error(gf.grad(), ref_grads[3]), allowed) << "dg";
-  if (v.key_bias) {
-    EXPECT_LT(grad_error(ksf.grad(), ref_grads[4]), allowed) << "dk*";
-    if (v.learned_v) EXPECT_LT(grad_error(vsf.grad(), ref_grads[5]), allowed) << "dv*";
-  }
-  if (v.sink_logit) EXPECT_LT(grad_error(sinkf.grad(), ref_grads[6]), allowed) << "d sink logit";
+  compare_with_reference(jit_attention, v, tol, dtype);
 }
-
 
 }  // namespace
 
@@ -156,7 +83,7 @@ TEST(Jit, GradientsMatchFiniteDifferencesInDouble) {
                                          torch::randn({H, D}, opts), torch::randn({H, D}, opts), torch::randn({H}, opts)};
     auto w = torch::randn({B, H, T, D}, opts);
     auto loss = [&](const std::vector<torch::Tensor>& p) {
-      JitInputs in{p[0], p[1], p[2], v.position_bias ? p[3] : torch::Tensor(), v.key_bias ? p[4] : torch::Tensor(),
+      AttentionCall in{p[0], p[1], p[2], v.position_bias ? p[3] : torch::Tensor(), v.key_bias ? p[4] : torch::Tensor(),
                    v.key_bias ? p[5] : torch::Tensor(), v.sink_logit ? p[6] : torch::Tensor()};
       return (jit_attention(spec_of(v), in) * w).sum();
     };
@@ -185,33 +112,7 @@ TEST(Jit, GradientsMatchFiniteDifferencesInDouble) {
 }
 
 TEST(Jit, RandomScoreExpressions) {
-  // Random trees of the grammar's functions over qk, i, j; kept finite by
-  // bounding the leaves (sigmoid/tanh/scaled positions) where needed.
-  using Op = ExprNode::Op;
-  std::mt19937 rng(11);
-  std::function<ExprNode(int)> gen = [&](int depth) -> ExprNode {
-    int pick = depth <= 0 ? rng() % 3 : rng() % 9;
-    switch (pick) {
-      case 0: return var("qk");
-      case 1: return bin(Op::Div, var(rng() % 2 ? "i" : "j"), num(10));
-      case 2: return num(0.25 + (rng() % 8) / 4.0);
-      case 3: return call("sigmoid", {gen(depth - 1)});
-      case 4: return call("tanh", {gen(depth - 1)});
-      case 5: return bin(Op::Add, gen(depth - 1), gen(depth - 1));
-      case 6: return bin(Op::Mul, gen(depth - 1), gen(depth - 1));
-      case 7: return call("softplus", {gen(depth - 1)});
-      default: return call("abs", {gen(depth - 1)});
-    }
-  };
-  for (int n = 0; n < 12; ++n) {
-    Variant v;
-    // Non-negative, qk-dependent scores keep every normalizer well defined.
-    v.score = call("softplus", {bin(Op::Add, var("qk"), gen(3))});
-    v.normalize = n % 3 == 0 ? "none" : n % 3 == 1 ? "sum" : "pnorm";
-    v.p = 0.5;
-    v.name = to_string(v.score) + " / " + v.normalize;
-    compare(v, 2e-5);
-  }
+  for (const auto& v : random_score_variants()) compare(v, 2e-5);
 }
 
 TEST(Jit, KernelsAreCompiledOncePerVariant) {

@@ -2,6 +2,8 @@
 // config the reference path takes and the kernel spec the runtime asks for.
 // Shared by the JIT tests and the GPU fixture writer (tests/gpu).
 #pragma once
+#include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -122,6 +124,38 @@ inline std::vector<Variant> beyond_the_paper_variants() {
       {.name = "sink logit, large scores", .T = 12, .q_scale = 30, .grad_tol = 5e-3, .sink_logit = true},
       {.name = "sink logit, d_head 64, T 19, K biases", .key_bias = true, .T = 19, .D = 64, .sink_logit = true},
   };
+}
+
+// Random trees of the grammar's functions over qk, i, j; kept finite by
+// bounding the leaves (sigmoid/tanh/scaled positions) where needed.
+inline std::vector<Variant> random_score_variants(int count = 12) {
+  using Op = ExprNode::Op;
+  std::mt19937 rng(11);
+  std::function<ExprNode(int)> gen = [&](int depth) -> ExprNode {
+    int pick = depth <= 0 ? rng() % 3 : rng() % 9;
+    switch (pick) {
+      case 0: return var("qk");
+      case 1: return bin(Op::Div, var(rng() % 2 ? "i" : "j"), num(10));
+      case 2: return num(0.25 + (rng() % 8) / 4.0);
+      case 3: return call("sigmoid", {gen(depth - 1)});
+      case 4: return call("tanh", {gen(depth - 1)});
+      case 5: return bin(Op::Add, gen(depth - 1), gen(depth - 1));
+      case 6: return bin(Op::Mul, gen(depth - 1), gen(depth - 1));
+      case 7: return call("softplus", {gen(depth - 1)});
+      default: return call("abs", {gen(depth - 1)});
+    }
+  };
+  std::vector<Variant> out;
+  for (int n = 0; n < count; ++n) {
+    Variant v;
+    // Non-negative, qk-dependent scores keep every normalizer well defined.
+    v.score = call("softplus", {bin(Op::Add, var("qk"), gen(3))});
+    v.normalize = n % 3 == 0 ? "none" : n % 3 == 1 ? "sum" : "pnorm";
+    v.p = 0.5;
+    v.name = to_string(v.score) + " / " + v.normalize;
+    out.push_back(v);
+  }
+  return out;
 }
 
 }  // namespace sink::testing_variants

@@ -1,0 +1,411 @@
+#include "kernels/cuda_source.h"
+
+#include <fmt/format.h>
+
+namespace sink::kernels {
+
+std::string cuda_math_prelude(bool f64) {
+  // Named per type: NVRTC needs no header for expf/exp, but the C++ overloads would.
+  const char* sfx = f64 ? "" : "f";
+  std::string out = "#define SINK_INF ((real)__int_as_float(0x7f800000))\n";
+  for (const char* f : {"exp", "log", "log1p", "tanh", "sqrt", "fabs"})
+    out += fmt::format("__device__ __forceinline__ real r_{0}(real a) {{ return {0}{1}(a); }}\n", f, sfx);
+  for (const char* f : {"pow", "fmin", "fmax"})
+    out += fmt::format("__device__ __forceinline__ real r_{0}(real a, real b) {{ return {0}{1}(a, b); }}\n", f, sfx);
+  out += fmt::format("constexpr int SOFTPICK_SERIES = {};\n", f64 ? 17 : 9);
+  out += R"(
+// The score language's functions, as the CPU kernels compute them.
+__device__ __forceinline__ real f_exp(real a) { return r_exp(r_fmin(a, (real)88)); }  // no inf
+__device__ __forceinline__ real f_sigmoid(real a) { return (real)1 / ((real)1 + f_exp(-a)); }
+__device__ __forceinline__ real f_elu(real a) { return a > 0 ? a : r_exp(r_fmin(a, (real)0)) - (real)1; }
+__device__ __forceinline__ real f_relu(real a) { return a > 0 ? a : (real)0; }
+__device__ __forceinline__ real f_tanh(real a) { return r_tanh(a); }
+__device__ __forceinline__ real f_softplus(real a) { return r_fmax(a, (real)0) + r_log1p(r_exp(-r_fabs(a))); }
+__device__ __forceinline__ real f_abs(real a) { return r_fabs(a); }
+__device__ __forceinline__ real f_sqrt(real a) { return r_sqrt(a); }
+__device__ __forceinline__ real f_log(real a) { return r_log(a); }
+__device__ __forceinline__ real f_pow(real a, real b) { return r_pow(a, b); }
+__device__ __forceinline__ real f___step(real a) { return a > 0 ? (real)1 : (real)0; }
+__device__ __forceinline__ real f___sign(real a) { return a > 0 ? (real)1 : a < 0 ? (real)-1 : (real)0; }
+__device__ __forceinline__ real f___elu_grad(real a) { return a > 0 ? (real)1 : r_exp(r_fmin(a, (real)0)); }
+)";
+  return out;
+}
+
+std::string cuda_real_storage() {
+  return R"(
+typedef real store_t;
+__device__ __forceinline__ real load(const store_t* p, long long n) { return p[n]; }
+__device__ __forceinline__ void store(store_t* p, long long n, real v) { p[n] = v; }
+)";
+}
+
+std::string cuda_bf16_storage() {
+  return R"(
+// bfloat16 as its bits: the upper half of a float. No header needed.
+typedef unsigned short store_t;
+__device__ __forceinline__ real load(const store_t* p, long long n) { return __uint_as_float(((unsigned)p[n]) << 16); }
+__device__ __forceinline__ void store(store_t* p, long long n, real v) {
+  if (v != v) { p[n] = (unsigned short)0x7fc0; return; }
+  const unsigned u = __float_as_uint(v);
+  p[n] = (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);  // round to nearest even
+}
+)";
+}
+
+std::string cuda_shared_functions() {
+  return R"(
+__device__ __forceinline__ long long imin(long long a, long long b) { return a < b ? a : b; }
+__device__ __forceinline__ long long imax(long long a, long long b) { return a > b ? a : b; }
+__device__ __forceinline__ long long distance(long long i, long long j) { return i > j ? i - j : j - i; }
+
+// The keys query i sees: [lo, hi] (causal, a prefix seen both ways, a window).
+__device__ __forceinline__ void key_range(long long i, long long T, long long& lo, long long& hi) {
+  lo = WINDOW > 0 ? imax(0, i - (WINDOW - 1)) : 0;
+  hi = PREFIX > 0 ? imin(imax(i, PREFIX - 1), T - 1) : i;
+}
+// The queries that can see key j: [first, last] (each pair still checks key_range).
+__device__ __forceinline__ void query_range(long long j, long long T, long long& first, long long& last) {
+  first = PREFIX > 0 && j < PREFIX ? 0 : j;
+  last = WINDOW > 0 ? imin(T - 1, j + WINDOW - 1) : T - 1;
+}
+
+__device__ __forceinline__ real p_term(real s) { return NORM_PNORM ? r_pow(r_fabs(s), P_NORM) : (real)0; }
+__device__ __forceinline__ real normalizer(real S, real Pp) {
+  if (NORM_SUM) return S;
+  if (NORM_NONE) return 1;
+  if (NORM_ABS_CLAMPED) return r_fmax(r_fabs(S), (real)1);
+  return r_pow(Pp, (real)1 / P_NORM);
+}
+// A zero Z (e.g. relu scores all zero) normalizes nothing.
+__device__ __forceinline__ real safe(real Z) { return r_fabs(Z) < (real)1e-30 ? (real)1 : Z; }
+
+// softpick's term (e^x - 1) e^-c; near x = 0 as e^-c expm1(x) by its Taylor
+// series, where the difference would cancel to a few digits.
+__device__ __forceinline__ real softpick_term(real x, real c) {
+  const real floor_ = r_exp(-c);
+  const real apart = r_exp(x - c) - floor_;
+  real series = 1;
+  for (int k = SOFTPICK_SERIES; k >= 2; --k) series = (real)1 + x * ((real)1 / (real)k) * series;
+  return r_fabs(x) < (real)0.5 ? floor_ * (x * series) : apart;
+}
+
+__device__ __forceinline__ real dZ_ds(real s, real Z, real S) {
+  if (NORM_SUM) return 1;
+  if (NORM_NONE) return 0;
+  if (NORM_ABS_CLAMPED) return r_fabs(S) > 1 ? f___sign(S) : (real)0;
+  // p-norm: (|s| / Z)^(p-1) sign(s); at s = 0 (an exp that underflowed) the limit is 0.
+  return s == 0 ? (real)0 : r_pow(r_fabs(s) / Z, P_NORM - 1) * f___sign(s);
+}
+
+// The attention A of a pair with logit x and its gradient dx, from the
+// forward's row statistics st0, st1, dA = <dO_i, v_j> and Dd = <dO_i, O_i>.
+__device__ __forceinline__ void column_grad(real x, real fi, real fj, real dA, real Dd, real st0, real st1, real& A,
+                                            real& dx) {
+  if (SOFTPICK) {  // A = alpha relu(e^x - 1) / Z;  dx = e^x / Z (alpha [x > 0] dA - sign(x) D), shifted by c = st1
+    A = ALPHA * (r_fmax(softpick_term(x, st1), (real)0) / st0);
+    dx = r_exp(x - st1) / st0 * (ALPHA * f___step(x) * dA - f___sign(x) * Dd);
+  } else if (SOFTMAX) {  // A = alpha exp(x - m) / l;  dx = A (dA - D / alpha)
+    A = ALPHA / st1 * r_exp(x - st0);
+    dx = A * (dA - Dd / ALPHA);
+  } else {  // exp under the p-norm: s of x - m (st1 = m), of degree 0 in A and dx
+    const real xe = SHIFTED_EXP ? x - st1 : x;
+    const real s = score(xe, fi, fj);
+    A = ALPHA * (s / st0);
+    dx = (ALPHA * dA - Dd * dZ_ds(s, st0, st1)) / st0 * score_grad(xe, fi, fj);
+  }
+}
+)";
+}
+
+std::string cuda_forward_body() {
+  return R"( {
+  __shared__ real k_tile[FWD_KEYS][D], v_tile[FWD_KEYS][D];
+  const long long bh = blockIdx.y, head = bh % H;
+  const long long first_row = (long long)blockIdx.x * FWD_ROWS, i = first_row + threadIdx.x;
+  const bool is_row = i < T;
+  const long long row = is_row ? i : T - 1;
+  q += bh * T * D, k += bh * T * D, v += bh * T * D, o += bh * T * D, stats += bh * 2 * T;
+  if (POSITION_BIAS) g += head * g_step;
+  if (KEY_BIAS) kstar += head * star_step, vstar += head * star_step;
+  if (SINK_LOGIT) sink += head;
+  real qr[D], acc[D];
+#pragma unroll
+  for (int d = 0; d < D; ++d) qr[d] = load(q, row * D + d), acc[d] = 0;
+  const real fi = (real)(row + 1);
+  long long lo, hi, block_lo, block_hi, unused;
+  key_range(row, T, lo, hi);
+  // Running state: softmax m, l; softpick c, Z; exp under the p-norm m, P; otherwise S, P.
+  real s = ONLINE_MAX && !SOFTPICK ? -SINK_INF : (real)0, t = 0;
+  if (KEY_BIAS) {  // the k* column: every query sees it; its value is v*
+    real xs = 0;
+#pragma unroll
+    for (int d = 0; d < D; ++d) xs += qr[d] * kstar[d];
+    xs *= SCALE_QK;
+    real w;
+    if (SOFTPICK) {
+      s = r_fmax(xs, (real)0);
+      const real u = softpick_term(xs, s);
+      t = r_fabs(u), w = r_fmax(u, (real)0);
+    } else if (ONLINE_MAX) {
+      s = xs, t = 1, w = 1;  // exp(x* - m) = 1 with m = x*; so is 1^p
+    } else {
+      w = score(xs, fi, (real)0);
+      s = w, t = p_term(w);
+    }
+#pragma unroll
+    for (int d = 0; d < D; ++d) acc[d] = w * vstar[d];
+  }
+  if (SINK_LOGIT) {  // exp(b - m) joins the denominator, with no value
+    const real b = sink[0];
+    if (KEY_BIAS) {
+      const real m = r_fmax(s, b), keep = r_exp(s - m);
+      t = t * keep + r_exp(b - m), s = m;
+#pragma unroll
+      for (int d = 0; d < D; ++d) acc[d] *= keep;
+    } else {
+      s = b, t = 1;
+    }
+  }
+  key_range(first_row, T, block_lo, unused);
+  key_range(imin(first_row + FWD_ROWS - 1, T - 1), T, unused, block_hi);
+  for (long long kb = block_lo; kb <= block_hi; kb += FWD_KEYS) {
+    __syncthreads();
+    for (int e = threadIdx.x; e < FWD_KEYS * D; e += FWD_ROWS) {
+      const long long j = kb + e / D;
+      k_tile[e / D][e % D] = j <= block_hi ? load(k, j * D + e % D) : (real)0;
+      v_tile[e / D][e % D] = j <= block_hi ? load(v, j * D + e % D) : (real)0;
+    }
+    __syncthreads();
+    const int n = (int)imin(FWD_KEYS, block_hi - kb + 1);
+    for (int c = 0; c < n; ++c) {
+      const long long j = kb + c;
+      if (!is_row || j < lo || j > hi) continue;
+      real x = 0;
+#pragma unroll
+      for (int d = 0; d < D; ++d) x += qr[d] * k_tile[c][d];
+      x *= SCALE_QK;
+      if (POSITION_BIAS) x += g[distance(row, j)];
+      real w;
+      if (SOFTPICK) {  // terms (e^x - 1) e^-c, rescaled as c grows
+        if (x > s) {
+          const real corr = r_exp(s - x);
+          t *= corr, s = x;
+#pragma unroll
+          for (int d = 0; d < D; ++d) acc[d] *= corr;
+        }
+        const real u = softpick_term(x, s);
+        t += r_fabs(u), w = r_fmax(u, (real)0);
+      } else if (ONLINE_MAX) {  // exp(x - m); the p-norm sums their p-th powers
+        if (x > s) {
+          const real corr = r_exp(s - x);
+          t *= SHIFTED_EXP ? r_pow(corr, P_NORM) : corr, s = x;
+#pragma unroll
+          for (int d = 0; d < D; ++d) acc[d] *= corr;
+        }
+        w = r_exp(x - s);
+        t += SHIFTED_EXP ? r_pow(w, P_NORM) : w;
+      } else {
+        w = score(x, fi, (real)(j + 1));
+        s += w, t += p_term(w);
+      }
+#pragma unroll
+      for (int d = 0; d < D; ++d) acc[d] += w * v_tile[c][d];
+    }
+  }
+  if (!is_row) return;  // after the last barrier
+  real Z;
+  if (SOFTPICK) {  // Z = sum |e^x - 1| + eps, shifted by e^-c like its terms
+    Z = t + SOFTPICK_EPS * r_exp(-s);
+    stats[row] = Z, stats[T + row] = s;
+  } else if (SOFTMAX) {  // m and l apart, not m + log l, which would lose log l's digits
+    Z = t;
+    stats[row] = s, stats[T + row] = t;
+  } else {  // Z and S (the row max m for exp under the p-norm)
+    Z = safe(normalizer(s, t));
+    stats[row] = Z, stats[T + row] = s;
+  }
+  const real scale = ALPHA / Z;
+#pragma unroll
+  for (int d = 0; d < D; ++d) store(o, row * D + d, acc[d] * scale);
+}
+
+)";
+}
+
+std::string cuda_backward_rows_body() {
+  return R"( {
+  const long long bh = blockIdx.y, head = bh % H, i = (long long)blockIdx.x * ROW_THREADS + threadIdx.x;
+  if (i >= T) return;  // (no barrier in this kernel)
+  q += bh * T * D, o += bh * T * D, dout += bh * T * D, stats += bh * 2 * T, delta += bh * T;
+  real Dd = 0;
+  for (int d = 0; d < D; ++d) Dd += load(dout, i * D + d) * load(o, i * D + d);
+  delta[i] = Dd;
+  const real st0 = stats[i], st1 = stats[T + i], fi = (real)(i + 1);
+  real A, dx;
+  if (KEY_BIAS) {  // the k* column: A and the logit's gradient, summed over rows by the caller
+    kstar += head * star_step, vstar += head * star_step;
+    real xs = 0, dA = 0;
+    for (int d = 0; d < D; ++d) xs += load(q, i * D + d) * kstar[d], dA += load(dout, i * D + d) * vstar[d];
+    column_grad(xs * SCALE_QK, fi, (real)0, dA, Dd, st0, st1, A, dx);
+    astar[bh * T + i] = A, sdxstar[bh * T + i] = dx * SCALE_QK;
+  }
+  if (SINK_LOGIT) {  // no value (dA = 0): the logit's gradient is -A D / alpha
+    column_grad(sink[head], fi, (real)0, (real)0, Dd, st0, st1, A, dx);
+    dsink[bh * T + i] = dx;
+  }
+}
+
+)";
+}
+
+std::string cuda_backward_keys_body() {
+  return R"( {
+  // The block's own key and value rows, padded to D + 1 so the threads' rows fall in different banks.
+  __shared__ real k_own[KEY_ROWS][D + 1], v_own[KEY_ROWS][D + 1];
+  __shared__ real q_tile[KEY_QUERIES][D], do_tile[KEY_QUERIES][D];
+  __shared__ real st0_tile[KEY_QUERIES], st1_tile[KEY_QUERIES], delta_tile[KEY_QUERIES];
+  const long long bh = blockIdx.y, head = bh % H;
+  const long long first_key = (long long)blockIdx.x * KEY_ROWS, j = first_key + threadIdx.x;
+  const bool is_key = j < T;
+  const long long key = is_key ? j : T - 1;
+  q += bh * T * D, k += bh * T * D, v += bh * T * D, dout += bh * T * D, dk += bh * T * D, dv += bh * T * D;
+  stats += bh * 2 * T, delta += bh * T, dg += bh * T;
+  if (POSITION_BIAS) g += head * g_step;
+  for (int d = 0; d < D; ++d) k_own[threadIdx.x][d] = load(k, key * D + d), v_own[threadIdx.x][d] = load(v, key * D + d);
+  real dk_acc[D], dv_acc[D];
+#pragma unroll
+  for (int d = 0; d < D; ++d) dk_acc[d] = 0, dv_acc[d] = 0;
+  const real fj = (real)(key + 1);
+  long long first, last, unused;
+  query_range(first_key, T, first, unused);
+  query_range(imin(first_key + KEY_ROWS - 1, T - 1), T, unused, last);
+  for (long long qb = first; qb <= last; qb += KEY_QUERIES) {
+    __syncthreads();
+    for (int e = threadIdx.x; e < KEY_QUERIES * D; e += KEY_ROWS) {
+      const long long i = qb + e / D;
+      q_tile[e / D][e % D] = i <= last ? load(q, i * D + e % D) : (real)0;
+      do_tile[e / D][e % D] = i <= last ? load(dout, i * D + e % D) : (real)0;
+    }
+    for (int r = threadIdx.x; r < KEY_QUERIES; r += KEY_ROWS) {
+      const long long i = qb + r;
+      st0_tile[r] = i <= last ? stats[i] : (real)0;
+      st1_tile[r] = i <= last ? stats[T + i] : (real)0;
+      delta_tile[r] = i <= last ? delta[i] : (real)0;
+    }
+    __syncthreads();
+    const int n = (int)imin(KEY_QUERIES, last - qb + 1);
+    for (int r = 0; r < n; ++r) {
+      const long long i = qb + r;
+      long long lo, hi;
+      key_range(i, T, lo, hi);
+      if (!is_key || key < lo || key > hi) continue;
+      real x = 0, dA = 0;
+#pragma unroll
+      for (int d = 0; d < D; ++d) x += q_tile[r][d] * k_own[threadIdx.x][d], dA += do_tile[r][d] * v_own[threadIdx.x][d];
+      x *= SCALE_QK;
+      if (POSITION_BIAS) x += g[distance(i, key)];
+      real A, dx;
+      column_grad(x, (real)(i + 1), fj, dA, delta_tile[r], st0_tile[r], st1_tile[r], A, dx);
+      const real sdx = dx * SCALE_QK;
+#pragma unroll
+      for (int d = 0; d < D; ++d) dv_acc[d] += A * do_tile[r][d], dk_acc[d] += sdx * q_tile[r][d];
+      if (POSITION_BIAS) atomicAdd(&dg[distance(i, key)], dx);
+    }
+  }
+  if (!is_key) return;  // after the last barrier
+#pragma unroll
+  for (int d = 0; d < D; ++d) store(dk, key * D + d, dk_acc[d]), store(dv, key * D + d, dv_acc[d]);
+}
+
+)";
+}
+
+std::string cuda_backward_queries_body() {
+  return R"( {
+  __shared__ real q_own[QUERY_ROWS][D + 1], do_own[QUERY_ROWS][D + 1];
+  __shared__ real k_tile[QUERY_KEYS][D], v_tile[QUERY_KEYS][D];
+  const long long bh = blockIdx.y, head = bh % H;
+  const long long first_row = (long long)blockIdx.x * QUERY_ROWS, i = first_row + threadIdx.x;
+  const bool is_row = i < T;
+  const long long row = is_row ? i : T - 1;
+  q += bh * T * D, k += bh * T * D, v += bh * T * D, dout += bh * T * D, dq += bh * T * D;
+  stats += bh * 2 * T, delta += bh * T;
+  if (POSITION_BIAS) g += head * g_step;
+  for (int d = 0; d < D; ++d) q_own[threadIdx.x][d] = load(q, row * D + d), do_own[threadIdx.x][d] = load(dout, row * D + d);
+  const real Dd = delta[row], st0 = stats[row], st1 = stats[T + row], fi = (real)(row + 1);
+  real dq_acc[D];
+#pragma unroll
+  for (int d = 0; d < D; ++d) dq_acc[d] = KEY_BIAS ? kstar[head * star_step + d] * sdxstar[bh * T + row] : (real)0;
+  long long lo, hi, block_lo, block_hi, unused;
+  key_range(row, T, lo, hi);
+  key_range(first_row, T, block_lo, unused);
+  key_range(imin(first_row + QUERY_ROWS - 1, T - 1), T, unused, block_hi);
+  for (long long kb = block_lo; kb <= block_hi; kb += QUERY_KEYS) {
+    __syncthreads();
+    for (int e = threadIdx.x; e < QUERY_KEYS * D; e += QUERY_ROWS) {
+      const long long j = kb + e / D;
+      k_tile[e / D][e % D] = j <= block_hi ? load(k, j * D + e % D) : (real)0;
+      v_tile[e / D][e % D] = j <= block_hi ? load(v, j * D + e % D) : (real)0;
+    }
+    __syncthreads();
+    const int n = (int)imin(QUERY_KEYS, block_hi - kb + 1);
+    for (int c = 0; c < n; ++c) {
+      const long long j = kb + c;
+      if (!is_row || j < lo || j > hi) continue;
+      real x = 0, dA = 0;
+#pragma unroll
+      for (int d = 0; d < D; ++d) x += q_own[threadIdx.x][d] * k_tile[c][d], dA += do_own[threadIdx.x][d] * v_tile[c][d];
+      x *= SCALE_QK;
+      if (POSITION_BIAS) x += g[distance(row, j)];
+      real A, dx;
+      column_grad(x, fi, (real)(j + 1), dA, Dd, st0, st1, A, dx);
+      const real sdx = dx * SCALE_QK;
+#pragma unroll
+      for (int d = 0; d < D; ++d) dq_acc[d] += sdx * k_tile[c][d];
+    }
+  }
+  if (!is_row) return;  // after the last barrier
+#pragma unroll
+  for (int d = 0; d < D; ++d) store(dq, row * D + d, dq_acc[d]);
+}
+
+)";
+}
+
+std::string cuda_probe_body() {
+  return R"( {
+  // One element of row i of [T, S]: A for softmax, s otherwise (the k* column first).
+  const long long bh = blockIdx.y, head = bh % H, S = T + (KEY_BIAS ? 1 : 0);
+  const long long e = (long long)blockIdx.x * ROW_THREADS + threadIdx.x;
+  if (e >= T * S) return;
+  const long long i = e / S, c = e % S;
+  q += bh * T * D, k += bh * T * D, stats += bh * 2 * T, out += bh * T * S;
+  const real fi = (real)(i + 1);
+  real x = 0, fj = 0;
+  if (KEY_BIAS && c == 0) {
+    for (int d = 0; d < D; ++d) x += load(q, i * D + d) * kstar[head * star_step + d];
+    x *= SCALE_QK;
+  } else {
+    const long long j = c - (KEY_BIAS ? 1 : 0);
+    long long lo, hi;
+    key_range(i, T, lo, hi);
+    if (j < lo || j > hi) {
+      out[e] = 0;
+      return;
+    }
+    for (int d = 0; d < D; ++d) x += load(q, i * D + d) * load(k, j * D + d);
+    x *= SCALE_QK;
+    if (POSITION_BIAS) x += g[head * g_step + distance(i, j)];
+    fj = (real)(j + 1);
+  }
+  if (SOFTMAX) out[e] = ALPHA / stats[T + i] * r_exp(x - stats[i]);
+  else if (SOFTPICK) out[e] = r_fmax(softpick_term(x, stats[T + i]), (real)0);
+  else if (SHIFTED_EXP) out[e] = score(x - stats[T + i], fi, fj);  // exp(x - m): the metric's s / sum s does not see m
+  else out[e] = score(x, fi, fj);
+}
+
+)";
+}
+
+}  // namespace sink::kernels

@@ -1,0 +1,42 @@
+// The CUDA side of the generated kernels, without LibTorch: NVRTC compiles a
+// kernel's source to PTX, the driver loads it into the device's primary
+// context (the one LibTorch uses) and launches it. Both libraries are opened
+// on first use (dlopen), so a runtime built with CUDA support still starts,
+// and trains on the CPU, on a machine that has neither.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace sink::rt {
+
+struct LaunchShape {
+  unsigned grid_x, grid_y, threads;
+};
+
+// A loaded set of kernels. Every generated kernel takes pointers, then int64 sizes (kernels/kernel_abi.h).
+class KernelModule {
+ public:
+  virtual ~KernelModule() = default;
+  virtual void launch(std::string_view symbol, LaunchShape shape, std::span<void* const> pointers,
+                      std::span<const int64_t> sizes) = 0;
+};
+
+namespace cuda {
+
+// Whether NVRTC (and the driver, for a device) can be opened; `why` says what is missing.
+bool nvrtc_available(std::string* why = nullptr);
+
+// PTX for compute capability `arch` (80, 90, ...); a compile error throws with NVRTC's log.
+std::string compile_ptx(const std::string& source, int arch);
+
+// The module of `source` on CUDA device `device`, compiled for its compute
+// capability on first use and cached by content for the process. Kernels run
+// on the legacy default stream, which orders them with LibTorch's work on
+// its default stream.
+std::shared_ptr<KernelModule> module_for(const std::string& source, int device);
+
+}  // namespace cuda
+}  // namespace sink::rt

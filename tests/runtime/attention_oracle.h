@@ -1,0 +1,125 @@
+// The attention kernels' oracle: a variant's forward and every gradient
+// against the LibTorch reference path in double, with the tolerance scaled
+// by the reference's own error in the kernels' precision. Shared by the CPU
+// JIT tests, the CUDA kernels' tests and the GPU check (no GoogleTest there:
+// tests/runtime/attention_oracle_expect.h turns a result into expectations).
+#pragma once
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+#include <torch/torch.h>
+
+#include "runtime/attention.h"
+#include "runtime/attention_backend.h"
+#include "tests/runtime/jit_variants.h"
+
+namespace sink::testing_variants {
+
+using rt::AttentionCall;
+using rt::AttentionInputs;
+using rt::reference_attention;
+
+// The kernels under test: o for a spec and call, differentiable.
+using Attend = std::function<torch::Tensor(const kernels::KernelSpec&, const rt::AttentionCall&)>;
+
+// Normwise relative error: max |a - b| / max(|b|, floor).
+inline double rel_error(const torch::Tensor& a, const torch::Tensor& b, double floor = 1e-12) {
+  auto diff = (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
+  auto scale = b.to(torch::kDouble).abs().max().item<double>();
+  return diff / std::max(scale, floor);
+}
+
+// Gradients that are zero in exact arithmetic (one visible key: dA - D = 0)
+// come out as rounding noise; with O(1) inputs, 1e-2 is their scale.
+inline double grad_error(const torch::Tensor& a, const torch::Tensor& b) { return rel_error(a, b, 1e-2); }
+
+// How far a kernel's forward and gradients are from the reference, and how far they may be.
+struct OracleResult {
+  bool finite = false, right_dtype = false;
+  double forward = 0, forward_allowed = 0;
+  std::vector<std::pair<std::string, double>> grads;  // dq, dk, dv, and dg, dk*, dv*, d sink logit where the variant has them
+  double grads_allowed = 0;
+  bool passed() const {
+    if (!finite || !right_dtype || !(forward < forward_allowed)) return false;
+    for (const auto& [name, error] : grads)
+      if (!(error < grads_allowed)) return false;
+    return true;
+  }
+};
+
+// dtype: the kernels' precision (float as in training; double for the tight
+// check); device: where both the kernels and the reference run.
+inline OracleResult measure_against_reference(const Attend& attend, const Variant& v, double tol = 1e-5,
+                                              torch::ScalarType dtype = torch::kFloat,
+                                              torch::Device device = torch::kCPU) {
+  OracleResult result;
+  const double gtol = dtype == torch::kDouble ? tol : std::max(v.grad_tol, tol * 10);
+  torch::manual_seed(7);
+  const int64_t B = 2, H = 3, T = v.T, D = v.D;
+  auto make = [&](std::vector<int64_t> shape, double scale = 1) {
+    return (torch::randn(shape, torch::kDouble) * scale).to(device).requires_grad_(true);
+  };
+  auto q = make({B, H, T, D}, v.q_scale), k = make({B, H, T, D}, v.q_scale), v_ = make({B, H, T, D});
+  auto g = make({H, T}, 0.5);
+  auto ks = make({H, D}), vs = make({H, D});
+  auto dout = torch::randn({B, H, T, D}, torch::kDouble).to(device);
+  auto sink = make({H});  // drawn last: the paper's variants see the inputs they always did
+
+  // Reference in double: the oracle.
+  AttentionInputs ref_in{q, k, v_, {}, {}, {}};
+  if (v.position_bias) {
+    auto i = torch::arange(T, torch::TensorOptions().device(device)).view({T, 1});
+    auto j = torch::arange(T, torch::TensorOptions().device(device)).view({1, T});
+    ref_in.bias = g.index({torch::indexing::Slice(), (i - j).abs()}).unsqueeze(0);  // [1, H, T, T]
+  }
+  if (v.key_bias) {
+    ref_in.k_star = ks;
+    ref_in.v_star = v.learned_v ? vs : torch::zeros({H, D}, vs.options().requires_grad(false));
+  }
+  if (v.sink_logit) ref_in.sink_logit = sink;
+  auto ref = reference_attention(config_of(v), ref_in, false).out;
+  std::vector<torch::Tensor> inputs = {q, k, v_, g, ks, vs, sink};
+  auto ref_grads = torch::autograd::grad({ref}, inputs, {dout}, true, false, true);
+
+  // The reference path itself in dtype: how ill-conditioned the case is.
+  // Huge logits (error ~ eps * |x|) may err up to 10x the reference's own
+  // error: the kernels take D = <dO, O> (one pass, as FlashAttention) where
+  // the reference sums A dA over the row, and that differs by rounding.
+  auto f = [&](const torch::Tensor& t) { return t.detach().to(dtype).requires_grad_(true); };
+  std::vector<torch::Tensor> same_precision;
+  for (auto& t : inputs) same_precision.push_back(f(t));
+  AttentionInputs low_in{same_precision[0], same_precision[1], same_precision[2], {}, {}, {}};
+  if (v.position_bias) low_in.bias = ref_in.bias->detach().to(dtype);
+  if (v.key_bias) low_in.k_star = same_precision[4], low_in.v_star = ref_in.v_star->detach().to(dtype);
+  if (v.sink_logit) low_in.sink_logit = same_precision[6];
+  auto low = reference_attention(config_of(v), low_in, false).out;
+  auto low_grads = torch::autograd::grad({low}, {same_precision[0], same_precision[1]}, {dout.to(dtype)}, false, false, true);
+  const double slack = 10 * std::max(grad_error(low_grads[0], ref_grads[0]), grad_error(low_grads[1], ref_grads[1]));
+
+  // Generated kernels in dtype.
+  auto qf = f(q), kf = f(k), vf = f(v_), gf = f(g), ksf = f(ks), vsf = f(vs), sinkf = f(sink);
+  AttentionCall in{qf, kf, vf, v.position_bias ? gf : torch::Tensor(), v.key_bias ? ksf : torch::Tensor(),
+                   v.key_bias ? (v.learned_v ? vsf : torch::zeros({H, D}, vsf.options().requires_grad(false))) : torch::Tensor(),
+                   v.sink_logit ? sinkf : torch::Tensor()};
+  auto out = attend(spec_of(v), in);
+  result.finite = torch::isfinite(out).all().item<bool>();
+  result.right_dtype = out.scalar_type() == dtype;
+  result.forward = rel_error(out, ref);
+  result.forward_allowed = tol;
+  if (!result.finite) return result;
+  out.backward(dout.to(dtype));
+  result.grads_allowed = std::max(gtol, slack);
+  result.grads = {{"dq", grad_error(qf.grad(), ref_grads[0])},
+                  {"dk", grad_error(kf.grad(), ref_grads[1])},
+                  {"dv", grad_error(vf.grad(), ref_grads[2])}};
+  if (v.position_bias) result.grads.push_back({"dg", grad_error(gf.grad(), ref_grads[3])});
+  if (v.key_bias) {
+    result.grads.push_back({"dk*", grad_error(ksf.grad(), ref_grads[4])});
+    if (v.learned_v) result.grads.push_back({"dv*", grad_error(vsf.grad(), ref_grads[5])});
+  }
+  if (v.sink_logit) result.grads.push_back({"d sink logit", grad_error(sinkf.grad(), ref_grads[6])});
+  return result;
+}
+
+}  // namespace sink::testing_variants

@@ -1,0 +1,203 @@
+// The generated CUDA kernels (kernels/emit_cuda.h) where no GPU is:
+//  - NVRTC compiles every variant to PTX for sm_80 and sm_90 and ptxas
+//    assembles it (skipped where the CUDA toolkit is not installed);
+//  - the same source, compiled by the host compiler and run with a thread
+//    per CUDA thread (tests/runtime/cuda_emulator.h), through the runtime's
+//    autograd wrapper, matches the reference path: forward and every
+//    gradient of every paper variant, the later designs and random score
+//    expressions, in float, double and bf16 storage; the probe and the sink
+//    logit's share.
+// On a GPU, scripts/gpu-check.sh runs the same comparisons on the device.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "kernels/emit_cuda.h"
+#include "runtime/attention.h"
+#include "runtime/cuda_attention.h"
+#include "runtime/cuda_driver.h"
+#include "tests/runtime/attention_oracle_expect.h"
+#include "tests/runtime/cuda_emulator.h"
+#include "tests/runtime/jit_variants.h"
+
+using namespace sink;
+using namespace sink::rt;
+using namespace sink::testing_variants;
+
+namespace {
+
+torch::Tensor emulated(const kernels::KernelSpec& spec, const AttentionCall& call) {
+  return cuda_attention(spec, call, cpu_emulated_modules());
+}
+
+void compare(const Variant& v, double tol = 1e-5, torch::ScalarType dtype = torch::kFloat) {
+  compare_with_reference(emulated, v, tol, dtype);
+}
+
+bool have_host_compiler() { return std::system("command -v c++ > /dev/null 2>&1") == 0; }
+#define SKIP_WITHOUT_HOST_COMPILER() \
+  if (!have_host_compiler()) GTEST_SKIP() << "no host C++ compiler (c++) to run the CUDA source on the CPU"
+
+}  // namespace
+
+TEST(CudaKernels, PaperVariantsMatchTheReference) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  for (const auto& v : paper_variants()) compare(v);
+}
+
+TEST(CudaKernels, DoubleKernelsMatchTheReferenceTightly) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  for (const auto& v : paper_variants()) compare(v, 1e-9, torch::kDouble);
+}
+
+TEST(CudaKernels, DesignsBeyondThePaperMatchTheReference) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  for (const auto& v : beyond_the_paper_variants()) compare(v);
+  for (const auto& v : beyond_the_paper_variants()) compare(v, 1e-9, torch::kDouble);
+}
+
+TEST(CudaKernels, RandomScoreExpressions) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  for (const auto& v : random_score_variants()) compare(v, 2e-5);
+}
+
+// Tiles wider than one block of threads, and rows that are not a multiple of the tiles.
+TEST(CudaKernels, LongSequencesCrossManyTiles) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  compare({.name = "softmax, T 150", .T = 150, .D = 8});
+  compare({.name = "sigmoid, window 40, KV biases, ALiBi, T 100", .score = call("sigmoid", {var("qk")}), .normalize = "none",
+           .window = 40, .position_bias = true, .key_bias = true, .learned_v = true, .T = 100, .D = 16});
+  compare({.name = "softmax, d_head 128, T 40", .T = 40, .D = 128});
+}
+
+// bf16 storage: inputs and o rounded to 8 significant bits, arithmetic in
+// float. The bound: the reference's own error when it reads the same
+// rounded inputs and its output is rounded to bf16 too, with a factor of 2
+// for the kernel's different summation order, and never below one bf16 ulp.
+TEST(CudaKernels, Bfloat16StorageIsWithinTheReferencesOwnRounding) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  for (const Variant& v : {Variant{.name = "softmax", .T = 20, .D = 16},
+                           Variant{.name = "sigmoid, no norm, KV biases", .score = call("sigmoid", {var("qk")}),
+                                   .normalize = "none", .key_bias = true, .learned_v = true, .T = 20, .D = 16},
+                           Variant{.name = "softpick, window 5", .normalize = "softpick", .window = 5, .T = 20, .D = 16}}) {
+    SCOPED_TRACE(v.name);
+    torch::manual_seed(3);
+    const int64_t B = 2, H = 2;
+    auto q = torch::randn({B, H, v.T, v.D}), k = torch::randn({B, H, v.T, v.D}), val = torch::randn({B, H, v.T, v.D});
+    auto ks = torch::randn({H, v.D}), vs = torch::randn({H, v.D});
+    auto bf = [](const torch::Tensor& t) { return t.to(torch::kBFloat16); };
+    auto exact_in = AttentionInputs{bf(q).to(torch::kDouble), bf(k).to(torch::kDouble), bf(val).to(torch::kDouble), {}, {}, {}};
+    if (v.key_bias) exact_in.k_star = ks.to(torch::kDouble), exact_in.v_star = vs.to(torch::kDouble);
+    auto exact = reference_attention(config_of(v), exact_in, false).out;
+    auto float_in = AttentionInputs{bf(q).to(torch::kFloat), bf(k).to(torch::kFloat), bf(val).to(torch::kFloat), {}, {}, {}};
+    if (v.key_bias) float_in.k_star = ks, float_in.v_star = vs;
+    auto reference_bf16 = bf(reference_attention(config_of(v), float_in, false).out);
+    const double own = rel_error(reference_bf16, exact);
+    AttentionCall call{bf(q), bf(k), bf(val), {}, v.key_bias ? ks : torch::Tensor(), v.key_bias ? vs : torch::Tensor(), {}};
+    auto out = emulated(spec_of(v), call);
+    ASSERT_EQ(out.scalar_type(), torch::kBFloat16);
+    EXPECT_LT(rel_error(out, exact), std::max(2 * own, 1.0 / 256)) << "the reference's own bf16 error: " << own;
+    // Gradients flow back in bf16 and match the float kernels' to bf16 rounding.
+    auto qb = bf(q).requires_grad_(true), kb = bf(k).requires_grad_(true), vb = bf(val).requires_grad_(true);
+    auto qf = bf(q).to(torch::kFloat).requires_grad_(true), kf = bf(k).to(torch::kFloat).requires_grad_(true),
+         vf = bf(val).to(torch::kFloat).requires_grad_(true);
+    auto dout = torch::randn({B, H, v.T, v.D});
+    emulated(spec_of(v), {qb, kb, vb, {}, call.k_star, call.v_star, {}}).backward(bf(dout));
+    emulated(spec_of(v), {qf, kf, vf, {}, call.k_star, call.v_star, {}}).backward(bf(dout).to(torch::kFloat));
+    ASSERT_EQ(qb.grad().scalar_type(), torch::kBFloat16);
+    for (auto [got, want] : {std::pair{qb.grad(), qf.grad()}, {kb.grad(), kf.grad()}, {vb.grad(), vf.grad()}})
+      EXPECT_LT(grad_error(got, want), 3.0 / 256);
+  }
+}
+
+TEST(CudaKernels, ProbeAndSinkShareMatchTheReference) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  torch::manual_seed(5);
+  for (const Variant& v : {Variant{.name = "softmax, KV biases", .key_bias = true, .learned_v = true, .T = 11},
+                           Variant{.name = "sigmoid, prefix 3", .score = call("sigmoid", {var("qk")}), .normalize = "none",
+                                   .prefix = 3, .T = 11},
+                           Variant{.name = "softpick, ALiBi", .normalize = "softpick", .position_bias = true, .T = 11},
+                           Variant{.name = "p-norm 2", .normalize = "pnorm", .p = 2, .T = 11},
+                           Variant{.name = "sink logit, window 4", .window = 4, .T = 11, .sink_logit = true}}) {
+    SCOPED_TRACE(v.name);
+    const int64_t B = 2, H = 3;
+    auto q = torch::randn({B, H, v.T, v.D}), k = torch::randn({B, H, v.T, v.D}), val = torch::randn({B, H, v.T, v.D});
+    auto g = torch::randn({H, v.T}) * 0.5, ks = torch::randn({H, v.D}), vs = torch::randn({H, v.D}), sink = torch::randn({H});
+    AttentionCall call{q, k, val, v.position_bias ? g : torch::Tensor(), v.key_bias ? ks : torch::Tensor(),
+                       v.key_bias ? vs : torch::Tensor(), v.sink_logit ? sink : torch::Tensor()};
+    AttentionInputs ref_in{q, k, val, {}, {}, {}};
+    if (v.position_bias) {
+      auto i = torch::arange(v.T).view({v.T, 1}), j = torch::arange(v.T).view({1, v.T});
+      ref_in.bias = g.index({torch::indexing::Slice(), (i - j).abs()}).unsqueeze(0);
+    }
+    if (v.key_bias) ref_in.k_star = ks, ref_in.v_star = vs;
+    if (v.sink_logit) ref_in.sink_logit = sink;
+    const AttentionConfig cfg = config_of(v);
+    auto ref = reference_attention(cfg, ref_in, true);
+    auto [scores, Z] = cuda_probe(spec_of(v), call, cpu_emulated_modules());
+    auto allowed = allowed_pairs(v.T, cfg.prefix, cfg.window);
+    if (v.key_bias) allowed = torch::cat({torch::ones({v.T, 1}, allowed.options()), allowed}, -1);
+    auto A = cfg.softmax ? scores : scores * (cfg.scale / Z.unsqueeze(-1));
+    EXPECT_LT(rel_error(metric_attention(cfg, scores, A, allowed), ref.probe), 1e-5);
+    if (v.sink_logit) EXPECT_LT(rel_error(cuda_sink_share(spec_of(v), call, cpu_emulated_modules()), ref.sink_share), 1e-5);
+  }
+}
+
+// A variant the kernels would get wrong must fail the comparison: a wrong
+// tile bound in the forward (the kernel skips the last key of a tile).
+TEST(CudaKernels, TheEmulationCatchesAWrongKernel) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  // (alpha 0.75: a variant no other test loads, so the runtime's module cache cannot hold the right kernel)
+  Variant v{.name = "softmax, alpha 0.75, T 40", .alpha = 0.75, .T = 40};
+  const auto spec = spec_of(v);
+  std::string source = kernels::emit_cuda(spec);
+  const std::string exact = "const int n = (int)imin(FWD_KEYS, block_hi - kb + 1);";
+  ASSERT_NE(source.find(exact), std::string::npos);
+  source.replace(source.find(exact), exact.size(), "const int n = (int)imin(FWD_KEYS, block_hi - kb + 1) - 1;");
+  auto module = cpu_emulated_modules()(source, torch::kCPU);
+  torch::manual_seed(1);
+  auto q = torch::randn({1, 2, v.T, v.D}), k = torch::randn({1, 2, v.T, v.D}), val = torch::randn({1, 2, v.T, v.D});
+  auto broken = cuda_attention(spec, {q, k, val, {}, {}, {}, {}}, [&](const std::string&, const torch::Device&) { return module; });
+  auto ref = reference_attention(config_of(v), {q, k, val, {}, {}, {}}, false).out;
+  EXPECT_GT(rel_error(broken, ref), 1e-3);
+}
+
+// NVRTC -> PTX -> ptxas for the GPUs the paper's scale runs on. PTX is
+// what the driver loads; ptxas proves it assembles for the real targets.
+TEST(CudaKernels, EveryVariantCompilesForSm80AndSm90) {
+  std::string why;
+  if (!cuda::nvrtc_available(&why)) GTEST_SKIP() << "NVRTC not available: " << why;
+  if (std::system("command -v ptxas > /dev/null 2>&1") != 0) GTEST_SKIP() << "ptxas not on the PATH";
+  auto dir = std::filesystem::temp_directory_path() / ("sinklab-ptx-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::vector<std::pair<std::string, std::string>> sources;  // name, source
+  auto all = paper_variants();
+  for (auto& v : beyond_the_paper_variants()) all.push_back(v);
+  for (auto& v : random_score_variants()) all.push_back(v);
+  for (const auto& v : all) sources.push_back({v.name, kernels::emit_cuda(spec_of(v))});
+  for (const char* name : {"softmax", "KV biases", "softpick", "sink logit", "d_head 64, T 19 (key groups of 2)"})
+    for (const auto& v : all)
+      if (v.name == name) {
+        sources.push_back({v.name + " (bf16)", kernels::emit_cuda(spec_of(v), kernels::CudaStorage::BFloat16)});
+        auto f64 = spec_of(v);
+        f64.f64 = true;
+        sources.push_back({v.name + " (double)", kernels::emit_cuda(f64)});
+      }
+  int assembled = 0;
+  for (const auto& [name, source] : sources)
+    for (int arch : {80, 90}) {
+      SCOPED_TRACE(name + " sm_" + std::to_string(arch));
+      std::string ptx;
+      ASSERT_NO_THROW(ptx = cuda::compile_ptx(source, arch));
+      ASSERT_NE(ptx.find(".entry sink_backward_keys"), std::string::npos);
+      const auto file = dir / "kernel.ptx";
+      std::ofstream(file) << ptx;
+      const std::string command = "ptxas -arch=sm_" + std::to_string(arch) + " " + file.string() + " -o " + (dir / "kernel.cubin").string();
+      ASSERT_EQ(std::system(command.c_str()), 0) << command;
+      ++assembled;
+    }
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(assembled, 2 * static_cast<int>(sources.size()));
+}

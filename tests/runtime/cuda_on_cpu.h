@@ -1,0 +1,52 @@
+// Host C++ stand-ins for the CUDA built-ins the generated kernels use, so a
+// test can compile kernels/emit_cuda.h's source with the host compiler and
+// run it without a GPU (tests/runtime/cuda_emulator.h). Each thread of a
+// block is a std::thread; __syncthreads is a std::barrier; blocks run one at
+// a time, so __shared__ arrays can be function statics.
+#pragma once
+#include <atomic>
+#include <barrier>
+#include <cmath>
+#include <cstring>
+#include <math.h>
+
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(n)
+#define __shared__ static
+
+struct SinkEmulatedDim3 {
+  unsigned x = 0, y = 0, z = 0;
+};
+inline thread_local SinkEmulatedDim3 threadIdx, blockIdx;
+inline thread_local std::barrier<>* sink_block_barrier = nullptr;
+
+inline void __syncthreads() { sink_block_barrier->arrive_and_wait(); }
+inline float __int_as_float(int i) {
+  float f;
+  std::memcpy(&f, &i, sizeof f);
+  return f;
+}
+inline float __uint_as_float(unsigned i) {
+  float f;
+  std::memcpy(&f, &i, sizeof f);
+  return f;
+}
+inline unsigned __float_as_uint(float f) {
+  unsigned i;
+  std::memcpy(&i, &f, sizeof i);
+  return i;
+}
+template <typename T>
+inline T atomicAdd(T* p, T v) {
+  return std::atomic_ref<T>(*p).fetch_add(v);
+}
+
+// Called by the emulator on each thread before it runs the kernel.
+extern "C" void sink_emulator_enter(unsigned thread, unsigned block_x, unsigned block_y, void* barrier) {
+  threadIdx.x = thread;
+  blockIdx.x = block_x;
+  blockIdx.y = block_y;
+  sink_block_barrier = static_cast<std::barrier<>*>(barrier);
+}
