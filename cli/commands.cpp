@@ -7,6 +7,7 @@
 #include <iostream>
 #include <unistd.h>
 
+#include "kernels/emit_cuda.h"
 #include "kernels/emit_llvm.h"
 #include "plan/schema.h"
 
@@ -182,9 +183,11 @@ int compile(const std::string& file, const std::string& out, const CommonOptions
     fs::create_directories(dir, ec);
     std::ofstream f(dir / "plan.toml");
     f << to_toml(p);
-    std::ofstream ll(dir / "attention.ll");
+    // The kernel each backend would run: LLVM IR for the CPU JIT, CUDA C++ for a GPU.
+    std::ofstream ll(dir / "attention.ll"), cu(dir / "attention.cu");
     ll << kernels::emit_llvm(kernels::kernel_spec(p));
-    if (!f || !ll) {
+    cu << kernels::emit_cuda(kernels::kernel_spec(p));
+    if (!f || !ll || !cu) {
       fmt::print(stderr, "sinkc: cannot write {}\n", (dir / "plan.toml").string());
       return 2;
     }

@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
   add_common(run_cmd);
 
   std::string compile_file, compile_out;
-  auto* compile = app.add_subcommand("compile", "write DIR/<run>/plan.toml and attention.ll (the generated kernel IR) for every run");
+  auto* compile = app.add_subcommand("compile", "write DIR/<run>/plan.toml, attention.ll and attention.cu (the generated kernels, CPU and CUDA) for every run");
   compile->add_option("file", compile_file, "spec file")->required();
   compile->add_option("-o,--out", compile_out, "output folder")->required();
   add_common(compile);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "kernels/emit_llvm.h"
+#include "kernels/emit_cuda.h"
 #include "plan/kernel_spec.h"
 #include "spec_helpers.h"
 
@@ -38,6 +39,7 @@ TEST(CompiledKernels, AttentionLlIsWhatTheRuntimeDerivesFromPlanToml) {
       const sink::Plan plan = sink::read_plan((e.path() / "plan.toml").string());
       const auto kernel = sink::kernels::kernel_spec(sink::read_config(plan).model);
       EXPECT_EQ(slurp(e.path() / "attention.ll"), sink::kernels::emit_llvm(kernel)) << e.path();
+      EXPECT_EQ(slurp(e.path() / "attention.cu"), sink::kernels::emit_cuda(kernel)) << e.path();
       variants.insert(kernel.describe());
       ++runs;
     }

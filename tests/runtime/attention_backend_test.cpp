@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "kernels/emit_llvm.h"
+#include "kernels/emit_cuda.h"
 #include "plan/kernel_spec.h"
 #include "runtime/attention_backend.h"
 #include "runtime/model.h"
@@ -24,10 +25,16 @@ ModelConfig model_of(const std::string& body) { return sinktest::config_of("expe
 TEST(AttentionBackend, ChosenByPlanAndDevice) {
   EXPECT_EQ(make_attention_backend(model_of("attention.backend = jit"), torch::kCPU)->name(), "jit");
   EXPECT_EQ(make_attention_backend(model_of("attention.backend = reference"), torch::kCPU)->name(), "reference");
-  // A pairing without kernels says what to change, whatever this LibTorch was built with.
+  // On a CUDA device the generated kernels are the CUDA ones, from the same kernel description.
+  const ModelConfig m = model_of("attention.backend = jit  model { pe = alibi  biases = kv }");
+  auto cuda = make_attention_backend(m, torch::Device(torch::kCUDA, 0));
+  EXPECT_EQ(cuda->name(), "cuda");
+  EXPECT_EQ(cuda->kernel_source(), kernels::emit_cuda(kernels::kernel_spec(m)));
+  EXPECT_EQ(cuda->kernel_file_name(), "attention.cu");
+  // A pairing without kernels says what to change.
   try {
-    make_attention_backend(model_of("attention.backend = jit"), torch::Device(torch::kCUDA, 0));
-    ADD_FAILURE() << "jit on cuda was accepted";
+    make_attention_backend(model_of("attention.backend = jit"), torch::Device(torch::kMeta));
+    ADD_FAILURE() << "jit on the meta device was accepted";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("attention.backend = reference"), std::string::npos) << e.what();
   }
