@@ -70,6 +70,17 @@ __device__ __forceinline__ void query_range(long long j, long long T, long long&
   last = WINDOW > 0 ? imin(T - 1, j + WINDOW - 1) : T - 1;
 }
 
+// Rows first.. of a and b (zero past `last`) into shared tiles of ROWS rows, by the block's THREADS threads.
+template <int ROWS, int THREADS>
+__device__ __forceinline__ void load_tiles(real (*a_tile)[D], real (*b_tile)[D], const store_t* a, const store_t* b,
+                                           long long first, long long last) {
+  for (int e = threadIdx.x; e < ROWS * D; e += THREADS) {
+    const long long r = first + e / D;
+    a_tile[e / D][e % D] = r <= last ? load(a, r * D + e % D) : (real)0;
+    b_tile[e / D][e % D] = r <= last ? load(b, r * D + e % D) : (real)0;
+  }
+}
+
 __device__ __forceinline__ real p_term(real s) { return NORM_PNORM ? r_pow(r_fabs(s), P_NORM) : (real)0; }
 __device__ __forceinline__ real normalizer(real S, real Pp) {
   if (NORM_SUM) return S;
@@ -171,11 +182,7 @@ std::string cuda_forward_body() {
   key_range(imin(first_row + FWD_ROWS - 1, T - 1), T, unused, block_hi);
   for (long long kb = block_lo; kb <= block_hi; kb += FWD_KEYS) {
     __syncthreads();
-    for (int e = threadIdx.x; e < FWD_KEYS * D; e += FWD_ROWS) {
-      const long long j = kb + e / D;
-      k_tile[e / D][e % D] = j <= block_hi ? load(k, j * D + e % D) : (real)0;
-      v_tile[e / D][e % D] = j <= block_hi ? load(v, j * D + e % D) : (real)0;
-    }
+    load_tiles<FWD_KEYS, FWD_ROWS>(k_tile, v_tile, k, v, kb, block_hi);
     __syncthreads();
     const int n = (int)imin(FWD_KEYS, block_hi - kb + 1);
     for (int c = 0; c < n; ++c) {
@@ -282,11 +289,7 @@ std::string cuda_backward_keys_body() {
   query_range(imin(first_key + KEY_ROWS - 1, T - 1), T, unused, last);
   for (long long qb = first; qb <= last; qb += KEY_QUERIES) {
     __syncthreads();
-    for (int e = threadIdx.x; e < KEY_QUERIES * D; e += KEY_ROWS) {
-      const long long i = qb + e / D;
-      q_tile[e / D][e % D] = i <= last ? load(q, i * D + e % D) : (real)0;
-      do_tile[e / D][e % D] = i <= last ? load(dout, i * D + e % D) : (real)0;
-    }
+    load_tiles<KEY_QUERIES, KEY_ROWS>(q_tile, do_tile, q, dout, qb, last);
     for (int r = threadIdx.x; r < KEY_QUERIES; r += KEY_ROWS) {
       const long long i = qb + r;
       st0_tile[r] = i <= last ? stats[i] : (real)0;
@@ -343,11 +346,7 @@ std::string cuda_backward_queries_body() {
   key_range(imin(first_row + QUERY_ROWS - 1, T - 1), T, unused, block_hi);
   for (long long kb = block_lo; kb <= block_hi; kb += QUERY_KEYS) {
     __syncthreads();
-    for (int e = threadIdx.x; e < QUERY_KEYS * D; e += QUERY_ROWS) {
-      const long long j = kb + e / D;
-      k_tile[e / D][e % D] = j <= block_hi ? load(k, j * D + e % D) : (real)0;
-      v_tile[e / D][e % D] = j <= block_hi ? load(v, j * D + e % D) : (real)0;
-    }
+    load_tiles<QUERY_KEYS, QUERY_ROWS>(k_tile, v_tile, k, v, kb, block_hi);
     __syncthreads();
     const int n = (int)imin(QUERY_KEYS, block_hi - kb + 1);
     for (int c = 0; c < n; ++c) {
