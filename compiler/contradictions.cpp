@@ -207,6 +207,10 @@ void check_run(const Run& run, Diagnostics& diags) {
     r.error({"data.corpus"}, "file(...) needs a path, e.g. file(\"data/*.jsonl.zst\")");
   if (const Value* tok = r.v("data.tokenizer"); tok && tok->s == "llama2c" && tok->arg("path")->s.empty())
     r.error({"data.tokenizer"}, "llama2c(...) needs the path of a tok*.bin file");
+  if (const int64_t micro = r.i("train.micro_batch"); micro > 0 && r.i("train.batch") % micro != 0)
+    r.error({"train.micro_batch", "train.batch"},
+            fmt::format("micro_batch = {} does not divide batch = {}: every pass must hold the same number of sequences",
+                        micro, r.i("train.batch")));
   if (r.i("measure.every") > 0 && r.i("measure.every") > r.i("train.steps"))
     r.warning({"measure.every", "train.steps"},
                   fmt::format("measure.every = {} is past train.steps = {}: only the final measurement runs",

@@ -128,6 +128,8 @@ RunConfig read_config(const Plan& p) {
   t.checkpoint_every = p.integer("train.checkpoint_every");
   t.threads = p.integer("train.threads");
   t.device = p.choice("train.device");
+  t.micro_batch = p.integer("train.micro_batch");
+  t.precision = p.choice("train.precision");
   m.max_positions = std::max(t.context, p.integer("measure.T")) + (m.sink_token ? 1 : 0);
 
   MeasureConfig& ms = c.measure;

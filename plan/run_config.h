@@ -91,7 +91,9 @@ struct TrainConfig {
   int64_t warmup = 0;
   double min_lr = 0;
   int64_t steps = 0, batch = 0, context = 0, seed = 0, checkpoint_every = 0, threads = 0;
+  int64_t micro_batch = 0;  // 0: the whole batch in one pass
   std::string device;
+  std::string precision = "fp32";
 };
 
 struct MeasureConfig {

@@ -148,6 +148,13 @@ std::vector<Field> build() {
       {"train.checkpoint_every", int_in(0, 1e9), "steps between checkpoints; 0 = only at the end"},
       {"train.threads", int_in(0, 1024), "CPU threads; 0 = all cores"},
       {"train.device", one_of({"cpu", "cuda"}), "where to train"},
+      {"train.micro_batch", int_in(0, 1e6),
+       "sequences per forward/backward pass (per worker), gradients accumulated over train.batch; 0 = all at once",
+       Value::of_int(0)},
+      {"train.precision", one_of({"fp32", "bf16"}),
+       "bf16: the forward under LibTorch's autocast in bfloat16 (matmuls, generated attention kernels); weights, "
+       "optimizer state, the loss and the measurements stay fp32",
+       Value::of_enum("fp32")},
       // measure
       {"measure.every", int_in(0, 1e9), "steps between evaluations (valid loss, sink metrics); 0 = only at the end"},
       {"measure.eps", float_in(0, 1, true), "threshold eps of Sink_k^eps"},

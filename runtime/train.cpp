@@ -16,6 +16,7 @@
 #include "runtime/measure.h"
 #include "runtime/model.h"
 #include "runtime/optimizer.h"
+#include "runtime/precision.h"
 #include "runtime/process.h"
 #include "runtime/run_dir.h"
 #include "runtime/run_lock.h"
@@ -370,6 +371,8 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
     summary["attention_backend"] = backend;
     summary["threads"] = threads;
     summary["device"] = device.str();
+    summary["precision"] = cfg.train.precision;
+    if (cfg.train.micro_batch > 0) summary["micro_batch"] = cfg.train.micro_batch;
     if (workers) {
       summary["workers"] = workers->size();
       dir.log(fmt::format("data parallel: {} workers, {} sequences each per step", workers->size(),
@@ -438,8 +441,24 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
       set_learning_rate(*opt, lr);
       auto [x, y] = batches.train(step);
       if (workers) x = workers->shard(x), y = workers->shard(y);
-      auto loss = lm_loss(model.forward(x).logits, y, cfg.model.attention.prefix);
-      last_loss = loss.item<double>();
+      // Micro-batches of equal size, each loss weighted by its share: the
+      // accumulated gradient is the whole batch's (every sequence carries the
+      // same number of loss positions).
+      opt->zero_grad();
+      const int64_t rows = x.size(0), micro = cfg.train.micro_batch > 0 ? std::min(cfg.train.micro_batch, rows) : rows;
+      torch::Tensor step_loss;
+      for (int64_t at = 0; at < rows; at += micro) {
+        const int64_t n = std::min(micro, rows - at);
+        torch::Tensor loss;
+        {
+          AutocastScope autocast(cfg.train.precision, device);
+          loss = lm_loss(model.forward(x.narrow(0, at, n)).logits, y.narrow(0, at, n), cfg.model.attention.prefix);
+        }
+        loss = loss.to(torch::kFloat) * (static_cast<double>(n) / rows);
+        loss.backward();
+        step_loss = step_loss.defined() ? step_loss + loss.detach() : loss.detach();
+      }
+      last_loss = step_loss.item<double>();
       // Workers agree on the step's loss and on stopping: a signal one of
       // them missed would leave the others waiting in the next all-reduce.
       bool stop = interrupt_requested();
@@ -453,8 +472,6 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
         summary["tokens"] = step * tokens_per_step;
         return finish("diverged", fmt::format("non-finite loss at step {}", step + 1));
       }
-      opt->zero_grad();
-      loss.backward();
       if (workers) workers->average_gradients(model.parameters());
       if (cfg.train.clip > 0) torch::nn::utils::clip_grad_norm_(model.parameters(), cfg.train.clip);
       opt->step();

@@ -42,8 +42,11 @@ ls "$fuzz/corpus" | wc -l > "$work/corpus_before"
 ls "$fuzz/artifacts" | wc -l > "$work/artifacts_before"
 date +%s > "$work/start"
 # libFuzzer's -jobs writes each worker's output to fuzz-K.log in the current folder.
+# -timeout=30: the slowest legitimate input (a spec expanding to the 10,000-run
+# limit) takes ~3.4 s of CPU under ASan, and over 10 s of wall time when the
+# campaign shares the machine with a build; a hang still shows within 30 s.
 (cd "$work" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  nice -n 10 ../parse_fuzz -jobs="$workers" -workers="$workers" -runs=$((runs / workers)) -timeout=10 \
+  nice -n 10 ../parse_fuzz -jobs="$workers" -workers="$workers" -runs=$((runs / workers)) -timeout=30 \
   -rss_limit_mb=2048 -print_final_stats=1 -dict=../sink.dict -artifact_prefix=../artifacts/ \
   ../corpus ../../../../stdlib ../../../../tests/front/golden > campaign.log 2>&1) || true
 date +%s > "$work/end"

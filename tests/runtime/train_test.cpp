@@ -268,3 +268,35 @@ TEST(Train, SinkcRunCommand) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << bad;
   EXPECT_NE(bad.find("nope"), std::string::npos) << bad;
 }
+
+// Gradient accumulation: four passes of one sequence train the same curve as
+// one pass of four (float summation order apart).
+TEST(Train, MicroBatchesTrainTheSameCurve) {
+  TempDir out("micro-batch");
+  auto whole = run_plan(sinktest::plan_of("experiment whole extends micro { }"), options(out.str()));
+  auto split = run_plan(sinktest::plan_of("experiment split extends micro { train.micro_batch = 1 }"), options(out.str()));
+  ASSERT_EQ(whole.status, "completed");
+  ASSERT_EQ(split.status, "completed");
+  EXPECT_EQ(split.summary["micro_batch"], 1);
+  auto a = metrics_lines(whole.dir), b = metrics_lines(split.dir);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t k = 0; k < a.size(); ++k)
+    for (const char* m : {"train_loss", "valid_loss"})
+      EXPECT_NEAR(b[k][m].get<double>(), a[k][m].get<double>(), 1e-5 * a[k][m].get<double>()) << m << " at " << a[k]["step"];
+}
+
+// bf16 autocast (here LibTorch's CPU autocast; on a GPU the same scope on
+// CUDA): the run records it, its matmuls really are bf16 (the curve is not
+// the fp32 one), and it trains about as well (bf16 keeps 8 significant bits).
+TEST(Train, Bf16AutocastTrainsCloseToFp32) {
+  TempDir out("bf16");
+  auto fp32 = run_plan(sinktest::plan_of("experiment fp32 extends micro { }"), options(out.str()));
+  auto bf16 = run_plan(sinktest::plan_of("experiment bf16 extends micro { train.precision = bf16 }"), options(out.str()));
+  ASSERT_EQ(fp32.status, "completed");
+  ASSERT_EQ(bf16.status, "completed") << bf16.summary.dump(2);
+  EXPECT_EQ(bf16.summary["precision"], "bf16");
+  EXPECT_EQ(fp32.summary["precision"], "fp32");
+  const double a = fp32.summary["final"]["valid_loss"], b = bf16.summary["final"]["valid_loss"];
+  EXPECT_NE(a, b) << "bf16 autocast changed nothing";
+  EXPECT_NEAR(b, a, 0.05 * a);
+}
