@@ -1,6 +1,6 @@
 // Training throughput (tokens/s) of the runtime with the reference and the JIT
 // attention backends, against the same model written in plain PyTorch
-// (bench/tiny_pytorch.py, Debian's python3-torch) run side by side with the
+// (bench/pytorch_twin.py, Debian's python3-torch) run side by side with the
 // same threads and shapes. Three shapes: the tiny and tiny_text presets, and
 // context 256 with d = 128, 2 layers, 4 heads.
 //
@@ -55,7 +55,7 @@ double ours(RunConfig cfg, int steps) {
 }
 
 double pytorch(const RunConfig& cfg, int64_t vocab, int steps, int threads) {
-  std::string cmd = fmt::format("OMP_WAIT_POLICY=passive /usr/bin/python3 {}/bench/tiny_pytorch.py {} {} {} {} {} {} {} {} {}",
+  std::string cmd = fmt::format("OMP_WAIT_POLICY=passive /usr/bin/python3 {}/bench/pytorch_twin.py {} {} {} {} {} {} {} {} {}",
                                 SINKLAB_SOURCE_DIR, cfg.model.d, cfg.model.layers, cfg.model.heads, cfg.model.ffn_hidden,
                                 cfg.train.context, cfg.train.batch, vocab, steps, threads);
   auto j = nlohmann::json::parse(rt::command_output(cmd), nullptr, false);

@@ -30,6 +30,11 @@ struct KernelSpec {
   bool softpick() const { return normalize == "softpick"; }
   // The forms that carry a running row maximum through the key blocks.
   bool online_max() const { return softmax || shifted_exp() || softpick(); }
+  // softmax(qk / sqrt(d_head)) v under the causal mask and nothing else: what
+  // LibTorch's scaled_dot_product_attention computes, so a backend may run it.
+  bool plain_causal_softmax() const {
+    return softmax && alpha == 1 && prefix <= 1 && window == 0 && !position_bias && !key_bias && !sink_logit;
+  }
 
   std::string describe() const;
   std::string hash() const;  // 16 hex digits, of describe()

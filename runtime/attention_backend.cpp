@@ -1,6 +1,7 @@
 #include "runtime/attention_backend.h"
 
 #include <fmt/format.h>
+#include <torch/version.h>
 
 #include "kernels/emit_llvm.h"
 #include "plan/kernel_spec.h"
@@ -83,12 +84,17 @@ class CpuJitBackend : public AttentionBackend {
 // says so when it is asked for).
 class CudaBackend : public AttentionBackend {
  public:
-  explicit CudaBackend(const ModelConfig& cfg) : cfg_(cfg.attention), kernel_(kernels::kernel_spec(cfg)) {}
-  std::string name() const override { return "cuda"; }
+  CudaBackend(const ModelConfig& cfg, KernelChoice choice)
+      : cfg_(cfg.attention),
+        kernel_(kernels::kernel_spec(cfg)),
+        sdpa_(choice == KernelChoice::Fastest && has_sdpa() && kernel_.plain_causal_softmax()) {}
+  // summary.json says which one trained.
+  std::string name() const override { return sdpa_ ? "cuda+sdpa" : "cuda"; }
   std::string kernel_source() const override { return kernels::emit_cuda(kernel_); }
   std::string kernel_file_name() const override { return "attention.cu"; }
 
   torch::Tensor attend(const AttentionCall& call, AttentionProbe* probe) override {
+    if (sdpa_ && !probe) return sdpa_causal_attention(call.q, call.k, call.v);
     torch::Tensor out = cuda_attention(kernel_, call, modules_);
     if (probe) {
       if (call.sink_logit.defined()) probe->sink_share = cuda_sink_share(kernel_, call, modules_);
@@ -101,12 +107,26 @@ class CudaBackend : public AttentionBackend {
  private:
   AttentionConfig cfg_;
   kernels::KernelSpec kernel_;
+  bool sdpa_;
   KernelModules modules_ = cuda_modules();
 };
 
 }  // namespace
 
-std::shared_ptr<AttentionBackend> make_attention_backend(const ModelConfig& cfg, const torch::Device& device) {
+#if TORCH_VERSION_MAJOR >= 2
+bool has_sdpa() { return true; }
+torch::Tensor sdpa_causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+  return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
+}
+#else
+bool has_sdpa() { return false; }
+torch::Tensor sdpa_causal_attention(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&) {
+  throw std::logic_error("scaled_dot_product_attention needs LibTorch >= 2.0");
+}
+#endif
+
+std::shared_ptr<AttentionBackend> make_attention_backend(const ModelConfig& cfg, const torch::Device& device,
+                                                         KernelChoice choice) {
   const std::string& wanted = cfg.attention.backend;
   if (wanted == "reference") return std::make_shared<ReferenceBackend>(cfg.attention);
 #if SINKLAB_HAVE_JIT
@@ -116,7 +136,7 @@ std::shared_ptr<AttentionBackend> make_attention_backend(const ModelConfig& cfg,
     throw std::runtime_error("attention.backend = jit: this build has no CPU JIT (LLVM 19 was not found when it was "
                              "configured); set attention.backend = reference, or rebuild with llvm-19-dev");
 #endif
-  if (wanted == "jit" && device.is_cuda()) return std::make_shared<CudaBackend>(cfg);
+  if (wanted == "jit" && device.is_cuda()) return std::make_shared<CudaBackend>(cfg, choice);
   throw std::runtime_error(fmt::format("attention.backend = {} has no kernels for device {} in this build; "
                                        "set attention.backend = reference to run there",
                                        wanted, device.str()));

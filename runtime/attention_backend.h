@@ -39,9 +39,22 @@ class AttentionBackend {
   virtual std::string kernel_file_name() const { return "attention.ll"; }
 };
 
+// Fastest: on a GPU, plain causal softmax (KernelSpec::plain_causal_softmax)
+// runs LibTorch's scaled_dot_product_attention where this LibTorch has it;
+// its probes still come from the generated kernels. Generated: always the
+// generated kernels (their checks and benchmarks).
+enum class KernelChoice { Fastest, Generated };
+
 // attention.backend = jit: the CPU JIT on a CPU device, the CUDA kernels on a
 // CUDA device; reference anywhere: LibTorch. Any other pairing is an error
 // that says what to change.
-std::shared_ptr<AttentionBackend> make_attention_backend(const ModelConfig& cfg, const torch::Device& device);
+std::shared_ptr<AttentionBackend> make_attention_backend(const ModelConfig& cfg, const torch::Device& device,
+                                                         KernelChoice choice = KernelChoice::Fastest);
+
+// LibTorch >= 2.0's scaled_dot_product_attention with the causal mask
+// (q, k, v [B, H, T, dh]); has_sdpa() is false on older LibTorch (Debian's
+// 1.13), where sdpa_causal_attention throws.
+bool has_sdpa();
+torch::Tensor sdpa_causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
 
 }  // namespace sink::rt

@@ -28,4 +28,15 @@ void set_learning_rate(torch::optim::Optimizer& opt, double lr) {
   for (auto& group : opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
 }
 
+void clip_gradient_norm(const std::vector<torch::Tensor>& parameters, double max_norm) {
+  std::vector<torch::Tensor> grads, norms;
+  for (const auto& p : parameters)
+    if (p.grad().defined()) grads.push_back(p.grad()), norms.push_back(p.grad().norm());
+  if (grads.empty()) return;
+  const auto total = norms.size() == 1 ? norms[0] : torch::stack(norms).norm();
+  const auto scale = (max_norm / (total + 1e-6)).clamp_max(1.0);
+  torch::NoGradGuard no_grad;
+  for (auto& g : grads) g.mul_(scale);
+}
+
 }  // namespace sink::rt

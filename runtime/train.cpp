@@ -16,6 +16,7 @@
 #include "runtime/measure.h"
 #include "runtime/model.h"
 #include "runtime/optimizer.h"
+#include "runtime/pending_losses.h"
 #include "runtime/precision.h"
 #include "runtime/process.h"
 #include "runtime/run_dir.h"
@@ -433,6 +434,8 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
     auto loop_start = Clock::now();
     const int64_t first_step = state.step;
     double last_loss = NAN;
+    PendingLosses pending;
+    auto last_progress = Clock::now();
     for (int64_t step = state.step; step < steps; ++step) {
       if (options.stop_after >= 0 && step - first_step >= options.stop_after) {
         return finish("stopped", fmt::format("stopped after step {}", step));
@@ -441,6 +444,9 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
       set_learning_rate(*opt, lr);
       auto [x, y] = batches.train(step);
       if (workers) x = workers->shard(x), y = workers->shard(y);
+      // From page-locked memory the copy is queued; from pageable memory the
+      // host would first wait for the GPU to finish the previous step.
+      if (device.is_cuda()) x = x.pin_memory().to(device, true), y = y.pin_memory().to(device, true);
       // Micro-batches of equal size, each loss weighted by its share: the
       // accumulated gradient is the whole batch's (every sequence carries the
       // same number of loss positions).
@@ -458,25 +464,40 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
         loss.backward();
         step_loss = step_loss.defined() ? step_loss + loss.detach() : loss.detach();
       }
-      last_loss = step_loss.item<double>();
-      // Workers agree on the step's loss and on stopping: a signal one of
-      // them missed would leave the others waiting in the next all-reduce.
+      pending.add(step, step_loss);
       bool stop = interrupt_requested();
-      if (workers) {
-        auto agreed = workers->sum({last_loss, stop ? 1.0 : 0.0});
-        last_loss = agreed[0] / workers->size();
-        stop = agreed[1] > 0;
-      }
-      if (!std::isfinite(last_loss)) {
-        summary["steps_done"] = step;
-        summary["tokens"] = step * tokens_per_step;
-        return finish("diverged", fmt::format("non-finite loss at step {}", step + 1));
+      const bool final_step = step + 1 == steps;
+      const bool measure_due = final_step || (cfg.measure.every > 0 && (step + 1) % cfg.measure.every == 0);
+      const bool checkpoint_due = final_step || (cfg.train.checkpoint_every > 0 && (step + 1) % cfg.train.checkpoint_every == 0);
+      const bool log_due = (step + 1) % std::max<int64_t>(1, steps / 10) == 0;
+      const bool progress_due = tty && Clock::now() - last_progress > std::chrono::milliseconds(250);
+      // Workers agree every step on the loss and on stopping: a signal one of
+      // them missed would leave the others waiting in the next all-reduce.
+      // Alone, the losses are read when something shows or keeps them, and a
+      // non-finite one is found there, before anything is written.
+      if (workers || stop || measure_due || checkpoint_due || log_due || progress_due) {
+        auto losses = pending.read();
+        std::optional<int64_t> diverged_at = losses.first_non_finite;
+        if (workers) {
+          auto agreed = workers->sum({diverged_at ? NAN : losses.last, stop ? 1.0 : 0.0});
+          losses.last = losses.sum = agreed[0] / workers->size();
+          losses.count = 1;
+          stop = agreed[1] > 0;
+          if (!std::isfinite(losses.last)) diverged_at = step;
+        }
+        if (diverged_at) {
+          summary["steps_done"] = *diverged_at;
+          summary["tokens"] = *diverged_at * tokens_per_step;
+          return finish("diverged", fmt::format("non-finite loss at step {}", *diverged_at + 1));
+        }
+        state.loss_sum += losses.sum;
+        state.loss_count += losses.count;
+        last_loss = losses.last;
+        last_progress = Clock::now();
       }
       if (workers) workers->average_gradients(model.parameters());
-      if (cfg.train.clip > 0) torch::nn::utils::clip_grad_norm_(model.parameters(), cfg.train.clip);
+      if (cfg.train.clip > 0) clip_gradient_norm(model.parameters(), cfg.train.clip);
       opt->step();
-      state.loss_sum += last_loss;
-      state.loss_count += 1;
       state.step = step + 1;
 
       const double elapsed = std::chrono::duration<double>(Clock::now() - loop_start).count();
@@ -484,11 +505,10 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
       const double eta = (steps - state.step) * tokens_per_step / std::max(tps, 1e-9);
       std::string line = fmt::format("{} step {}/{} loss {:.4f} lr {:.2e} {:.1f}k tok/s ETA {}", plan.name, state.step, steps,
                                      last_loss, lr, tps / 1000, duration(eta));
-      if (tty) fmt::print(stderr, "\r{:<100}", line);
-      if (state.step % std::max<int64_t>(1, steps / 10) == 0) dir.log(line);
+      if (progress_due) fmt::print(stderr, "\r{:<100}", line);
+      if (log_due) dir.log(line);
 
-      const bool final_step = state.step == steps;
-      if (final_step || (cfg.measure.every > 0 && state.step % cfg.measure.every == 0)) {
+      if (measure_due) {
         json m = evaluate(model, batches, cfg);
         m["step"] = state.step;
         m["tokens"] = state.step * tokens_per_step;
@@ -505,8 +525,7 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
           return finish("diverged", fmt::format("non-finite validation loss at step {}", state.step));
         }
       }
-      if (final_step || (cfg.train.checkpoint_every > 0 && state.step % cfg.train.checkpoint_every == 0))
-        leader_writes(write_checkpoint);
+      if (checkpoint_due) leader_writes(write_checkpoint);
       if (stop && !final_step) {
         leader_writes(write_checkpoint);
         if (tty) fmt::print(stderr, "\n");

@@ -7,19 +7,40 @@
 #   3. the CUDA backend (NVRTC kernels from kernels/emit_cuda.h) against the
 #      reference path on the same GPU: forward and every gradient of every
 #      variant in float, double and bf16, a micro model trained on cpu and
-#      cuda, a GPU checkpoint loaded on the CPU (build-gpu/tests/cuda_check);
+#      cuda, a GPU checkpoint loaded on the CPU, plain softmax through
+#      LibTorch's SDPA (the backend's dispatch) (build-gpu/tests/cuda_check);
 #   4. a short training run with train.device = cuda through sinkc-runtime
 #      (a plan compiled where the front end is: tests/plan/fixtures);
 #   5. the older NVPTX forward port (tests/gpu/check_on_gpu.sh), when its
 #      cases were prepared where LLVM 19's llc is and carried:
 #        tests/gpu/check_on_gpu.sh prepare build gpu-cases
 #
-# Not here yet (issue 11): the benchmarks against SDPA and the GPU preset runs.
-#   scripts/gpu-check.sh OUT_DIR [CASES_DIR]
+# --bench adds the benchmarks, right after the build (--only-bench: only
+# them); a few minutes; carry data/builtin for the second:
+#   6. attention forward + backward, generated kernels against SDPA and the
+#      composite LibTorch form (build-gpu/bench/gpu_attention);
+#   7. paper_60m end to end against the same model in PyTorch
+#      (bench/gpu_train_vs_pytorch.sh).
+# --presets, alone: the natural-text sink runs (plans/gpu_natural_sink,
+# softmax and sigmoid on gpu_text without a BOS, up to 15 minutes each: more
+# than one 10-minute call, so it trains under `timeout` and goes on with
+# --resume on the next call); bring OUT_DIR/runs back and compare them with
+# `sinkc diff` / `sinkc report` where the front end is.
+# A machine is warm between calls and keeps build-gpu, so these can be separate calls:
+#   scripts/gpu-check.sh OUT_DIR [--bench | --only-bench | --presets SECONDS] [CASES_DIR]
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${1:?usage: scripts/gpu-check.sh OUT_DIR [CASES_DIR]}
-cases=${2:-gpu-cases}
+usage="usage: scripts/gpu-check.sh OUT_DIR [--bench | --only-bench | --presets SECONDS] [CASES_DIR]"
+out=${1:?$usage}
+shift
+checks=1 bench=0 presets=0
+case "${1:-}" in
+  --bench) bench=1; shift ;;
+  --only-bench) bench=1 checks=0; shift ;;
+  --presets) presets=${2:?$usage} checks=0; shift 2 ;;
+  -*) echo "$usage"; exit 2 ;;
+esac
+cases=${1:-gpu-cases}
 mkdir -p "$out"
 status=0
 step() {
@@ -31,6 +52,21 @@ step() {
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/gpu.txt" 2>&1 || true
 echo "GPU: $(cat "$out/gpu.txt")"
 step build scripts/setup-gpu.sh .deps build-gpu
+if ((bench)); then
+  step gpu_attention build-gpu/bench/gpu_attention
+  step gpu_train_vs_pytorch bench/gpu_train_vs_pytorch.sh build-gpu "$out/train-bench"
+fi
+if ((presets)); then
+  # rc 124: the time ran out; the runs checkpointed (every 2000 steps) and the next call resumes them.
+  timeout --signal=INT "$presets" build-gpu/sinkc-runtime run plans/gpu_natural_sink --out "$out/runs" --resume \
+    > "$out/presets.log" 2>&1
+  echo "== presets: exit $? (124: time ran out, call again to resume)"
+  for s in "$out"/runs/*/summary.json; do
+    python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); f=s.get("final",{});
+print(sys.argv[1], s.get("status"), "step", f.get("step"), "valid", f.get("valid_loss"), "sink", f.get("sink"))' "$s"
+  done
+fi
+((checks)) || exit $status
 if [[ -x build-gpu/tests/plan_tests ]]; then
   step plan_tests build-gpu/tests/plan_tests
 else

@@ -50,4 +50,31 @@ TEST(CompiledKernels, AttentionLlIsWhatTheRuntimeDerivesFromPlanToml) {
   fs::remove_all(out);
 }
 
+// Plans committed for machines without the front end (a GPU node): each is
+// what `sinkc compile` writes today, or the schema moved on without them.
+// Regenerate as plans/README.md says.
+TEST(CompiledKernels, CommittedPlansAreCurrent) {
+  const fs::path out = fs::path(::testing::TempDir()) / ("sinklab-committed-plans-" + std::to_string(getpid()));
+  fs::remove_all(out);
+  struct Committed {
+    std::string spec, options, run, plan;
+  };
+  const std::vector<Committed> committed = {
+      {"tests/plan/fixtures/fixture.sink", "", "fixture", "tests/plan/fixtures/fixture.plan.toml"},
+      {"bench/gpu_60m.sink", "", "gpu_60m_throughput", "plans/gpu_throughput/gpu_60m_throughput/plan.toml"},
+      {"specs/text_softmax_vs_sigmoid.sink", "--base gpu_text", "natural_softmax",
+       "plans/gpu_natural_sink/natural_softmax/plan.toml"},
+      {"specs/text_softmax_vs_sigmoid.sink", "--base gpu_text", "natural_sigmoid",
+       "plans/gpu_natural_sink/natural_sigmoid/plan.toml"}};
+  const std::string source = sink::testing::source_dir();
+  for (const auto& [spec, options, run, plan] : committed) {
+    const std::string cmd = "cd " + source + " && " + SINKC_BINARY + " compile " + spec + " " + options + " -o " +
+                            out.string() + " > /dev/null";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    EXPECT_EQ(slurp(out / run / "plan.toml"), slurp(fs::path(source) / plan))
+        << plan << " is not what `sinkc compile " << spec << "` writes now; regenerate it";
+  }
+  fs::remove_all(out);
+}
+
 }  // namespace

@@ -8,7 +8,9 @@
 //  3. a micro model (tests/plan/fixtures) trained 50 steps with AdamW on the
 //     CPU (reference attention) and on the GPU (generated kernels) in fp32:
 //     the loss curves agree to 1e-4;
-//  4. a checkpoint written from the GPU model loads into a CPU model.
+//  4. a checkpoint written from the GPU model loads into a CPU model;
+//  5. plain causal softmax through LibTorch's SDPA (the backend's dispatch)
+//     against the same reference, forward and gradients.
 // One line per case; exit 0 when all pass, 1 on a failure, 77 without a GPU.
 //   build-gpu/tests/cuda_check [filter]
 #include <fmt/format.h>
@@ -18,6 +20,7 @@
 #include "plan/plan.h"
 #include "plan/run_config.h"
 #include "runtime/attention.h"
+#include "runtime/attention_backend.h"
 #include "runtime/cuda_attention.h"
 #include "runtime/model.h"
 #include "runtime/optimizer.h"
@@ -72,6 +75,25 @@ void bf16_storage() {
   const double error = rel_error(out, exact), allowed = std::max(2 * own, 1.0 / 256);
   report("bf16 storage, softmax, T 256, d_head 64", out.scalar_type() == torch::kBFloat16 && error < allowed,
          fmt::format("error {:.2e}, the reference's own bf16 error {:.2e}", error, own));
+}
+
+void sdpa_dispatch() {
+  if (!has_sdpa()) {
+    fmt::print("SKIP sdpa: this LibTorch has no scaled_dot_product_attention\n");
+    return;
+  }
+  auto sdpa = [](const kernels::KernelSpec&, const AttentionCall& c) { return sdpa_causal_attention(c.q, c.k, c.v); };
+  for (const auto& v : paper_variants()) {
+    if (!spec_of(v).plain_causal_softmax()) continue;
+    try {
+      // LibTorch's fp32 attention kernels sum in other orders than its matmul: 1e-4.
+      OracleResult r = measure_against_reference(sdpa, v, 1e-4, torch::kFloat, torch::Device(torch::kCUDA, 0));
+      report(fmt::format("{} [sdpa, float]", v.name), r.passed(),
+             fmt::format("forward {:.2e}, gradients within {:.1e}", r.forward, r.grads_allowed));
+    } catch (const std::exception& e) {
+      report(fmt::format("{} [sdpa, float]", v.name), false, e.what());
+    }
+  }
 }
 
 void training_matches_the_cpu(const std::string& source_dir) {
@@ -135,6 +157,7 @@ int main(int argc, char** argv) {
   for (const auto& v : random_score_variants())
     if (wanted(v.name)) variant(v, 2e-5, torch::kFloat);
   if (wanted("bf16")) bf16_storage();
+  if (wanted("sdpa")) sdpa_dispatch();
   if (wanted("train")) training_matches_the_cpu(SINKLAB_SOURCE_DIR);
   fmt::print("{} of {} cases passed\n", cases - failures, cases);
   return failures ? 1 : 0;

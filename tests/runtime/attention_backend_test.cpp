@@ -31,6 +31,18 @@ TEST(AttentionBackend, ChosenByPlanAndDevice) {
   EXPECT_EQ(cuda->name(), "cuda");
   EXPECT_EQ(cuda->kernel_source(), kernels::emit_cuda(kernels::kernel_spec(m)));
   EXPECT_EQ(cuda->kernel_file_name(), "attention.cu");
+  // Plain causal softmax goes to LibTorch's SDPA where this LibTorch has one,
+  // unless the generated kernels are asked for; anything more stays generated.
+  const ModelConfig plain = model_of("attention.backend = jit");
+  ASSERT_TRUE(kernels::kernel_spec(plain).plain_causal_softmax());
+  EXPECT_EQ(make_attention_backend(plain, torch::Device(torch::kCUDA, 0))->name(), has_sdpa() ? "cuda+sdpa" : "cuda");
+  EXPECT_EQ(make_attention_backend(plain, torch::Device(torch::kCUDA, 0), KernelChoice::Generated)->name(), "cuda");
+  for (const char* more : {"model { pe = alibi }", "model { biases = k }", "loss.prefix = 4", "loss.window = 8",
+                           "attention.sink_logit = learned", "attention.score = sigmoid(qk)"}) {
+    const ModelConfig m2 = model_of(std::string("attention.backend = jit  ") + more);
+    EXPECT_FALSE(kernels::kernel_spec(m2).plain_causal_softmax()) << more;
+    EXPECT_EQ(make_attention_backend(m2, torch::Device(torch::kCUDA, 0))->name(), "cuda") << more;
+  }
   // A pairing without kernels says what to change.
   try {
     make_attention_backend(model_of("attention.backend = jit"), torch::Device(torch::kMeta));

@@ -1,9 +1,14 @@
 #!/usr/bin/python3
-"""The tiny preset's model in plain PyTorch (Debian's python3-torch), for the
-throughput comparison in bench/train_throughput.cpp. Same shapes, same
-threads, same optimizer; prints tokens/s as JSON.
+"""sinklab's default model (RoPE, RMSNorm, SwiGLU, pre-norm, causal softmax)
+in plain PyTorch, for the throughput comparisons: on the CPU with Debian's
+python3-torch (bench/train_throughput.cpp), on a GPU with the PyTorch there
+(bench/gpu_train_vs_pytorch.sh). Same shapes, threads, optimizer, precision
+and micro-batches as the run it is compared with; prints tokens/s as JSON.
+Attention is F.scaled_dot_product_attention where this PyTorch has it
+(>= 2.0), else the composite form.
 
-usage: tiny_pytorch.py D LAYERS HEADS FFN CONTEXT BATCH VOCAB STEPS THREADS
+usage: pytorch_twin.py D LAYERS HEADS FFN CONTEXT BATCH VOCAB STEPS THREADS [DEVICE [PRECISION [MICRO_BATCH]]]
+       (DEVICE cpu | cuda, PRECISION fp32 | bf16)
 """
 import json
 import math
@@ -15,6 +20,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 d, layers, heads, ffn, context, batch, vocab, steps, threads = map(int, sys.argv[1:10])
+device = sys.argv[10] if len(sys.argv) > 10 else "cpu"
+precision = sys.argv[11] if len(sys.argv) > 11 else "fp32"
+micro = int(sys.argv[12]) if len(sys.argv) > 12 and int(sys.argv[12]) > 0 else batch
+sdpa = hasattr(F, "scaled_dot_product_attention")
 torch.set_num_threads(threads)
 torch.manual_seed(0)
 dh = d // heads
@@ -48,9 +57,12 @@ class Block(nn.Module):
         q = rope(self.wq(h).view(B, T, heads, dh).transpose(1, 2), cos, sin)
         k = rope(self.wk(h).view(B, T, heads, dh).transpose(1, 2), cos, sin)
         v = self.wv(h).view(B, T, heads, dh).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) / math.sqrt(dh)
-        att = att.masked_fill(~mask, float("-inf")).softmax(-1)
-        x = x + self.wo((att @ v).transpose(1, 2).reshape(B, T, d))
+        if sdpa:
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) / math.sqrt(dh)
+            o = att.masked_fill(~mask, float("-inf")).softmax(-1) @ v
+        x = x + self.wo(o.transpose(1, 2).reshape(B, T, d))
         h = self.n2(x)
         return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
 
@@ -67,33 +79,45 @@ class Model(nn.Module):
         T = x.shape[1]
         inv = 10000.0 ** (-torch.arange(0, dh, 2, dtype=torch.float64) / dh)
         ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None]
-        cos, sin = ang.cos().float(), ang.sin().float()
-        mask = torch.ones(T, T, dtype=torch.bool).tril()
+        cos, sin = ang.cos().float().to(x.device), ang.sin().float().to(x.device)
+        mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
         h = self.embed(x)
         for b in self.blocks:
             h = b(h, cos, sin, mask)
         return self.head(self.norm(h))
 
 
-model = Model()
+model = Model().to(device)
 opt = torch.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.95), weight_decay=0.1)
 g = torch.Generator().manual_seed(0)
-data = [torch.randint(0, vocab, (batch, context + 1), generator=g) for _ in range(4)]
+data = [torch.randint(0, vocab, (batch, context + 1), generator=g).to(device) for _ in range(4)]
 
 
 def step(i):
     seq = data[i % len(data)]
-    loss = F.cross_entropy(model(seq[:, :-1]).reshape(-1, vocab), seq[:, 1:].reshape(-1))
     opt.zero_grad()
-    loss.backward()
+    for at in range(0, batch, micro):
+        part = seq[at:at + micro]
+        with torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16, enabled=precision == "bf16"):
+            logits = model(part[:, :-1])
+        loss = F.cross_entropy(logits.float().reshape(-1, vocab), part[:, 1:].reshape(-1)) * (part.shape[0] / batch)
+        loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
 
 
+def wait():
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
 for i in range(3):  # warm-up
     step(i)
+wait()
 t0 = time.perf_counter()
 for i in range(steps):
     step(i)
+wait()
 elapsed = time.perf_counter() - t0
-print(json.dumps({"tokens_per_s": steps * batch * context / elapsed, "seconds": elapsed}))
+print(json.dumps({"tokens_per_s": steps * batch * context / elapsed, "seconds": elapsed, "device": device,
+                  "precision": precision, "micro_batch": micro, "sdpa": sdpa, "torch": torch.__version__}))

@@ -1,0 +1,65 @@
+// The pieces of a training step that must not read the GPU back every step:
+// gradient clipping (against LibTorch's own clip_grad_norm_) and the losses
+// held until a read.
+#include <gtest/gtest.h>
+
+#include "runtime/optimizer.h"
+#include "runtime/pending_losses.h"
+
+using namespace sink::rt;
+
+namespace {
+
+std::vector<torch::Tensor> parameters_with_gradients(double scale, uint64_t seed) {
+  torch::manual_seed(seed);
+  std::vector<torch::Tensor> ps;
+  for (auto shape : {std::vector<int64_t>{7, 5}, {11}, {3, 4, 2}}) {
+    auto p = torch::randn(shape, torch::kDouble).requires_grad_();
+    p.mutable_grad() = torch::randn(shape, torch::kDouble) * scale;
+    ps.push_back(p);
+  }
+  auto without_gradient = torch::randn({4}, torch::kDouble).requires_grad_();
+  ps.push_back(without_gradient);
+  return ps;
+}
+
+}  // namespace
+
+TEST(Optimizer, ClippingMatchesLibTorch) {
+  // Above the bound (scaled down) and below it (left as it is).
+  for (double scale : {10.0, 0.01}) {
+    auto ours = parameters_with_gradients(scale, 7), theirs = parameters_with_gradients(scale, 7);
+    clip_gradient_norm(ours, 1.5);
+    torch::nn::utils::clip_grad_norm_(theirs, 1.5);
+    double norm = 0;
+    for (size_t k = 0; k < 3; ++k) {
+      EXPECT_TRUE(torch::allclose(ours[k].grad(), theirs[k].grad(), 1e-12, 1e-14)) << "parameter " << k << " scale " << scale;
+      norm += ours[k].grad().pow(2).sum().item<double>();
+    }
+    if (scale > 1) EXPECT_NEAR(std::sqrt(norm), 1.5, 1e-5);
+    else EXPECT_LT(std::sqrt(norm), 1.0);
+    EXPECT_FALSE(ours[3].grad().defined());
+  }
+}
+
+TEST(Optimizer, PendingLossesSumInStepOrderAndFindTheFirstNonFinite) {
+  PendingLosses pending;
+  EXPECT_TRUE(pending.empty());
+  EXPECT_EQ(pending.read().count, 0);
+  for (int64_t step = 40; step < 44; ++step) pending.add(step, torch::tensor(0.25f * static_cast<float>(step - 39)));
+  auto r = pending.read();
+  EXPECT_EQ(r.count, 4);
+  EXPECT_DOUBLE_EQ(r.sum, 0.25 + 0.5 + 0.75 + 1.0);
+  EXPECT_DOUBLE_EQ(r.last, 1.0);
+  EXPECT_FALSE(r.first_non_finite);
+  EXPECT_TRUE(pending.empty());
+
+  pending.add(44, torch::tensor(2.0f));
+  pending.add(45, torch::tensor(std::numeric_limits<float>::infinity()));
+  pending.add(46, torch::tensor(NAN));
+  r = pending.read();
+  ASSERT_TRUE(r.first_non_finite);
+  EXPECT_EQ(*r.first_non_finite, 45);
+  EXPECT_EQ(r.count, 1);
+  EXPECT_DOUBLE_EQ(r.sum, 2.0);
+}
