@@ -135,18 +135,28 @@ void expand(Program& program, Diagnostics& diags) {
   for (auto& run : runs)
     for (const auto& s : program.overrides) apply(program, s, run.fields);
 
-  // Seeds: one run per seed, each its own plan and hash.
-  for (auto& run : runs) {
+  // Seeds: one run per seed, each its own plan and hash. Counted before any
+  // copy is made: ten thousand copies of a run cost seconds (the fuzzer's
+  // slowest inputs), and past the limit none of them is used.
+  auto seeds_of = [](const Run& run) {
     auto it = run.fields.find("train.seeds");
-    int64_t n = it == run.fields.end() ? 1 : it->second.value.i;
+    return it == run.fields.end() ? int64_t{1} : it->second.value.i;
+  };
+  size_t total = program.runs.size();
+  for (const auto& run : runs) {
+    const int64_t n = seeds_of(run);
+    total += static_cast<size_t>(std::max<int64_t>(1, n));
+    if (n > 1 && total > kMaxRuns) {
+      diags.error(run.name_span, fmt::format("with train.seeds = {}, '{}' makes the spec more than {} runs", n, run.name, kMaxRuns),
+                  "fewer seeds, or fewer runs in this spec");
+      return;
+    }
+  }
+  for (auto& run : runs) {
+    const int64_t n = seeds_of(run);
     if (n <= 1) {
       program.runs.push_back(std::move(run));
       continue;
-    }
-    if (program.runs.size() + static_cast<size_t>(n) > kMaxRuns) {
-      diags.error(run.name_span, fmt::format("with train.seeds = {}, '{}' makes the spec more than {} runs", n, run.name, kMaxRuns),
-                  "fewer seeds, or fewer runs in this spec");
-      break;
     }
     int64_t seed0 = run.fields["train.seed"].value.i;
     for (int64_t k = 0; k < n; ++k) {
