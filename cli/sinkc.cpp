@@ -167,6 +167,10 @@ int main(int argc, char** argv) {
   int run_workers = 1;
   run_cmd->add_option("--workers", run_workers, "train each run data-parallel on W processes of this machine (torchrun)")
       ->check(CLI::Range(1, 1024));
+  int run_gpu = -1;
+  run_cmd->add_option("--gpu", run_gpu, "cuda runs train on GPU N (default: torchrun's LOCAL_RANK, or 0; with --jobs, "
+                                       "each of the runs at once on a GPU of its own)")
+      ->check(CLI::Range(0, 1023));
   run_cmd->allow_extras();
   add_common(run_cmd);
 
@@ -252,6 +256,7 @@ int main(int argc, char** argv) {
       if (run_resume) flags.push_back("--resume");
       if (run_wait) flags.push_back("--wait");
       if (run_jobs > 1) flags.insert(flags.end(), {"--jobs", std::to_string(run_jobs)});
+      if (run_gpu >= 0) flags.insert(flags.end(), {"--gpu", std::to_string(run_gpu)});
       if (run_workers > 1 && run_jobs > 1) {
         fmt::print(stderr, "sinkc: --workers and --jobs do not mix: one trains a run on W processes, the other W runs at once\n");
         return 2;

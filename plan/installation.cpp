@@ -53,10 +53,14 @@ fs::path builtin_corpus(const std::string& name) {
                                          name, searched_places()));
   fs::path file = home / "data" / "builtin" / (name + ".jsonl");
   std::error_code ec;
-  if (!fs::is_regular_file(file, ec))
-    throw std::runtime_error(fmt::format("builtin corpus '{}' not found at {}: run scripts/setup.sh in the sources "
-                                         "(or scripts/build_corpus.py {}) to assemble it",
-                                         name, file.string(), file.string()));
+  if (!fs::is_regular_file(file, ec)) {
+    // The names scripts/build_corpus.py knows; the large one is never assembled by default (245 MB, apt packages).
+    const bool large = name == "large";
+    throw std::runtime_error(fmt::format(
+        "builtin corpus '{}' not found at {}: {} in the sources (or scripts/build_corpus.py {}{}) to assemble it{}", name,
+        file.string(), large ? "run scripts/setup.sh --large-corpus" : "run scripts/setup.sh", large ? "--large " : "",
+        file.string(), large || name == "default" ? "" : " (the builtin corpora are \"default\" and \"large\")"));
+  }
   return file;
 }
 

@@ -8,6 +8,7 @@
 
 #include "runtime/batches.h"
 #include "runtime/data_parallel.h"
+#include "runtime/device.h"
 #include "plan/installation.h"
 #include "plan/run_config.h"
 #include "runtime/llama2c.h"
@@ -62,6 +63,7 @@ struct RunFlags {
   bool resume = false, wait = false, no_progress = false;
   int jobs = 1;
   int64_t auto_threads = 0;
+  int gpu = -1;
 };
 
 // --jobs N: each run in a process of its own, a core share each by default.
@@ -73,6 +75,8 @@ int run_in_parallel(const std::vector<PlanFile>& plans, const RunFlags& flags) {
   options.flags = {"--out", flags.out};
   if (flags.resume) options.flags.push_back("--resume");
   if (flags.wait) options.flags.push_back("--wait");
+  if (flags.gpu >= 0) options.flags.insert(options.flags.end(), {"--gpu", std::to_string(flags.gpu)});
+  else options.gpus = rt::visible_gpus();
   std::vector<rt::SweepRun> runs;
   for (const auto& [path, plan] : plans)
     runs.push_back({path, fmt::format("{}/{}", flags.out, plan.dir_name()), plan.integer("train.steps")});
@@ -108,6 +112,7 @@ int run_command(const std::vector<std::string>& targets, const RunFlags& flags) 
     ro.progress = !flags.no_progress && leader;
     ro.workers = workers.get();
     ro.auto_threads = flags.auto_threads;
+    ro.gpu = flags.gpu;
     auto r = rt::run_plan(plan, ro);
     std::string sink;
     if (r.summary.contains("final") && r.summary["final"].contains("sink"))
@@ -164,6 +169,9 @@ int main(int argc, char** argv) {
   run->add_option("--auto-threads", flags.auto_threads, "threads for runs whose plan says train.threads = 0")
       ->check(CLI::Range(1, 4096));
   run->add_flag("--no-progress", flags.no_progress, "no live progress line");
+  run->add_option("--gpu", flags.gpu, "cuda runs train on this GPU (default: torchrun's LOCAL_RANK, or 0; "
+                                      "with --jobs, each run at once a GPU of its own)")
+      ->check(CLI::Range(0, 1023));
 
   rt::MeasureOptions mo;
   auto* measure = app.add_subcommand("measure", "sink metrics of a trained run, a llama2.c checkpoint or a Hugging Face model");

@@ -17,10 +17,11 @@ extern char** environ;
 namespace sink::rt {
 namespace {
 
-pid_t start_child(const SweepRun& run, const SweepOptions& options) {
+pid_t start_child(const SweepRun& run, const SweepOptions& options, int slot) {
   std::vector<std::string> argv = {"/proc/self/exe", "run", run.plan_file, "--no-progress", "--auto-threads",
                                    std::to_string(options.threads_per_run)};
   argv.insert(argv.end(), options.flags.begin(), options.flags.end());
+  if (options.gpus > 0) argv.insert(argv.end(), {"--gpu", std::to_string(slot % options.gpus)});
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
@@ -45,14 +46,26 @@ std::string short_name(const std::string& dir) {
 int run_sweep(const std::vector<SweepRun>& runs, const SweepOptions& options) {
   install_interrupt_handlers();
   const bool tty = isatty(2);
-  std::map<pid_t, const SweepRun*> running;
+  struct Running {
+    const SweepRun* run;
+    int slot;  // which of the --jobs places it holds: its GPU
+  };
+  std::map<pid_t, Running> running;
+  auto free_slot = [&] {
+    for (int slot = 0;; ++slot) {
+      bool taken = false;
+      for (const auto& [pid, r] : running) taken = taken || r.slot == slot;
+      if (!taken) return slot;
+    }
+  };
   size_t next = 0, done = 0;
   int failures = 0;
   bool interrupted = false;
   auto progress = [&] {
     if (!tty) return;
     std::string line = fmt::format("[{} done, {} running, {} waiting]", done, running.size(), runs.size() - next);
-    for (const auto& [pid, run] : running) line += fmt::format("  {} {}/{}", short_name(run->dir), recorded_step(run->dir), run->steps);
+    for (const auto& [pid, r] : running)
+      line += fmt::format("  {} {}/{}", short_name(r.run->dir), recorded_step(r.run->dir), r.run->steps);
     fmt::print(stderr, "\r\033[K{}", line.substr(0, 200));
   };
   while (next < runs.size() || !running.empty()) {
@@ -61,13 +74,14 @@ int run_sweep(const std::vector<SweepRun>& runs, const SweepOptions& options) {
     if (interrupt_requested()) interrupted = true;
     while (!interrupted && next < runs.size() && static_cast<int>(running.size()) < options.jobs) {
       const SweepRun& run = runs[next++];
-      const pid_t pid = start_child(run, options);
+      const int slot = free_slot();
+      const pid_t pid = start_child(run, options, slot);
       if (pid < 0) {
         fmt::print(stderr, "sinkc: cannot start a process for {}\n", run.plan_file);
         ++failures, ++done;
         continue;
       }
-      running[pid] = &run;
+      running[pid] = {&run, slot};
     }
     if (interrupted && next < runs.size()) {
       fmt::print(stderr, "\nsinkc: interrupted; {} runs did not start\n", runs.size() - next);

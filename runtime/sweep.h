@@ -18,6 +18,10 @@ struct SweepOptions {
   int jobs = 2;
   int64_t threads_per_run = 1;     // for runs whose plan says train.threads = 0
   std::vector<std::string> flags;  // passed to every child: --out OUT, --resume, --wait
+  // GPUs to spread the runs over: the k-th of the runs training at once gets
+  // --gpu k mod gpus, so `--jobs G` on a node with G GPUs trains one run per
+  // GPU. 0: no --gpu (a CPU-only machine, or --gpu in flags).
+  int gpus = 0;
 };
 
 // Exit status as `sinkc run`: 0 all completed or cached, 1 a run failed, 130 interrupted.

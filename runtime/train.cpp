@@ -12,6 +12,7 @@
 #include "plan/run_config.h"
 #include "runtime/corpus.h"
 #include "runtime/data_parallel.h"
+#include "runtime/device.h"
 #include "runtime/interrupt.h"
 #include "runtime/measure.h"
 #include "runtime/model.h"
@@ -344,10 +345,7 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
                             : options.auto_threads > 0 ? options.auto_threads
                                                        : std::max(1u, std::thread::hardware_concurrency());
     at::set_num_threads(static_cast<int>(threads));
-    const torch::Device device(cfg.train.device);
-    if (device.is_cuda() && !torch::cuda::is_available())
-      throw std::runtime_error("train.device = cuda, but this LibTorch sees no CUDA device (Debian's LibTorch is CPU-only: "
-                               "build on the GPU node against its PyTorch, scripts/setup-gpu.sh)");
+    const torch::Device device = training_device(cfg.train.device, options.gpu);
 
     TokenData data = load_data(cfg.data, options.data_cache.empty() ? options.out + "/.cache" : options.data_cache);
     if (cfg.model.vocab == 0) cfg.model.vocab = data.vocab;

@@ -2,7 +2,8 @@
 # What a GPU machine can check today, in one call of well under 10 minutes,
 # with its log in OUT_DIR:
 #   1. builds the runtime against the machine's own PyTorch (scripts/setup-gpu.sh;
-#      the header folder .deps comes from scripts/pack-deps.sh, run where apt is);
+#      the folder .deps, headers and xz'd builtin corpora, comes from
+#      scripts/pack-deps.sh, run where apt is; carry it, nothing else);
 #   2. the plan library's tests, where GoogleTest is installed;
 #   3. the CUDA backend (NVRTC kernels from kernels/emit_cuda.h) against the
 #      reference path on the same GPU: forward and every gradient of every
@@ -16,13 +17,14 @@
 #        tests/gpu/check_on_gpu.sh prepare build gpu-cases
 #
 # --bench adds the benchmarks, right after the build (--only-bench: only
-# them); a few minutes; carry data/builtin for the second:
+# them); a few minutes:
 #   6. attention forward + backward, generated kernels against SDPA and the
 #      composite LibTorch form (build-gpu/bench/gpu_attention);
 #   7. paper_60m end to end against the same model in PyTorch
 #      (bench/gpu_train_vs_pytorch.sh).
 # --presets, alone: the natural-text sink runs (plans/gpu_natural_sink,
-# softmax and sigmoid on gpu_text without a BOS, up to 15 minutes each: more
+# softmax and sigmoid on gpu_text without a BOS, on builtin("large"): pack it
+# with scripts/setup.sh --large-corpus first; up to 15 minutes each: more
 # than one 10-minute call, so it trains under `timeout` and goes on with
 # --resume on the next call); bring OUT_DIR/runs back and compare them with
 # `sinkc diff` / `sinkc report` where the front end is.
@@ -57,6 +59,10 @@ if ((bench)); then
   step gpu_train_vs_pytorch bench/gpu_train_vs_pytorch.sh build-gpu "$out/train-bench"
 fi
 if ((presets)); then
+  if [[ ! -s data/builtin/large.jsonl ]]; then
+    echo "== presets: no data/builtin/large.jsonl; where apt is: scripts/setup.sh --large-corpus && scripts/pack-deps.sh .deps"
+    exit 2
+  fi
   # rc 124: the time ran out; the runs checkpointed (every 2000 steps) and the next call resumes them.
   timeout --signal=INT "$presets" build-gpu/sinkc-runtime run plans/gpu_natural_sink --out "$out/runs" --resume \
     > "$out/presets.log" 2>&1

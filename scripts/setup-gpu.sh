@@ -18,4 +18,14 @@ cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$torch_prefix" -DSINKLAB_DEPS_DIR="$deps" \
   -DSINKLAB_FRONTEND=OFF -DSINKLAB_RUNTIME=ON -DSINKLAB_TESTS=ON
 cmake --build "$build" -j "$(nproc)"
+# The builtin corpora packed beside the headers, where they are not unpacked yet.
+for packed in "$deps"/data/builtin/*.jsonl.xz; do
+  [[ -f $packed ]] || continue
+  corpus=data/builtin/$(basename "$packed" .xz)
+  [[ -s $corpus ]] && continue
+  mkdir -p data/builtin
+  python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"), 1 << 20)' \
+    "$packed" "$corpus.tmp" && mv "$corpus.tmp" "$corpus"
+  echo "setup-gpu: unpacked $corpus ($(du -h "$corpus" | cut -f1))"
+done
 echo "setup-gpu: built $build/sinkc-runtime against $(python3 -c 'import torch; print(torch.__version__)')"

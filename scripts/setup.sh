@@ -1,10 +1,20 @@
 #!/bin/bash
 # Installs what a fresh Debian 12 machine lacks (idempotent), assembles the
 # builtin corpus, and builds sinklab into build/.
-#   scripts/setup.sh          runtime + front end
-#   scripts/setup.sh --tests  also what the test suite needs (clang for the fuzzer, chromium)
+#   scripts/setup.sh                 runtime + front end
+#   scripts/setup.sh --tests         also what the test suite needs (clang for the fuzzer, chromium)
+#   scripts/setup.sh --large-corpus  also builtin("large"), 245 MB of text for GPU runs (apt
+#                                    fetches ~180 MB, the Linux source among it; never in CI)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+tests=0 large_corpus=0
+for arg in "$@"; do
+  case $arg in
+    --tests) tests=1 ;;
+    --large-corpus) large_corpus=1 ;;
+    *) echo "usage: scripts/setup.sh [--tests] [--large-corpus]"; exit 2 ;;
+  esac
+done
 
 packages=(
   # toolchain
@@ -25,7 +35,10 @@ packages=(
   # the builtin corpus: prose, reference, code, math
   bible-kjv fortunes python3.11-doc golang-1.19-src metamath-databases
 )
-if [[ "${1:-}" == "--tests" ]]; then
+if ((large_corpus)); then
+  packages+=(linux-source-6.1 dict-gcide dict-foldoc dict-jargon wordnet-base perl-doc xz-utils)
+fi
+if ((tests)); then
   packages+=(clang-19 libclang-rt-19-dev python3-torch)
   # `sinkc submit --slurm` against a real one-node Slurm (tests/slurm)
   packages+=(slurmctld slurmd slurm-client munge)
@@ -51,9 +64,13 @@ if [[ ! -s data/builtin/default.jsonl ]]; then
   echo "setup: assembling the builtin corpus (data/builtin/default.jsonl)"
   /usr/bin/python3 scripts/build_corpus.py data/builtin/default.jsonl
 fi
+if ((large_corpus)) && [[ ! -s data/builtin/large.jsonl ]]; then
+  echo "setup: assembling the large builtin corpus (data/builtin/large.jsonl, about half a minute)"
+  /usr/bin/python3 scripts/build_corpus.py --large data/builtin/large.jsonl
+fi
 
 # Without --tests, only the two tools: the test suite and benchmarks are most of the build.
-if [[ "${1:-}" == "--tests" ]]; then
+if ((tests)); then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSINKLAB_FUZZ=OFF -DSINKLAB_TESTS=ON > /dev/null
   ninja -C build
 else

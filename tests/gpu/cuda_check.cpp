@@ -10,7 +10,9 @@
 //     the loss curves agree to 1e-4;
 //  4. a checkpoint written from the GPU model loads into a CPU model;
 //  5. plain causal softmax through LibTorch's SDPA (the backend's dispatch)
-//     against the same reference, forward and gradients.
+//     against the same reference, forward and gradients;
+//  6. the GPU a run takes: --gpu N, torchrun's LOCAL_RANK modulo the GPUs,
+//     an error past them.
 // One line per case; exit 0 when all pass, 1 on a failure, 77 without a GPU.
 //   build-gpu/tests/cuda_check [filter]
 #include <fmt/format.h>
@@ -22,6 +24,7 @@
 #include "runtime/attention.h"
 #include "runtime/attention_backend.h"
 #include "runtime/cuda_attention.h"
+#include "runtime/device.h"
 #include "runtime/model.h"
 #include "runtime/optimizer.h"
 #include "tests/runtime/attention_oracle.h"
@@ -141,6 +144,24 @@ void training_matches_the_cpu(const std::string& source_dir) {
   std::filesystem::remove(file);
 }
 
+void device_choice() {
+  const int gpus = visible_gpus();
+  const auto chosen = [](int gpu) { return training_device("cuda", gpu).index(); };
+  report("device: --gpu N takes GPU N", chosen(gpus - 1) == gpus - 1, fmt::format("{} GPUs visible", gpus));
+  setenv("LOCAL_RANK", std::to_string(gpus + 1).c_str(), 1);
+  const int by_rank = chosen(-1);
+  unsetenv("LOCAL_RANK");
+  report("device: worker LOCAL_RANK = GPUs + 1 takes GPU 1 mod GPUs", by_rank == 1 % gpus, fmt::format("GPU {}", by_rank));
+  report("device: a process alone takes GPU 0", chosen(-1) == 0, "");
+  std::string message;
+  try {
+    chosen(gpus);
+  } catch (const std::runtime_error& e) {
+    message = e.what();
+  }
+  report("device: --gpu past the visible GPUs is an error", message.find("--gpu") != std::string::npos, message);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -158,6 +179,7 @@ int main(int argc, char** argv) {
     if (wanted(v.name)) variant(v, 2e-5, torch::kFloat);
   if (wanted("bf16")) bf16_storage();
   if (wanted("sdpa")) sdpa_dispatch();
+  if (wanted("device")) device_choice();
   if (wanted("train")) training_matches_the_cpu(SINKLAB_SOURCE_DIR);
   fmt::print("{} of {} cases passed\n", cases - failures, cases);
   return failures ? 1 : 0;
