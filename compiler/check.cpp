@@ -330,13 +330,23 @@ std::optional<Value> type_value(const TypeSpec& spec, const ast::Expr& e, const 
       if (e.kind == Kind::Name)
         for (const auto& c : spec.choices)
           if (c == e.text) return Value::of_enum(c);
+      const Field* field = find_field(what);
+      const std::string field_hint = field ? field->wrong_value_hint : "";
+      if (e.kind == Kind::String) {
+        const bool quoted_choice = std::find(spec.choices.begin(), spec.choices.end(), e.text) != spec.choices.end();
+        diags.error(e.span, fmt::format("'{}' expects {}, got {}", what, spec.describe(), describe(e)),
+                    quoted_choice ? fmt::format("write it without quotes: {}", e.text) : field_hint);
+        return std::nullopt;
+      }
       if (e.kind != Kind::Name) {
-        diags.error(e.span, fmt::format("'{}' expects {}, got {}", what, spec.describe(), describe(e)));
+        diags.error(e.span, fmt::format("'{}' expects {}, got {}", what, spec.describe(), describe(e)), field_hint);
         return std::nullopt;
       }
       std::string guess = closest(e.text, spec.choices);
       diags.error(e.span, fmt::format("unknown value '{}' for '{}'", e.text, what),
-                  guess.empty() ? fmt::format("expected {}", spec.describe()) : fmt::format("did you mean '{}'?", guess));
+                  !field_hint.empty() ? field_hint
+                  : guess.empty()     ? fmt::format("expected {}", spec.describe())
+                                      : fmt::format("did you mean '{}'?", guess));
       return std::nullopt;
     }
     case Type::String:

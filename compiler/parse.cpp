@@ -7,6 +7,7 @@
 #include <set>
 
 #include "compiler/source_text.h"
+#include "plan/schema.h"
 #include "SinkLexer.h"
 #include "SinkParser.h"
 
@@ -55,6 +56,9 @@ class ErrorCollector : public antlr4::BaseErrorListener {
       }
       hint = eof_hint;
     }
+    if (parser && offending && !at_eof && offending->getText() == ":" && offending->getTokenIndex() > 0 &&
+        parser->getTokenStream()->get(offending->getTokenIndex() - 1)->getText() == "cuda")
+      hint = find_field("train.device")->wrong_value_hint;  // `device = cuda:1`, as PyTorch writes a device
     diags_.error(s, "syntax error: " + rephrase(parser, offending, msg), hint);
     if (++count_ >= 50) throw TooManyErrors{};
   }

@@ -62,6 +62,9 @@ struct Field {
   // changes nothing. A plan holding it hashes as before the field existed,
   // so runs trained then are still found by name and hash.
   std::optional<Value> neutral = std::nullopt;
+  // Said with an error about a value this field does not take, where the
+  // likely intent is something the language keeps elsewhere.
+  std::string wrong_value_hint = "";
   std::string block() const { return path.substr(0, path.find('.')); }
 };
 
