@@ -19,20 +19,27 @@ const Value& Plan::at(const std::string& path) const {
   return it->second;
 }
 
-std::string Plan::canonical_text() const {
+namespace {
+
+std::string field_lines(const Plan& plan, bool for_hash) {
   std::string out;
-  for (const auto& [path, value] : fields) {
+  for (const auto& [path, value] : plan.fields) {
     const Field* f = find_field(path);
     if (f && f->neutral && value == *f->neutral) continue;
-    out += path + " = " + value.str() + "\n";
+    out += path + " = " + (for_hash && f && f->hashed_as ? f->hashed_as->str() : value.str()) + "\n";
   }
   return out;
 }
 
+}  // namespace
+
+std::string Plan::canonical_text() const { return field_lines(*this, false); }
+std::string Plan::hashed_text() const { return field_lines(*this, true); }
+
 std::string Plan::hash() const {
   // FNV-1a, 64 bit: stable across platforms and compilers, which std::hash is not.
   uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : canonical_text()) {
+  for (unsigned char c : hashed_text()) {
     h ^= c;
     h *= 0x100000001b3ull;
   }

@@ -25,8 +25,11 @@ struct Plan {
   bool flag(const std::string& path) const { return at(path).b; }
   const std::string& choice(const std::string& path) const { return at(path).s; }  // Enum value or Call name
 
-  // `path = value` lines in path order: what the hash and `sinkc diff` read.
+  // `path = value` lines in path order: what `sinkc diff` reads.
   std::string canonical_text() const;
+  // The same, with the fields that say where a run trains (schema's
+  // hashed_as: train.device) at one value: what the hash reads.
+  std::string hashed_text() const;
   std::string hash() const;        // 16 hex digits
   std::string hash8() const { return hash().substr(0, 8); }
   std::string dir_name() const { return name + "-" + hash8(); }

@@ -148,11 +148,12 @@ std::vector<Field> build() {
       {"train.checkpoint_every", int_in(0, 1e9), "steps between checkpoints; 0 = only at the end"},
       {"train.threads", int_in(0, 1024), "CPU threads; 0 = all cores"},
       {"train.device", one_of({"cpu", "cuda"}),
-       "where to train; which GPU is chosen when the run starts (sinkc run --gpu N, torchrun's LOCAL_RANK, "
-       "one per --jobs place), so it is not part of the plan",
+       "where to train; not part of the hash, so a run resumes on another device as the same run; which GPU is "
+       "chosen when the run starts (sinkc run --gpu N, torchrun's LOCAL_RANK, one per --jobs place)",
        std::nullopt,
        "device = cuda; the GPU is picked when the run starts, not in the spec: sinkc run --gpu N (or "
-       "CUDA_VISIBLE_DEVICES), so the same experiment keeps its hash on any GPU"},
+       "CUDA_VISIBLE_DEVICES), so the same experiment keeps its hash on any GPU",
+       Value::of_enum("cpu")},
       {"train.micro_batch", int_in(0, 1e6),
        "sequences per forward/backward pass (per worker), gradients accumulated over train.batch; 0 = all at once",
        Value::of_int(0)},

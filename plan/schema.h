@@ -65,6 +65,10 @@ struct Field {
   // Said with an error about a value this field does not take, where the
   // likely intent is something the language keeps elsewhere.
   std::string wrong_value_hint = "";
+  // Where a run trains, not what it trains: the hash reads this value
+  // whatever the plan holds, so a run keeps its name and run directory when
+  // it moves between devices (started on a GPU, resumed on a CPU).
+  std::optional<Value> hashed_as = std::nullopt;
   std::string block() const { return path.substr(0, path.find('.')); }
 };
 

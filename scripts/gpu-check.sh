@@ -8,7 +8,8 @@
 #   3. the CUDA backend (NVRTC kernels from kernels/emit_cuda.h) against the
 #      reference path on the same GPU: forward and every gradient of every
 #      variant in float, double and bf16, a micro model trained on cpu and
-#      cuda, a GPU checkpoint loaded on the CPU, plain softmax through
+#      cuda, a GPU checkpoint loaded on the CPU, a run stopped on the GPU
+#      and resumed on the CPU, the GPU a process takes, plain softmax through
 #      LibTorch's SDPA (the backend's dispatch) (build-gpu/tests/cuda_check);
 #   4. a short training run with train.device = cuda through sinkc-runtime
 #      (a plan compiled where the front end is: tests/plan/fixtures);

@@ -377,16 +377,41 @@ TEST(Hash, EverySchemaFieldChangesTheHash) {
     const Plan before = run_of(change->context);
     const Plan after = run_of(change->context + "\n" + change->statement);
     if (before.fields.empty() || after.fields.empty()) continue;  // reported by run_of
-    EXPECT_NE(before.hash(), after.hash()) << change->statement;
     EXPECT_NE(before.canonical_text(), after.canonical_text()) << change->statement;
+    ++fields;
+    if (f.hashed_as) {  // where a run trains: the same run (Hash.WhereARunTrainsIsNotWhatItTrains)
+      EXPECT_EQ(before.hash(), after.hash()) << change->statement;
+      continue;
+    }
+    EXPECT_NE(before.hash(), after.hash()) << change->statement;
     // first_token = random folds into data.random; everything else shows in its own field.
     if (f.path != "data.first_token")
       EXPECT_NE(before.at(f.path), after.at(f.path)) << change->statement << " left " << f.path << " unchanged";
     hashes.insert(after.hash());
-    ++fields;
   }
   EXPECT_EQ(fields, sink::schema().size());
-  EXPECT_EQ(hashes.size(), sink::schema().size() + 1);  // every change is its own plan
+  size_t where_fields = 0;
+  for (const auto& f : sink::schema()) where_fields += f.hashed_as ? 1 : 0;
+  EXPECT_EQ(where_fields, 1u) << "train.device alone says where, not what";
+  EXPECT_EQ(hashes.size(), sink::schema().size() - where_fields + 1);  // every other change is its own plan
+}
+
+// A run started on a GPU resumes on a CPU (and the reverse) in the same run
+// directory: the device is where it trains, not what. Precision is what.
+TEST(Hash, WhereARunTrainsIsNotWhatItTrains) {
+  const Plan cpu = run_of("");
+  const Plan cuda = run_of("train.device = cuda");
+  const Plan bf16 = run_of("train.device = cuda\ntrain.precision = bf16");
+  ASSERT_FALSE(cpu.fields.empty());
+  ASSERT_FALSE(cuda.fields.empty());
+  EXPECT_EQ(cuda.choice("train.device"), "cuda");
+  EXPECT_EQ(cpu.hash(), cuda.hash());
+  EXPECT_EQ(cpu.dir_name(), cuda.dir_name());
+  EXPECT_EQ(cpu.hashed_text(), cuda.hashed_text());
+  EXPECT_NE(cpu.canonical_text(), cuda.canonical_text());  // sinkc diff still shows it
+  EXPECT_NE(cuda.hash(), bf16.hash());
+  // A plan file written on one device reads back on the other with its stored hash.
+  EXPECT_EQ(sink::plan_from_toml(sink::to_toml(cuda), "cuda.toml").hash(), cpu.hash());
 }
 
 // Changes inside a field's value: call parameters, list items, expressions.

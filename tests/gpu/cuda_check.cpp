@@ -12,12 +12,16 @@
 //  5. plain causal softmax through LibTorch's SDPA (the backend's dispatch)
 //     against the same reference, forward and gradients;
 //  6. the GPU a run takes: --gpu N, torchrun's LOCAL_RANK modulo the GPUs,
-//     an error past them.
+//     an error past them;
+//  7. a run stopped on the GPU resumes with train.device = cpu in the same
+//     run directory and ends where a CPU-only run ends.
 // One line per case; exit 0 when all pass, 1 on a failure, 77 without a GPU.
 //   build-gpu/tests/cuda_check [filter]
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <fstream>
+#include <unistd.h>
 
 #include "plan/plan.h"
 #include "plan/run_config.h"
@@ -27,6 +31,7 @@
 #include "runtime/device.h"
 #include "runtime/model.h"
 #include "runtime/optimizer.h"
+#include "runtime/train.h"
 #include "tests/runtime/attention_oracle.h"
 
 using namespace sink;
@@ -144,6 +149,53 @@ void training_matches_the_cpu(const std::string& source_dir) {
   std::filesystem::remove(file);
 }
 
+// The run-level path: the same plan trained on the GPU, stopped as if killed
+// after its first checkpoint, resumed with train.device = cpu in the same run
+// directory (the device is not in the hash), ends where a run trained on the
+// CPU alone ends. Its second half runs the CPU's kernels on the GPU's
+// weights and optimizer state, so the tolerance is the fp32 curves' (1e-4)
+// with room for 20 more steps.
+void run_resumes_on_the_cpu(const std::string& source_dir) {
+  Plan gpu_plan = read_plan(source_dir + "/tests/plan/fixtures/fixture.plan.toml");
+  gpu_plan.fields["train.steps"] = Value::of_int(40);
+  gpu_plan.fields["train.batch"] = Value::of_int(32);
+  gpu_plan.fields["train.checkpoint_every"] = Value::of_int(10);
+  gpu_plan.fields["measure.every"] = Value::of_int(20);
+  gpu_plan.fields["train.device"] = Value::of_enum("cuda");
+  // The reference backend on both devices: a GPU node's runtime usually has no CPU JIT (no LLVM there).
+  gpu_plan.fields["attention.backend"] = Value::of_enum("reference");
+  Plan cpu_plan = gpu_plan;
+  cpu_plan.fields["train.device"] = Value::of_enum("cpu");
+  const auto out = std::filesystem::temp_directory_path() / fmt::format("sinklab-gpu-check-resume-{}", getpid());
+  RunOptions o;
+  o.out = (out / "moved").string();
+  o.progress = false;
+  o.stop_after = 25;  // checkpoints at 10 and 20; steps 21-25 are lost, as when killed
+  const RunResult stopped = run_plan(gpu_plan, o);
+  o.stop_after = -1;
+  o.resume = true;
+  const RunResult resumed = run_plan(cpu_plan, o);
+  RunOptions alone;
+  alone.out = (out / "alone").string();
+  alone.progress = false;
+  const RunResult cpu_only = run_plan(cpu_plan, alone);
+  std::string detail = fmt::format("{} on cuda, then {} on cpu", stopped.status, resumed.status);
+  bool passed = stopped.status == "stopped" && resumed.status == "completed" && cpu_only.status == "completed" &&
+                stopped.dir == resumed.dir;
+  if (passed) {
+    const double a = resumed.summary["final"]["valid_loss"].get<double>();
+    const double b = cpu_only.summary["final"]["valid_loss"].get<double>();
+    std::ifstream log(resumed.dir + "/log.txt");
+    const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    passed = std::abs(a - b) / b < 5e-4 && text.find("resumed at step 20") != std::string::npos;
+    detail += fmt::format("; valid loss {:.6f} against {:.6f} trained on the cpu alone (< 5e-4 relative)", a, b);
+  } else {
+    detail += ": " + resumed.summary.dump();
+  }
+  report("a run started on the GPU resumes on the CPU, in the same run directory", passed, detail);
+  std::filesystem::remove_all(out);
+}
+
 void device_choice() {
   const int gpus = visible_gpus();
   const auto chosen = [](int gpu) { return training_device("cuda", gpu).index(); };
@@ -181,6 +233,7 @@ int main(int argc, char** argv) {
   if (wanted("sdpa")) sdpa_dispatch();
   if (wanted("device")) device_choice();
   if (wanted("train")) training_matches_the_cpu(SINKLAB_SOURCE_DIR);
+  if (wanted("resume")) run_resumes_on_the_cpu(SINKLAB_SOURCE_DIR);
   fmt::print("{} of {} cases passed\n", cases - failures, cases);
   return failures ? 1 : 0;
 }
