@@ -24,8 +24,9 @@ struct Variant {
 std::mutex variants_mutex;
 std::map<std::string, std::shared_ptr<const Variant>> variants;
 
-std::string variant_key(const kernels::KernelSpec& spec, torch::ScalarType storage, const torch::Device& device) {
-  return fmt::format("{} storage={} device={}", spec.describe(), c10::toString(storage), device.str());
+std::string variant_key(const kernels::KernelSpec& spec, torch::ScalarType storage, const torch::Device& device,
+                        const KernelModules& modules) {
+  return fmt::format("{} storage={} device={} loader={}", spec.describe(), c10::toString(storage), device.str(), modules.name);
 }
 
 // bf16 stays bf16 (float arithmetic), double stays double, the rest computes in float.
@@ -38,11 +39,11 @@ torch::ScalarType real_dtype(torch::ScalarType storage) { return storage == torc
 std::string prepare(kernels::KernelSpec spec, torch::ScalarType storage, const torch::Device& device,
                     const KernelModules& modules) {
   spec.f64 = storage == torch::kDouble;
-  std::string key = variant_key(spec, storage, device);
+  std::string key = variant_key(spec, storage, device, modules);
   std::lock_guard<std::mutex> lock(variants_mutex);
   if (!variants.count(key)) {
     auto layout = storage == torch::kBFloat16 ? kernels::CudaStorage::BFloat16 : kernels::CudaStorage::Real;
-    auto module = modules(kernels::emit_cuda(spec, layout), device);
+    auto module = modules.load(kernels::emit_cuda(spec, layout), device);
     variants.emplace(key, std::make_shared<const Variant>(Variant{spec, kernels::cuda_tiles(spec), std::move(module)}));
   }
   return key;
@@ -185,10 +186,10 @@ Prepared prepare_call(const kernels::KernelSpec& spec, const AttentionCall& call
 }  // namespace
 
 KernelModules cuda_modules() {
-  return [](const std::string& source, const torch::Device& device) -> std::shared_ptr<KernelModule> {
-    if (!device.is_cuda()) throw std::logic_error("cuda_modules: tensors on " + device.str());
-    return cuda::module_for(source, device.has_index() ? device.index() : 0);
-  };
+  return {"nvrtc", [](const std::string& source, const torch::Device& device) -> std::shared_ptr<KernelModule> {
+            if (!device.is_cuda()) throw std::logic_error("cuda_modules: tensors on " + device.str());
+            return cuda::module_for(source, device.has_index() ? device.index() : 0);
+          }};
 }
 
 torch::Tensor cuda_attention(const kernels::KernelSpec& spec, const AttentionCall& call, const KernelModules& modules) {

@@ -15,7 +15,12 @@
 namespace sink::rt {
 
 // Where a generated source runs for tensors on `device`: a loaded module.
-using KernelModules = std::function<std::shared_ptr<KernelModule>(const std::string& source, const torch::Device& device)>;
+// The name is part of the key under which a variant's module is kept, so
+// one variant loaded by two loaders (the GPU, a CPU emulation) stays two.
+struct KernelModules {
+  std::string name;
+  std::function<std::shared_ptr<KernelModule>(const std::string& source, const torch::Device& device)> load;
+};
 
 // CUDA devices: NVRTC and the driver (cuda::module_for).
 KernelModules cuda_modules();

@@ -4,8 +4,15 @@
 // arithmetic, the tiling and barriers, the argument lists and the autograd
 // wrapper (runtime/cuda_attention.cpp). Not for speed, and not a GPU: NVRTC's
 // own compile is tested separately (PTX + ptxas).
+//
+// A block's threads run together (as a GPU's would, in an order nobody
+// chooses) or take turns in a fixed order, one at a time from barrier to
+// barrier. Taking turns makes a missing barrier deterministic: a tile read
+// before every thread wrote its part, or overwritten before every thread
+// read it, gives a different result in ascending than in descending order.
 #pragma once
 #include <barrier>
+#include <condition_variable>
 #include <dlfcn.h>
 #include <filesystem>
 #include <fmt/format.h>
@@ -20,9 +27,79 @@
 
 namespace sink::testing_variants {
 
-class CpuEmulatedModule : public rt::KernelModule {
+enum class ThreadOrder { Together, Ascending, Descending };
+
+inline std::string name_of(ThreadOrder order) {
+  return order == ThreadOrder::Together ? "together" : order == ThreadOrder::Ascending ? "ascending" : "descending";
+}
+
+// One block being run: start(t) before thread t enters the kernel, sync(t)
+// at its __syncthreads, leave(t) when it returns.
+class EmulatedBlock {
  public:
-  explicit CpuEmulatedModule(const std::string& source) {
+  virtual ~EmulatedBlock() = default;
+  virtual void start(unsigned thread) = 0;
+  virtual void sync(unsigned thread) = 0;
+  virtual void leave(unsigned thread) = 0;
+  static void sync_of(void* block, unsigned thread) { static_cast<EmulatedBlock*>(block)->sync(thread); }
+};
+
+class ThreadsTogether : public EmulatedBlock {
+ public:
+  explicit ThreadsTogether(unsigned threads) : barrier_(threads) {}
+  void start(unsigned) override {}
+  void sync(unsigned) override { barrier_.arrive_and_wait(); }
+  void leave(unsigned) override { barrier_.arrive_and_drop(); }  // a returned thread no longer holds up the others
+
+ private:
+  std::barrier<> barrier_;
+};
+
+// One thread at a time, each until its next barrier or its return, in
+// `order`; when the last has arrived the round starts again from the first.
+class ThreadsTakingTurns : public EmulatedBlock {
+ public:
+  ThreadsTakingTurns(unsigned threads, ThreadOrder order) : done_(threads, false) {
+    for (unsigned t = 0; t < threads; ++t) order_.push_back(order == ThreadOrder::Descending ? threads - 1 - t : t);
+  }
+  void start(unsigned thread) override { wait_for_turn(thread); }
+  void sync(unsigned thread) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      pass_locked();
+    }
+    wait_for_turn(thread);
+  }
+  void leave(unsigned thread) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_[thread] = true;
+    pass_locked();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable turn_changed_;
+  std::vector<unsigned> order_;
+  std::vector<bool> done_;
+  size_t position_ = 0;
+
+  void wait_for_turn(unsigned thread) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    turn_changed_.wait(lock, [&] { return order_[position_] == thread; });
+  }
+  void pass_locked() {  // to the next thread in order that has not returned (itself, if it is the last)
+    for (size_t n = 0; n < order_.size(); ++n) {
+      position_ = (position_ + 1) % order_.size();
+      if (!done_[order_[position_]]) break;
+    }
+    turn_changed_.notify_all();
+  }
+};
+
+// A source compiled by the host compiler and loaded.
+class HostCompiledKernels {
+ public:
+  explicit HostCompiledKernels(const std::string& source) {
     std::string dir_template = (std::filesystem::temp_directory_path() / "sinklab-cuda-on-cpu-XXXXXX").string();
     if (!mkdtemp(dir_template.data())) throw std::runtime_error("cannot make a temporary folder");
     dir_ = dir_template;
@@ -37,36 +114,53 @@ class CpuEmulatedModule : public rt::KernelModule {
     }
     handle_ = dlopen((dir_ / "kernels.so").c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!handle_) throw std::runtime_error(dlerror());
-    enter_ = reinterpret_cast<void (*)(unsigned, unsigned, unsigned, void*)>(dlsym(handle_, "sink_emulator_enter"));
+    enter = reinterpret_cast<decltype(enter)>(dlsym(handle_, "sink_emulator_enter"));
   }
-  ~CpuEmulatedModule() override {
+  ~HostCompiledKernels() {
     std::error_code ignored;
     std::filesystem::remove_all(dir_, ignored);
   }
+  void* kernel(std::string_view symbol) const {
+    void* k = dlsym(handle_, std::string(symbol).c_str());
+    if (!k) throw std::runtime_error("no kernel " + std::string(symbol));
+    return k;
+  }
+  void (*enter)(unsigned, unsigned, unsigned, void*, void (*)(void*, unsigned)) = nullptr;
+
+ private:
+  std::filesystem::path dir_;
+  void* handle_ = nullptr;
+};
+
+class CpuEmulatedModule : public rt::KernelModule {
+ public:
+  CpuEmulatedModule(std::shared_ptr<const HostCompiledKernels> compiled, ThreadOrder order)
+      : compiled_(std::move(compiled)), order_(order) {}
 
   void launch(std::string_view symbol, rt::LaunchShape shape, std::span<void* const> pointers,
               std::span<const int64_t> sizes) override {
-    void* kernel = dlsym(handle_, std::string(symbol).c_str());
-    if (!kernel) throw std::runtime_error("no kernel " + std::string(symbol));
+    void* kernel = compiled_->kernel(symbol);
     if (sizes.size() != 4) throw std::logic_error("the kernels take four sizes");
     for (unsigned by = 0; by < shape.grid_y; ++by)
       for (unsigned bx = 0; bx < shape.grid_x; ++bx) {
-        std::barrier<> barrier(shape.threads);
+        std::unique_ptr<EmulatedBlock> block;
+        if (order_ == ThreadOrder::Together) block = std::make_unique<ThreadsTogether>(shape.threads);
+        else block = std::make_unique<ThreadsTakingTurns>(shape.threads, order_);
         std::vector<std::thread> threads;
         for (unsigned t = 0; t < shape.threads; ++t)
           threads.emplace_back([&, t] {
-            enter_(t, bx, by, &barrier);
+            compiled_->enter(t, bx, by, block.get(), &EmulatedBlock::sync_of);
+            block->start(t);
             call(kernel, pointers, sizes);
-            barrier.arrive_and_drop();
+            block->leave(t);
           });
         for (auto& th : threads) th.join();
       }
   }
 
  private:
-  std::filesystem::path dir_;
-  void* handle_ = nullptr;
-  void (*enter_)(unsigned, unsigned, unsigned, void*) = nullptr;
+  std::shared_ptr<const HostCompiledKernels> compiled_;
+  ThreadOrder order_;
 
   // Pointers as void*, sizes as int64: the same registers as the kernel's typed parameters.
   template <size_t N>
@@ -87,16 +181,22 @@ class CpuEmulatedModule : public rt::KernelModule {
   }
 };
 
-// KernelModules for CPU tensors, one compiled module per source.
-inline rt::KernelModules cpu_emulated_modules() {
-  return [](const std::string& source, const torch::Device&) -> std::shared_ptr<rt::KernelModule> {
-    static std::mutex mutex;
-    static std::map<std::string, std::shared_ptr<rt::KernelModule>> compiled;
-    std::lock_guard<std::mutex> lock(mutex);
-    auto& module = compiled[source];
-    if (!module) module = std::make_shared<CpuEmulatedModule>(source);
-    return module;
-  };
+// A source compiled once per process, whichever order runs it.
+inline std::shared_ptr<const HostCompiledKernels> host_compiled(const std::string& source) {
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<const HostCompiledKernels>> compiled;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& kernels = compiled[source];
+  if (!kernels) kernels = std::make_shared<const HostCompiledKernels>(source);
+  return kernels;
+}
+
+// KernelModules for CPU tensors, the block's threads run in `order`.
+inline rt::KernelModules cpu_emulated_modules(ThreadOrder order = ThreadOrder::Together) {
+  return {"cpu-emulated, threads " + name_of(order),
+          [order](const std::string& source, const torch::Device&) -> std::shared_ptr<rt::KernelModule> {
+            return std::make_shared<CpuEmulatedModule>(host_compiled(source), order);
+          }};
 }
 
 }  // namespace sink::testing_variants

@@ -6,7 +6,8 @@
 //    autograd wrapper, matches the reference path: forward and every
 //    gradient of every paper variant, the later designs and random score
 //    expressions, in float, double and bf16 storage; the probe and the sink
-//    logit's share.
+//    logit's share; and, with each block's threads taking turns in either
+//    order, no result depends on the order (no race on shared memory).
 // On a GPU, scripts/gpu-check.sh runs the same comparisons on the device.
 #include <gtest/gtest.h>
 
@@ -64,12 +65,65 @@ TEST(CudaKernels, RandomScoreExpressions) {
 }
 
 // Tiles wider than one block of threads, and rows that are not a multiple of the tiles.
+std::vector<Variant> variants_across_tiles() {
+  return {{.name = "softmax, T 150", .T = 150, .D = 8},
+          {.name = "sigmoid, window 40, KV biases, ALiBi, T 100", .score = call("sigmoid", {var("qk")}), .normalize = "none",
+           .window = 40, .position_bias = true, .key_bias = true, .learned_v = true, .T = 100, .D = 16},
+          {.name = "softmax, d_head 128, T 40", .T = 40, .D = 128},
+          {.name = "softpick, prefix 40, T 90", .normalize = "softpick", .prefix = 40, .T = 90},
+          {.name = "softmax, window 30, sink logit, T 90", .window = 30, .T = 90, .sink_logit = true}};
+}
+
 TEST(CudaKernels, LongSequencesCrossManyTiles) {
   SKIP_WITHOUT_HOST_COMPILER();
-  compare({.name = "softmax, T 150", .T = 150, .D = 8});
-  compare({.name = "sigmoid, window 40, KV biases, ALiBi, T 100", .score = call("sigmoid", {var("qk")}), .normalize = "none",
-           .window = 40, .position_bias = true, .key_bias = true, .learned_v = true, .T = 100, .D = 16});
-  compare({.name = "softmax, d_head 128, T 40", .T = 40, .D = 128});
+  for (const auto& v : variants_across_tiles()) compare(v);
+}
+
+Attend emulated_in_order(ThreadOrder order) {
+  return [order](const kernels::KernelSpec& spec, const AttentionCall& call) {
+    return cuda_attention(spec, call, cpu_emulated_modules(order));
+  };
+}
+
+// The same comparisons with each block's threads taking turns, in both
+// orders: a result that changed with the order would be a race on shared
+// memory, which threads run together show only when the scheduler
+// interleaves them badly.
+TEST(CudaKernels, NoResultDependsOnTheOrderThreadsRunIn) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  for (ThreadOrder order : {ThreadOrder::Ascending, ThreadOrder::Descending}) {
+    SCOPED_TRACE("threads " + name_of(order));
+    for (const auto& v : variants_across_tiles()) compare_with_reference(emulated_in_order(order), v);
+  }
+}
+
+// Every __syncthreads in the kernels is needed, and taking turns notices
+// each one missing: without it, some output or gradient is wrong (or NaN)
+// in one of the two orders. Taking turns makes this independent of the
+// machine's cores and scheduler; threads run together noticed all six on a
+// 2-core machine too, but only as the scheduler happened to interleave them.
+TEST(CudaKernels, TakingTurnsCatchesEveryMissingBarrier) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  const Variant v{.name = "softmax, T 100", .T = 100, .D = 8};  // several key and query tiles in every kernel
+  const std::string source = kernels::emit_cuda(spec_of(v));
+  const std::string barrier = "__syncthreads();";
+  std::vector<size_t> barriers;
+  for (size_t at = source.find(barrier); at != std::string::npos; at = source.find(barrier, at + 1)) barriers.push_back(at);
+  ASSERT_EQ(barriers.size(), 6u) << "two in each tiled kernel: before a tile is overwritten, after it is loaded";
+  for (size_t n = 0; n < barriers.size(); ++n) {
+    std::string without = source;
+    without.replace(barriers[n], barrier.size(), "/* barrier removed */");
+    bool noticed = false;
+    for (ThreadOrder order : {ThreadOrder::Ascending, ThreadOrder::Descending}) {
+      const rt::KernelModules modules{fmt::format("barrier {} removed, threads {}", n, name_of(order)),
+                                      [&](const std::string&, const torch::Device&) -> std::shared_ptr<rt::KernelModule> {
+                                        return std::make_shared<CpuEmulatedModule>(host_compiled(without), order);
+                                      }};
+      auto attend = [&](const kernels::KernelSpec& spec, const AttentionCall& call) { return cuda_attention(spec, call, modules); };
+      noticed = noticed || !measure_against_reference(attend, v).passed();
+    }
+    EXPECT_TRUE(noticed) << "barrier " << n << " removed, and both orders still match the reference";
+  }
 }
 
 // bf16 storage: inputs and o rounded to 8 significant bits, arithmetic in
@@ -149,17 +203,18 @@ TEST(CudaKernels, ProbeAndSinkShareMatchTheReference) {
 // tile bound in the forward (the kernel skips the last key of a tile).
 TEST(CudaKernels, TheEmulationCatchesAWrongKernel) {
   SKIP_WITHOUT_HOST_COMPILER();
-  // (alpha 0.75: a variant no other test loads, so the runtime's module cache cannot hold the right kernel)
-  Variant v{.name = "softmax, alpha 0.75, T 40", .alpha = 0.75, .T = 40};
+  Variant v{.name = "softmax, T 40", .T = 40};
   const auto spec = spec_of(v);
   std::string source = kernels::emit_cuda(spec);
   const std::string exact = "const int n = (int)imin(FWD_KEYS, block_hi - kb + 1);";
   ASSERT_NE(source.find(exact), std::string::npos);
   source.replace(source.find(exact), exact.size(), "const int n = (int)imin(FWD_KEYS, block_hi - kb + 1) - 1;");
-  auto module = cpu_emulated_modules()(source, torch::kCPU);
+  auto module = cpu_emulated_modules().load(source, torch::kCPU);
   torch::manual_seed(1);
   auto q = torch::randn({1, 2, v.T, v.D}), k = torch::randn({1, 2, v.T, v.D}), val = torch::randn({1, 2, v.T, v.D});
-  auto broken = cuda_attention(spec, {q, k, val, {}, {}, {}, {}}, [&](const std::string&, const torch::Device&) { return module; });
+  // (its own loader name: the runtime keeps modules per variant and loader, and must not reuse the right kernel)
+  const rt::KernelModules broken_loader{"wrong tile bound", [&](const std::string&, const torch::Device&) { return module; }};
+  auto broken = cuda_attention(spec, {q, k, val, {}, {}, {}, {}}, broken_loader);
   auto ref = reference_attention(config_of(v), {q, k, val, {}, {}, {}}, false).out;
   EXPECT_GT(rel_error(broken, ref), 1e-3);
 }

@@ -1,11 +1,11 @@
 // Host C++ stand-ins for the CUDA built-ins the generated kernels use, so a
 // test can compile kernels/emit_cuda.h's source with the host compiler and
 // run it without a GPU (tests/runtime/cuda_emulator.h). Each thread of a
-// block is a std::thread; __syncthreads is a std::barrier; blocks run one at
-// a time, so __shared__ arrays can be function statics.
+// block is a std::thread; __syncthreads is the emulator's barrier (threads
+// together, or taking turns in a chosen order); blocks run one at a time, so
+// __shared__ arrays can be function statics.
 #pragma once
 #include <atomic>
-#include <barrier>
 #include <cmath>
 #include <cstring>
 #include <math.h>
@@ -20,9 +20,10 @@ struct SinkEmulatedDim3 {
   unsigned x = 0, y = 0, z = 0;
 };
 inline thread_local SinkEmulatedDim3 threadIdx, blockIdx;
-inline thread_local std::barrier<>* sink_block_barrier = nullptr;
+inline thread_local void* sink_block = nullptr;
+inline thread_local void (*sink_block_sync)(void* block, unsigned thread) = nullptr;
 
-inline void __syncthreads() { sink_block_barrier->arrive_and_wait(); }
+inline void __syncthreads() { sink_block_sync(sink_block, threadIdx.x); }
 inline float __int_as_float(int i) {
   float f;
   std::memcpy(&f, &i, sizeof f);
@@ -44,9 +45,11 @@ inline T atomicAdd(T* p, T v) {
 }
 
 // Called by the emulator on each thread before it runs the kernel.
-extern "C" void sink_emulator_enter(unsigned thread, unsigned block_x, unsigned block_y, void* barrier) {
+extern "C" void sink_emulator_enter(unsigned thread, unsigned block_x, unsigned block_y, void* block,
+                                    void (*sync)(void* block, unsigned thread)) {
   threadIdx.x = thread;
   blockIdx.x = block_x;
   blockIdx.y = block_y;
-  sink_block_barrier = static_cast<std::barrier<>*>(barrier);
+  sink_block = block;
+  sink_block_sync = sync;
 }
