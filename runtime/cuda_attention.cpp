@@ -54,7 +54,9 @@ std::shared_ptr<const Variant> recall(const std::string& key) {
   return variants.at(key);
 }
 
-void* ptr(const torch::Tensor& t) { return t.defined() && t.numel() > 0 ? t.data_ptr() : nullptr; }
+KernelBuffer buffer(const torch::Tensor& t) {
+  return t.defined() && t.numel() > 0 ? KernelBuffer{t.data_ptr(), t.nbytes()} : KernelBuffer{};
+}
 
 torch::Tensor as(const torch::Tensor& t, torch::ScalarType dtype) {
   return t.defined() && t.numel() > 0 ? t.to(dtype).contiguous() : torch::Tensor();
@@ -91,10 +93,10 @@ std::pair<torch::Tensor, torch::Tensor> run_forward(const Variant& var, const to
   auto o = torch::empty_like(q);
   auto stats = torch::empty({s.B, s.H, 2, s.T}, q.options().dtype(real_dtype(q.scalar_type())));
   constexpr auto& F = kernels::abi::kCudaForward;
-  std::array<void*, F.size()> a{};
-  a[slot(F, "q")] = ptr(q), a[slot(F, "k")] = ptr(k), a[slot(F, "v")] = ptr(v), a[slot(F, "g")] = ptr(g);
-  a[slot(F, "kstar")] = ptr(k_star), a[slot(F, "vstar")] = ptr(v_star), a[slot(F, "sink")] = ptr(sink);
-  a[slot(F, "o")] = ptr(o), a[slot(F, "stats")] = ptr(stats);
+  std::array<KernelBuffer, F.size()> a{};
+  a[slot(F, "q")] = buffer(q), a[slot(F, "k")] = buffer(k), a[slot(F, "v")] = buffer(v), a[slot(F, "g")] = buffer(g);
+  a[slot(F, "kstar")] = buffer(k_star), a[slot(F, "vstar")] = buffer(v_star), a[slot(F, "sink")] = buffer(sink);
+  a[slot(F, "o")] = buffer(o), a[slot(F, "stats")] = buffer(stats);
   var.module->launch(kernels::abi::kForwardSymbol, s.shape(s.T, var.tiles.forward_rows), a, s.sizes);
   return {o, stats};
 }
@@ -128,30 +130,30 @@ class CudaAttention : public torch::autograd::Function<CudaAttention> {
     auto delta = rows(true), astar = rows(var->spec.key_bias), sdxstar = rows(var->spec.key_bias), dsink = rows(var->spec.sink_logit);
     {
       constexpr auto& R = kernels::abi::kCudaBackwardRows;
-      std::array<void*, R.size()> a{};
-      a[slot(R, "q")] = ptr(q), a[slot(R, "kstar")] = ptr(k_star), a[slot(R, "vstar")] = ptr(v_star);
-      a[slot(R, "sink")] = ptr(sink), a[slot(R, "o")] = ptr(o), a[slot(R, "stats")] = ptr(stats);
-      a[slot(R, "dout")] = ptr(dout), a[slot(R, "delta")] = ptr(delta), a[slot(R, "astar")] = ptr(astar);
-      a[slot(R, "sdxstar")] = ptr(sdxstar), a[slot(R, "dsink")] = ptr(dsink);
+      std::array<KernelBuffer, R.size()> a{};
+      a[slot(R, "q")] = buffer(q), a[slot(R, "kstar")] = buffer(k_star), a[slot(R, "vstar")] = buffer(v_star);
+      a[slot(R, "sink")] = buffer(sink), a[slot(R, "o")] = buffer(o), a[slot(R, "stats")] = buffer(stats);
+      a[slot(R, "dout")] = buffer(dout), a[slot(R, "delta")] = buffer(delta), a[slot(R, "astar")] = buffer(astar);
+      a[slot(R, "sdxstar")] = buffer(sdxstar), a[slot(R, "dsink")] = buffer(dsink);
       var->module->launch(kernels::abi::kCudaBackwardRowsSymbol, s.shape(s.T, var->tiles.row_threads), a, s.sizes);
     }
     auto dk = torch::empty_like(k), dv = torch::empty_like(v);
     auto dg = var->spec.position_bias ? torch::zeros({s.B, s.H, s.T}, stats.options()) : torch::Tensor();
     {
       constexpr auto& K = kernels::abi::kCudaBackwardKeys;
-      std::array<void*, K.size()> a{};
-      a[slot(K, "q")] = ptr(q), a[slot(K, "k")] = ptr(k), a[slot(K, "v")] = ptr(v), a[slot(K, "g")] = ptr(g);
-      a[slot(K, "stats")] = ptr(stats), a[slot(K, "dout")] = ptr(dout), a[slot(K, "delta")] = ptr(delta);
-      a[slot(K, "dk")] = ptr(dk), a[slot(K, "dv")] = ptr(dv), a[slot(K, "dg")] = ptr(dg);
+      std::array<KernelBuffer, K.size()> a{};
+      a[slot(K, "q")] = buffer(q), a[slot(K, "k")] = buffer(k), a[slot(K, "v")] = buffer(v), a[slot(K, "g")] = buffer(g);
+      a[slot(K, "stats")] = buffer(stats), a[slot(K, "dout")] = buffer(dout), a[slot(K, "delta")] = buffer(delta);
+      a[slot(K, "dk")] = buffer(dk), a[slot(K, "dv")] = buffer(dv), a[slot(K, "dg")] = buffer(dg);
       var->module->launch(kernels::abi::kCudaBackwardKeysSymbol, s.shape(s.T, var->tiles.key_rows), a, s.sizes);
     }
     auto dq = torch::empty_like(q);
     {
       constexpr auto& Q = kernels::abi::kCudaBackwardQueries;
-      std::array<void*, Q.size()> a{};
-      a[slot(Q, "q")] = ptr(q), a[slot(Q, "k")] = ptr(k), a[slot(Q, "v")] = ptr(v), a[slot(Q, "g")] = ptr(g);
-      a[slot(Q, "kstar")] = ptr(k_star), a[slot(Q, "stats")] = ptr(stats), a[slot(Q, "dout")] = ptr(dout);
-      a[slot(Q, "delta")] = ptr(delta), a[slot(Q, "sdxstar")] = ptr(sdxstar), a[slot(Q, "dq")] = ptr(dq);
+      std::array<KernelBuffer, Q.size()> a{};
+      a[slot(Q, "q")] = buffer(q), a[slot(Q, "k")] = buffer(k), a[slot(Q, "v")] = buffer(v), a[slot(Q, "g")] = buffer(g);
+      a[slot(Q, "kstar")] = buffer(k_star), a[slot(Q, "stats")] = buffer(stats), a[slot(Q, "dout")] = buffer(dout);
+      a[slot(Q, "delta")] = buffer(delta), a[slot(Q, "sdxstar")] = buffer(sdxstar), a[slot(Q, "dq")] = buffer(dq);
       var->module->launch(kernels::abi::kCudaBackwardQueriesSymbol, s.shape(s.T, var->tiles.query_rows), a, s.sizes);
     }
     // The shared parameters' gradients: sums over batch and rows of per-row terms.
@@ -210,9 +212,9 @@ std::pair<torch::Tensor, torch::Tensor> cuda_probe(const kernels::KernelSpec& sp
   const int64_t S = s.T + (spec.key_bias ? 1 : 0);
   auto scores = torch::empty({s.B, s.H, s.T, S}, stats.options());
   constexpr auto& P = kernels::abi::kCudaProbe;
-  std::array<void*, P.size()> a{};
-  a[slot(P, "q")] = ptr(p.q), a[slot(P, "k")] = ptr(p.k), a[slot(P, "g")] = ptr(p.g);
-  a[slot(P, "kstar")] = ptr(p.k_star), a[slot(P, "stats")] = ptr(stats), a[slot(P, "out")] = ptr(scores);
+  std::array<KernelBuffer, P.size()> a{};
+  a[slot(P, "q")] = buffer(p.q), a[slot(P, "k")] = buffer(p.k), a[slot(P, "g")] = buffer(p.g);
+  a[slot(P, "kstar")] = buffer(p.k_star), a[slot(P, "stats")] = buffer(stats), a[slot(P, "out")] = buffer(scores);
   var->module->launch(kernels::abi::kProbeSymbol, s.shape(s.T * S, var->tiles.row_threads), a, s.sizes);
   return {scores, stats.select(2, 0)};
 }

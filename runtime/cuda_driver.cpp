@@ -123,13 +123,13 @@ class DriverModule : public KernelModule {
     check(d.load(&module_, ptx.c_str()), "cuModuleLoadData");
   }
 
-  void launch(std::string_view symbol_name, LaunchShape shape, std::span<void* const> pointers,
+  void launch(std::string_view symbol_name, LaunchShape shape, std::span<const KernelBuffer> buffers,
               std::span<const int64_t> sizes) override {
     const Driver& d = driver();
     make_current();  // autograd runs backward on its own thread
     CUfunction f = function(std::string(symbol_name));
     std::vector<void*> args;
-    for (void* const& p : pointers) args.push_back(const_cast<void**>(&p));
+    for (const KernelBuffer& b : buffers) args.push_back(const_cast<void**>(&b.data));
     for (const int64_t& s : sizes) args.push_back(const_cast<int64_t*>(&s));
     if (shape.grid_x == 0 || shape.grid_y == 0) return;
     check(d.launch(f, shape.grid_x, shape.grid_y, 1, shape.threads, 1, 1, 0, nullptr, args.data(), nullptr),

@@ -16,11 +16,19 @@ struct LaunchShape {
   unsigned grid_x, grid_y, threads;
 };
 
+// A kernel's pointer argument and the bytes it spans: the driver passes only
+// the address; the CPU emulation (tests/runtime/cuda_emulator.h) checks that
+// no kernel reads or writes outside them. Null for an argument a variant lacks.
+struct KernelBuffer {
+  void* data = nullptr;
+  size_t bytes = 0;
+};
+
 // A loaded set of kernels. Every generated kernel takes pointers, then int64 sizes (kernels/kernel_abi.h).
 class KernelModule {
  public:
   virtual ~KernelModule() = default;
-  virtual void launch(std::string_view symbol, LaunchShape shape, std::span<void* const> pointers,
+  virtual void launch(std::string_view symbol, LaunchShape shape, std::span<const KernelBuffer> buffers,
                       std::span<const int64_t> sizes) = 0;
 };
 

@@ -10,9 +10,18 @@
 // barrier. Taking turns makes a missing barrier deterministic: a tile read
 // before every thread wrote its part, or overwritten before every thread
 // read it, gives a different result in ascending than in descending order.
+//
+// Every buffer a kernel gets is a copy ending where an inaccessible page
+// begins (another precedes its first page): a read or write past its end
+// stops the process naming the kernel, the argument and the offset, where a
+// GPU would touch a neighbour's memory silently.
 #pragma once
+#include <atomic>
 #include <barrier>
 #include <condition_variable>
+#include <csignal>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <dlfcn.h>
 #include <filesystem>
 #include <fmt/format.h>
@@ -23,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/kernel_abi.h"
 #include "runtime/cuda_attention.h"
 
 namespace sink::testing_variants {
@@ -96,6 +106,116 @@ class ThreadsTakingTurns : public EmulatedBlock {
   }
 };
 
+// The guard pages of the buffers of launches under way, for the SIGSEGV
+// handler (which can take no lock: slots are atomics, claimed under one).
+struct GuardedRange {
+  std::atomic<uintptr_t> before{0}, start{0}, end{0};  // guards: the page at `before` and the page at `end`
+  std::atomic<const char*> what{nullptr};               // "kernel, argument"
+};
+inline std::array<GuardedRange, 256> guarded_ranges;
+inline std::mutex guarded_ranges_mutex;
+inline struct sigaction sigsegv_before_emulator {};
+
+inline void out_of_bounds_handler(int signal, siginfo_t* info, void* context) {
+  const auto address = reinterpret_cast<uintptr_t>(info->si_addr);
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  for (const GuardedRange& r : guarded_ranges) {
+    const uintptr_t before = r.before.load(), start = r.start.load(), end = r.end.load();
+    const char* what = r.what.load();
+    if (!what || !((address >= before && address < before + page) || (address >= end && address < end + page))) continue;
+    char message[512];
+    const long long offset = static_cast<long long>(address) - static_cast<long long>(start);
+    const int n = std::snprintf(message, sizeof message,
+                                "CUDA emulation: out-of-bounds access by %s: byte %lld of a %llu-byte buffer\n", what,
+                                offset, static_cast<unsigned long long>(end - start));
+    if (n > 0) [[maybe_unused]] auto written = write(2, message, static_cast<size_t>(n));
+    _exit(3);
+  }
+  sigaction(SIGSEGV, &sigsegv_before_emulator, nullptr);  // not a guard: the fault happens again, unhandled
+  (void)signal, (void)context;
+}
+
+// A launch's buffers, each copied into pages of its own between two guard
+// pages, ending at the second, and copied back when the launch is over.
+class GuardedBuffers {
+ public:
+  GuardedBuffers(std::string_view symbol, std::span<const std::string_view> names, std::span<const rt::KernelBuffer> buffers)
+      : originals_(buffers.begin(), buffers.end()) {
+    static std::once_flag installed;
+    std::call_once(installed, [] {
+      struct sigaction action {};
+      action.sa_sigaction = out_of_bounds_handler;
+      action.sa_flags = SA_SIGINFO;
+      sigaction(SIGSEGV, &action, &sigsegv_before_emulator);
+    });
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    copies_.reserve(buffers.size());
+    for (size_t a = 0; a < buffers.size(); ++a) {
+      Copy& c = copies_.emplace_back();
+      c.what = fmt::format("{}, argument {}", symbol, a < names.size() ? std::string(names[a]) : std::to_string(a));
+      if (buffers[a].data) {
+        const size_t data_pages = (buffers[a].bytes + page - 1) / page;
+        c.mapped_bytes = (data_pages + 2) * page;
+        void* region = mmap(nullptr, c.mapped_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (region == MAP_FAILED) throw std::runtime_error("CUDA emulation: mmap failed");
+        c.region = static_cast<char*>(region);
+        char* end = c.region + (1 + data_pages) * page;
+        mprotect(c.region, page, PROT_NONE);
+        mprotect(end, page, PROT_NONE);
+        c.start = end - buffers[a].bytes;
+        std::memcpy(c.start, buffers[a].data, buffers[a].bytes);
+        c.slot = claim(reinterpret_cast<uintptr_t>(c.region), reinterpret_cast<uintptr_t>(c.start),
+                       reinterpret_cast<uintptr_t>(end), c.what);
+      }
+    }
+    for (size_t a = 0; a < buffers.size(); ++a) pointers_.push_back(buffers[a].data ? copies_[a].start : nullptr);
+  }
+  ~GuardedBuffers() {
+    for (size_t a = 0; a < copies_.size(); ++a) {
+      const Copy& c = copies_[a];
+      if (!c.region) continue;
+      std::memcpy(originals_[a].data, c.start, originals_[a].bytes);
+      std::lock_guard<std::mutex> lock(guarded_ranges_mutex);
+      guarded_ranges[c.slot].what = nullptr;
+      munmap(c.region, c.mapped_bytes);
+    }
+  }
+  std::span<void* const> pointers() const { return pointers_; }
+
+ private:
+  struct Copy {
+    std::string what;
+    char* region = nullptr;
+    char* start = nullptr;
+    size_t mapped_bytes = 0, slot = 0;
+  };
+  std::vector<rt::KernelBuffer> originals_;
+  std::vector<Copy> copies_;  // reserved: a slot points into each `what`, which must not move
+  std::vector<void*> pointers_;
+
+  static size_t claim(uintptr_t before, uintptr_t start, uintptr_t end, const std::string& what) {
+    std::lock_guard<std::mutex> lock(guarded_ranges_mutex);
+    for (size_t k = 0; k < guarded_ranges.size(); ++k)
+      if (!guarded_ranges[k].what.load()) {
+        guarded_ranges[k].before = before, guarded_ranges[k].start = start, guarded_ranges[k].end = end;
+        guarded_ranges[k].what = what.c_str();
+        return k;
+      }
+    throw std::runtime_error("CUDA emulation: too many buffers in flight");
+  }
+};
+
+// The parameter names of a generated kernel (kernels/kernel_abi.h), for messages.
+inline std::span<const std::string_view> parameters_of(std::string_view symbol) {
+  namespace abi = kernels::abi;
+  if (symbol == abi::kForwardSymbol) return abi::kCudaForward;
+  if (symbol == abi::kCudaBackwardRowsSymbol) return abi::kCudaBackwardRows;
+  if (symbol == abi::kCudaBackwardKeysSymbol) return abi::kCudaBackwardKeys;
+  if (symbol == abi::kCudaBackwardQueriesSymbol) return abi::kCudaBackwardQueries;
+  if (symbol == abi::kProbeSymbol) return abi::kCudaProbe;
+  return {};
+}
+
 // A source compiled by the host compiler and loaded.
 class HostCompiledKernels {
  public:
@@ -137,10 +257,12 @@ class CpuEmulatedModule : public rt::KernelModule {
   CpuEmulatedModule(std::shared_ptr<const HostCompiledKernels> compiled, ThreadOrder order)
       : compiled_(std::move(compiled)), order_(order) {}
 
-  void launch(std::string_view symbol, rt::LaunchShape shape, std::span<void* const> pointers,
+  void launch(std::string_view symbol, rt::LaunchShape shape, std::span<const rt::KernelBuffer> buffers,
               std::span<const int64_t> sizes) override {
     void* kernel = compiled_->kernel(symbol);
     if (sizes.size() != 4) throw std::logic_error("the kernels take four sizes");
+    const GuardedBuffers guarded(symbol, parameters_of(symbol), buffers);
+    const std::span<void* const> pointers = guarded.pointers();
     for (unsigned by = 0; by < shape.grid_y; ++by)
       for (unsigned bx = 0; bx < shape.grid_x; ++bx) {
         std::unique_ptr<EmulatedBlock> block;

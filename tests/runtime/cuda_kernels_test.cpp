@@ -7,7 +7,9 @@
 //    gradient of every paper variant, the later designs and random score
 //    expressions, in float, double and bf16 storage; the probe and the sink
 //    logit's share; and, with each block's threads taking turns in either
-//    order, no result depends on the order (no race on shared memory).
+//    order, no result depends on the order (no race on shared memory);
+//    every buffer ends at an inaccessible page, so none of these kernels
+//    reads or writes past a tensor's end (a kernel that does is named).
 // On a GPU, scripts/gpu-check.sh runs the same comparisons on the device.
 #include <gtest/gtest.h>
 
@@ -217,6 +219,27 @@ TEST(CudaKernels, TheEmulationCatchesAWrongKernel) {
   auto broken = cuda_attention(spec, {q, k, val, {}, {}, {}, {}}, broken_loader);
   auto ref = reference_attention(config_of(v), {q, k, val, {}, {}, {}}, false).out;
   EXPECT_GT(rel_error(broken, ref), 1e-3);
+}
+
+// A kernel that reads past a tensor's end stops the emulation with a message
+// naming the kernel and the argument (every other test here is the proof
+// that the generated kernels never do). The broken forward drops the clamp
+// that keeps a block's spare threads on the last row.
+TEST(CudaKernelsDeathTest, AReadPastATensorsEndIsNamed) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const Variant v{.name = "softmax, T 40", .T = 40};
+  std::string source = kernels::emit_cuda(spec_of(v));
+  const std::string clamp = "const long long row = is_row ? i : T - 1;";
+  ASSERT_NE(source.find(clamp), std::string::npos);
+  source.replace(source.find(clamp), clamp.size(), "const long long row = i;");
+  const rt::KernelModules unclamped{"unclamped rows", [&](const std::string&, const torch::Device&) {
+                                      return cpu_emulated_modules().load(source, torch::kCPU);
+                                    }};
+  torch::manual_seed(1);
+  auto q = torch::randn({1, 2, v.T, v.D}), k = torch::randn({1, 2, v.T, v.D}), val = torch::randn({1, 2, v.T, v.D});
+  EXPECT_DEATH(cuda_attention(spec_of(v), {q, k, val, {}, {}, {}, {}}, unclamped),
+               "out-of-bounds access by sink_forward, argument q: byte [0-9]+ of a 2560-byte buffer");
 }
 
 // NVRTC -> PTX -> ptxas for the GPUs the paper's scale runs on. PTX is
