@@ -44,21 +44,23 @@ inline std::string name_of(ThreadOrder order) {
 }
 
 // One block being run: start(t) before thread t enters the kernel, sync(t)
-// at its __syncthreads, leave(t) when it returns.
+// at its __syncthreads (on line `line` of the source), leave(t) when it
+// returns; after it, problem() says what the block did that a GPU forbids.
 class EmulatedBlock {
  public:
   virtual ~EmulatedBlock() = default;
   virtual void start(unsigned thread) = 0;
-  virtual void sync(unsigned thread) = 0;
+  virtual void sync(unsigned thread, int line) = 0;
   virtual void leave(unsigned thread) = 0;
-  static void sync_of(void* block, unsigned thread) { static_cast<EmulatedBlock*>(block)->sync(thread); }
+  virtual std::string problem() const { return {}; }
+  static void sync_of(void* block, unsigned thread, int line) { static_cast<EmulatedBlock*>(block)->sync(thread, line); }
 };
 
 class ThreadsTogether : public EmulatedBlock {
  public:
   explicit ThreadsTogether(unsigned threads) : barrier_(threads) {}
   void start(unsigned) override {}
-  void sync(unsigned) override { barrier_.arrive_and_wait(); }
+  void sync(unsigned, int) override { barrier_.arrive_and_wait(); }
   void leave(unsigned) override { barrier_.arrive_and_drop(); }  // a returned thread no longer holds up the others
 
  private:
@@ -67,18 +69,29 @@ class ThreadsTogether : public EmulatedBlock {
 
 // One thread at a time, each until its next barrier or its return, in
 // `order`; when the last has arrived the round starts again from the first.
+// The threads of one round must wait at the same __syncthreads: one inside
+// code that only some threads run is undefined on a GPU (it may hang).
 class ThreadsTakingTurns : public EmulatedBlock {
  public:
   ThreadsTakingTurns(unsigned threads, ThreadOrder order) : done_(threads, false) {
     for (unsigned t = 0; t < threads; ++t) order_.push_back(order == ThreadOrder::Descending ? threads - 1 - t : t);
   }
   void start(unsigned thread) override { wait_for_turn(thread); }
-  void sync(unsigned thread) override {
+  void sync(unsigned thread, int line) override {
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      if (round_line_ == 0) round_line_ = line;
+      else if (line != round_line_ && problem_.empty())
+        problem_ = fmt::format("threads of one block waited at different barriers (lines {} and {} of the source): "
+                               "__syncthreads in code only some threads run",
+                               round_line_, line);
       pass_locked();
     }
     wait_for_turn(thread);
+  }
+  std::string problem() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return problem_;
   }
   void leave(unsigned thread) override {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -87,21 +100,25 @@ class ThreadsTakingTurns : public EmulatedBlock {
   }
 
  private:
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable turn_changed_;
   std::vector<unsigned> order_;
   std::vector<bool> done_;
   size_t position_ = 0;
+  int round_line_ = 0;  // the barrier this round's threads wait at
+  std::string problem_;
 
   void wait_for_turn(unsigned thread) {
     std::unique_lock<std::mutex> lock(mutex_);
     turn_changed_.wait(lock, [&] { return order_[position_] == thread; });
   }
   void pass_locked() {  // to the next thread in order that has not returned (itself, if it is the last)
+    const size_t from = position_;
     for (size_t n = 0; n < order_.size(); ++n) {
       position_ = (position_ + 1) % order_.size();
       if (!done_[order_[position_]]) break;
     }
+    if (position_ <= from) round_line_ = 0;  // every thread has had its turn: a new round
     turn_changed_.notify_all();
   }
 };
@@ -245,7 +262,7 @@ class HostCompiledKernels {
     if (!k) throw std::runtime_error("no kernel " + std::string(symbol));
     return k;
   }
-  void (*enter)(unsigned, unsigned, unsigned, void*, void (*)(void*, unsigned)) = nullptr;
+  void (*enter)(unsigned, unsigned, unsigned, void*, void (*)(void*, unsigned, int)) = nullptr;
 
  private:
   std::filesystem::path dir_;
@@ -277,6 +294,8 @@ class CpuEmulatedModule : public rt::KernelModule {
             block->leave(t);
           });
         for (auto& th : threads) th.join();
+        if (const std::string problem = block->problem(); !problem.empty())
+          throw std::runtime_error(fmt::format("CUDA emulation of {}: {}", symbol, problem));
       }
   }
 

@@ -7,7 +7,8 @@
 //    gradient of every paper variant, the later designs and random score
 //    expressions, in float, double and bf16 storage; the probe and the sink
 //    logit's share; and, with each block's threads taking turns in either
-//    order, no result depends on the order (no race on shared memory);
+//    order, no result depends on the order (no race on shared memory)
+//    and every thread of a block waits at the same barrier;
 //    every buffer ends at an inaccessible page, so none of these kernels
 //    reads or writes past a tensor's end (a kernel that does is named).
 // On a GPU, scripts/gpu-check.sh runs the same comparisons on the device.
@@ -219,6 +220,31 @@ TEST(CudaKernels, TheEmulationCatchesAWrongKernel) {
   auto broken = cuda_attention(spec, {q, k, val, {}, {}, {}, {}}, broken_loader);
   auto ref = reference_attention(config_of(v), {q, k, val, {}, {}, {}}, false).out;
   EXPECT_GT(rel_error(broken, ref), 1e-3);
+}
+
+// A __syncthreads that only some of a block's threads reach is undefined on
+// a GPU (it may hang), though the emulation's result can be right: taking
+// turns names it. (Every other taking-turns test is the proof that the
+// generated kernels have none.)
+TEST(CudaKernels, TakingTurnsNamesABarrierOnlySomeThreadsReach) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  const Variant v{.name = "softmax, T 40", .T = 40};
+  std::string source = kernels::emit_cuda(spec_of(v));
+  const std::string barrier = "__syncthreads();";
+  ASSERT_NE(source.find(barrier), std::string::npos);
+  source.replace(source.find(barrier), barrier.size(), "if (threadIdx.x % 2) {\n__syncthreads();\n} else {\n__syncthreads();\n}");
+  const rt::KernelModules divergent{"divergent barrier", [&](const std::string&, const torch::Device&) {
+                                      return std::make_shared<CpuEmulatedModule>(host_compiled(source), ThreadOrder::Ascending);
+                                    }};
+  torch::manual_seed(1);
+  auto q = torch::randn({1, 2, v.T, v.D}), k = torch::randn({1, 2, v.T, v.D}), val = torch::randn({1, 2, v.T, v.D});
+  try {
+    cuda_attention(spec_of(v), {q, k, val, {}, {}, {}, {}}, divergent);
+    ADD_FAILURE() << "the divergent barrier went unnoticed";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("sink_forward: threads of one block waited at different barriers"), std::string::npos)
+        << e.what();
+  }
 }
 
 // A kernel that reads past a tensor's end stops the emulation with a message

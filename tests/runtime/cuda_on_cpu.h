@@ -21,9 +21,10 @@ struct SinkEmulatedDim3 {
 };
 inline thread_local SinkEmulatedDim3 threadIdx, blockIdx;
 inline thread_local void* sink_block = nullptr;
-inline thread_local void (*sink_block_sync)(void* block, unsigned thread) = nullptr;
+inline thread_local void (*sink_block_sync)(void* block, unsigned thread, int line) = nullptr;
 
-inline void __syncthreads() { sink_block_sync(sink_block, threadIdx.x); }
+// A macro, so the emulator learns which barrier of the source each thread is at.
+#define __syncthreads() sink_block_sync(sink_block, threadIdx.x, __LINE__)
 inline float __int_as_float(int i) {
   float f;
   std::memcpy(&f, &i, sizeof f);
@@ -46,7 +47,7 @@ inline T atomicAdd(T* p, T v) {
 
 // Called by the emulator on each thread before it runs the kernel.
 extern "C" void sink_emulator_enter(unsigned thread, unsigned block_x, unsigned block_y, void* block,
-                                    void (*sync)(void* block, unsigned thread)) {
+                                    void (*sync)(void* block, unsigned thread, int line)) {
   threadIdx.x = thread;
   blockIdx.x = block_x;
   blockIdx.y = block_y;
