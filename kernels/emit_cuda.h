@@ -23,8 +23,9 @@
 namespace sink::kernels {
 
 // How q, k, v, o and their gradients are stored: as the kernel's real type
-// (float, or double for spec.f64), or as bfloat16 with float arithmetic.
-enum class CudaStorage { Real, BFloat16 };
+// (float, or double for spec.f64), or as bfloat16 or IEEE half with float
+// arithmetic.
+enum class CudaStorage { Real, BFloat16, Float16 };
 
 // Threads per block and rows per shared-memory tile, chosen from d_head and
 // the element size so each kernel's shared memory stays within 40 KiB (no
@@ -36,6 +37,10 @@ struct CudaTiles {
   int row_threads = 128;                      // backward_rows and probe: threads per block
 };
 CudaTiles cuda_tiles(const KernelSpec& spec);
+
+// The storage of a run's training passes (train.precision): bf16 autocast
+// hands the kernels bf16 q, k and v. Measurements run in float.
+CudaStorage training_storage(const std::string& precision);
 
 std::string emit_cuda(const KernelSpec& spec, CudaStorage storage = CudaStorage::Real);
 

@@ -64,6 +64,12 @@ fs::path builtin_corpus(const std::string& name) {
   return file;
 }
 
+fs::path kernel_cache_dir() {
+  if (const char* env = std::getenv("SINKLAB_KERNEL_CACHE")) return env;
+  const char* home = std::getenv("HOME");
+  return fs::path(home ? home : "/tmp") / ".cache" / "sinklab" / "kernels";
+}
+
 const char* version() { return SINKLAB_VERSION; }
 
 }  // namespace sink

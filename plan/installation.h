@@ -22,6 +22,11 @@ std::filesystem::path stdlib_dir();
 // the file is missing.
 std::filesystem::path builtin_corpus(const std::string& name);
 
+// Where compiled attention kernels are kept between processes (the CPU JIT's
+// object files, the GPU's cubins): $SINKLAB_KERNEL_CACHE, else
+// $HOME/.cache/sinklab/kernels (/tmp/.cache/... without a HOME).
+std::filesystem::path kernel_cache_dir();
+
 // Version of sinklab (CMake's project version) and of the plan format.
 const char* version();
 

@@ -59,7 +59,7 @@ class CpuJitBackend : public AttentionBackend {
  public:
   explicit CpuJitBackend(const ModelConfig& cfg) : cfg_(cfg.attention), kernel_(kernels::kernel_spec(cfg)) {}
   std::string name() const override { return "jit"; }
-  std::string kernel_source() const override { return kernels::emit_llvm(kernel_); }
+  std::string kernel_source(const std::string&) const override { return kernels::emit_llvm(kernel_); }
 
   torch::Tensor attend(const AttentionCall& call, AttentionProbe* probe) override {
     AttentionCall in = call;
@@ -90,7 +90,9 @@ class CudaBackend : public AttentionBackend {
         sdpa_(choice == KernelChoice::Fastest && has_sdpa() && kernel_.plain_causal_softmax()) {}
   // summary.json says which one trained.
   std::string name() const override { return sdpa_ ? "cuda+sdpa" : "cuda"; }
-  std::string kernel_source() const override { return kernels::emit_cuda(kernel_); }
+  std::string kernel_source(const std::string& precision) const override {
+    return kernels::emit_cuda(kernel_, kernels::training_storage(precision));
+  }
   std::string kernel_file_name() const override { return "attention.cu"; }
 
   torch::Tensor attend(const AttentionCall& call, AttentionProbe* probe) override {

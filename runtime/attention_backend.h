@@ -32,10 +32,10 @@ class AttentionBackend {
   virtual std::string name() const = 0;
   // o [B, H, T, dh], differentiable in every tensor of the call; with `probe`, also what a measurement reads.
   virtual torch::Tensor attend(const AttentionCall& call, AttentionProbe* probe) = 0;
-  // The generated source this backend runs for the model's attention (LLVM
+  // The generated source this backend trains with at train.precision (LLVM
   // IR for the CPU JIT, CUDA C++ for CUDA), or "" when it runs none. A run
   // writes it to its directory (attention.ll, attention.cu).
-  virtual std::string kernel_source() const { return ""; }
+  virtual std::string kernel_source(const std::string& precision = "fp32") const { return ""; }
   virtual std::string kernel_file_name() const { return "attention.ll"; }
 };
 

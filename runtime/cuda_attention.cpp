@@ -29,10 +29,15 @@ std::string variant_key(const kernels::KernelSpec& spec, torch::ScalarType stora
   return fmt::format("{} storage={} device={} loader={}", spec.describe(), c10::toString(storage), device.str(), modules.name);
 }
 
-// bf16 stays bf16 (float arithmetic), double stays double, the rest computes in float.
+// bf16 and half stay as they are (float arithmetic), double stays double, the rest computes in float.
 torch::ScalarType storage_dtype(const torch::Tensor& q) {
   const auto t = q.scalar_type();
-  return t == torch::kBFloat16 || t == torch::kDouble ? t : torch::kFloat;
+  return t == torch::kBFloat16 || t == torch::kHalf || t == torch::kDouble ? t : torch::kFloat;
+}
+kernels::CudaStorage layout_of(torch::ScalarType storage) {
+  return storage == torch::kBFloat16 ? kernels::CudaStorage::BFloat16
+         : storage == torch::kHalf   ? kernels::CudaStorage::Float16
+                                     : kernels::CudaStorage::Real;
 }
 torch::ScalarType real_dtype(torch::ScalarType storage) { return storage == torch::kDouble ? torch::kDouble : torch::kFloat; }
 
@@ -42,8 +47,7 @@ std::string prepare(kernels::KernelSpec spec, torch::ScalarType storage, const t
   std::string key = variant_key(spec, storage, device, modules);
   std::lock_guard<std::mutex> lock(variants_mutex);
   if (!variants.count(key)) {
-    auto layout = storage == torch::kBFloat16 ? kernels::CudaStorage::BFloat16 : kernels::CudaStorage::Real;
-    auto module = modules.load(kernels::emit_cuda(spec, layout), device);
+    auto module = modules.load(kernels::emit_cuda(spec, layout_of(storage)), device);
     variants.emplace(key, std::make_shared<const Variant>(Variant{spec, kernels::cuda_tiles(spec), std::move(module)}));
   }
   return key;

@@ -1,8 +1,8 @@
 // Attention through the generated CUDA kernels (kernels/emit_cuda.h): a
 // torch::autograd::Function whose forward and backward launch them on the
-// call's tensors. Same inputs and results as reference_attention. bf16
-// inputs run the bf16-storage kernels (float arithmetic), double the double
-// ones, anything else float.
+// call's tensors. Same inputs and results as reference_attention. bf16 and
+// half inputs run the 16-bit-storage kernels (float arithmetic), double the
+// double ones, anything else float.
 #pragma once
 #include <functional>
 #include <memory>

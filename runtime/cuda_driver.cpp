@@ -2,20 +2,32 @@
 
 #if SINKLAB_HAVE_CUDA_TOOLKIT
 #include <cuda.h>
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <dlfcn.h>
+#include <filesystem>
 #include <fmt/format.h>
+#include <fstream>
+#include <link.h>
 #include <map>
 #include <mutex>
 #include <nvrtc.h>
 #include <stdexcept>
+#include <thread>
+#include <unistd.h>
 #include <vector>
+
+#include "plan/installation.h"
 
 namespace sink::rt::cuda {
 namespace {
 
-void* open_first(std::initializer_list<const char*> names, std::string& tried) {
-  for (const char* n : names) {
-    if (void* h = dlopen(n, RTLD_NOW | RTLD_LOCAL)) return h;
+namespace fs = std::filesystem;
+
+void* open_first(const std::vector<std::string>& names, std::string& tried) {
+  for (const std::string& n : names) {
+    if (void* h = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL)) return h;
     tried += fmt::format("{}{} ({})", tried.empty() ? "" : ", ", n, dlerror());
   }
   return nullptr;
@@ -28,6 +40,24 @@ Fn symbol(void* lib, const char* name) {
   return reinterpret_cast<Fn>(f);
 }
 
+// Where a pip PyTorch keeps its CUDA libraries: beside torch/ in site-packages,
+// found from the torch libraries this process has loaded.
+std::vector<std::filesystem::path> site_packages_of_loaded_torch() {
+  std::vector<std::filesystem::path> found;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* out) {
+        const std::string_view path = info->dlpi_name ? info->dlpi_name : "";
+        if (const size_t at = path.find("/torch/lib/"); at != std::string_view::npos) {
+          auto& sites = *static_cast<std::vector<std::filesystem::path>*>(out);
+          const std::filesystem::path site(path.substr(0, at));
+          if (std::find(sites.begin(), sites.end(), site) == sites.end()) sites.push_back(site);
+        }
+        return 0;
+      },
+      &found);
+  return found;
+}
+
 struct Nvrtc {
   decltype(&nvrtcCreateProgram) create;
   decltype(&nvrtcCompileProgram) compile;
@@ -37,6 +67,11 @@ struct Nvrtc {
   decltype(&nvrtcGetPTX) ptx;
   decltype(&nvrtcDestroyProgram) destroy;
   decltype(&nvrtcGetErrorString) error;
+  decltype(&nvrtcVersion) version;
+  decltype(&nvrtcGetCUBINSize) cubin_size;          // null before NVRTC 11.1
+  decltype(&nvrtcGetCUBIN) cubin;
+  decltype(&nvrtcGetNumSupportedArchs) arch_count;  // null before NVRTC 11.2
+  decltype(&nvrtcGetSupportedArchs) archs;
   std::string missing;  // why it could not be opened, or ""
 };
 
@@ -44,10 +79,9 @@ const Nvrtc& nvrtc() {
   static const Nvrtc api = [] {
     Nvrtc a{};
     std::string tried;
-    // The toolkit's, or the one a pip PyTorch brings (nvidia-cuda-nvrtc), on the loader's path.
-    void* lib = open_first({"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"}, tried);
+    void* lib = open_first(nvrtc_candidates(), tried);
     if (!lib) {
-      a.missing = "NVRTC could not be opened: " + tried;
+      a.missing = "NVRTC could not be opened (SINKLAB_NVRTC may name libnvrtc.so): " + tried;
       return a;
     }
     a.create = symbol<decltype(a.create)>(lib, "nvrtcCreateProgram");
@@ -58,6 +92,11 @@ const Nvrtc& nvrtc() {
     a.ptx = symbol<decltype(a.ptx)>(lib, "nvrtcGetPTX");
     a.destroy = symbol<decltype(a.destroy)>(lib, "nvrtcDestroyProgram");
     a.error = symbol<decltype(a.error)>(lib, "nvrtcGetErrorString");
+    a.version = reinterpret_cast<decltype(a.version)>(dlsym(lib, "nvrtcVersion"));
+    a.cubin_size = reinterpret_cast<decltype(a.cubin_size)>(dlsym(lib, "nvrtcGetCUBINSize"));
+    a.cubin = reinterpret_cast<decltype(a.cubin)>(dlsym(lib, "nvrtcGetCUBIN"));
+    a.arch_count = reinterpret_cast<decltype(a.arch_count)>(dlsym(lib, "nvrtcGetNumSupportedArchs"));
+    a.archs = reinterpret_cast<decltype(a.archs)>(dlsym(lib, "nvrtcGetSupportedArchs"));
     return a;
   }();
   return api;
@@ -119,8 +158,8 @@ class DriverModule : public KernelModule {
     int major = 0, minor = 0;
     check(d.attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device_), "cuDeviceGetAttribute");
     check(d.attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device_), "cuDeviceGetAttribute");
-    const std::string ptx = compile_ptx(source, major * 10 + minor);
-    check(d.load(&module_, ptx.c_str()), "cuModuleLoadData");
+    const std::string image = loadable_image(source, major * 10 + minor);
+    check(d.load(&module_, image.data()), "cuModuleLoadData");
   }
 
   void launch(std::string_view symbol_name, LaunchShape shape, std::span<const KernelBuffer> buffers,
@@ -156,20 +195,18 @@ class DriverModule : public KernelModule {
   }
 };
 
-}  // namespace
+// What NVRTC makes of `source` for compute capability `arch`: machine code
+// (sm_XX; the driver loads it as is) or PTX (compute_XX; the driver
+// translates it, and refuses PTX newer than itself).
+std::atomic<int> compilations{0};
 
-bool nvrtc_available(std::string* why) {
-  const std::string& missing = nvrtc().missing;
-  if (why) *why = missing;
-  return missing.empty();
-}
-
-std::string compile_ptx(const std::string& source, int arch) {
+std::string compile(const std::string& source, int arch, bool machine_code) {
   const Nvrtc& n = nvrtc();
   if (!n.missing.empty()) throw std::runtime_error(n.missing);
+  ++compilations;
   nvrtcProgram program = nullptr;
   check(n.create(&program, source.c_str(), "sinklab_attention.cu", 0, nullptr, nullptr), "nvrtcCreateProgram");
-  const std::string arch_option = fmt::format("--gpu-architecture=compute_{}", arch);
+  const std::string arch_option = fmt::format("--gpu-architecture={}_{}", machine_code ? "sm" : "compute", arch);
   // No fast math: the kernels are checked against the reference at 1e-5.
   const char* options[] = {arch_option.c_str(), "--std=c++17"};
   nvrtcResult compiled = n.compile(program, 2, options);
@@ -182,13 +219,106 @@ std::string compile_ptx(const std::string& source, int arch) {
     throw std::runtime_error(fmt::format("NVRTC could not compile the attention kernel for sm_{}:\n{}", arch, log));
   }
   size_t size = 0;
-  check(n.ptx_size(program, &size), "nvrtcGetPTXSize");
-  std::string ptx(size, '\0');
-  check(n.ptx(program, ptx.data()), "nvrtcGetPTX");
+  std::string out;
+  if (machine_code) {
+    check(n.cubin_size(program, &size), "nvrtcGetCUBINSize");
+    out.resize(size);
+    check(n.cubin(program, out.data()), "nvrtcGetCUBIN");
+  } else {
+    check(n.ptx_size(program, &size), "nvrtcGetPTXSize");
+    out.resize(size);
+    check(n.ptx(program, out.data()), "nvrtcGetPTX");
+    if (!out.empty() && out.back() == '\0') out.pop_back();
+  }
   n.destroy(&program);
-  if (!ptx.empty() && ptx.back() == '\0') ptx.pop_back();
-  return ptx;
+  return out;
 }
+
+// The newest architecture this NVRTC compiles for, up to `arch`, or 0 when it cannot say.
+int newest_known_arch(int arch) {
+  const Nvrtc& n = nvrtc();
+  int count = 0;
+  if (!n.arch_count || !n.archs || n.arch_count(&count) != NVRTC_SUCCESS || count <= 0) return 0;
+  std::vector<int> archs(count);
+  if (n.archs(archs.data()) != NVRTC_SUCCESS) return 0;
+  int best = 0;
+  for (int a : archs)
+    if (a <= arch) best = std::max(best, a);
+  return best;
+}
+
+}  // namespace
+
+std::vector<std::string> nvrtc_candidates() {
+  std::vector<std::string> names;
+  if (const char* named = std::getenv("SINKLAB_NVRTC"); named && *named) names.push_back(named);
+  for (const char* soname : {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"}) names.push_back(soname);
+  std::vector<std::filesystem::path> dirs;
+  for (const char* var : {"CUDA_HOME", "CUDA_PATH"})
+    if (const char* home = std::getenv(var); home && *home) dirs.push_back(std::filesystem::path(home) / "lib64");
+  dirs.push_back("/usr/local/cuda/lib64");
+  for (const auto& site : site_packages_of_loaded_torch())
+    for (const char* sub : {"nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib"}) dirs.push_back(site / sub);
+  for (const auto& dir : dirs) {
+    std::error_code ec;
+    std::vector<std::string> here;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+      const std::string file = entry.path().filename().string();
+      if (file.rfind("libnvrtc.so", 0) == 0) here.push_back(entry.path().string());
+    }
+    std::sort(here.begin(), here.end());
+    names.insert(names.end(), here.begin(), here.end());
+  }
+  return names;
+}
+
+bool nvrtc_available(std::string* why) {
+  const std::string& missing = nvrtc().missing;
+  if (why) *why = missing;
+  return missing.empty();
+}
+
+std::string compile_ptx(const std::string& source, int arch) { return compile(source, arch, false); }
+
+std::string compile_cubin(const std::string& source, int arch) {
+  if (!nvrtc().missing.empty()) throw std::runtime_error(nvrtc().missing);
+  if (!nvrtc().cubin) throw std::runtime_error("NVRTC: this NVRTC is older than 11.1 and writes no machine code");
+  return compile(source, arch, true);
+}
+
+std::string loadable_image(const std::string& source, int arch) {
+  const int known = newest_known_arch(arch);
+  const bool machine_code = nvrtc().cubin && (known == arch || known == 0);
+  // A GPU newer than this NVRTC (or an NVRTC too old to say): PTX for the
+  // newest architecture it knows, which the driver translates for the GPU.
+  const int target = machine_code || known == 0 ? arch : known;
+  int major = 0, minor = 0;
+  if (nvrtc().version) nvrtc().version(&major, &minor);
+  // Named by what decides the bytes: the source, the target and NVRTC's version.
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : fmt::format("{}\nsm_{} {} nvrtc {}.{}", source, target, machine_code ? "cubin" : "ptx", major, minor))
+    h = (h ^ c) * 0x100000001b3ull;
+  const fs::path file = kernel_cache_dir() / fmt::format("cuda-{:016x}.{}", h, machine_code ? "cubin" : "ptx");
+  if (std::ifstream in{file, std::ios::binary}) {
+    std::string image{std::istreambuf_iterator<char>(in), {}};
+    if (!image.empty()) return image;
+  }
+  std::string image = machine_code ? compile_cubin(source, target) : compile_ptx(source, target);
+  // Another process may write the same file at once: each renames a whole one.
+  std::error_code ec;
+  fs::create_directories(file.parent_path(), ec);
+  const fs::path tmp = fmt::format("{}.{}.{}.tmp", file.string(), getpid(), std::hash<std::thread::id>()(std::this_thread::get_id()));
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out.write(image.data(), static_cast<std::streamsize>(image.size()));
+    if (!out) ec = std::make_error_code(std::errc::io_error);
+  }
+  if (ec) fs::remove(tmp, ec);  // no cached file: the next process compiles again
+  else fs::rename(tmp, file, ec);
+  return image;
+}
+
+int nvrtc_compilations() { return compilations.load(); }
 
 std::shared_ptr<KernelModule> module_for(const std::string& source, int device) {
   static std::mutex mutex;
@@ -219,7 +349,11 @@ bool nvrtc_available(std::string* why) {
   if (why) *why = kMissing;
   return false;
 }
+std::vector<std::string> nvrtc_candidates() { return {}; }
 std::string compile_ptx(const std::string&, int) { throw std::runtime_error(kMissing); }
+std::string compile_cubin(const std::string&, int) { throw std::runtime_error(kMissing); }
+std::string loadable_image(const std::string&, int) { throw std::runtime_error(kMissing); }
+int nvrtc_compilations() { return 0; }
 std::shared_ptr<KernelModule> module_for(const std::string&, int) { throw std::runtime_error(kMissing); }
 }  // namespace sink::rt::cuda
 #endif

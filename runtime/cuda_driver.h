@@ -1,5 +1,5 @@
 // The CUDA side of the generated kernels, without LibTorch: NVRTC compiles a
-// kernel's source to PTX, the driver loads it into the device's primary
+// kernel's source to machine code, the driver loads it into the device's primary
 // context (the one LibTorch uses) and launches it. Both libraries are opened
 // on first use (dlopen), so a runtime built with CUDA support still starts,
 // and trains on the CPU, on a machine that has neither.
@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace sink::rt {
 
@@ -37,8 +38,24 @@ namespace cuda {
 // Whether NVRTC (and the driver, for a device) can be opened; `why` says what is missing.
 bool nvrtc_available(std::string* why = nullptr);
 
+// Where NVRTC is looked for, in order: $SINKLAB_NVRTC, the loader's path,
+// $CUDA_HOME/lib64, $CUDA_PATH/lib64, /usr/local/cuda/lib64, and the
+// nvidia/ wheels beside a loaded pip PyTorch.
+std::vector<std::string> nvrtc_candidates();
+
 // PTX for compute capability `arch` (80, 90, ...); a compile error throws with NVRTC's log.
 std::string compile_ptx(const std::string& source, int arch);
+// Machine code (a cubin) for `arch`: nothing left for the driver to translate.
+std::string compile_cubin(const std::string& source, int arch);
+// What a GPU of compute capability `arch` loads: a cubin where this NVRTC
+// knows the architecture, else PTX for the newest one it knows (the driver
+// translates it), so neither an older driver nor a newer GPU stops a run.
+// Kept in kernel_cache_dir() (plan/installation.h), named by a hash of the
+// source, the target and NVRTC's version: the runs of a sweep after the
+// first load their kernels instead of compiling them.
+std::string loadable_image(const std::string& source, int arch);
+// How many times this process ran NVRTC.
+int nvrtc_compilations();
 
 // The module of `source` on CUDA device `device`, compiled for its compute
 // capability on first use and cached by content for the process. Kernels run

@@ -26,6 +26,8 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 
+#include "plan/installation.h"
+
 namespace sink::rt {
 namespace fs = std::filesystem;
 namespace orc = llvm::orc;
@@ -175,11 +177,7 @@ void* Jit::lookup(const std::string& key, const std::string& ir, const std::stri
 }
 
 Jit& Jit::shared() {
-  static Jit instance([] {
-    if (const char* env = std::getenv("SINKLAB_KERNEL_CACHE")) return std::string(env);
-    const char* home = std::getenv("HOME");
-    return std::string(home ? home : "/tmp") + "/.cache/sinklab/kernels";
-  }());
+  static Jit instance(kernel_cache_dir().string());
   return instance;
 }
 

@@ -67,8 +67,11 @@ SelfAttention::SelfAttention(const ModelConfig& c, std::shared_ptr<AttentionBack
 
 namespace {
 
-// Rotates interleaved pairs (x_2m, x_2m+1), as llama2.c does.
-torch::Tensor apply_rope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
+// Rotates interleaved pairs (x_2m, x_2m+1), as llama2.c does. In x's dtype:
+// under bf16 autocast the fp32 tables would promote q and k back to fp32,
+// and the attention backend would then run its fp32 kernels.
+torch::Tensor apply_rope(const torch::Tensor& x, torch::Tensor cos, torch::Tensor sin) {
+  cos = cos.to(x.scalar_type()), sin = sin.to(x.scalar_type());
   auto pairs = x.unflatten(-1, {x.size(-1) / 2, 2});
   auto a = pairs.select(-1, 0), b = pairs.select(-1, 1);
   return torch::stack({a * cos - b * sin, a * sin + b * cos}, -1).flatten(-2);

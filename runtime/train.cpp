@@ -362,7 +362,7 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
     for (auto& p : model.parameters()) params += p.numel();
     const std::string backend = model.backend->name();
     // The kernel the run executes, from the same kernels::kernel_spec that `sinkc compile` uses.
-    if (const std::string source = model.backend->kernel_source(); leader && !source.empty())
+    if (const std::string source = model.backend->kernel_source(cfg.train.precision); leader && !source.empty())
       write_atomically(dir.file(model.backend->kernel_file_name()), source);
     dir.log(fmt::format("run {} ({}), {} parameters, data {}", plan.name, plan.hash8(), params, data.description));
     dir.log(fmt::format("attention backend: {}", backend));

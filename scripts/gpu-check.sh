@@ -7,7 +7,7 @@
 #   2. the plan library's tests, where GoogleTest is installed;
 #   3. the CUDA backend (NVRTC kernels from kernels/emit_cuda.h) against the
 #      reference path on the same GPU: forward and every gradient of every
-#      variant in float, double and bf16, a micro model trained on cpu and
+#      variant in float, double, bf16 and half, a micro model trained on cpu and
 #      cuda, a GPU checkpoint loaded on the CPU, a run stopped on the GPU
 #      and resumed on the CPU, the GPU a process takes, plain softmax through
 #      LibTorch's SDPA (the backend's dispatch) (build-gpu/tests/cuda_check);
@@ -17,8 +17,8 @@
 #      cases were prepared where LLVM 19's llc is and carried:
 #        tests/gpu/check_on_gpu.sh prepare build gpu-cases
 #
-# --bench adds the benchmarks, right after the build (--only-bench: only
-# them); a few minutes:
+# Then the benchmarks (--no-bench leaves them out; --only-bench runs only
+# them, after the build); a few minutes:
 #   6. attention forward + backward, generated kernels against SDPA and the
 #      composite LibTorch form (build-gpu/bench/gpu_attention);
 #   7. paper_60m end to end against the same model in PyTorch
@@ -30,17 +30,18 @@
 # --resume on the next call); bring OUT_DIR/runs back and compare them with
 # `sinkc diff` / `sinkc report` where the front end is.
 # A machine is warm between calls and keeps build-gpu, so these can be separate calls:
-#   scripts/gpu-check.sh OUT_DIR [--bench | --only-bench | --presets SECONDS] [CASES_DIR]
+#   scripts/gpu-check.sh OUT_DIR [--no-bench | --only-bench | --presets SECONDS] [CASES_DIR]
 set -uo pipefail
 cd "$(dirname "$0")/.."
-usage="usage: scripts/gpu-check.sh OUT_DIR [--bench | --only-bench | --presets SECONDS] [CASES_DIR]"
+usage="usage: scripts/gpu-check.sh OUT_DIR [--no-bench | --only-bench | --presets SECONDS] [CASES_DIR]"
 out=${1:?$usage}
 shift
-checks=1 bench=0 presets=0
+checks=1 bench=1 presets=0
 case "${1:-}" in
-  --bench) bench=1; shift ;;
-  --only-bench) bench=1 checks=0; shift ;;
-  --presets) presets=${2:?$usage} checks=0; shift 2 ;;
+  --no-bench) bench=0; shift ;;
+  --bench) shift ;;  # the default; kept so older notes still work
+  --only-bench) checks=0; shift ;;
+  --presets) presets=${2:?$usage} checks=0 bench=0; shift 2 ;;
   -*) echo "$usage"; exit 2 ;;
 esac
 cases=${1:-gpu-cases}
@@ -55,10 +56,6 @@ step() {
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/gpu.txt" 2>&1 || true
 echo "GPU: $(cat "$out/gpu.txt")"
 step build scripts/setup-gpu.sh .deps build-gpu
-if ((bench)); then
-  step gpu_attention build-gpu/bench/gpu_attention
-  step gpu_train_vs_pytorch bench/gpu_train_vs_pytorch.sh build-gpu "$out/train-bench"
-fi
 if ((presets)); then
   if [[ ! -s data/builtin/large.jsonl ]]; then
     echo "== presets: no data/builtin/large.jsonl; where apt is: scripts/setup.sh --large-corpus && scripts/pack-deps.sh .deps"
@@ -73,20 +70,25 @@ if ((presets)); then
 print(sys.argv[1], s.get("status"), "step", f.get("step"), "valid", f.get("valid_loss"), "sink", f.get("sink"))' "$s"
   done
 fi
-((checks)) || exit $status
-if [[ -x build-gpu/tests/plan_tests ]]; then
-  step plan_tests build-gpu/tests/plan_tests
-else
-  echo "== plan_tests: skipped (GoogleTest is not installed here)"
+if ((checks)); then
+  if [[ -x build-gpu/tests/plan_tests ]]; then
+    step plan_tests build-gpu/tests/plan_tests
+  else
+    echo "== plan_tests: skipped (GoogleTest is not installed here)"
+  fi
+  step cuda_backend build-gpu/tests/cuda_check
+  plan_dir=$(mktemp -d)
+  mkdir -p "$plan_dir/fixture"
+  sed -e 's/^device = "cpu"/device = "cuda"/' tests/plan/fixtures/fixture.plan.toml > "$plan_dir/fixture/plan.toml"
+  step train_on_cuda build-gpu/sinkc-runtime run "$plan_dir" --out "$out/runs"
+  if [[ -d $cases ]]; then
+    step nvptx_forward tests/gpu/check_on_gpu.sh run "$cases"
+  else
+    echo "== nvptx_forward: skipped ($cases/ missing: prepare it where LLVM 19 is, see above)"
+  fi
 fi
-step cuda_backend build-gpu/tests/cuda_check
-plan_dir=$(mktemp -d)
-mkdir -p "$plan_dir/fixture"
-sed -e 's/^device = "cpu"/device = "cuda"/' tests/plan/fixtures/fixture.plan.toml > "$plan_dir/fixture/plan.toml"
-step train_on_cuda build-gpu/sinkc-runtime run "$plan_dir" --out "$out/runs"
-if [[ -d $cases ]]; then
-  step nvptx_forward tests/gpu/check_on_gpu.sh run "$cases"
-else
-  echo "== nvptx_forward: skipped ($cases/ missing: prepare it where LLVM 19 is, see above)"
+if ((bench)); then
+  step gpu_attention build-gpu/bench/gpu_attention
+  step gpu_train_vs_pytorch bench/gpu_train_vs_pytorch.sh build-gpu "$out/train-bench"
 fi
 exit $status

@@ -37,9 +37,12 @@ TEST(CompiledKernels, AttentionLlIsWhatTheRuntimeDerivesFromPlanToml) {
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
     for (const auto& e : fs::directory_iterator(dir)) {
       const sink::Plan plan = sink::read_plan((e.path() / "plan.toml").string());
-      const auto kernel = sink::kernels::kernel_spec(sink::read_config(plan).model);
+      const sink::RunConfig cfg = sink::read_config(plan);
+      const auto kernel = sink::kernels::kernel_spec(cfg.model);
       EXPECT_EQ(slurp(e.path() / "attention.ll"), sink::kernels::emit_llvm(kernel)) << e.path();
-      EXPECT_EQ(slurp(e.path() / "attention.cu"), sink::kernels::emit_cuda(kernel)) << e.path();
+      EXPECT_EQ(slurp(e.path() / "attention.cu"),
+                sink::kernels::emit_cuda(kernel, sink::kernels::training_storage(cfg.train.precision)))
+          << e.path();
       variants.insert(kernel.describe());
       ++runs;
     }

@@ -122,4 +122,71 @@ inline OracleResult measure_against_reference(const Attend& attend, const Varian
   return result;
 }
 
+// 16-bit storage (bf16, half): inputs, output and gradients rounded to the
+// storage's significand, arithmetic in float. The forward is compared with
+// the reference in double on the same rounded inputs, and may err twice the
+// reference's own error when its float output is rounded the same way (the
+// kernels sum in another order), never less than one unit in the last
+// place; the gradients with the same kernels in float on the same rounded
+// inputs, within three units in the last place.
+inline double unit_in_last_place(torch::ScalarType storage) { return storage == torch::kHalf ? 1.0 / 2048 : 1.0 / 256; }
+
+struct SixteenBitResult {
+  bool right_dtype = false;
+  double forward = 0, own = 0, forward_allowed = 0;
+  std::vector<std::pair<std::string, double>> grads;  // dq, dk, dv
+  double grads_allowed = 0;
+  bool passed() const {
+    if (!right_dtype || !(forward < forward_allowed)) return false;
+    for (const auto& [name, error] : grads)
+      if (!(error < grads_allowed)) return false;
+    return true;
+  }
+};
+
+inline SixteenBitResult measure_sixteen_bit(const Attend& attend, const Variant& v, torch::ScalarType storage,
+                                            torch::Device device = torch::kCPU, int64_t B = 2, int64_t H = 2) {
+  torch::manual_seed(3);
+  const auto on = torch::TensorOptions().device(device);
+  auto q = torch::randn({B, H, v.T, v.D}, on) * v.q_scale, k = torch::randn({B, H, v.T, v.D}, on) * v.q_scale;
+  auto val = torch::randn({B, H, v.T, v.D}, on), dout = torch::randn({B, H, v.T, v.D}, on);
+  auto g = torch::randn({H, v.T}, on) * 0.5, ks = torch::randn({H, v.D}, on), sink = torch::randn({H}, on);
+  auto vs = v.learned_v ? torch::randn({H, v.D}, on) : torch::zeros({H, v.D}, on);
+  auto low = [&](const torch::Tensor& t) { return t.to(storage); };
+
+  auto reference_on = [&](torch::ScalarType real) {
+    auto r = [&](const torch::Tensor& t) { return t.to(real); };
+    AttentionInputs in{r(low(q)), r(low(k)), r(low(val)), {}, {}, {}};
+    if (v.position_bias) {
+      auto i = torch::arange(v.T, on).view({v.T, 1}), j = torch::arange(v.T, on).view({1, v.T});
+      in.bias = r(g).index({torch::indexing::Slice(), (i - j).abs()}).unsqueeze(0);
+    }
+    if (v.key_bias) in.k_star = r(ks), in.v_star = r(vs);
+    if (v.sink_logit) in.sink_logit = r(sink);
+    return reference_attention(config_of(v), in, false).out;
+  };
+  auto exact = reference_on(torch::kDouble);
+  SixteenBitResult result;
+  result.own = rel_error(low(reference_on(torch::kFloat)), exact);
+  result.forward_allowed = std::max(2 * result.own, unit_in_last_place(storage));
+
+  auto call_with = [&](const torch::Tensor& q_, const torch::Tensor& k_, const torch::Tensor& v_) {
+    return AttentionCall{q_, k_, v_, v.position_bias ? g : torch::Tensor(), v.key_bias ? ks : torch::Tensor(),
+                         v.key_bias ? vs : torch::Tensor(), v.sink_logit ? sink : torch::Tensor()};
+  };
+  auto ql = low(q).requires_grad_(true), kl = low(k).requires_grad_(true), vl = low(val).requires_grad_(true);
+  auto out = attend(spec_of(v), call_with(ql, kl, vl));
+  result.right_dtype = out.scalar_type() == storage;
+  result.forward = rel_error(out, exact);
+  out.backward(low(dout));
+  auto qf = low(q).to(torch::kFloat).requires_grad_(true), kf = low(k).to(torch::kFloat).requires_grad_(true),
+       vf = low(val).to(torch::kFloat).requires_grad_(true);
+  attend(spec_of(v), call_with(qf, kf, vf)).backward(low(dout).to(torch::kFloat));
+  result.right_dtype = result.right_dtype && ql.grad().scalar_type() == storage;
+  result.grads = {{"dq", grad_error(ql.grad(), qf.grad())}, {"dk", grad_error(kl.grad(), kf.grad())},
+                  {"dv", grad_error(vl.grad(), vf.grad())}};
+  result.grads_allowed = 3 * unit_in_last_place(storage);
+  return result;
+}
+
 }  // namespace sink::testing_variants

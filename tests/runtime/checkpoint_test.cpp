@@ -199,8 +199,10 @@ TEST(Checkpoint, AWriteThatFailsKeepsTheEarlierOnesAndFailsTheRun) {
   ASSERT_FALSE(metrics.empty());
   EXPECT_EQ(metrics.back()["step"], 12);
 
+  // `sinkc table` shows the failed run with its last metrics.
   const std::string sinkc = SINKC_BINARY;
-  if (fs::exists(sinkc)) {
+  const bool have_sinkc = fs::exists(sinkc);
+  if (have_sinkc) {
     std::string table;
     FILE* p = popen((sinkc + " table " + b.str() + " --metric valid_loss 2>&1").c_str(), "r");
     ASSERT_NE(p, nullptr);
@@ -216,6 +218,7 @@ TEST(Checkpoint, AWriteThatFailsKeepsTheEarlierOnesAndFailsTheRun) {
   ASSERT_EQ(resumed.status, "completed") << resumed.summary.dump(2);
   EXPECT_NE(sinktest::read_file(dir.file("log.txt")).find("resumed at step 8"), std::string::npos);
   expect_same_final(straight.summary["final"], resumed.summary["final"]);
+  if (!have_sinkc) GTEST_SKIP() << "the `sinkc table` check did not run: " << sinkc << " is not built";
 }
 
 TEST(Checkpoint, TheWriterReportsARealWriteFailureAndLeavesTheOldFile) {

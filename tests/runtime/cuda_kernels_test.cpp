@@ -5,7 +5,8 @@
 //    per CUDA thread (tests/runtime/cuda_emulator.h), through the runtime's
 //    autograd wrapper, matches the reference path: forward and every
 //    gradient of every paper variant, the later designs and random score
-//    expressions, in float, double and bf16 storage; the probe and the sink
+//    expressions, in float, double, bf16 and half storage (and the 16-bit
+//    conversions exactly as LibTorch's); the probe and the sink
 //    logit's share; and, with each block's threads taking turns in either
 //    order, no result depends on the order (no race on shared memory)
 //    and every thread of a block waits at the same barrier;
@@ -15,9 +16,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
+#include "kernels/cuda_source.h"
 #include "kernels/emit_cuda.h"
 #include "runtime/attention.h"
 #include "runtime/cuda_attention.h"
@@ -129,43 +132,68 @@ TEST(CudaKernels, TakingTurnsCatchesEveryMissingBarrier) {
   }
 }
 
-// bf16 storage: inputs and o rounded to 8 significant bits, arithmetic in
-// float. The bound: the reference's own error when it reads the same
-// rounded inputs and its output is rounded to bf16 too, with a factor of 2
-// for the kernel's different summation order, and never below one bf16 ulp.
-TEST(CudaKernels, Bfloat16StorageIsWithinTheReferencesOwnRounding) {
+// 16-bit storage (tests/runtime/attention_oracle.h, measure_sixteen_bit):
+// within the reference's own rounding, forward and gradients.
+TEST(CudaKernels, SixteenBitStorageIsWithinTheReferencesOwnRounding) {
   SKIP_WITHOUT_HOST_COMPILER();
-  for (const Variant& v : {Variant{.name = "softmax", .T = 20, .D = 16},
-                           Variant{.name = "sigmoid, no norm, KV biases", .score = call("sigmoid", {var("qk")}),
-                                   .normalize = "none", .key_bias = true, .learned_v = true, .T = 20, .D = 16},
-                           Variant{.name = "softpick, window 5", .normalize = "softpick", .window = 5, .T = 20, .D = 16}}) {
-    SCOPED_TRACE(v.name);
-    torch::manual_seed(3);
-    const int64_t B = 2, H = 2;
-    auto q = torch::randn({B, H, v.T, v.D}), k = torch::randn({B, H, v.T, v.D}), val = torch::randn({B, H, v.T, v.D});
-    auto ks = torch::randn({H, v.D}), vs = torch::randn({H, v.D});
-    auto bf = [](const torch::Tensor& t) { return t.to(torch::kBFloat16); };
-    auto exact_in = AttentionInputs{bf(q).to(torch::kDouble), bf(k).to(torch::kDouble), bf(val).to(torch::kDouble), {}, {}, {}};
-    if (v.key_bias) exact_in.k_star = ks.to(torch::kDouble), exact_in.v_star = vs.to(torch::kDouble);
-    auto exact = reference_attention(config_of(v), exact_in, false).out;
-    auto float_in = AttentionInputs{bf(q).to(torch::kFloat), bf(k).to(torch::kFloat), bf(val).to(torch::kFloat), {}, {}, {}};
-    if (v.key_bias) float_in.k_star = ks, float_in.v_star = vs;
-    auto reference_bf16 = bf(reference_attention(config_of(v), float_in, false).out);
-    const double own = rel_error(reference_bf16, exact);
-    AttentionCall call{bf(q), bf(k), bf(val), {}, v.key_bias ? ks : torch::Tensor(), v.key_bias ? vs : torch::Tensor(), {}};
-    auto out = emulated(spec_of(v), call);
-    ASSERT_EQ(out.scalar_type(), torch::kBFloat16);
-    EXPECT_LT(rel_error(out, exact), std::max(2 * own, 1.0 / 256)) << "the reference's own bf16 error: " << own;
-    // Gradients flow back in bf16 and match the float kernels' to bf16 rounding.
-    auto qb = bf(q).requires_grad_(true), kb = bf(k).requires_grad_(true), vb = bf(val).requires_grad_(true);
-    auto qf = bf(q).to(torch::kFloat).requires_grad_(true), kf = bf(k).to(torch::kFloat).requires_grad_(true),
-         vf = bf(val).to(torch::kFloat).requires_grad_(true);
-    auto dout = torch::randn({B, H, v.T, v.D});
-    emulated(spec_of(v), {qb, kb, vb, {}, call.k_star, call.v_star, {}}).backward(bf(dout));
-    emulated(spec_of(v), {qf, kf, vf, {}, call.k_star, call.v_star, {}}).backward(bf(dout).to(torch::kFloat));
-    ASSERT_EQ(qb.grad().scalar_type(), torch::kBFloat16);
-    for (auto [got, want] : {std::pair{qb.grad(), qf.grad()}, {kb.grad(), kf.grad()}, {vb.grad(), vf.grad()}})
-      EXPECT_LT(grad_error(got, want), 3.0 / 256);
+  for (auto storage : {torch::kBFloat16, torch::kHalf})
+    for (const Variant& v : {Variant{.name = "softmax", .T = 20, .D = 16},
+                             Variant{.name = "sigmoid, no norm, KV biases", .score = call("sigmoid", {var("qk")}),
+                                     .normalize = "none", .key_bias = true, .learned_v = true, .T = 20, .D = 16},
+                             Variant{.name = "softpick, window 5", .normalize = "softpick", .window = 5, .T = 20, .D = 16}}) {
+      SCOPED_TRACE(v.name + " in " + c10::toString(storage));
+      const SixteenBitResult r = measure_sixteen_bit(emulated, v, storage);
+      EXPECT_TRUE(r.right_dtype);
+      EXPECT_LT(r.forward, r.forward_allowed) << "the reference's own error: " << r.own;
+      for (const auto& [name, error] : r.grads) EXPECT_LT(error, r.grads_allowed) << name;
+    }
+}
+
+// The storage's load and store are the generated source's own integer
+// conversions (no CUDA header): every 16-bit pattern reads as LibTorch reads
+// it, and floats across every range (half's subnormals, exact ties between
+// neighbours, overflow, infinities, NaN) store as LibTorch rounds them.
+TEST(CudaKernels, SixteenBitStorageConvertsAsLibTorchDoes) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  for (auto [storage, dtype] : {std::pair{kernels::CudaStorage::BFloat16, torch::kBFloat16},
+                                {kernels::CudaStorage::Float16, torch::kHalf}}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    const std::string source = std::string("typedef float real;\n") +
+                               (storage == kernels::CudaStorage::Float16 ? kernels::cuda_fp16_storage() : kernels::cuda_bf16_storage()) +
+                               R"(extern "C" void read_all(const store_t* bits, float* read, long long n) {
+  for (long long e = 0; e < n; ++e) read[e] = load(bits, e);
+}
+extern "C" void store_all(const float* values, store_t* stored, long long n) {
+  for (long long e = 0; e < n; ++e) store(stored, e, values[e]);
+})";
+    auto compiled = host_compiled(source);
+    auto read_all = reinterpret_cast<void (*)(const void*, float*, long long)>(compiled->kernel("read_all"));
+    auto store_all = reinterpret_cast<void (*)(const float*, void*, long long)>(compiled->kernel("store_all"));
+
+    auto patterns = torch::arange(-32768, 32768, torch::kInt).to(torch::kShort).view(dtype);
+    auto exact = patterns.to(torch::kFloat);
+    const auto ordered = std::get<0>(exact.to(torch::kDouble).sort());
+    auto halfway = (ordered.slice(0, 1) + ordered.slice(0, 0, -1)) / 2;
+    auto finite = torch::isfinite(halfway);
+    halfway = halfway.masked_select(finite).to(torch::kFloat);
+    torch::manual_seed(11);
+    auto scattered = torch::randn({200000}) * torch::pow(2.0, torch::randint(-30, 20, {200000}).to(torch::kFloat));
+    auto values = torch::cat({exact.masked_select(torch::isfinite(exact)), halfway, torch::nextafter(halfway, torch::full_like(halfway, INFINITY)),
+                              torch::nextafter(halfway, torch::full_like(halfway, -INFINITY)), scattered,
+                              torch::tensor({65504.f, 65519.f, 65520.f, 65536.f, 3e38f, -3e38f, INFINITY, -INFINITY, NAN, 0.f, -0.f})});
+    auto read = torch::empty({65536}, torch::kFloat);
+    auto stored = torch::empty({values.size(0)}, dtype);
+    ASSERT_TRUE(values.is_contiguous());
+    read_all(patterns.data_ptr(), read.data_ptr<float>(), 65536);
+    auto nan_read = torch::isnan(exact);
+    EXPECT_TRUE(torch::equal(torch::isnan(read), nan_read));
+    EXPECT_TRUE(torch::equal(read.masked_select(~nan_read).view(torch::kInt), exact.masked_select(~nan_read).view(torch::kInt)));
+    store_all(values.data_ptr<float>(), stored.data_ptr(), values.size(0));
+    auto want = values.to(dtype);
+    auto nan_value = torch::isnan(values);
+    EXPECT_TRUE(torch::equal(torch::isnan(stored.to(torch::kFloat)), nan_value));
+    auto mismatched = (stored.view(torch::kShort) != want.view(torch::kShort)) & ~nan_value;
+    EXPECT_EQ(mismatched.sum().item<int64_t>(), 0) << "first: " << values.masked_select(mismatched).slice(0, 0, 5);
   }
 }
 
@@ -285,6 +313,7 @@ TEST(CudaKernels, EveryVariantCompilesForSm80AndSm90) {
     for (const auto& v : all)
       if (v.name == name) {
         sources.push_back({v.name + " (bf16)", kernels::emit_cuda(spec_of(v), kernels::CudaStorage::BFloat16)});
+        sources.push_back({v.name + " (half)", kernels::emit_cuda(spec_of(v), kernels::CudaStorage::Float16)});
         auto f64 = spec_of(v);
         f64.f64 = true;
         sources.push_back({v.name + " (double)", kernels::emit_cuda(f64)});
@@ -304,4 +333,83 @@ TEST(CudaKernels, EveryVariantCompilesForSm80AndSm90) {
     }
   std::filesystem::remove_all(dir);
   EXPECT_EQ(assembled, 2 * static_cast<int>(sources.size()));
+}
+
+// What a GPU loads: NVRTC's own machine code (an ELF for EM_CUDA, 190) for
+// an architecture it knows, so the driver translates nothing and an older
+// driver than NVRTC loads it; PTX for the newest it knows for a GPU newer
+// than NVRTC.
+TEST(CudaKernels, GpusLoadMachineCodeOrPtxForAnArchitectureNvrtcKnows) {
+  std::string why;
+  if (!cuda::nvrtc_available(&why)) GTEST_SKIP() << "NVRTC not available: " << why;
+  const std::string source = kernels::emit_cuda(spec_of(Variant{.name = "softmax", .T = 8}), kernels::CudaStorage::Float16);
+  for (int arch : {80, 90}) {
+    const std::string image = cuda::loadable_image(source, arch);
+    ASSERT_GT(image.size(), 64u);
+    EXPECT_EQ(image.substr(0, 4), "\x7f" "ELF") << "sm_" << arch;
+    uint16_t machine = 0;
+    std::memcpy(&machine, image.data() + 18, sizeof machine);
+    EXPECT_EQ(machine, 190) << "sm_" << arch;
+    for (const char* kernel : {"sink_forward", "sink_backward_keys", "sink_probe"})
+      EXPECT_NE(image.find(kernel), std::string::npos) << kernel;
+  }
+  const std::string future = cuda::loadable_image(source, 990);
+  EXPECT_NE(future.find(".target sm_"), std::string::npos) << future.substr(0, 200);
+  EXPECT_NE(future.find(".entry sink_forward"), std::string::npos);
+}
+
+// NVRTC is found where a GPU node keeps it: a named file first, then the
+// loader's path, then the toolkit ($CUDA_HOME) and the nvidia/ wheels of a
+// pip PyTorch.
+TEST(CudaKernels, NvrtcIsLookedForWhereGpuNodesKeepIt) {
+  std::string why;
+  if (!cuda::nvrtc_available(&why) && why.find("built without the CUDA toolkit") != std::string::npos)
+    GTEST_SKIP() << why;
+  const auto home = std::filesystem::temp_directory_path() / ("sinklab-cuda-home-" + std::to_string(getpid()));
+  std::filesystem::create_directories(home / "lib64");
+  std::ofstream(home / "lib64" / "libnvrtc.so.13.0.1") << "";
+  setenv("CUDA_HOME", home.c_str(), 1);
+  setenv("SINKLAB_NVRTC", "/opt/own/libnvrtc.so", 1);
+  const auto candidates = cuda::nvrtc_candidates();
+  unsetenv("SINKLAB_NVRTC");
+  unsetenv("CUDA_HOME");
+  std::filesystem::remove_all(home);
+  ASSERT_GE(candidates.size(), 5u);
+  EXPECT_EQ(candidates[0], "/opt/own/libnvrtc.so");
+  EXPECT_EQ(candidates[1], "libnvrtc.so");
+  const auto in_home = std::find(candidates.begin(), candidates.end(), (home / "lib64" / "libnvrtc.so.13.0.1").string());
+  ASSERT_NE(in_home, candidates.end());
+  EXPECT_GT(in_home, std::find(candidates.begin(), candidates.end(), "libnvrtc.so.12")) << "the loader's path comes first";
+}
+
+// A kernel NVRTC compiled is kept on disk, named by its content, target and
+// NVRTC's version: the next process (here, the next call) loads it without
+// compiling; another source or architecture compiles again.
+TEST(CudaKernels, CompiledKernelsAreKeptOnDiskByContent) {
+  std::string why;
+  if (!cuda::nvrtc_available(&why)) GTEST_SKIP() << "NVRTC not available: " << why;
+  const auto dir = std::filesystem::temp_directory_path() / ("sinklab-cuda-cache-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  const char* before_env = std::getenv("SINKLAB_KERNEL_CACHE");
+  const std::string saved = before_env ? before_env : "";
+  setenv("SINKLAB_KERNEL_CACHE", dir.c_str(), 1);
+  const std::string source = kernels::emit_cuda(spec_of(Variant{.name = "sigmoid", .score = call("sigmoid", {var("qk")}),
+                                                                .normalize = "none", .T = 8}));
+  const int before = cuda::nvrtc_compilations();
+  const std::string first = cuda::loadable_image(source, 80);
+  EXPECT_EQ(cuda::nvrtc_compilations(), before + 1);
+  EXPECT_EQ(cuda::loadable_image(source, 80), first);
+  EXPECT_EQ(cuda::nvrtc_compilations(), before + 1) << "the second call compiled again";
+  cuda::loadable_image(source, 90);
+  EXPECT_EQ(cuda::nvrtc_compilations(), before + 2);
+  int cubins = 0, temporaries = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    cubins += entry.path().extension() == ".cubin";
+    temporaries += entry.path().extension() == ".tmp";
+  }
+  EXPECT_EQ(cubins, 2);
+  EXPECT_EQ(temporaries, 0);
+  if (before_env) setenv("SINKLAB_KERNEL_CACHE", saved.c_str(), 1);
+  else unsetenv("SINKLAB_KERNEL_CACHE");
+  std::filesystem::remove_all(dir);
 }

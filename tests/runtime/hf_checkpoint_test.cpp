@@ -187,3 +187,62 @@ TEST(HfCheckpoint, Stories260kInHuggingFaceLayoutMeasuresAsTheLlama2cCheckpoint)
     EXPECT_NEAR(theirs["sink"]["1"].get<double>(), ours["sink"]["1"].get<double>(), 1e-9) << input;
   }
 }
+
+namespace {
+
+// `sinkc measure ARGS` that must fail: its output.
+std::string measure_error(std::vector<std::string> args, const TempDir& tmp) {
+  args.insert(args.begin(), {SINKC_BINARY, "measure"});
+  const std::string out = tmp.file("measure-error.out");
+  EXPECT_NE(sinktest::wait_exit(sinktest::spawn(args, out)), 0) << "measure succeeded";
+  return sinktest::read_file(out);
+}
+
+}  // namespace
+
+// Natural text on a Hugging Face folder is tokenized with the folder's
+// SentencePiece tokenizer.model. stories260K in Hugging Face's layout with
+// tok512.model beside it gives the alpha tables that the llama2.c path gives
+// on the same text with its own tokenizer (tok512.bin through llama2.c's
+// BPE, a second implementation); --text-file gives what --text gives. What
+// cannot be done is said.
+TEST(HfCheckpoint, NaturalTextIsTokenizedWithTheFoldersTokenizerModel) {
+  SINKLAB_TEST_MODEL(model, "stories260K.bin");
+  SINKLAB_TEST_MODEL(spm, "tok512.model");
+  if (!python_has_torch()) GTEST_SKIP() << kPython << " with torch (Debian's python3-torch) is needed for the conversion";
+  TempDir tmp("hf-natural");
+  const std::string hf = tmp.file("stories260K-hf");
+  ASSERT_EQ(std::system((std::string(kPython) + " " + oracle_script() + " --from-llama2c " + model + " " + hf + " > /dev/null")
+                            .c_str()),
+            0);
+  fs::copy_file(spm, fs::path(hf) / "tokenizer.model");
+  const std::string text =
+      "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her big dog.";
+  const std::string text_file = tmp.file("story.txt");
+  sinktest::write_file(text_file, text + "\n");
+  auto shaped = [](std::vector<std::string> args) {
+    args.insert(args.end(), {"--T", "16", "--n", "2", "--bos", "with"});
+    return args;
+  };
+  json by_text = measure(shaped({hf, "--text", text}), tmp);
+  json by_file = measure(shaped({hf, "--text-file", text_file}), tmp);
+  json by_llama2c = measure(shaped({model, "--text", text}), tmp);
+  ASSERT_EQ(by_text["kind"], "huggingface");
+  ASSERT_EQ(by_text["alpha"].size(), 5u);
+  EXPECT_EQ(by_file["alpha"], by_text["alpha"]);
+  ASSERT_EQ(by_llama2c["alpha"].size(), by_text["alpha"].size());
+  for (size_t l = 0; l < by_text["alpha"].size(); ++l)
+    for (size_t h = 0; h < by_text["alpha"][l].size(); ++h)
+      EXPECT_NEAR(by_text["alpha"][l][h].get<double>(), by_llama2c["alpha"][l][h].get<double>(), 1e-5)
+          << "layer " << l << " head " << h;
+
+  fs::remove(fs::path(hf) / "tokenizer.model");
+  const std::string no_tokenizer = measure_error({hf, "--text", text}, tmp);
+  EXPECT_NE(no_tokenizer.find("has no SentencePiece tokenizer.model"), std::string::npos) << no_tokenizer;
+  EXPECT_NE(no_tokenizer.find("--ids FILE"), std::string::npos) << no_tokenizer;
+  json config = json::parse(sinktest::read_file(hf + "/config.json"));
+  config.erase("bos_token_id");
+  sinktest::write_file(hf + "/config.json", config.dump());
+  const std::string no_bos = measure_error({hf, "--input", "random", "--bos", "with"}, tmp);
+  EXPECT_NE(no_bos.find("names no BOS token"), std::string::npos) << no_bos;
+}

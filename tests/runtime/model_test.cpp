@@ -7,6 +7,7 @@
 
 #include "runtime/measure.h"
 #include "runtime/model.h"
+#include "runtime/precision.h"
 #include "runtime_test_util.h"
 
 using namespace sink;
@@ -335,4 +336,40 @@ TEST(Model, GroupedQueryHeadsShareKeysInBlocks) {
   EXPECT_TRUE(torch::allclose(A[0], A[1], 0, 1e-6));
   EXPECT_TRUE(torch::allclose(A[2], A[3], 0, 1e-6));
   EXPECT_FALSE(torch::allclose(A[0], A[2], 0, 1e-4));
+}
+
+namespace {
+
+// Passes every call to the reference path and remembers the dtypes it saw.
+struct DtypeSpy : AttentionBackend {
+  std::shared_ptr<AttentionBackend> inner;
+  std::vector<torch::ScalarType> seen;
+  std::string name() const override { return "dtype-spy"; }
+  torch::Tensor attend(const AttentionCall& call, AttentionProbe* probe) override {
+    for (const auto* t : {&call.q, &call.k, &call.v}) seen.push_back(t->scalar_type());
+    return inner->attend(call, probe);
+  }
+};
+
+}  // namespace
+
+// Under bf16 autocast the backend must get bf16 q, k and v, with every
+// position encoding and phi: that is what selects the GPU's bf16 kernels.
+// RoPE's fp32 tables once promoted q and k back to fp32.
+TEST(Model, AutocastHandsTheBackendBf16Heads) {
+  for (const char* body : {"model.pe = rope(theta = 10000)", "model.pe = alibi", "model.pe = learned",
+                           "attention { kernel = elu1  score = qk  normalize = sum }",
+                           "model { heads = 4  kv_heads = 2 }"}) {
+    ModelConfig c = model_config({"", body});
+    Transformer m(c);
+    auto spy = std::make_shared<DtypeSpy>();
+    spy->inner = m.backend;
+    for (auto& block : m.blocks) block->attn->backend = spy;
+    {
+      AutocastScope bf16("bf16", torch::kCPU);
+      m.forward(torch::randint(0, kVocab, {kB, kT}, torch::kLong));
+    }
+    ASSERT_EQ(spy->seen.size(), 3u * c.layers) << body;
+    for (auto t : spy->seen) EXPECT_EQ(t, torch::kBFloat16) << body;
+  }
 }
