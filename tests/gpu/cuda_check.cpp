@@ -6,10 +6,11 @@
 //     does on the CPU emulation;
 //  2. bf16 and half storage within the reference's own rounding, forward
 //     and gradients (every paper variant);
-//  3. a micro model (tests/plan/fixtures) trained 50 steps with AdamW on the
-//     CPU (reference attention) and on the GPU (generated kernels) in fp32:
-//     the loss curves agree to 1e-4;
-//  4. a checkpoint written from the GPU model loads into a CPU model;
+//  3. a micro model (tests/plan/fixtures), and the same with grouped-query
+//     heads, a sink token, a window and k*, trained 50 steps with AdamW on
+//     the CPU (reference attention) and on the GPU (generated kernels) in
+//     fp32: the loss curves agree to 1e-4;
+//  4. their checkpoints move between the devices both ways;
 //  5. plain causal softmax through LibTorch's SDPA (the backend's dispatch)
 //     against the same reference, forward and gradients;
 //  6. the GPU a run takes: --gpu N, torchrun's LOCAL_RANK modulo the GPUs,
@@ -113,9 +114,8 @@ void sdpa_dispatch() {
   }
 }
 
-void training_matches_the_cpu(const std::string& source_dir) {
-  RunConfig cfg = read_config(read_plan(source_dir + "/tests/plan/fixtures/fixture.plan.toml"));
-  cfg.model.vocab = 64;
+// One model shape trained on both devices, and its checkpoints moved both ways.
+void train_on_both_devices(const std::string& shape, const RunConfig& cfg) {
   auto cpu_cfg = cfg.model, gpu_cfg = cfg.model;
   cpu_cfg.attention.backend = "reference";
   gpu_cfg.attention.backend = "jit";
@@ -141,21 +141,42 @@ void training_matches_the_cpu(const std::string& source_dir) {
     const double a = loss_of(cpu_model, *cpu_opt), b = loss_of(gpu_model, *gpu_opt);
     worst = std::max(worst, std::abs(a - b) / std::abs(a));
   }
-  report("micro model, 50 AdamW steps: cpu (reference) vs cuda (kernels), fp32", worst < 1e-4,
+  report(shape + ": 50 AdamW steps, cpu (reference) vs cuda (kernels), fp32", worst < 1e-4,
          fmt::format("largest relative loss difference {:.2e} (< 1e-4)", worst));
 
-  const auto file = std::filesystem::temp_directory_path() / "sinklab-gpu-check-checkpoint.pt";
-  torch::serialize::OutputArchive out;
-  gpu_model.save(out);
-  out.save_to(file.string());
-  torch::serialize::InputArchive in;
-  in.load_from(file.string(), torch::kCPU);
-  Transformer reloaded(cpu_cfg, torch::kCPU);
-  reloaded.load(in);
-  auto x = data[0].narrow(1, 0, 32);
-  const double diff = (reloaded.forward(x).logits - gpu_model.forward(x).logits.cpu()).abs().max().item<double>();
-  report("a checkpoint written from the GPU loads on the CPU", diff < 1e-4, fmt::format("logits differ by {:.2e}", diff));
-  std::filesystem::remove(file);
+  // A checkpoint written on one device loads on the other and gives its logits.
+  auto moved = [&](Transformer& from, const ModelConfig& to_cfg, torch::Device to) {
+    const auto file = std::filesystem::temp_directory_path() / fmt::format("sinklab-gpu-check-{}.pt", getpid());
+    torch::serialize::OutputArchive out;
+    from.save(out);
+    out.save_to(file.string());
+    torch::serialize::InputArchive in;
+    in.load_from(file.string(), to);
+    auto reloaded = std::make_shared<Transformer>(to_cfg, to);
+    reloaded->load(in);
+    std::filesystem::remove(file);
+    auto x = data[0].narrow(1, 0, 32);
+    return (reloaded->forward(x).logits.cpu() - from.forward(x).logits.cpu()).abs().max().item<double>();
+  };
+  const double to_cpu = moved(gpu_model, cpu_cfg, torch::kCPU), to_gpu = moved(cpu_model, gpu_cfg, dev);
+  report(shape + ": a GPU checkpoint loads on the CPU", to_cpu < 1e-4, fmt::format("logits differ by {:.2e}", to_cpu));
+  report(shape + ": a CPU checkpoint loads on the GPU", to_gpu < 1e-4, fmt::format("logits differ by {:.2e}", to_gpu));
+}
+
+// The fixture's model, and one with grouped-query heads, a sink token, a
+// window and K biases (the pieces the model layer adds around the kernels).
+void training_matches_the_cpu(const std::string& source_dir) {
+  RunConfig cfg = read_config(read_plan(source_dir + "/tests/plan/fixtures/fixture.plan.toml"));
+  cfg.model.vocab = 64;
+  train_on_both_devices("fixture model", cfg);
+  RunConfig grouped = cfg;
+  grouped.model.kv_heads = cfg.model.heads / 2;
+  grouped.model.sink_token = true;
+  grouped.model.attention.window = 9;
+  grouped.model.biases = "k";
+  train_on_both_devices(fmt::format("{} query heads on {} kv heads, sink token, window 9, k*", grouped.model.heads,
+                                    grouped.model.kv_heads),
+                        grouped);
 }
 
 // The run-level path: the same plan trained on the GPU, stopped as if killed
