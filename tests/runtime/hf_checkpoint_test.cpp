@@ -37,6 +37,12 @@ json measure(std::vector<std::string> args, const TempDir& tmp) {
   return j;
 }
 
+// stories260K (llama2.c) written in Hugging Face's LLaMA layout by the oracle script: its exit status.
+int to_hugging_face_layout(const std::string& llama2c_model, const std::string& folder) {
+  return std::system(
+      (std::string(kPython) + " " + oracle_script() + " --from-llama2c " + llama2c_model + " " + folder + " > /dev/null").c_str());
+}
+
 std::string safetensors_bytes(const std::string& header, const std::string& data) {
   std::string out(8, '\0');
   uint64_t n = header.size();
@@ -165,9 +171,7 @@ TEST(HfCheckpoint, Stories260kInHuggingFaceLayoutMeasuresAsTheLlama2cCheckpoint)
   if (!python_has_torch()) GTEST_SKIP() << kPython << " with torch (Debian's python3-torch) is needed for the conversion";
   TempDir tmp("hf-stories");
   const std::string hf = tmp.file("stories260K-hf");
-  ASSERT_EQ(std::system((std::string(kPython) + " " + oracle_script() + " --from-llama2c " + model + " " + hf + " > /dev/null")
-                            .c_str()),
-            0);
+  ASSERT_EQ(to_hugging_face_layout(model, hf), 0);
   for (const char* input : {"random", "repeat"}) {
     const std::vector<std::string> common = {"--input", input, "--T", "48", "--n", "6", "--bos", "with"};
     auto with = [&](std::string target) {
@@ -212,9 +216,7 @@ TEST(HfCheckpoint, NaturalTextIsTokenizedWithTheFoldersTokenizerModel) {
   if (!python_has_torch()) GTEST_SKIP() << kPython << " with torch (Debian's python3-torch) is needed for the conversion";
   TempDir tmp("hf-natural");
   const std::string hf = tmp.file("stories260K-hf");
-  ASSERT_EQ(std::system((std::string(kPython) + " " + oracle_script() + " --from-llama2c " + model + " " + hf + " > /dev/null")
-                            .c_str()),
-            0);
+  ASSERT_EQ(to_hugging_face_layout(model, hf), 0);
   fs::copy_file(spm, fs::path(hf) / "tokenizer.model");
   const std::string text =
       "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her big dog.";
