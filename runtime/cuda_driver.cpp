@@ -42,14 +42,14 @@ Fn symbol(void* lib, const char* name) {
 
 // Where a pip PyTorch keeps its CUDA libraries: beside torch/ in site-packages,
 // found from the torch libraries this process has loaded.
-std::vector<std::filesystem::path> site_packages_of_loaded_torch() {
-  std::vector<std::filesystem::path> found;
+std::vector<fs::path> site_packages_of_loaded_torch() {
+  std::vector<fs::path> found;
   dl_iterate_phdr(
       [](dl_phdr_info* info, size_t, void* out) {
         const std::string_view path = info->dlpi_name ? info->dlpi_name : "";
         if (const size_t at = path.find("/torch/lib/"); at != std::string_view::npos) {
-          auto& sites = *static_cast<std::vector<std::filesystem::path>*>(out);
-          const std::filesystem::path site(path.substr(0, at));
+          auto& sites = *static_cast<std::vector<fs::path>*>(out);
+          const fs::path site(path.substr(0, at));
           if (std::find(sites.begin(), sites.end(), site) == sites.end()) sites.push_back(site);
         }
         return 0;
@@ -195,11 +195,11 @@ class DriverModule : public KernelModule {
   }
 };
 
+std::atomic<int> compilations{0};
+
 // What NVRTC makes of `source` for compute capability `arch`: machine code
 // (sm_XX; the driver loads it as is) or PTX (compute_XX; the driver
 // translates it, and refuses PTX newer than itself).
-std::atomic<int> compilations{0};
-
 std::string compile(const std::string& source, int arch, bool machine_code) {
   const Nvrtc& n = nvrtc();
   if (!n.missing.empty()) throw std::runtime_error(n.missing);
@@ -253,16 +253,16 @@ std::vector<std::string> nvrtc_candidates() {
   std::vector<std::string> names;
   if (const char* named = std::getenv("SINKLAB_NVRTC"); named && *named) names.push_back(named);
   for (const char* soname : {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"}) names.push_back(soname);
-  std::vector<std::filesystem::path> dirs;
+  std::vector<fs::path> dirs;
   for (const char* var : {"CUDA_HOME", "CUDA_PATH"})
-    if (const char* home = std::getenv(var); home && *home) dirs.push_back(std::filesystem::path(home) / "lib64");
+    if (const char* home = std::getenv(var); home && *home) dirs.push_back(fs::path(home) / "lib64");
   dirs.push_back("/usr/local/cuda/lib64");
   for (const auto& site : site_packages_of_loaded_torch())
     for (const char* sub : {"nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib"}) dirs.push_back(site / sub);
   for (const auto& dir : dirs) {
     std::error_code ec;
     std::vector<std::string> here;
-    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
       const std::string file = entry.path().filename().string();
       if (file.rfind("libnvrtc.so", 0) == 0) here.push_back(entry.path().string());
     }

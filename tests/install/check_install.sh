@@ -24,7 +24,7 @@ done
 [[ -f $tmp/moved/share/sinklab/stdlib/presets.sink ]] || fail "stdlib not installed"
 [[ -f $tmp/moved/share/sinklab/data/builtin/default.jsonl ]] || fail "builtin corpus not installed"
 
-mkdir "$tmp/work" && cd "$tmp/work"
+mkdir "$tmp/project" && cd "$tmp/project"
 "$bin/sinkc" --version | tee version.txt
 grep -q "^sinkc [0-9]" version.txt || fail "sinkc --version"
 grep -q "^sinkc-runtime [0-9].*LibTorch" version.txt || fail "sinkc --version lacks the runtime's line"
@@ -46,6 +46,6 @@ grep -q '"alpha"' measure.json || fail "measure --format json has no alpha"
 
 # A named home that lacks the stdlib is an error that says what to set.
 mkdir empty
-if SINKLAB_HOME=$tmp/work/empty "$bin/sinkc" check spec.sink > err.txt 2>&1; then fail "an empty SINKLAB_HOME checked clean"; fi
+if SINKLAB_HOME=$tmp/project/empty "$bin/sinkc" check spec.sink > err.txt 2>&1; then fail "an empty SINKLAB_HOME checked clean"; fi
 grep -q "SINKLAB_HOME" err.txt || { cat err.txt; fail "the error does not name SINKLAB_HOME"; }
 echo "install: ok"

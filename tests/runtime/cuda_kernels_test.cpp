@@ -160,8 +160,9 @@ TEST(CudaKernels, SixteenBitStorageConvertsAsLibTorchDoes) {
   for (auto [storage, dtype] : {std::pair{kernels::CudaStorage::BFloat16, torch::kBFloat16},
                                 {kernels::CudaStorage::Float16, torch::kHalf}}) {
     SCOPED_TRACE(c10::toString(dtype));
-    const std::string source = std::string("typedef float real;\n") +
-                               (storage == kernels::CudaStorage::Float16 ? kernels::cuda_fp16_storage() : kernels::cuda_bf16_storage()) +
+    const std::string storage_source =
+        storage == kernels::CudaStorage::Float16 ? kernels::cuda_fp16_storage() : kernels::cuda_bf16_storage();
+    const std::string source = "typedef float real;\n" + storage_source +
                                R"(extern "C" void read_all(const store_t* bits, float* read, long long n) {
   for (long long e = 0; e < n; ++e) read[e] = load(bits, e);
 }
@@ -180,7 +181,8 @@ extern "C" void store_all(const float* values, store_t* stored, long long n) {
     halfway = halfway.masked_select(finite).to(torch::kFloat);
     torch::manual_seed(11);
     auto scattered = torch::randn({200000}) * torch::pow(2.0, torch::randint(-30, 20, {200000}).to(torch::kFloat));
-    auto values = torch::cat({exact.masked_select(torch::isfinite(exact)), halfway, torch::nextafter(halfway, torch::full_like(halfway, INFINITY)),
+    auto values = torch::cat({exact.masked_select(torch::isfinite(exact)), halfway,
+                              torch::nextafter(halfway, torch::full_like(halfway, INFINITY)),
                               torch::nextafter(halfway, torch::full_like(halfway, -INFINITY)), scattered,
                               torch::tensor({65504.f, 65519.f, 65520.f, 65536.f, 3e38f, -3e38f, INFINITY, -INFINITY, NAN, 0.f, -0.f})});
     auto read = torch::empty({65536}, torch::kFloat);
