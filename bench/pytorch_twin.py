@@ -5,26 +5,36 @@ python3-torch (bench/train_throughput.cpp), on a GPU with the PyTorch there
 (bench/gpu_train_vs_pytorch.sh). Same shapes, threads, optimizer, precision
 and micro-batches as the run it is compared with; prints tokens/s as JSON.
 Attention is F.scaled_dot_product_attention where this PyTorch has it
-(>= 2.0), else the composite form.
+(>= 2.0), else the composite form. With --compile the model runs through
+torch.compile (inductor; >= 2.0), as a researcher on torch 2.x would train
+it; the warm-up steps include its compile.
 
-usage: pytorch_twin.py D LAYERS HEADS FFN CONTEXT BATCH VOCAB STEPS THREADS [DEVICE [PRECISION [MICRO_BATCH]]]
-       (DEVICE cpu | cuda, PRECISION fp32 | bf16)
+usage: pytorch_twin.py [--compile] [--rounds=N] D LAYERS HEADS FFN CONTEXT BATCH VOCAB STEPS THREADS
+                       [DEVICE [PRECISION [MICRO_BATCH]]]
+       (DEVICE cpu | cuda, PRECISION fp32 | bf16; N rounds of STEPS steps, the median round reported)
 """
 import json
 import math
 import sys
 import time
 
+import torch2_env  # before torch: it sets inductor's cache folder
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-d, layers, heads, ffn, context, batch, vocab, steps, threads = map(int, sys.argv[1:10])
-device = sys.argv[10] if len(sys.argv) > 10 else "cpu"
-precision = sys.argv[11] if len(sys.argv) > 11 else "fp32"
-micro = int(sys.argv[12]) if len(sys.argv) > 12 and int(sys.argv[12]) > 0 else batch
+flags = [a for a in sys.argv[1:] if a.startswith("--")]
+argv = [sys.argv[0]] + [a for a in sys.argv[1:] if not a.startswith("--")]
+compiled = "--compile" in flags
+rounds = next((int(f.split("=")[1]) for f in flags if f.startswith("--rounds=")), 1)
+d, layers, heads, ffn, context, batch, vocab, steps, threads = map(int, argv[1:10])
+device = argv[10] if len(argv) > 10 else "cpu"
+precision = argv[11] if len(argv) > 11 else "fp32"
+micro = int(argv[12]) if len(argv) > 12 and int(argv[12]) > 0 else batch
 sdpa = hasattr(F, "scaled_dot_product_attention")
 torch.set_num_threads(threads)
+if compiled:
+    torch2_env.fix_inductor_link()
 torch.manual_seed(0)
 dh = d // heads
 
@@ -88,6 +98,7 @@ class Model(nn.Module):
 
 
 model = Model().to(device)
+forward = torch.compile(model) if compiled else model
 opt = torch.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.95), weight_decay=0.1)
 g = torch.Generator().manual_seed(0)
 data = [torch.randint(0, vocab, (batch, context + 1), generator=g).to(device) for _ in range(4)]
@@ -99,7 +110,7 @@ def step(i):
     for at in range(0, batch, micro):
         part = seq[at:at + micro]
         with torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16, enabled=precision == "bf16"):
-            logits = model(part[:, :-1])
+            logits = forward(part[:, :-1])
         loss = F.cross_entropy(logits.float().reshape(-1, vocab), part[:, 1:].reshape(-1)) * (part.shape[0] / batch)
         loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -114,10 +125,14 @@ def wait():
 for i in range(3):  # warm-up
     step(i)
 wait()
-t0 = time.perf_counter()
-for i in range(steps):
-    step(i)
-wait()
-elapsed = time.perf_counter() - t0
+times = []
+for r in range(rounds):
+    t0 = time.perf_counter()
+    for i in range(steps):
+        step(i)
+    wait()
+    times.append(time.perf_counter() - t0)
+elapsed = sorted(times)[len(times) // 2]
 print(json.dumps({"tokens_per_s": steps * batch * context / elapsed, "seconds": elapsed, "device": device,
-                  "precision": precision, "micro_batch": micro, "sdpa": sdpa, "torch": torch.__version__}))
+                  "precision": precision, "micro_batch": micro, "sdpa": sdpa, "compile": compiled,
+                  "rounds": [steps * batch * context / t for t in times], "torch": torch.__version__}))

@@ -1,11 +1,18 @@
 // Training throughput (tokens/s) of the runtime with the reference and the JIT
 // attention backends, against the same model written in plain PyTorch
-// (bench/pytorch_twin.py, Debian's python3-torch) run side by side with the
-// same threads and shapes. Three shapes: the tiny and tiny_text presets, and
-// context 256 with d = 128, 2 layers, 4 heads.
+// (bench/pytorch_twin.py) run side by side with the same threads and shapes:
+// Debian's python3-torch 1.13 eager, and the pip torch 2.x researchers run
+// (SINKLAB_PYTHON: scripts/torch-venv.sh) eager and under torch.compile.
+// Three shapes: the tiny and tiny_text presets, and context 256 with d = 128,
+// 2 layers, 4 heads. Each contender runs `steps` steps once per round, the
+// rounds interleaved so that a change of the machine's load hits all of them;
+// each column is the median over rounds, each ratio the median of the rounds'
+// ratios.
 //
-//   build/bench/train_throughput [steps=20] [threads=1]
+//   build/bench/train_throughput [steps=20] [threads=1] [rounds=3] [shapes=tiny,tiny_text,ctx256]
+// The environment variable SINKLAB_PYTHON overrides the Python the build was configured with.
 #include <chrono>
+#include <algorithm>
 #include <cstdio>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -54,12 +61,30 @@ double ours(RunConfig cfg, int steps) {
   return double(steps) * cfg.train.batch * cfg.train.context / secs;
 }
 
-double pytorch(const RunConfig& cfg, int64_t vocab, int steps, int threads) {
-  std::string cmd = fmt::format("OMP_WAIT_POLICY=passive /usr/bin/python3 {}/bench/pytorch_twin.py {} {} {} {} {} {} {} {} {}",
-                                SINKLAB_SOURCE_DIR, cfg.model.d, cfg.model.layers, cfg.model.heads, cfg.model.ffn_hidden,
-                                cfg.train.context, cfg.train.batch, vocab, steps, threads);
+// Tokens/s of the twin under `python` (flags: "" or "--compile"), 0 when it failed.
+double pytorch(const std::string& python, const std::string& flags, const RunConfig& cfg, int64_t vocab, int steps,
+               int threads) {
+  std::string cmd = fmt::format("OMP_WAIT_POLICY=passive {} {}/bench/pytorch_twin.py {} {} {} {} {} {} {} {} {} {}", python,
+                                SINKLAB_SOURCE_DIR, flags, cfg.model.d, cfg.model.layers, cfg.model.heads,
+                                cfg.model.ffn_hidden, cfg.train.context, cfg.train.batch, vocab, steps, threads);
   auto j = nlohmann::json::parse(rt::command_output(cmd), nullptr, false);
   return j.is_discarded() || !j.contains("tokens_per_s") ? 0 : j["tokens_per_s"].get<double>();
+}
+
+// The torch 2.x Python: the environment's, else the build's, else none.
+std::string torch2_python() {
+  if (const char* env = getenv("SINKLAB_PYTHON")) return env;
+#ifdef SINKLAB_PYTHON
+  return SINKLAB_PYTHON;
+#else
+  return "";
+#endif
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
 }
 
 }  // namespace
@@ -68,35 +93,58 @@ int main(int argc, char** argv) {
   setenv("OMP_WAIT_POLICY", "passive", 0);  // idle OpenMP threads yield instead of spinning
   const int steps = argc > 1 ? std::atoi(argv[1]) : 20;
   const int threads = argc > 2 ? std::atoi(argv[2]) : 1;
+  const int rounds = argc > 3 ? std::max(1, std::atoi(argv[3])) : 3;
+  const std::string only = argc > 4 ? fmt::format(",{},", argv[4]) : "";
   at::set_num_threads(threads);
   const bool openblas = getenv("SINKLAB_BENCH_BLAS_THREADS") ? false : rt::single_threaded_blas();  // as sinkc-runtime does
+  const std::string python2 = torch2_python();
   struct Shape {
     const char* name;
     std::string spec;
   };
   std::vector<Shape> shapes = {
-      {"tiny preset", "experiment b extends tiny { attention.backend = BACKEND }"},
-      {"tiny_text preset", "experiment b extends tiny_text { attention.backend = BACKEND }"},
-      {"ctx 256, d 128, L 2, H 4",
+      {"tiny", "experiment b extends tiny { attention.backend = BACKEND }"},
+      {"tiny_text", "experiment b extends tiny_text { attention.backend = BACKEND }"},
+      {"ctx256",
        "experiment b extends tiny { attention.backend = BACKEND  model { d = 128  layers = 2  heads = 4  ffn_hidden = 256 }"
        "  train { context = 256  batch = 16 } }"},
   };
-  fmt::print("{} steps, {} thread(s), OpenBLAS {}, tokens/s\n", steps, threads,
-             openblas ? "single-threaded (as sinkc-runtime)" : "with its own threads");
-  fmt::print("{:<26} {:>10} {:>10} {:>10} | {:>9} {:>9}\n", "shape", "reference", "jit", "PyTorch", "ref/PyT", "jit/ref");
+  fmt::print("{} steps x {} rounds, {} thread(s), OpenBLAS {}, tokens/s (ctx256: d 128, L 2, H 4, context 256)\n", steps,
+             rounds, threads, openblas ? "single-threaded (as sinkc-runtime)" : "with its own threads");
+  if (python2.empty())
+    fmt::print("torch 2.x columns skipped: no SINKLAB_PYTHON (scripts/setup.sh configures it from scripts/torch-venv.sh)\n");
+  else
+    fmt::print("torch 2.x: {}\n", python2);
+  fmt::print("{:<10} {:>9} {:>9} | {:>9} {:>9} {:>9} | {:>8} {:>8} {:>9} {:>9}\n", "shape", "reference", "jit", "PyT 1.13",
+             "2.x eager", "2.x comp", "ref/1.13", "jit/ref", "jit/eager", "jit/comp");
   for (const auto& s : shapes) {
+    if (!only.empty() && only.find(fmt::format(",{},", s.name)) == std::string::npos) continue;
     auto with = [&](const char* backend) {
       std::string spec = s.spec;
       spec.replace(spec.find("BACKEND"), 7, backend);
       return config(spec);
     };
-    auto ref_cfg = with("reference");
-    double ref = ours(ref_cfg, steps);
-    double jit = ours(with("jit"), steps);
-    auto data = rt::load_data(ref_cfg.data, "/tmp/sinklab-bench-cache");
-    double py = pytorch(ref_cfg, data.vocab, steps, threads);
-    fmt::print("{:<26} {:>10.0f} {:>10.0f} {:>10.0f} | {:>8.2f}x {:>8.2f}x\n", s.name, ref, jit, py, py > 0 ? ref / py : 0.0,
-               jit / ref);
+    auto ref_cfg = with("reference"), jit_cfg = with("jit");
+    const int64_t vocab = rt::load_data(ref_cfg.data, "/tmp/sinklab-bench-cache").vocab;
+    // Columns: reference, jit, 1.13, eager, compile; then each round's ratios.
+    std::vector<std::vector<double>> col(5), ratio(4);
+    for (int r = 0; r < rounds; ++r) {
+      col[0].push_back(ours(ref_cfg, steps));
+      col[1].push_back(ours(jit_cfg, steps));
+      col[2].push_back(pytorch("/usr/bin/python3", "", ref_cfg, vocab, steps, threads));
+      col[3].push_back(python2.empty() ? 0 : pytorch(python2, "", ref_cfg, vocab, steps, threads));
+      col[4].push_back(python2.empty() ? 0 : pytorch(python2, "--compile", ref_cfg, vocab, steps, threads));
+      auto over = [&](double a, double b) { return b > 0 ? a / b : 0.0; };
+      ratio[0].push_back(over(col[0][r], col[2][r]));
+      ratio[1].push_back(over(col[1][r], col[0][r]));
+      ratio[2].push_back(over(col[1][r], col[3][r]));
+      ratio[3].push_back(over(col[1][r], col[4][r]));
+    }
+    auto x = [](double v) { return v > 0 ? fmt::format("{:.2f}x", v) : std::string("-"); };
+    auto n = [](double v) { return v > 0 ? fmt::format("{:.0f}", v) : std::string("-"); };
+    fmt::print("{:<10} {:>9} {:>9} | {:>9} {:>9} {:>9} | {:>8} {:>8} {:>9} {:>9}\n", s.name, n(median(col[0])),
+               n(median(col[1])), n(median(col[2])), n(median(col[3])), n(median(col[4])), x(median(ratio[0])),
+               x(median(ratio[1])), x(median(ratio[2])), x(median(ratio[3])));
   }
   return 0;
 }

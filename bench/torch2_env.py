@@ -1,0 +1,33 @@
+"""What the torch 2.x benchmarks (pytorch_twin.py --compile, attention_vs_torch2.py)
+need before torch.compile runs on the CPU.
+
+Inductor links the C++ it generates with -L<Python's LIBDIR> ahead of torch's
+own lib folder. On a machine that also has Debian's python3-torch (this
+project's, for the 1.13 comparisons), that LIBDIR, /usr/lib/x86_64-linux-gnu,
+holds LibTorch 1.13's libtorch_cpu.so: the kernels link against it, fail to
+load (undefined Sleef_* symbols), and inductor's check of the CPU's vector
+ISA fails with them, so every kernel it generates is scalar code and
+FlexAttention's CPU template refuses to lower at all. Inductor links no
+libpython on Linux, so the folder is dropped from its library path here.
+Its cache gets its own folder, so that nothing built with the wrong link is
+reused.
+"""
+import os
+import sysconfig
+
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/sinklab-torchinductor")
+
+
+def fix_inductor_link():
+    libdir = sysconfig.get_config_var("LIBDIR")
+    if not libdir or not os.path.exists(os.path.join(libdir, "libtorch_cpu.so")):
+        return
+    import torch._inductor.cpp_builder as builder
+
+    python_args = builder._get_python_related_args
+
+    def without_libdir():
+        include_dirs, lib_dirs = python_args()
+        return include_dirs, [d for d in lib_dirs if d != libdir]
+
+    builder._get_python_related_args = without_libdir
