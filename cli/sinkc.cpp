@@ -62,13 +62,20 @@ int free_port() {
 }
 
 // `sinkc run --workers W`: torchrun starts W data-parallel workers on this
-// machine (runtime/data_parallel.h). The torchrun on PATH (a pip PyTorch's),
-// else Debian's `python3 -m torch.distributed.run`, which knows only the
-// underscore spellings and dies at start without --redirects/--tee.
+// machine (runtime/data_parallel.h). The torchrun of the PyTorch the runtime
+// was built with (its store and the runtime's c10d client must be one
+// version), else the one on PATH. --redirects/--tee: Debian's torchrun
+// (torch 1.13) dies at start without them, and knows only the underscore
+// spellings, which PyTorch 2.x still accepts.
+#ifndef SINKLAB_TORCH_PYTHON
+#define SINKLAB_TORCH_PYTHON ""
+#endif
 int exec_torchrun(int workers, const std::vector<std::string>& runtime_args) {
   std::vector<std::string> argv;
-  if (system("command -v torchrun > /dev/null 2>&1") == 0) argv = {"torchrun"};
-  else argv = {"/usr/bin/python3", "-m", "torch.distributed.run"};
+  const std::string torch_python = SINKLAB_TORCH_PYTHON;
+  if (!torch_python.empty() && access(torch_python.c_str(), X_OK) == 0)
+    argv = {torch_python, "-m", "torch.distributed.run"};
+  else argv = {"torchrun"};
   argv.insert(argv.end(), {"--nnodes", "1", "--nproc_per_node", std::to_string(workers), "--master_addr", "127.0.0.1",
                            "--master_port", std::to_string(free_port()), "--no_python", "--redirects", "1", "--tee", "1",
                            runtime_path().string(), "run"});
@@ -108,15 +115,17 @@ int main(int argc, char** argv) {
   const std::string command = argc > 1 ? argv[1] : "";
   const std::vector<std::string> rest(argv + std::min(argc, 2), argv + argc);
   if (command == "measure") return exec_runtime(command, rest);
-  // `export --llama2c` writes a model, which takes LibTorch; `--tensorboard`
+  // `export --llama2c` and `--hf` write a model, which takes LibTorch; `--tensorboard`
   // reads metrics only and is answered here, with the other results commands.
   if (command == "export") {
-    const bool llama2c = names_option(rest, "--llama2c"), tensorboard = names_option(rest, "--tensorboard");
-    if (llama2c && tensorboard) {
-      fmt::print(stderr, "sinkc export: --llama2c and --tensorboard are two exports: give one of them per command\n");
+    const bool llama2c = names_option(rest, "--llama2c"), hf = names_option(rest, "--hf"),
+               tensorboard = names_option(rest, "--tensorboard");
+    if (int(llama2c) + int(hf) + int(tensorboard) > 1) {
+      fmt::print(stderr, "sinkc export: --llama2c, --hf and --tensorboard are different exports: give one of them per "
+                         "command\n");
       return 2;
     }
-    if (llama2c) return exec_runtime(command, rest);
+    if (llama2c || hf) return exec_runtime(command, rest);
   }
 
   CLI::App app{"sinkc: compiler for attention-sink ablation studies"};
@@ -237,7 +246,7 @@ int main(int argc, char** argv) {
   std::string export_tensorboard;
   auto* export_cmd = app.add_subcommand(
       "export", "a run's curves as TensorBoard event files (--tensorboard DIR), or its model as a llama2.c checkpoint "
-                "(RUN --llama2c FILE, answered by sinkc-runtime)");
+                "(RUN --llama2c FILE) or a Hugging Face model folder (RUN --hf DIR), both answered by sinkc-runtime");
   export_cmd->add_option("targets", export_targets, "run directories, folders of runs, or spec files");
   export_cmd->add_option("--tensorboard", export_tensorboard,
                          "write DIR/<run>/events.out.tfevents.*, for `tensorboard --logdir DIR`");
@@ -272,7 +281,8 @@ int main(int argc, char** argv) {
     if (*table) return sink::cli::table(table_targets, table_metrics, results, common);
     if (*export_cmd) {
       if (export_tensorboard.empty()) {
-        fmt::print(stderr, "sinkc export: say what to write: --tensorboard DIR (every run's curves) or --llama2c FILE (one run's model)\n");
+        fmt::print(stderr, "sinkc export: say what to write: --tensorboard DIR (every run's curves), --llama2c FILE or "
+                           "--hf DIR (one run's model)\n");
         return 2;
       }
       if (export_targets.empty()) {

@@ -2,7 +2,8 @@
 # Installs what a fresh Debian 12 machine lacks (idempotent), assembles the
 # builtin corpus, and builds sinklab into build/.
 #   scripts/setup.sh                 runtime + front end
-#   scripts/setup.sh --tests         also what the test suite needs (clang for the fuzzer, chromium)
+#   scripts/setup.sh --tests         also what the test suite needs (clang for the fuzzer, chromium, and
+#                                    torch 2.11 + transformers from PyPI in a virtual environment)
 #   scripts/setup.sh --large-corpus  also builtin("large"), 245 MB of text for GPU runs (apt
 #                                    fetches ~180 MB, the Linux source among it; never in CI)
 set -euo pipefail
@@ -42,10 +43,9 @@ if ((tests)); then
   packages+=(clang-19 libclang-rt-19-dev python3-torch)
   # `sinkc submit --slurm` against a real one-node Slurm (tests/slurm)
   packages+=(slurmctld slurmd slurm-client munge)
-  # The report's browser test: Debian's chromium, driven from Node with
-  # playwright-core (tests/browser, installed by scripts/test.sh with npm ci).
-  packages+=(chromium)
-  command -v npm > /dev/null || packages+=(nodejs npm)
+  # The report's browser test: Debian's chromium, driven over WebDriver by
+  # Debian's chromedriver and selenium; Pillow reads the screenshots.
+  packages+=(chromium chromium-driver python3-selenium python3-pil)
 fi
 
 missing=()
@@ -71,7 +71,10 @@ fi
 
 # Without --tests, only the two tools: the test suite and benchmarks are most of the build.
 if ((tests)); then
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSINKLAB_FUZZ=OFF -DSINKLAB_TESTS=ON > /dev/null
+  # The pip PyTorch 2.11 and transformers, in a virtual environment kept between runs (scripts/torch-venv.sh).
+  venv=$(scripts/torch-venv.sh)
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSINKLAB_FUZZ=OFF -DSINKLAB_TESTS=ON \
+    -DSINKLAB_PYTHON="$venv/bin/python" > /dev/null
   ninja -C build
 else
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSINKLAB_FUZZ=OFF > /dev/null

@@ -3,8 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --tests
-# The browser test's one node module, at the version package-lock.json pins.
-npm ci --prefix tests/browser --no-audit --no-fund
 ctest --test-dir build --output-on-failure -j2
 # The plan library and kernel emitters alone, configured without ANTLR,
 # LibTorch or LLVM: the layering the runtime's portability rests on.

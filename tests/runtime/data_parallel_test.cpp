@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "runtime/model.h"
+#include "runtime/process.h"
 #include "runtime/run_dir.h"
 #include "runtime/train.h"
 #include "runtime_test_util.h"
@@ -150,10 +151,23 @@ TEST(DataParallel, ATwoWorkerRunResumedWithOneWorkerContinuesTheCurve) {
   expect_same_curve(dir.file("one"), out, 20);
 }
 
+// The Python whose torch this runtime was built with (SINKLAB_TORCH_PYTHON, set by the build), and its
+// torch's major version: torchrun and the runtime's c10d client talk through the agent's store, so they
+// must be one PyTorch.
+std::pair<std::string, int> torch_python() {
+  const char* python = getenv("SINKLAB_TORCH_PYTHON");
+  if (!python || !*python || access(python, X_OK) != 0) return {"", 0};
+  const std::string version = sink::rt::command_output(
+      std::string(python) + " -c 'import torch.distributed.run, torch; print(torch.__version__)' 2>/dev/null");
+  return {python, version.empty() ? 0 : std::atoi(version.c_str())};
+}
+
 TEST(DataParallel, TorchrunStartsTheWorkers) {
-  if (access("/usr/bin/python3", X_OK) != 0 ||
-      std::system("/usr/bin/python3 -c 'import torch.distributed.run' 2>/dev/null") != 0)
-    GTEST_SKIP() << "torchrun needs Debian's python3-torch (/usr/bin/python3 -m torch.distributed.run)";
+  const auto [python, torch_major] = torch_python();
+  if (torch_major == 0)
+    GTEST_SKIP() << "torchrun needs the Python of this build's LibTorch (SINKLAB_TORCH_PYTHON='"
+                 << (getenv("SINKLAB_TORCH_PYTHON") ? getenv("SINKLAB_TORCH_PYTHON") : "")
+                 << "') with torch.distributed";
   TempDir dir("dp-torchrun");
   sinktest::write_file(dir.file("spec.sink"), kSpec);
   ASSERT_EQ(sinktest::wait_exit(sinktest::spawn({SINKC_BINARY, "run", dir.file("spec.sink"), "--out", dir.file("one"), "--no-progress"},
@@ -164,12 +178,17 @@ TEST(DataParallel, TorchrunStartsTheWorkers) {
                                                 dir.file("compile.txt"))),
             0);
   const std::string runtime = (fs::path(SINKC_BINARY).parent_path() / "sinkc-runtime").string();
-  // Debian's torchrun (torch 1.13) dies at start without --redirects/--tee, and knows the underscore spellings only.
-  const int rc = sinktest::wait_exit(sinktest::spawn(
-      {"/usr/bin/python3", "-m", "torch.distributed.run", "--nproc_per_node", "2", "--no_python", "--redirects", "1",
-       "--tee", "1", "--master_port", std::to_string(free_port()), runtime, "run", dir.file("plans"), "--out",
-       dir.file("torchrun"), "--no-progress"},
-      dir.file("torchrun.txt")));
+  std::vector<std::string> torchrun = {python, "-m", "torch.distributed.run"};
+  if (torch_major >= 2) {
+    // PyTorch 2.x's own spellings, nothing else.
+    torchrun.insert(torchrun.end(), {"--nproc-per-node", "2", "--no-python", "--master-port", std::to_string(free_port())});
+  } else {
+    // Debian's torchrun (torch 1.13) dies at start without --redirects/--tee, and knows the underscore spellings only.
+    torchrun.insert(torchrun.end(), {"--nproc_per_node", "2", "--no_python", "--redirects", "1", "--tee", "1",
+                                     "--master_port", std::to_string(free_port())});
+  }
+  torchrun.insert(torchrun.end(), {runtime, "run", dir.file("plans"), "--out", dir.file("torchrun"), "--no-progress"});
+  const int rc = sinktest::wait_exit(sinktest::spawn(torchrun, dir.file("torchrun.txt")));
   ASSERT_EQ(rc, 0) << sinktest::read_file(dir.file("torchrun.txt"));
   expect_same_curve(dir.file("one"), dir.file("torchrun"), 5);
   expect_same_parameters(dir.file("one"), dir.file("torchrun"));
