@@ -62,6 +62,24 @@ HfConfig read_hf_config(const std::string& dir) {
   auto flag = [&](const char* name, bool fallback) {
     return j.contains(name) && j[name].is_boolean() ? j[name].get<bool>() : fallback;
   };
+  // transformers 5 writes RoPE's settings in rope_parameters; earlier versions beside the other fields.
+  const nlohmann::json rope = j.contains("rope_parameters") && j["rope_parameters"].is_object() ? j["rope_parameters"]
+                                                                                                : nlohmann::json::object();
+  auto rope_number = [&](const char* name, std::initializer_list<const char*> legacy, double fallback) {
+    if (rope.contains(name) && rope[name].is_number()) return rope[name].get<double>();
+    return number(legacy, fallback);
+  };
+  auto plain_rope_only = [&] {
+    if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
+      throw std::runtime_error(fmt::format("{}: rope_scaling is set ({}); sinklab computes plain RoPE only", path.string(),
+                                           j["rope_scaling"].dump()));
+    const std::string type = rope.contains("rope_type") && rope["rope_type"].is_string() ? rope["rope_type"].get<std::string>()
+                                                                                          : "default";
+    if (type != "default")
+      throw std::runtime_error(fmt::format("{}: rope_parameters.rope_type = \"{}\"; sinklab computes plain RoPE only "
+                                           "(\"default\")",
+                                           path.string(), type));
+  };
 
   HfConfig c;
   c.model_type = text("model_type", "");
@@ -75,12 +93,10 @@ HfConfig read_hf_config(const std::string& dir) {
     c.kv_heads = integer({"num_key_value_heads"}, c.heads);
     c.head_dim = integer({"head_dim"}, c.heads > 0 ? c.d / c.heads : 0);
     c.norm_eps = number({"rms_norm_eps"}, 1e-6);
-    c.rope_theta = number({"rope_theta"}, 10000);
+    c.rope_theta = rope_number("rope_theta", {"rope_theta"}, 10000);
     c.rotary_dims = c.head_dim;
     c.activation = activation_of(text("hidden_act", "silu"), "hidden_act");
-    if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
-      throw std::runtime_error(fmt::format("{}: rope_scaling is set ({}); sinklab computes plain RoPE only", path.string(),
-                                           j["rope_scaling"].dump()));
+    plain_rope_only();
     const bool windowed = c.model_type == "mistral" || flag("use_sliding_window", false);
     if (windowed) c.sliding_window = integer({"sliding_window"}, 0);
   } else if (c.model_type == "gpt2") {
@@ -100,11 +116,10 @@ HfConfig read_hf_config(const std::string& dir) {
     c.layers = integer({"num_hidden_layers"});
     c.heads = integer({"num_attention_heads"});
     c.norm_eps = number({"layer_norm_eps"}, 1e-5);
-    c.rope_theta = number({"rotary_emb_base", "rope_theta"}, 10000);
+    c.rope_theta = rope_number("rope_theta", {"rotary_emb_base", "rope_theta"}, 10000);
     c.parallel_residual = flag("use_parallel_residual", true);
     c.activation = activation_of(text("hidden_act", "gelu"), "hidden_act");
-    if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
-      throw std::runtime_error(fmt::format("{}: rope_scaling is set; sinklab computes plain RoPE only", path.string()));
+    plain_rope_only();
   } else if (c.model_type == "opt") {
     c.family = "opt";
     c.d = integer({"hidden_size"});
@@ -126,7 +141,7 @@ HfConfig read_hf_config(const std::string& dir) {
     throw std::runtime_error(fmt::format("{}: {} attention heads are not a multiple of {} key/value heads", path.string(),
                                          c.heads, c.kv_heads));
   if (c.family == "gpt_neox") {
-    double pct = number({"rotary_pct", "partial_rotary_factor"}, 0.25);
+    double pct = rope_number("partial_rotary_factor", {"rotary_pct", "partial_rotary_factor"}, 0.25);
     c.rotary_dims = static_cast<int64_t>(c.head_dim * pct);
   }
   if (c.rotary_dims % 2 != 0)
@@ -203,8 +218,11 @@ torch::Tensor HfModel::llama_layer(torch::Tensor h, int64_t l, torch::Tensor& pr
   auto v = projection("v_proj", cfg_.kv_heads);
   h = h + torch::linear(attend(q, k, v, probs), weight(p + "self_attn.o_proj.weight"), optional(p + "self_attn.o_proj.bias"));
   x = rms_norm(h, weight(p + "post_attention_layernorm.weight"), cfg_.norm_eps);
-  auto gated = activate(torch::linear(x, weight(p + "mlp.gate_proj.weight"))) * torch::linear(x, weight(p + "mlp.up_proj.weight"));
-  return h + torch::linear(gated, weight(p + "mlp.down_proj.weight"));
+  auto dense = [&](const torch::Tensor& in, const std::string& name) {  // mlp_bias = true checkpoints have biases
+    return torch::linear(in, weight(p + name + ".weight"), optional(p + name + ".bias"));
+  };
+  auto gated = activate(dense(x, "mlp.gate_proj")) * dense(x, "mlp.up_proj");
+  return h + dense(gated, "mlp.down_proj");
 }
 
 torch::Tensor HfModel::gpt2_layer(torch::Tensor h, int64_t l, torch::Tensor& probs) const {
@@ -227,8 +245,8 @@ torch::Tensor HfModel::neox_layer(torch::Tensor h, int64_t l, torch::Tensor& pro
   auto norm = [&](const torch::Tensor& x, const std::string& name) {
     return layer_norm(x, weight(p + name + ".weight"), weight(p + name + ".bias"), cfg_.norm_eps);
   };
-  auto dense = [&](const torch::Tensor& x, const std::string& name) {
-    return torch::linear(x, weight(p + name + ".weight"), weight(p + name + ".bias"));
+  auto dense = [&](const torch::Tensor& x, const std::string& name) {  // attention_bias = false: none on attention
+    return torch::linear(x, weight(p + name + ".weight"), optional(p + name + ".bias"));
   };
   // The fused projection is laid out per head: [q_h, k_h, v_h] for each head h.
   auto qkv = dense(norm(h, "input_layernorm"), "attention.query_key_value").view({N, T, cfg_.heads, 3 * dh}).transpose(1, 2);

@@ -11,6 +11,7 @@
 #include "runtime/device.h"
 #include "plan/installation.h"
 #include "plan/run_config.h"
+#include "runtime/hf_export.h"
 #include "runtime/llama2c.h"
 #include "runtime/measure_command.h"
 #include "runtime/process.h"
@@ -129,15 +130,33 @@ int run_command(const std::vector<std::string>& targets, const RunFlags& flags) 
   return failures ? 1 : 0;
 }
 
-int export_command(const std::string& run_dir, const std::string& llama2c_file) {
-  if (llama2c_file.empty()) throw std::runtime_error("say what to write: --llama2c FILE");
+int export_command(const std::string& run_dir, const std::string& llama2c_file, const std::string& hf_dir) {
+  if (llama2c_file.empty() == hf_dir.empty())
+    throw std::runtime_error("say what to write, one per command: --llama2c FILE or --hf DIR");
+  RunConfig cfg;
+  if (!hf_dir.empty()) {
+    // Refused before the checkpoint is read: the plan alone says whether a stock class computes the model.
+    cfg = read_config(read_plan((fs::path(run_dir) / "plan.toml").string()));
+    std::string why;
+    if (rt::hf_model_type(cfg.model, &why).empty())
+      throw std::runtime_error(fmt::format("cannot write '{}' as a Hugging Face model: {}", hf_dir, why));
+  }
   auto trained = rt::load_trained_model(run_dir);
   if (!trained.warning.empty()) fmt::print(stderr, "sinkc: warning: {}\n", trained.warning);
   if (trained.status != "completed")
     fmt::print(stderr, "sinkc: note: the run is {}; writing its checkpoint of step {}\n",
                trained.status.empty() ? "without a summary" : trained.status, trained.step);
-  rt::save_llama2c(*trained.model, trained.context, llama2c_file);
   const auto& c = trained.model->cfg;
+  if (!hf_dir.empty()) {
+    const auto tokens = rt::hf_tokens_of(cfg.data);
+    const std::string type = rt::save_hf(*trained.model, trained.context, tokens, hf_dir);
+    fmt::print("wrote {} (Hugging Face {}: config.json, model.safetensors{}; d {}, {} layers, {} heads, {} kv heads, "
+               "vocab {}) from step {}\n",
+               hf_dir, type, tokens.bytes ? ", tokenizer.json" : "", c.d, c.layers, c.heads, c.kv_heads, c.vocab,
+               trained.step);
+    return 0;
+  }
+  rt::save_llama2c(*trained.model, trained.context, llama2c_file);
   fmt::print("wrote {} (llama2.c version 0: d {}, hidden {}, {} layers, {} heads, {} kv heads, vocab {}{}, seq_len {}) "
              "from step {}\n",
              llama2c_file, c.d, c.ffn_hidden, c.layers, c.heads, c.kv_heads, c.vocab,
@@ -192,11 +211,14 @@ int main(int argc, char** argv) {
   measure->add_option("--format", mo.format, "text | json (every value at full precision)")
       ->check(CLI::IsMember({"text", "json"}));
 
-  std::string llama2c_file;
+  std::string llama2c_file, hf_dir;
   auto* export_cmd = app.add_subcommand("export", "write a trained run's model in another format");
   export_cmd->add_option("run", target, "run directory (runs/<run>-<hash8>)")->required();
   export_cmd->add_option("--llama2c", llama2c_file,
                          "FILE: a llama2.c version-0 checkpoint (RoPE, RMSNorm, SwiGLU, softmax attention models only)");
+  export_cmd->add_option("--hf", hf_dir,
+                         "DIR: a Hugging Face model folder (LLaMA, Mistral or GPT-2, for the softmax models those "
+                         "classes compute exactly)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -206,7 +228,7 @@ int main(int argc, char** argv) {
   try {
     if (*run) return run_command(targets, flags);
     if (*measure) return rt::measure_command(mo);
-    if (*export_cmd) return export_command(target, llama2c_file);
+    if (*export_cmd) return export_command(target, llama2c_file, hf_dir);
   } catch (const c10::Error& e) {
     std::string what = e.what_without_backtrace();
     fmt::print(stderr, "sinkc: {}\n", what.substr(0, what.find('\n')));

@@ -10,6 +10,7 @@
 #include "plan/run_config.h"
 #include "runtime/corpus.h"
 #include "runtime/hf_model.h"
+#include "runtime/hf_tokenizer.h"
 #include "runtime/llama2c.h"
 #include "runtime/measure.h"
 #include "runtime/run_dir.h"
@@ -82,10 +83,13 @@ torch::Tensor external_inputs(const MeasureOptions& o, const Vocabulary& vocab, 
       docs = read_documents(builtin_corpus("default").string(), nullptr);
       note = "text: the builtin corpus";
     }
-    for (const auto& d : docs) {
-      if (static_cast<int64_t>(stream.size()) > o.n * content) break;
-      auto ids = tokenizer->encode(docs.size() == 1 ? d : d.substr(0, 4000));
-      stream.insert(stream.end(), ids.begin(), ids.end());
+    // Batches of documents: a tokenizer run as a process pays its start-up once per batch.
+    constexpr size_t kBatch = 64;
+    for (size_t at = 0; at < docs.size() && static_cast<int64_t>(stream.size()) <= o.n * content; at += kBatch) {
+      std::vector<std::string> batch;
+      for (size_t d = at; d < std::min(docs.size(), at + kBatch); ++d)
+        batch.push_back(docs.size() == 1 ? docs[d] : docs[d].substr(0, 4000));
+      for (const auto& ids : tokenizer->encode_all(batch)) stream.insert(stream.end(), ids.begin(), ids.end());
     }
     if (stream.empty()) throw std::runtime_error("the text tokenizes to no tokens");
   }
@@ -204,14 +208,17 @@ int measure_llama2c(MeasureOptions& o) {
 int measure_hf(MeasureOptions& o) {
   HfModel model(o.target);
   const auto& c = model.config();
+  // SentencePiece's tokenizer.model when there is one (LLaMA 1/2, Mistral), else Hugging Face's tokenizer.json
+  // through its own library (byte-level BPE: GPT-2, Pythia, OPT).
   Vocabulary vocab{c.vocab, c.bos_id, [&]() -> std::unique_ptr<Tokenizer> {
-                     fs::path spm = fs::path(o.target) / "tokenizer.model";
-                     if (!fs::exists(spm))
-                       throw std::runtime_error(fmt::format(
-                           "{} has no SentencePiece tokenizer.model ({} uses a byte-level BPE tokenizer): tokenize the "
-                           "text with it and pass the ids with --ids FILE",
-                           o.target, c.model_type));
-                     return sentencepiece_model_tokenizer(spm.string(), c.vocab);
+                     const fs::path spm = fs::path(o.target) / "tokenizer.model";
+                     const fs::path hf = fs::path(o.target) / "tokenizer.json";
+                     if (fs::exists(spm)) return sentencepiece_model_tokenizer(spm.string(), c.vocab);
+                     if (fs::exists(hf)) return hf_tokenizer(hf.string(), c.vocab);
+                     throw std::runtime_error(fmt::format(
+                         "{} has no SentencePiece tokenizer.model and no Hugging Face tokenizer.json: tokenize the "
+                         "text with the model's tokenizer and pass the ids with --ids FILE",
+                         o.target));
                    }};
   const bool bos = o.bos == "with";
   std::string note;

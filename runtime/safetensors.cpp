@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "runtime/run_dir.h"
+
 namespace sink::rt {
 
 namespace fs = std::filesystem;
@@ -47,12 +49,17 @@ struct DtypeInfo {
   size_t bytes;
 };
 
-DtypeInfo dtype_of(const std::string& name, const std::string& file, const std::string& tensor) {
+const std::map<std::string, DtypeInfo>& known_dtypes() {
   static const std::map<std::string, DtypeInfo> known = {
       {"F32", {torch::kFloat, 4}}, {"F16", {torch::kHalf, 2}},  {"BF16", {torch::kBFloat16, 2}},
       {"F64", {torch::kDouble, 8}}, {"I64", {torch::kLong, 8}}, {"I32", {torch::kInt, 4}},
       {"I16", {torch::kShort, 2}}, {"I8", {torch::kChar, 1}},   {"U8", {torch::kByte, 1}},
       {"BOOL", {torch::kBool, 1}}};
+  return known;
+}
+
+DtypeInfo dtype_of(const std::string& name, const std::string& file, const std::string& tensor) {
+  const auto& known = known_dtypes();
   auto it = known.find(name);
   if (it == known.end())
     throw std::runtime_error(fmt::format("{}: tensor '{}' has dtype '{}', which sinklab does not read", file, tensor, name));
@@ -130,6 +137,35 @@ std::map<std::string, torch::Tensor> load_safetensors(const std::string& path) {
   if (files.empty()) throw std::runtime_error(fmt::format("{}: no *.safetensors file", path));
   for (const auto& f : files) load_file(f, out);
   return out;
+}
+
+void save_safetensors(const std::string& path, const std::map<std::string, torch::Tensor>& tensors) {
+  nlohmann::json header = {{"__metadata__", {{"format", "pt"}}}};
+  std::vector<torch::Tensor> data;
+  uint64_t offset = 0;
+  for (const auto& [name, tensor] : tensors) {
+    std::string dtype;
+    for (const auto& [n, info] : known_dtypes())
+      if (info.type == tensor.scalar_type()) dtype = n;
+    if (dtype.empty())
+      throw std::runtime_error(fmt::format("{}: tensor '{}' has dtype {}, which safetensors does not name", path, name,
+                                           c10::toString(tensor.scalar_type())));
+    // Little-endian, row-major, on the CPU: what the format stores.
+    auto t = tensor.detach().to(torch::kCPU).contiguous();
+    const uint64_t bytes = static_cast<uint64_t>(t.numel()) * t.element_size();
+    header[name] = {{"dtype", dtype}, {"shape", t.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
+    data.push_back(t);
+    offset += bytes;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned, as the reference writer does
+  unsigned char length[8];
+  for (int b = 0; b < 8; ++b) length[b] = static_cast<unsigned char>((uint64_t{text.size()} >> (8 * b)) & 0xff);
+  FileWriter out(path);
+  out.write(length, sizeof length);
+  out.write(text.data(), text.size());
+  for (const auto& t : data) out.write(t.data_ptr(), static_cast<size_t>(t.numel()) * t.element_size());
+  out.commit();
 }
 
 }  // namespace sink::rt

@@ -16,4 +16,10 @@ namespace sink::rt {
 // bytes, an unknown dtype).
 std::map<std::string, torch::Tensor> load_safetensors(const std::string& path);
 
+// Writes `tensors` as one safetensors file in their own dtypes (those above),
+// with {"format": "pt"} metadata as transformers' own files have. `path` ends
+// up whole or untouched; throws std::runtime_error naming it when the write
+// fails or a dtype has no safetensors name.
+void save_safetensors(const std::string& path, const std::map<std::string, torch::Tensor>& tensors);
+
 }  // namespace sink::rt

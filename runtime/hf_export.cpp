@@ -1,0 +1,221 @@
+#include "runtime/hf_export.h"
+
+#include <filesystem>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/run_dir.h"
+#include "runtime/safetensors.h"
+
+namespace sink::rt {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kNoClass = "no stock transformers class computes it";
+
+std::string refuse(const std::string& field, const std::string& value, const std::string& because = kNoClass) {
+  return fmt::format("{} = {}: {}", field, value, because);
+}
+
+// Fields that no stock class computes, whatever the rest of the model.
+std::string paper_variant(const ModelConfig& c) {
+  const AttentionConfig& a = c.attention;
+  if (!a.softmax)
+    return fmt::format("attention.score = {} with attention.normalize = {}: {} (softmax attention only)", to_string(a.score),
+                       a.normalize, kNoClass);
+  if (a.kernel != "identity") return refuse("attention.kernel", a.kernel);
+  if (a.gate != "none") return refuse("attention.gate", a.gate);
+  if (a.has_sink_logit()) return refuse("attention.sink_logit", a.sink_logit);
+  if (a.differential) return refuse("attention.differential", "true");
+  if (a.scale != 1) return refuse("attention.scale", fmt::format("{}", a.scale));
+  if (a.prefix != 0) return refuse("loss.prefix", std::to_string(a.prefix));
+  if (c.sink_token) return refuse("model.sink_token", "true");
+  if (c.biases != "none") return refuse("model.biases", c.biases);
+  if (c.heads_combine != "concat") return refuse("model.heads_combine", c.heads_combine);
+  if (c.placement != "pre") return refuse("model.placement", c.placement, "only pre-norm models are exported");
+  return "";
+}
+
+bool gated(const std::string& ffn) { return ffn == "swiglu" || ffn == "geglu" || ffn == "reglu"; }
+
+// Hugging Face's activation names for sinklab's (ACT2FN: "gelu" is the exact, erf form, as torch::gelu).
+std::string activation(const std::string& ffn) {
+  if (ffn == "swiglu" || ffn == "swish") return "silu";
+  if (ffn == "geglu" || ffn == "gelu") return "gelu";
+  return "relu";
+}
+
+// sinklab rotates interleaved pairs (2i, 2i+1), Hugging Face's LLaMA the
+// halves (i, i + d_head/2): the rows of wq and wk reordered per head.
+torch::Tensor to_rotate_half(const torch::Tensor& w, int64_t heads, int64_t d_head) {
+  return w.view({heads, d_head / 2, 2, w.size(1)}).transpose(1, 2).reshape({heads * d_head, w.size(1)});
+}
+
+// GPT-2's map of the 256 bytes onto printable characters (its byte-level BPE alphabet), as UTF-8.
+std::string byte_character(int byte) {
+  auto printable = [](int b) { return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF); };
+  int code = byte;
+  if (!printable(byte)) {
+    code = 256;
+    for (int b = 0; b < byte; ++b) code += printable(b) ? 0 : 1;
+  }
+  std::string out;
+  if (code < 0x80) out += static_cast<char>(code);
+  else out += {static_cast<char>(0xC0 | (code >> 6)), static_cast<char>(0x80 | (code & 0x3F))};
+  return out;
+}
+
+// sinklab's byte tokenizer in Hugging Face's format: a byte-level BPE with no
+// merges and no pre-splitting, so every byte is its own token with its value
+// as id; BOS 256, EOS 257 as special tokens.
+json byte_tokenizer_json(const HfTokens& tokens) {
+  json vocab = json::object();
+  for (int b = 0; b < 256; ++b) vocab[byte_character(b)] = b;
+  auto special = [](int64_t id, const char* content) {
+    return json{{"id", id},          {"content", content}, {"single_word", false}, {"lstrip", false},
+                {"rstrip", false}, {"normalized", false}, {"special", true}};
+  };
+  const json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
+  return {{"version", "1.0"},
+          {"truncation", nullptr},
+          {"padding", nullptr},
+          {"added_tokens", {special(tokens.bos, "<|sinklab_bos|>"), special(tokens.eos, "<|sinklab_eos|>")}},
+          {"normalizer", nullptr},
+          {"pre_tokenizer", byte_level},
+          {"post_processor", nullptr},
+          {"decoder", byte_level},
+          {"model",
+           {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr},
+            {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"byte_fallback", false}, {"ignore_merges", false},
+            {"vocab", vocab}, {"merges", json::array()}}}};
+}
+
+void write_json(const fs::path& path, const json& j) {
+  const std::string text = j.dump(2) + "\n";
+  FileWriter out(path.string());
+  out.write(text.data(), text.size());
+  out.commit();
+}
+
+}  // namespace
+
+std::string hf_model_type(const ModelConfig& c, std::string* why) {
+  auto no = [&](const std::string& reason) {
+    if (why) *why = reason;
+    return std::string();
+  };
+  if (auto reason = paper_variant(c); !reason.empty()) return no(reason);
+  if (c.pe == "rope") {
+    if (c.norm != "rmsnorm") return no(refuse("model.norm", c.norm, "RoPE models are exported as LLaMA, which has RMSNorm"));
+    if (!gated(c.ffn))
+      return no(refuse("model.ffn", c.ffn, "RoPE models are exported as LLaMA, whose FFN is gated (swiglu, geglu, reglu)"));
+    return c.attention.window > 0 ? "mistral" : "llama";
+  }
+  if (c.pe == "learned" || c.pe == "nope") {
+    if (c.norm != "layernorm")
+      return no(refuse("model.norm", c.norm, "models with learned or no positions are exported as GPT-2, which has LayerNorm"));
+    if (gated(c.ffn)) return no(refuse("model.ffn", c.ffn, "GPT-2's FFN is not gated (gelu, relu, swish)"));
+    if (c.kv_heads != c.heads) return no(refuse("model.kv_heads", std::to_string(c.kv_heads), "GPT-2 has no grouped-query attention"));
+    if (c.d_head * c.heads != c.d) return no(refuse("model.d_head", std::to_string(c.d_head), "GPT-2 has d_head = d / heads"));
+    if (c.attention.window > 0) return no(refuse("loss.window", std::to_string(c.attention.window), "GPT-2 has no sliding window"));
+    return "gpt2";
+  }
+  return no(refuse("model.pe", c.pe));
+}
+
+HfTokens hf_tokens_of(const DataConfig& data) {
+  HfTokens t;
+  if (data.corpus == "synthetic") {
+    t.bos = data.synthetic_vocab;  // corpus.cpp: the one extra token
+  } else if (data.tokenizer == "bytes") {
+    t.bos = 256, t.eos = 257, t.bytes = true;
+  } else {
+    t.bos = 1, t.eos = 2;  // SentencePiece and llama2.c tokenizers
+  }
+  return t;
+}
+
+std::string save_hf(Transformer& model, int64_t context, const HfTokens& tokens, const std::string& dir) {
+  const ModelConfig& c = model.cfg;
+  std::string why;
+  const std::string type = hf_model_type(c, &why);
+  if (type.empty()) throw std::runtime_error(fmt::format("cannot write '{}' as a Hugging Face model: {}", dir, why));
+  torch::NoGradGuard no_grad;
+  auto w = [](const torch::Tensor& t) { return t.detach().to(torch::kCPU, torch::kFloat).contiguous(); };
+  std::map<std::string, torch::Tensor> tensors;
+  json config = {{"vocab_size", c.vocab}, {"tie_word_embeddings", c.tie_embeddings}, {"dtype", "float32"},
+                 {"torch_dtype", "float32"}};
+  if (tokens.bos >= 0) config["bos_token_id"] = tokens.bos;
+  if (tokens.eos >= 0) config["eos_token_id"] = tokens.eos;
+  if (type == "gpt2") {
+    config.update({{"model_type", "gpt2"}, {"architectures", {"GPT2LMHeadModel"}}, {"n_embd", c.d}, {"n_layer", c.layers},
+                   {"n_head", c.heads}, {"n_inner", c.ffn_hidden}, {"n_positions", c.pe == "learned" ? c.max_positions : context},
+                   {"activation_function", activation(c.ffn)}, {"layer_norm_epsilon", c.norm_eps},
+                   {"resid_pdrop", 0.0}, {"embd_pdrop", 0.0}, {"attn_pdrop", 0.0}});
+    tensors["transformer.wte.weight"] = w(model.embed->weight);
+    // No positions: GPT-2's table, all zeros, adds nothing.
+    tensors["transformer.wpe.weight"] = c.pe == "learned" ? w(model.positions->weight) : torch::zeros({context, c.d});
+    for (int64_t l = 0; l < c.layers; ++l) {
+      const Block& b = *model.blocks[l];
+      const std::string p = fmt::format("transformer.h.{}.", l);
+      // Conv1D stores [in, out]; sinklab's layers have no biases: GPT-2's are zero.
+      auto conv = [&](const std::string& name, const torch::Tensor& weight) {
+        tensors[p + name + ".weight"] = w(weight).t().contiguous();
+        tensors[p + name + ".bias"] = torch::zeros({weight.size(0)});
+      };
+      conv("attn.c_attn", torch::cat({b.attn->wq->weight, b.attn->wk->weight, b.attn->wv->weight}, 0));
+      conv("attn.c_proj", b.attn->wo->weight);
+      conv("mlp.c_fc", b.ffn->w1->weight);
+      conv("mlp.c_proj", b.ffn->w2->weight);
+      tensors[p + "ln_1.weight"] = w(b.norm1->weight), tensors[p + "ln_1.bias"] = w(b.norm1->bias);
+      tensors[p + "ln_2.weight"] = w(b.norm2->weight), tensors[p + "ln_2.bias"] = w(b.norm2->bias);
+    }
+    tensors["transformer.ln_f.weight"] = w(model.final_norm->weight);
+    tensors["transformer.ln_f.bias"] = w(model.final_norm->bias);
+  } else {
+    const json rope = {{"rope_type", "default"}, {"rope_theta", c.rope_theta}};
+    config.update({{"model_type", type},
+                   {"architectures", {type == "llama" ? "LlamaForCausalLM" : "MistralForCausalLM"}},
+                   {"hidden_size", c.d}, {"intermediate_size", c.ffn_hidden}, {"num_hidden_layers", c.layers},
+                   {"num_attention_heads", c.heads}, {"num_key_value_heads", c.kv_heads}, {"head_dim", c.d_head},
+                   {"hidden_act", activation(c.ffn)}, {"max_position_embeddings", context}, {"rms_norm_eps", c.norm_eps},
+                   // rope_parameters for transformers 5, rope_theta for the 4.x readers
+                   {"rope_parameters", rope}, {"rope_theta", c.rope_theta},
+                   {"attention_bias", false}, {"mlp_bias", false}, {"attention_dropout", 0.0}});
+    if (type == "mistral") config["sliding_window"] = c.attention.window;
+    tensors["model.embed_tokens.weight"] = w(model.embed->weight);
+    for (int64_t l = 0; l < c.layers; ++l) {
+      const Block& b = *model.blocks[l];
+      const std::string p = fmt::format("model.layers.{}.", l);
+      tensors[p + "input_layernorm.weight"] = w(b.norm1->weight);
+      tensors[p + "self_attn.q_proj.weight"] = to_rotate_half(w(b.attn->wq->weight), c.heads, c.d_head);
+      tensors[p + "self_attn.k_proj.weight"] = to_rotate_half(w(b.attn->wk->weight), c.kv_heads, c.d_head);
+      tensors[p + "self_attn.v_proj.weight"] = w(b.attn->wv->weight);
+      tensors[p + "self_attn.o_proj.weight"] = w(b.attn->wo->weight);
+      tensors[p + "post_attention_layernorm.weight"] = w(b.norm2->weight);
+      tensors[p + "mlp.gate_proj.weight"] = w(b.ffn->w1->weight);
+      tensors[p + "mlp.up_proj.weight"] = w(b.ffn->w3->weight);
+      tensors[p + "mlp.down_proj.weight"] = w(b.ffn->w2->weight);
+    }
+    tensors["model.norm.weight"] = w(model.final_norm->weight);
+  }
+  if (!c.tie_embeddings) tensors["lm_head.weight"] = w(model.head->weight);
+
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw std::runtime_error(fmt::format("cannot create '{}': {}", dir, ec.message()));
+  save_safetensors((fs::path(dir) / "model.safetensors").string(), tensors);
+  write_json(fs::path(dir) / "config.json", config);
+  if (tokens.bytes) {
+    write_json(fs::path(dir) / "tokenizer.json", byte_tokenizer_json(tokens));
+    write_json(fs::path(dir) / "tokenizer_config.json",
+               {{"tokenizer_class", "PreTrainedTokenizerFast"}, {"bos_token", "<|sinklab_bos|>"},
+                {"eos_token", "<|sinklab_eos|>"}, {"model_max_length", context}, {"add_bos_token", false}});
+  }
+  return type;
+}
+
+}  // namespace sink::rt
