@@ -225,7 +225,7 @@ TEST(ExportHf, ByteRunsGetATokenizerJsonGivingTheBytes) {
   std::string said;
   ASSERT_EQ(sinkc_export({run, "--hf", dir}, tmp, said), 0) << said;
   EXPECT_NE(said.find("tokenizer.json"), std::string::npos) << said;
-  const std::string text = "Sinks \xc3\xbcber alles <|x|>\n\t~\x01 end";
+  const std::string text = "Sinks \xc3\xbc" "ber alles <|x|>\n\t~\x01" " end";
   auto tokenizer = hf_tokenizer(dir + "/tokenizer.json", 258);
   std::vector<int32_t> bytes;
   for (unsigned char c : text) bytes.push_back(c);

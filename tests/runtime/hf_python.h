@@ -41,10 +41,12 @@ inline std::string hf_python_missing(std::string& python) {
 // Hugging Face's libraries stay offline and write nothing into $HOME.
 inline int run_oracle(const std::string& python, const std::vector<std::string>& args, std::string* out = nullptr) {
   static TempDir home("hf-home");
-  std::string command = "HF_HUB_OFFLINE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 TRANSFORMERS_VERBOSITY=error HF_HOME=" +
-                        shell_quoted(home.str()) + " " + shell_quoted(python) + " " +
-                        shell_quoted(std::string(SINKLAB_SOURCE_DIR) + "/tests/runtime/hf_transformers_oracle.py");
-  for (const auto& a : args) command += " " + shell_quoted(a);
+  std::vector<std::string> words = {shell_quoted(python),
+                                    shell_quoted(std::string(SINKLAB_SOURCE_DIR) + "/tests/runtime/hf_transformers_oracle.py")};
+  for (const auto& a : args) words.push_back(shell_quoted(a));
+  std::string command = "HF_HUB_OFFLINE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 TRANSFORMERS_VERBOSITY=error HF_HOME=";
+  command.append(shell_quoted(home.str()));
+  for (const auto& w : words) command.append(" ").append(w);
   if (!out) command += " > /dev/null";
   FILE* p = popen(command.c_str(), "r");
   if (!p) return -1;
