@@ -154,32 +154,41 @@ const std::vector<std::pair<std::string, std::string>> kRoundTrips = {
 TEST(ExportHf, TransformersComputesTheRunsLogitsAttentionAndAlphaTable) {
   HF_PYTHON_OR_SKIP(python);
   TempDir tmp("hf-export");
+  struct Case {
+    std::string name, run, dir, ids, theirs;
+    torch::Tensor x;
+  };
+  std::vector<Case> cases;
+  // Every run trained and exported first: one Python start loads all the folders.
+  std::vector<std::string> oracle_args = {"logits"};
   for (const auto& [name, body] : kRoundTrips) {
-    SCOPED_TRACE(name);
-    const std::string run = trained_run(tmp, body);
-    const std::string dir = tmp.file(name + "-hf");
+    Case c{name, trained_run(tmp, body), tmp.file(name + "-hf"), tmp.file(name + "-ids.txt"),
+           tmp.file(name + "-transformers.safetensors"), {}};
     std::string said;
-    ASSERT_EQ(sinkc_export({run, "--hf", dir}, tmp, said), 0) << said;
-    EXPECT_NE(said.find("wrote " + dir), std::string::npos) << said;
-    TrainedModel trained = load_trained_model(run);
-    Transformer& ours = *trained.model;
-    const int64_t N = 3, T = trained.context, V = ours.cfg.vocab;
-
+    ASSERT_EQ(sinkc_export({c.run, "--hf", c.dir}, tmp, said), 0) << name << ": " << said;
+    EXPECT_NE(said.find("wrote " + c.dir), std::string::npos) << said;
+    const TrainedModel trained = load_trained_model(c.run);
     torch::manual_seed(7);
-    auto x = torch::randint(0, V, {N, T}, torch::kLong);
+    c.x = torch::randint(0, trained.model->cfg.vocab, {3, trained.context}, torch::kLong);
     std::string ids;
-    for (int64_t n = 0; n < N; ++n) {
-      for (int64_t t = 0; t < T; ++t) ids += std::to_string(x[n][t].item<int64_t>()) + " ";
+    for (int64_t n = 0; n < c.x.size(0); ++n) {
+      for (int64_t t = 0; t < c.x.size(1); ++t) ids += std::to_string(c.x[n][t].item<int64_t>()) + " ";
       ids += "\n";
     }
-    sinktest::write_file(tmp.file("ids.txt"), ids);
-    const std::string theirs_file = tmp.file(name + "-transformers.safetensors");
-    ASSERT_EQ(sinktest::run_oracle(python, {"logits", dir, tmp.file("ids.txt"), theirs_file}), 0);
-    auto theirs = load_safetensors(theirs_file);
+    sinktest::write_file(c.ids, ids);
+    oracle_args.insert(oracle_args.end(), {c.dir, c.ids, c.theirs});
+    cases.push_back(std::move(c));
+  }
+  ASSERT_EQ(sinktest::run_oracle(python, oracle_args), 0);
 
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto theirs = load_safetensors(c.theirs);
+    TrainedModel trained = load_trained_model(c.run);
+    Transformer& ours = *trained.model;
     torch::NoGradGuard no_grad;
     ours.eval();
-    ForwardResult f = ours.forward(x, /*probe=*/true);
+    ForwardResult f = ours.forward(c.x, /*probe=*/true);
     ASSERT_EQ(theirs["logits"].sizes(), f.logits.sizes());
     const double logits = (theirs["logits"] - f.logits).abs().max().item<double>();
     double attention = 0;
@@ -192,10 +201,10 @@ TEST(ExportHf, TransformersComputesTheRunsLogitsAttentionAndAlphaTable) {
     EXPECT_LE(attention, 1e-5);
 
     // `sinkc measure DIR` on the same ids: the alpha table `sinkc measure RUN` computes (measure_model).
-    const double eps = 0.3;
-    SinkReport run_report = measure_model(ours, x, {1}, eps, true);
-    auto measured = sinktest::measure_json(
-        {dir, "--ids", tmp.file("ids.txt"), "--T", std::to_string(T), "--n", std::to_string(N), "--eps", "0.3"}, tmp);
+    SinkReport run_report = measure_model(ours, c.x, {1}, 0.3, true);
+    auto measured = sinktest::measure_json({c.dir, "--ids", c.ids, "--T", std::to_string(c.x.size(1)), "--n",
+                                            std::to_string(c.x.size(0)), "--eps", "0.3"},
+                                           tmp);
     ASSERT_EQ(measured["alpha"].size(), run_report.alpha.size());
     double alpha = 0;
     for (size_t l = 0; l < run_report.alpha.size(); ++l)
@@ -204,9 +213,9 @@ TEST(ExportHf, TransformersComputesTheRunsLogitsAttentionAndAlphaTable) {
     EXPECT_LE(alpha, 1e-5);
     for (size_t l = 0; l < run_report.massive.size(); ++l)
       EXPECT_NEAR(measured["massive"][l].get<double>(), run_report.massive[l], 1e-5 * run_report.massive[l]);
-    std::printf("[ export ] %-22s transformers against the run: |logits| %.1e, |attention| %.1e; measure DIR against "
+    std::printf("[ export ] %-23s transformers against the run: |logits| %.1e, |attention| %.1e; measure DIR against "
                 "the run's alpha table %.1e\n",
-                name.c_str(), logits, attention, alpha);
+                c.name.c_str(), logits, attention, alpha);
   }
 }
 

@@ -13,7 +13,7 @@ the sink metrics of transformers' own forward pass on them: the oracle for
         a byte-level BPE tokenizer trained here with the tokenizers library,
         saved as DIR/tokenizer.json; prints tokenizers' own ids for the
         file's text (no special tokens), one line
-    hf_transformers_oracle.py logits DIR IDS_FILE OUT.safetensors
+    hf_transformers_oracle.py logits DIR IDS_FILE OUT.safetensors [DIR IDS_FILE OUT ...]
         logits and attention of AutoModelForCausalLM.from_pretrained(DIR)
         (eager attention, fp32) on the ids: "logits" [N, T, V] and
         "attention.L" [N, H, T, T]
@@ -194,7 +194,8 @@ if __name__ == "__main__":
         write_cases(sys.argv[2], sys.argv[3:])
     elif len(sys.argv) == 4 and sys.argv[1] == "tokenizer":
         write_tokenizer(sys.argv[2], sys.argv[3])
-    elif len(sys.argv) == 5 and sys.argv[1] == "logits":
-        write_logits(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif len(sys.argv) >= 5 and len(sys.argv) % 3 == 2 and sys.argv[1] == "logits":
+        for at in range(2, len(sys.argv), 3):
+            write_logits(*sys.argv[at:at + 3])
     else:
         sys.exit(__doc__)
