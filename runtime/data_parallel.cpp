@@ -8,6 +8,9 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #endif
+#if SINKLAB_HAVE_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
 
 namespace sink::rt {
 
@@ -37,9 +40,20 @@ int env_int(const char* name, int fallback) {
 constexpr int64_t kBucketBytes = 25 << 20;
 
 #if SINKLAB_HAVE_C10D
-class GlooDataParallel : public DataParallel {
+// PyTorch 2.0 split the process group into a front and one Backend per device type; the collectives sinklab
+// calls are the same on both.
+#if TORCH_VERSION_MAJOR >= 2
+using CollectiveGroup = c10d::Backend;
+#else
+using CollectiveGroup = c10d::ProcessGroup;
+#endif
+
+// Gloo carries the control values (losses, flags, step numbers) and CPU runs' gradients. A GPU run's
+// gradients and parameters go through NCCL where this LibTorch has it (device to device, no copy through
+// host memory), else through Gloo, which stages CUDA tensors in host memory.
+class C10dDataParallel : public DataParallel {
  public:
-  GlooDataParallel(int rank, int size, const std::string& host, int port) : DataParallel(rank, size) {
+  C10dDataParallel(int rank, int size, const std::string& host, int port) : DataParallel(rank, size) {
     // Under torchrun's agent the store is the agent's (all workers are
     // clients, keys under /worker/attempt_N); run by hand, rank 0 hosts it.
     const bool agent_store = env("TORCHELASTIC_USE_AGENT_STORE") == "True";
@@ -49,16 +63,23 @@ class GlooDataParallel : public DataParallel {
     options.numWorkers = size;
     options.waitWorkers = !agent_store;
     options.timeout = std::chrono::seconds(env_int("SINKLAB_DIST_TIMEOUT_S", 600));
-    c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::TCPStore>(host, options);
-    const std::string prefix =
+    timeout_ = options.timeout;
+    store_ = c10::make_intrusive<c10d::TCPStore>(host, options);
+    prefix_ =
         agent_store ? fmt::format("/worker/attempt_{}/sinklab", env("TORCHELASTIC_RESTART_COUNT", "0")) : "/sinklab";
-    store = c10::make_intrusive<c10d::PrefixStore>(prefix, store);
     auto gloo = c10d::ProcessGroupGloo::Options::create(options.timeout);
     const std::string interface = env("GLOO_SOCKET_IFNAME");
     gloo->devices.push_back(interface.empty() ? c10d::ProcessGroupGloo::createDefaultDevice()
                                               : c10d::ProcessGroupGloo::createDeviceForInterface(interface));
-    group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, gloo);
+    gloo_ = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>(prefix_, store_), rank,
+                                                       size, gloo);
   }
+
+#if SINKLAB_HAVE_NCCL
+  ~C10dDataParallel() override {
+    if (nccl_) nccl_->shutdown();  // PyTorch 2.x warns about, and aborts, a group dropped without it
+  }
+#endif
 
   void average_gradients(const std::vector<torch::Tensor>& parameters) override {
     std::vector<std::vector<torch::Tensor>> buckets(1);
@@ -68,7 +89,8 @@ class GlooDataParallel : public DataParallel {
       // Every worker must send the same tensors: an unused parameter sends zeros.
       if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
       const int64_t b = p.numel() * static_cast<int64_t>(p.element_size());
-      if (bytes > 0 && (bytes + b > kBucketBytes || buckets.back()[0].scalar_type() != p.scalar_type())) {
+      if (bytes > 0 && (bytes + b > kBucketBytes || buckets.back()[0].scalar_type() != p.scalar_type() ||
+                        buckets.back()[0].device() != p.device())) {
         buckets.emplace_back();
         bytes = 0;
       }
@@ -83,7 +105,7 @@ class GlooDataParallel : public DataParallel {
       for (const auto& g : bucket) views.push_back(g.reshape({-1}));
       flat.push_back(torch::cat(views));
       std::vector<torch::Tensor> one = {flat.back()};
-      pending.push_back(group_->allreduce(one));  // all buckets in flight at once
+      pending.push_back(group_for(flat.back()).allreduce(one));  // all buckets in flight at once
     }
     size_t k = 0;
     for (const auto& bucket : buckets) {
@@ -102,14 +124,14 @@ class GlooDataParallel : public DataParallel {
   std::vector<double> sum(std::vector<double> values) override {
     auto t = torch::tensor(values, torch::kDouble);
     std::vector<torch::Tensor> one = {t};
-    group_->allreduce(one)->wait();
+    gloo_->allreduce(one)->wait();
     return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
   }
 
   std::vector<int64_t> broadcast(std::vector<int64_t> values) override {
     auto t = torch::tensor(values, torch::kLong);
     std::vector<torch::Tensor> one = {t};
-    group_->broadcast(one)->wait();
+    gloo_->broadcast(one)->wait();
     return std::vector<int64_t>(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel());
   }
 
@@ -117,12 +139,35 @@ class GlooDataParallel : public DataParallel {
     torch::NoGradGuard no_grad;
     for (auto p : parameters) {
       std::vector<torch::Tensor> one = {p.data()};
-      group_->broadcast(one)->wait();
+      group_for(p).broadcast(one)->wait();
     }
   }
 
  private:
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
+  CollectiveGroup& group_for(const torch::Tensor& t) {
+#if SINKLAB_HAVE_NCCL
+    if (t.is_cuda()) {
+      if (!nccl_) {
+        // Created at the first GPU tensor, so a CPU run never initialises CUDA; its keys apart from Gloo's.
+        auto options = c10d::ProcessGroupNCCL::Options::create();
+        options->timeout = timeout_;
+        nccl_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(
+            c10::make_intrusive<c10d::PrefixStore>(prefix_ + "/nccl", store_), rank_, size_, options);
+        backends_ = "gloo, nccl";
+      }
+      return *nccl_;
+    }
+#endif
+    return *gloo_;
+  }
+
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::string prefix_;
+  std::chrono::milliseconds timeout_{};
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo_;
+#if SINKLAB_HAVE_NCCL
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl_;
+#endif
 };
 #endif
 
@@ -139,14 +184,14 @@ std::unique_ptr<DataParallel> DataParallel::from_environment() {
   if (host.empty() || port <= 0 || port > 65535)
     throw std::runtime_error("WORLD_SIZE > 1 needs MASTER_ADDR and MASTER_PORT (torchrun sets them)");
 #if SINKLAB_HAVE_C10D
-  return std::make_unique<GlooDataParallel>(rank, size, host, port);
+  return std::make_unique<C10dDataParallel>(rank, size, host, port);
 #else
   throw std::runtime_error("WORLD_SIZE > 1, but this sinkc-runtime was built without c10d (its LibTorch lacks the "
                            "distributed headers, or gloo's)");
 #endif
 }
 
-std::string DataParallel::describe() const { return fmt::format("worker {} of {} (gloo)", rank_, size_); }
+std::string DataParallel::describe() const { return fmt::format("worker {} of {} ({})", rank_, size_, backends_); }
 
 torch::Tensor DataParallel::shard(const torch::Tensor& global) const {
   const int64_t rows = global.size(0);

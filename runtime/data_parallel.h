@@ -24,7 +24,7 @@ class DataParallel {
   int rank() const { return rank_; }
   int size() const { return size_; }
   bool leader() const { return rank_ == 0; }
-  std::string describe() const;  // "worker 1 of 2 (gloo)"
+  std::string describe() const;  // "worker 1 of 2 (gloo)", "worker 1 of 2 (gloo, nccl)" once a GPU run used NCCL
 
   // This worker's rows [rank B / W, (rank + 1) B / W) of a global batch;
   // throws unless W divides B.
@@ -42,6 +42,7 @@ class DataParallel {
  protected:
   DataParallel(int rank, int size) : rank_(rank), size_(size) {}
   int rank_, size_;
+  std::string backends_ = "gloo";
 };
 
 }  // namespace sink::rt

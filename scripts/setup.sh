@@ -41,6 +41,8 @@ if ((large_corpus)); then
 fi
 if ((tests)); then
   packages+=(clang-19 libclang-rt-19-dev python3-torch)
+  # scripts/test.sh compiles through it: objects kept between runs on one machine
+  packages+=(ccache)
   # `sinkc submit --slurm` against a real one-node Slurm (tests/slurm)
   packages+=(slurmctld slurmd slurm-client munge)
   # The report's browser test: Debian's chromium, driven over WebDriver by

@@ -2,6 +2,11 @@
 # Set up (with the test-only packages), build, and run the whole test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Every build folder here is configured afresh in CI; ccache (installed by setup.sh --tests) keeps the
+# compiled objects between runs on one machine, whichever folder the clone is in (CCACHE_BASEDIR). The
+# sloppiness lets it cache the translation units that use a precompiled header (all of LibTorch's).
+export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_BASEDIR=$PWD \
+  CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
 scripts/setup.sh --tests
 ctest --test-dir build --output-on-failure -j2
 # The plan library and kernel emitters alone, configured without ANTLR,
@@ -16,3 +21,15 @@ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSINKLAB_FU
   -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 > /dev/null
 ninja -C build-fuzz parse_fuzz sinkc front_tests results_tests results_fixture
 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-fuzz --output-on-failure -j2 -L 'front|results|fuzz'
+# The GPU node's build against the pip PyTorch researchers run (torch 2.11 + CUDA 13, scripts/torch-venv.sh),
+# the CUDA backend compiled in: scripts/pack-deps.sh, then scripts/setup-gpu.sh, as on a node (which
+# scripts/gpu-check.sh runs), with the front end added, since the runtime's tests compile specs. Everything a
+# node builds (the runtime, cuda_check, gpu_attention) compiles here against that LibTorch, and the runtime's
+# tests that need no GPU run on it: the data-parallel ones under torch 2.11's torchrun, the CUDA kernels on
+# the CPU emulation.
+venv=$(scripts/torch-venv.sh)
+scripts/pack-deps.sh .deps
+PATH="$venv/bin:$PATH" scripts/setup-gpu.sh .deps build-torch2 -DSINKLAB_FRONTEND=ON -DSINKLAB_PYTHON="$venv/bin/python" \
+  --target sinkc --target sinkc-runtime --target runtime_tests --target plan_tests --target cuda_check \
+  --target gpu_attention
+ctest --test-dir build-torch2 --output-on-failure -j2 -L 'plan|runtime'
