@@ -35,7 +35,6 @@ std::string paper_variant(const ModelConfig& c) {
   if (c.sink_token) return refuse("model.sink_token", "true");
   if (c.biases != "none") return refuse("model.biases", c.biases);
   if (c.heads_combine != "concat") return refuse("model.heads_combine", c.heads_combine);
-  if (c.placement != "pre") return refuse("model.placement", c.placement, "only pre-norm models are exported");
   return "";
 }
 
@@ -109,6 +108,7 @@ std::string hf_model_type(const ModelConfig& c, std::string* why) {
   };
   if (auto reason = paper_variant(c); !reason.empty()) return no(reason);
   if (c.pe == "rope") {
+    if (c.placement != "pre") return no(refuse("model.placement", c.placement, "RoPE models are exported as LLaMA, which is pre-norm"));
     if (c.norm != "rmsnorm") return no(refuse("model.norm", c.norm, "RoPE models are exported as LLaMA, which has RMSNorm"));
     if (!gated(c.ffn))
       return no(refuse("model.ffn", c.ffn, "RoPE models are exported as LLaMA, whose FFN is gated (swiglu, geglu, reglu)"));
@@ -116,12 +116,19 @@ std::string hf_model_type(const ModelConfig& c, std::string* why) {
   }
   if (c.pe == "learned" || c.pe == "nope") {
     if (c.norm != "layernorm")
-      return no(refuse("model.norm", c.norm, "models with learned or no positions are exported as GPT-2, which has LayerNorm"));
-    if (gated(c.ffn)) return no(refuse("model.ffn", c.ffn, "GPT-2's FFN is not gated (gelu, relu, swish)"));
-    if (c.kv_heads != c.heads) return no(refuse("model.kv_heads", std::to_string(c.kv_heads), "GPT-2 has no grouped-query attention"));
-    if (c.d_head * c.heads != c.d) return no(refuse("model.d_head", std::to_string(c.d_head), "GPT-2 has d_head = d / heads"));
-    if (c.attention.window > 0) return no(refuse("loss.window", std::to_string(c.attention.window), "GPT-2 has no sliding window"));
-    return "gpt2";
+      return no(refuse("model.norm", c.norm, "models with learned or no positions are exported as GPT-2 or OPT, which "
+                                             "have LayerNorm"));
+    if (gated(c.ffn)) return no(refuse("model.ffn", c.ffn, "GPT-2's and OPT's FFN is not gated (gelu, relu, swish)"));
+    if (c.kv_heads != c.heads)
+      return no(refuse("model.kv_heads", std::to_string(c.kv_heads), "GPT-2 and OPT have no grouped-query attention"));
+    if (c.attention.window > 0)
+      return no(refuse("loss.window", std::to_string(c.attention.window), "GPT-2 and OPT have no sliding window"));
+    if (c.placement == "pre") return "gpt2";
+    // OPT-350m's layout: each sublayer's LayerNorm after its residual sum, no final norm.
+    if (c.norm_eps != 1e-5)
+      return no(refuse("model.norm_eps", fmt::format("{}", c.norm_eps), "post-norm models are exported as OPT, whose "
+                                                                         "LayerNorm has eps 1e-5"));
+    return "opt";
   }
   return no(refuse("model.pe", c.pe));
 }
@@ -175,6 +182,38 @@ std::string save_hf(Transformer& model, int64_t context, const HfTokens& tokens,
     }
     tensors["transformer.ln_f.weight"] = w(model.final_norm->weight);
     tensors["transformer.ln_f.bias"] = w(model.final_norm->bias);
+  } else if (type == "opt") {
+    const int64_t positions = c.pe == "learned" ? c.max_positions : context;
+    config.update({{"model_type", "opt"}, {"architectures", {"OPTForCausalLM"}}, {"hidden_size", c.d},
+                   {"word_embed_proj_dim", c.d}, {"num_hidden_layers", c.layers}, {"num_attention_heads", c.heads},
+                   {"ffn_dim", c.ffn_hidden}, {"max_position_embeddings", positions}, {"do_layer_norm_before", false},
+                   {"activation_function", activation(c.ffn)}, {"enable_bias", true},
+                   {"layer_norm_elementwise_affine", true}, {"dropout", 0.0}, {"attention_dropout", 0.0},
+                   {"layerdrop", 0.0}});
+    const std::string d = "model.decoder.";
+    tensors[d + "embed_tokens.weight"] = w(model.embed->weight);
+    // OPT's position table starts 2 rows in (its padding offset); no positions: all zeros.
+    auto table = torch::zeros({positions + 2, c.d});
+    if (c.pe == "learned") table.narrow(0, 2, positions).copy_(w(model.positions->weight));
+    tensors[d + "embed_positions.weight"] = table;
+    for (int64_t l = 0; l < c.layers; ++l) {
+      const Block& b = *model.blocks[l];
+      const std::string p = fmt::format("{}layers.{}.", d, l);
+      auto linear = [&](const std::string& name, const torch::Tensor& weight) {  // zero biases: sinklab's have none
+        tensors[p + name + ".weight"] = w(weight);
+        tensors[p + name + ".bias"] = torch::zeros({weight.size(0)});
+      };
+      linear("self_attn.q_proj", b.attn->wq->weight);
+      linear("self_attn.k_proj", b.attn->wk->weight);
+      linear("self_attn.v_proj", b.attn->wv->weight);
+      linear("self_attn.out_proj", b.attn->wo->weight);
+      linear("fc1", b.ffn->w1->weight);
+      linear("fc2", b.ffn->w2->weight);
+      tensors[p + "self_attn_layer_norm.weight"] = w(b.norm1->weight);
+      tensors[p + "self_attn_layer_norm.bias"] = w(b.norm1->bias);
+      tensors[p + "final_layer_norm.weight"] = w(b.norm2->weight);
+      tensors[p + "final_layer_norm.bias"] = w(b.norm2->bias);
+    }
   } else {
     const json rope = {{"rope_type", "default"}, {"rope_theta", c.rope_theta}};
     config.update({{"model_type", type},

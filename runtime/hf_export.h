@@ -6,6 +6,8 @@
 //   mistral  the same with loss.window      -> MistralForCausalLM (sliding_window)
 //   gpt2     learned positions (or none), LayerNorm, an ungated FFN (GELU,
 //            ReLU, swish), pre-norm, multi-head attention -> GPT2LMHeadModel
+//   opt      the same post-norm (LayerNorm eps 1e-5) -> OPTForCausalLM
+//            (do_layer_norm_before = false, OPT-350m's layout)
 // with softmax attention and nothing else of the paper's variants. Every
 // other plan is refused, naming the field.
 #pragma once
@@ -16,7 +18,7 @@
 namespace sink::rt {
 
 // The model_type a model of `config` is written as ("llama", "mistral",
-// "gpt2"), or "" with `why` naming the plan field no stock class computes.
+// "gpt2", "opt"), or "" with `why` naming the plan field no stock class computes.
 std::string hf_model_type(const ModelConfig& config, std::string* why = nullptr);
 
 // What the run's data says about its tokens, for config.json and the tokenizer.
