@@ -108,11 +108,22 @@ std::string hf_model_type(const ModelConfig& c, std::string* why) {
   };
   if (auto reason = paper_variant(c); !reason.empty()) return no(reason);
   if (c.pe == "rope") {
-    if (c.placement != "pre") return no(refuse("model.placement", c.placement, "RoPE models are exported as LLaMA, which is pre-norm"));
-    if (c.norm != "rmsnorm") return no(refuse("model.norm", c.norm, "RoPE models are exported as LLaMA, which has RMSNorm"));
-    if (!gated(c.ffn))
-      return no(refuse("model.ffn", c.ffn, "RoPE models are exported as LLaMA, whose FFN is gated (swiglu, geglu, reglu)"));
-    return c.attention.window > 0 ? "mistral" : "llama";
+    if (c.placement != "pre")
+      return no(refuse("model.placement", c.placement, "RoPE models are exported as LLaMA or GPT-NeoX, both pre-norm"));
+    if (c.norm == "rmsnorm") {
+      if (!gated(c.ffn))
+        return no(refuse("model.ffn", c.ffn, "RoPE + RMSNorm models are exported as LLaMA, whose FFN is gated (swiglu, "
+                                             "geglu, reglu)"));
+      return c.attention.window > 0 ? "mistral" : "llama";
+    }
+    // RoPE + LayerNorm: GPT-NeoX with every dimension rotating and the serial residual.
+    if (gated(c.ffn))
+      return no(refuse("model.ffn", c.ffn, "RoPE + LayerNorm models are exported as GPT-NeoX, whose FFN is not gated"));
+    if (c.kv_heads != c.heads)
+      return no(refuse("model.kv_heads", std::to_string(c.kv_heads), "GPT-NeoX has no grouped-query attention"));
+    if (c.attention.window > 0)
+      return no(refuse("loss.window", std::to_string(c.attention.window), "GPT-NeoX has no sliding window"));
+    return "gpt_neox";
   }
   if (c.pe == "learned" || c.pe == "nope") {
     if (c.norm != "layernorm")
@@ -214,6 +225,39 @@ std::string save_hf(Transformer& model, int64_t context, const HfTokens& tokens,
       tensors[p + "final_layer_norm.weight"] = w(b.norm2->weight);
       tensors[p + "final_layer_norm.bias"] = w(b.norm2->bias);
     }
+  } else if (type == "gpt_neox") {
+    config.update({{"model_type", "gpt_neox"}, {"architectures", {"GPTNeoXForCausalLM"}}, {"hidden_size", c.d},
+                   {"num_hidden_layers", c.layers}, {"num_attention_heads", c.heads}, {"intermediate_size", c.ffn_hidden},
+                   {"hidden_act", activation(c.ffn)}, {"max_position_embeddings", context}, {"layer_norm_eps", c.norm_eps},
+                   {"use_parallel_residual", false}, {"attention_bias", true}, {"hidden_dropout", 0.0},
+                   {"attention_dropout", 0.0},
+                   // rope_parameters for transformers 5, rotary_pct and rotary_emb_base for the 4.x readers
+                   {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", c.rope_theta}, {"partial_rotary_factor", 1.0}}},
+                   {"rotary_pct", 1.0}, {"rotary_emb_base", c.rope_theta}});
+    tensors["gpt_neox.embed_in.weight"] = w(model.embed->weight);
+    for (int64_t l = 0; l < c.layers; ++l) {
+      const Block& b = *model.blocks[l];
+      const std::string p = fmt::format("gpt_neox.layers.{}.", l);
+      auto per_head = [&](const torch::Tensor& t) { return t.view({c.heads, c.d_head, c.d}); };
+      // The fused projection is laid out per head: [q_h, k_h, v_h] for each head h.
+      auto qkv = torch::stack({per_head(to_rotate_half(w(b.attn->wq->weight), c.heads, c.d_head)),
+                               per_head(to_rotate_half(w(b.attn->wk->weight), c.heads, c.d_head)),
+                               per_head(w(b.attn->wv->weight))},
+                              1);
+      auto linear = [&](const std::string& name, const torch::Tensor& weight) {  // zero biases: sinklab's have none
+        tensors[p + name + ".weight"] = weight.contiguous();
+        tensors[p + name + ".bias"] = torch::zeros({weight.size(0)});
+      };
+      linear("attention.query_key_value", qkv.reshape({3 * c.heads * c.d_head, c.d}));
+      linear("attention.dense", w(b.attn->wo->weight));
+      linear("mlp.dense_h_to_4h", w(b.ffn->w1->weight));
+      linear("mlp.dense_4h_to_h", w(b.ffn->w2->weight));
+      tensors[p + "input_layernorm.weight"] = w(b.norm1->weight), tensors[p + "input_layernorm.bias"] = w(b.norm1->bias);
+      tensors[p + "post_attention_layernorm.weight"] = w(b.norm2->weight);
+      tensors[p + "post_attention_layernorm.bias"] = w(b.norm2->bias);
+    }
+    tensors["gpt_neox.final_layer_norm.weight"] = w(model.final_norm->weight);
+    tensors["gpt_neox.final_layer_norm.bias"] = w(model.final_norm->bias);
   } else {
     const json rope = {{"rope_type", "default"}, {"rope_theta", c.rope_theta}};
     config.update({{"model_type", type},
@@ -241,7 +285,7 @@ std::string save_hf(Transformer& model, int64_t context, const HfTokens& tokens,
     }
     tensors["model.norm.weight"] = w(model.final_norm->weight);
   }
-  if (!c.tie_embeddings) tensors["lm_head.weight"] = w(model.head->weight);
+  if (!c.tie_embeddings) tensors[type == "gpt_neox" ? "embed_out.weight" : "lm_head.weight"] = w(model.head->weight);
 
   std::error_code ec;
   fs::create_directories(dir, ec);

@@ -4,6 +4,8 @@
 //   llama    RoPE, RMSNorm, a gated FFN (SwiGLU, GeGLU, ReGLU), pre-norm,
 //            grouped-query attention        -> LlamaForCausalLM
 //   mistral  the same with loss.window      -> MistralForCausalLM (sliding_window)
+//   gpt_neox RoPE, LayerNorm, an ungated FFN (GELU, ReLU, swish), pre-norm,
+//            multi-head attention           -> GPTNeoXForCausalLM (rotary_pct 1, serial residual)
 //   gpt2     learned positions (or none), LayerNorm, an ungated FFN (GELU,
 //            ReLU, swish), pre-norm, multi-head attention -> GPT2LMHeadModel
 //   opt      the same post-norm (LayerNorm eps 1e-5) -> OPTForCausalLM
@@ -18,7 +20,7 @@
 namespace sink::rt {
 
 // The model_type a model of `config` is written as ("llama", "mistral",
-// "gpt2", "opt"), or "" with `why` naming the plan field no stock class computes.
+// "gpt_neox", "gpt2", "opt"), or "" with `why` naming the plan field no stock class computes.
 std::string hf_model_type(const ModelConfig& config, std::string* why = nullptr);
 
 // What the run's data says about its tokens, for config.json and the tokenizer.

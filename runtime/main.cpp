@@ -217,8 +217,8 @@ int main(int argc, char** argv) {
   export_cmd->add_option("--llama2c", llama2c_file,
                          "FILE: a llama2.c version-0 checkpoint (RoPE, RMSNorm, SwiGLU, softmax attention models only)");
   export_cmd->add_option("--hf", hf_dir,
-                         "DIR: a Hugging Face model folder (LLaMA, Mistral, GPT-2 or OPT, for the softmax models "
-                         "those classes compute exactly)");
+                         "DIR: a Hugging Face model folder (LLaMA, Mistral, GPT-NeoX, GPT-2 or OPT, for the softmax "
+                         "models those classes compute exactly)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -101,8 +101,9 @@ TEST(ExportHf, ModelsNoStockClassComputesAreRefusedNamingTheField) {
       {"model.biases = kv", "model.biases"},
       {"model.heads_combine = add", "model.heads_combine"},
       {"model.placement = post", "model.placement"},
-      {"model.norm = layernorm", "model.norm = layernorm: RoPE models are exported as LLaMA"},
-      {"model.ffn = gelu", "model.ffn = gelu"},
+      {"model.norm = layernorm", "model.ffn = swiglu: RoPE + LayerNorm models are exported as GPT-NeoX"},
+      {"model.ffn = gelu", "model.ffn = gelu: RoPE + RMSNorm models are exported as LLaMA"},
+      {"model { norm = layernorm  ffn = gelu  kv_heads = 1 }", "model.kv_heads"},
       {"model { pe = learned }", "model.norm = rmsnorm"},
       {"model { pe = learned  norm = layernorm }", "model.ffn = swiglu"},
       {"model { pe = learned  norm = layernorm  ffn = gelu  kv_heads = 1 }", "model.kv_heads"},
@@ -128,6 +129,7 @@ TEST(ExportHf, ModelsNoStockClassComputesAreRefusedNamingTheField) {
       {"", "llama"},
       {"model { ffn = geglu  kv_heads = 1  tie_embeddings = true }", "llama"},
       {"model.ffn = reglu  loss.window = 8", "mistral"},
+      {"model { norm = layernorm  ffn = gelu }", "gpt_neox"},
       {"model { pe = learned  norm = layernorm  ffn = gelu }", "gpt2"},
       {"model { pe = nope  norm = layernorm  ffn = swish }", "gpt2"},
       {"model { pe = learned  norm = layernorm  ffn = relu  placement = post }", "opt"},
@@ -147,6 +149,8 @@ const std::vector<std::pair<std::string, std::string>> kRoundTrips = {
     {"llama_gqa_tied_geglu", "model { kv_heads = 1  ffn = geglu  tie_embeddings = true  pe = rope(theta = 500) }"},
     {"llama_four_heads_two_kv", "model { heads = 4  kv_heads = 2  ffn = reglu }"},
     {"mistral_window", "loss.window = 5"},
+    {"neox_layernorm_gelu", "model { norm = layernorm  ffn = gelu  pe = rope(theta = 300) }"},
+    {"neox_four_heads_tied_relu", "model { norm = layernorm  ffn = relu  heads = 4  tie_embeddings = true }"},
     {"gpt2_learned", "model { pe = learned  norm = layernorm  ffn = gelu }"},
     {"gpt2_nope_tied", "model { pe = nope  norm = layernorm  ffn = relu  tie_embeddings = true }"},
     {"opt_post_norm", "model { pe = learned  norm = layernorm  ffn = relu  placement = post }"},
@@ -219,7 +223,7 @@ TEST(ExportHf, TransformersComputesTheRunsLogitsAttentionAndAlphaTable) {
     // after it (the layer's output): the massive ratios compare for pre-norm runs only.
     for (size_t l = 0; l < run_report.massive.size() && ours.cfg.placement == "pre"; ++l)
       EXPECT_NEAR(measured["massive"][l].get<double>(), run_report.massive[l], 1e-5 * run_report.massive[l]);
-    std::printf("[ export ] %-23s transformers against the run: |logits| %.1e, |attention| %.1e; measure DIR against "
+    std::printf("[ export ] %-25s transformers against the run: |logits| %.1e, |attention| %.1e; measure DIR against "
                 "the run's alpha table %.1e\n",
                 c.name.c_str(), logits, attention, alpha);
   }
