@@ -24,8 +24,8 @@ std::string refuse(const std::string& field, const std::string& value, const std
 std::string paper_variant(const ModelConfig& c) {
   const AttentionConfig& a = c.attention;
   if (!a.softmax)
-    return fmt::format("attention.score = {} with attention.normalize = {}: {} (softmax attention only)", to_string(a.score),
-                       a.normalize, kNoClass);
+    return fmt::format("attention.score = {} with attention.normalize = {}: {} (softmax attention only)",
+                       to_string(a.score), a.normalize, kNoClass);
   if (a.kernel != "identity") return refuse("attention.kernel", a.kernel);
   if (a.gate != "none") return refuse("attention.gate", a.gate);
   if (a.has_sink_logit()) return refuse("attention.sink_logit", a.sink_logit);
@@ -77,7 +77,8 @@ json byte_tokenizer_json(const HfTokens& tokens) {
     return json{{"id", id},          {"content", content}, {"single_word", false}, {"lstrip", false},
                 {"rstrip", false}, {"normalized", false}, {"special", true}};
   };
-  const json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
+  const json byte_level = {
+      {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
   return {{"version", "1.0"},
           {"truncation", nullptr},
           {"padding", nullptr},
@@ -170,7 +171,8 @@ std::string save_hf(Transformer& model, int64_t context, const HfTokens& tokens,
   if (tokens.eos >= 0) config["eos_token_id"] = tokens.eos;
   if (type == "gpt2") {
     config.update({{"model_type", "gpt2"}, {"architectures", {"GPT2LMHeadModel"}}, {"n_embd", c.d}, {"n_layer", c.layers},
-                   {"n_head", c.heads}, {"n_inner", c.ffn_hidden}, {"n_positions", c.pe == "learned" ? c.max_positions : context},
+                   {"n_head", c.heads}, {"n_inner", c.ffn_hidden},
+                   {"n_positions", c.pe == "learned" ? c.max_positions : context},
                    {"activation_function", activation(c.ffn)}, {"layer_norm_epsilon", c.norm_eps},
                    {"resid_pdrop", 0.0}, {"embd_pdrop", 0.0}, {"attn_pdrop", 0.0}});
     tensors["transformer.wte.weight"] = w(model.embed->weight);
@@ -232,7 +234,8 @@ std::string save_hf(Transformer& model, int64_t context, const HfTokens& tokens,
                    {"use_parallel_residual", false}, {"attention_bias", true}, {"hidden_dropout", 0.0},
                    {"attention_dropout", 0.0},
                    // rope_parameters for transformers 5, rotary_pct and rotary_emb_base for the 4.x readers
-                   {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", c.rope_theta}, {"partial_rotary_factor", 1.0}}},
+                   {"rope_parameters",
+                    {{"rope_type", "default"}, {"rope_theta", c.rope_theta}, {"partial_rotary_factor", 1.0}}},
                    {"rotary_pct", 1.0}, {"rotary_emb_base", c.rope_theta}});
     tensors["gpt_neox.embed_in.weight"] = w(model.embed->weight);
     for (int64_t l = 0; l < c.layers; ++l) {

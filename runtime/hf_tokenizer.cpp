@@ -54,7 +54,8 @@ class HfTokenizer : public Tokenizer {
       for (const auto& id : ids) {
         const int64_t v = id.get<int64_t>();
         if (v < 0 || v >= vocab_)
-          throw std::runtime_error(fmt::format("{} gives token id {}, outside the checkpoint's vocabulary of {}", path_, v, vocab_));
+          throw std::runtime_error(
+              fmt::format("{} gives token id {}, outside the checkpoint's vocabulary of {}", path_, v, vocab_));
         row.push_back(static_cast<int32_t>(v));
       }
       out.push_back(std::move(row));
@@ -91,10 +92,10 @@ class HfTokenizer : public Tokenizer {
     } cleanup{dir};
     // Text that is not valid UTF-8 reaches the library with U+FFFD in place of the bad bytes.
     std::ofstream(dir / "request.json") << request.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    const std::string command = fmt::format("{} -c {} {} {} < {} > {} 2> {}", shell_quote(python.path), shell_quote(kScript),
-                                            shell_quote(path_), mode, shell_quote((dir / "request.json").string()),
-                                            shell_quote((dir / "reply.json").string()),
-                                            shell_quote((dir / "errors.txt").string()));
+    const std::string command =
+        fmt::format("{} -c {} {} {} < {} > {} 2> {}", shell_quote(python.path), shell_quote(kScript), shell_quote(path_),
+                    mode, shell_quote((dir / "request.json").string()), shell_quote((dir / "reply.json").string()),
+                    shell_quote((dir / "errors.txt").string()));
     const int status = std::system(command.c_str());
     const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     if (rc == kNoLibrary) throw cannot(fmt::format("{} ({}) cannot import tokenizers", python.path, python.how));
@@ -108,7 +109,8 @@ class HfTokenizer : public Tokenizer {
     }
     std::ifstream in(dir / "reply.json");
     auto reply = nlohmann::json::parse(in, nullptr, false);
-    if (reply.is_discarded()) throw std::runtime_error(fmt::format("{}: the tokenizers library's answer is not JSON", path_));
+    if (reply.is_discarded())
+      throw std::runtime_error(fmt::format("{}: the tokenizers library's answer is not JSON", path_));
     return reply;
   }
 

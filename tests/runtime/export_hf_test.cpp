@@ -23,7 +23,8 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string trained_run(const TempDir& out, const std::string& body) {
-  auto plan = sinktest::plan_of("experiment exported extends micro { train { steps = 6  checkpoint_every = 3 } " + body + " }");
+  auto plan =
+      sinktest::plan_of("experiment exported extends micro { train { steps = 6  checkpoint_every = 3 } " + body + " }");
   RunOptions o;
   o.out = out.str();
   o.progress = false;
@@ -154,7 +155,8 @@ const std::vector<std::pair<std::string, std::string>> kRoundTrips = {
     {"gpt2_learned", "model { pe = learned  norm = layernorm  ffn = gelu }"},
     {"gpt2_nope_tied", "model { pe = nope  norm = layernorm  ffn = relu  tie_embeddings = true }"},
     {"opt_post_norm", "model { pe = learned  norm = layernorm  ffn = relu  placement = post }"},
-    {"opt_post_norm_nope_tied", "model { pe = nope  norm = layernorm  ffn = gelu  placement = post  tie_embeddings = true }"},
+    {"opt_post_norm_nope_tied",
+     "model { pe = nope  norm = layernorm  ffn = gelu  placement = post  tie_embeddings = true }"},
 };
 
 }  // namespace
@@ -239,7 +241,8 @@ TEST(ExportHf, ByteRunsGetATokenizerJsonGivingTheBytes) {
     corpus += "{\"text\": \"Document " + std::to_string(d) + ": the first token takes the attention.\"}\n";
   sinktest::write_file(tmp.file("corpus.jsonl"), corpus);
   const std::string run = trained_run(
-      tmp, "data { corpus = file(\"" + tmp.file("corpus.jsonl") + "\")  tokenizer = bytes  bos = false  valid_fraction = 0.2 }");
+      tmp, "data { corpus = file(\"" + tmp.file("corpus.jsonl") +
+               "\")  tokenizer = bytes  bos = false  valid_fraction = 0.2 }");
   const std::string dir = tmp.file("bytes-hf");
   std::string said;
   ASSERT_EQ(sinkc_export({run, "--hf", dir}, tmp, said), 0) << said;

@@ -31,7 +31,8 @@ inline std::string hf_python_missing(std::string& python) {
   python = env;
   static std::map<std::string, bool> usable;
   if (!usable.count(python))
-    usable[python] = std::system((shell_quoted(python) + " -c 'import transformers, tokenizers, safetensors' > /dev/null 2>&1")
+    usable[python] = std::system((shell_quoted(python) +
+                                  " -c 'import transformers, tokenizers, safetensors' > /dev/null 2>&1")
                                      .c_str()) == 0;
   if (!usable[python]) return "SINKLAB_PYTHON=" + python + " cannot import transformers, tokenizers and safetensors";
   return "";
@@ -41,8 +42,8 @@ inline std::string hf_python_missing(std::string& python) {
 // Hugging Face's libraries stay offline and write nothing into $HOME.
 inline int run_oracle(const std::string& python, const std::vector<std::string>& args, std::string* out = nullptr) {
   static TempDir home("hf-home");
-  std::vector<std::string> words = {shell_quoted(python),
-                                    shell_quoted(std::string(SINKLAB_SOURCE_DIR) + "/tests/runtime/hf_transformers_oracle.py")};
+  const std::string script = std::string(SINKLAB_SOURCE_DIR) + "/tests/runtime/hf_transformers_oracle.py";
+  std::vector<std::string> words = {shell_quoted(python), shell_quoted(script)};
   for (const auto& a : args) words.push_back(shell_quoted(a));
   std::string command = "HF_HUB_OFFLINE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 TRANSFORMERS_VERBOSITY=error HF_HOME=";
   command.append(shell_quoted(home.str()));

@@ -91,8 +91,9 @@ TEST(HfTransformers, EveryModelTypeMatchesTransformersOwnForward) {
     for (const auto& layer : want["alpha"]) triples += layer.size() * expected["N"].get<size_t>();
     // A head right at eps may fall either side of it in float: at most one triple apart.
     EXPECT_NEAR(got["sink"]["1"].get<double>(), want["sink"]["1"].get<double>(), 100.0 / double(triples) + 1e-9);
-    std::string line = fmt::format("[ oracle ] {:<36} transformers fp32: |alpha| {:.1e}, massive {:.1e}, max |h| {:.1e} (rel.)",
-                                   name, alpha, massive, max_activation);
+    std::string line =
+        fmt::format("[ oracle ] {:<36} transformers fp32: |alpha| {:.1e}, massive {:.1e}, max |h| {:.1e} (rel.)", name,
+                    alpha, massive, max_activation);
     if (expected.contains("bf16_compute")) {
       const double bf16 = worst_difference(got["alpha"], expected["bf16_compute"]["alpha"]);
       EXPECT_LE(bf16, kBf16Compute);
@@ -106,7 +107,8 @@ TEST(HfTransformers, EveryModelTypeMatchesTransformersOwnForward) {
 namespace {
 
 // An executable shell script `name` in `dir` that runs `python` with `flags`.
-std::string python_wrapper(const fs::path& dir, const std::string& name, const std::string& python, const std::string& flags) {
+std::string python_wrapper(const fs::path& dir, const std::string& name, const std::string& python,
+                           const std::string& flags) {
   fs::create_directories(dir);
   const std::string path = (dir / name).string();
   sinktest::write_file(path, "#!/bin/sh\nexec '" + python + "' " + flags + " \"$@\"\n");
