@@ -10,12 +10,14 @@
 // ratios.
 //
 //   build/bench/train_throughput [steps=20] [threads=1] [rounds=3] [shapes=tiny,tiny_text,ctx256]
-// The environment variable SINKLAB_PYTHON overrides the Python the build was configured with.
+// The environment variable SINKLAB_PYTHON overrides the Python the build was configured with;
+// SINKLAB_BENCH_PROFILE=PREFIX writes PREFIX-reference.json and PREFIX-jit.json (profiler traces).
 #include <chrono>
 #include <algorithm>
 #include <cstdio>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <torch/csrc/autograd/profiler_legacy.h>
 
 #include "compiler/pipeline.h"
 #include "runtime/batches.h"
@@ -55,8 +57,16 @@ double ours(RunConfig cfg, int steps) {
     opt->step();
   };
   for (int s = 0; s < 3; ++s) step(s);
+  // Where the time goes: LibTorch's profiler over the timed steps, as a Chrome trace
+  // (bench/profile_summary.py sums it by operator).
+  std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
+  if (const char* path = getenv("SINKLAB_BENCH_PROFILE")) {
+    const std::string file = fmt::format("{}-{}.json", path, cfg.model.attention.backend);
+    profile = std::make_unique<torch::autograd::profiler::RecordProfile>(file);
+  }
   auto t0 = std::chrono::steady_clock::now();
   for (int s = 0; s < steps; ++s) step(s);
+  profile.reset();
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return double(steps) * cfg.train.batch * cfg.train.context / secs;
 }
@@ -64,8 +74,8 @@ double ours(RunConfig cfg, int steps) {
 // Tokens/s of the twin under `python` (flags: "" or "--compile"), 0 when it failed.
 double pytorch(const std::string& python, const std::string& flags, const RunConfig& cfg, int64_t vocab, int steps,
                int threads) {
-  std::string cmd = fmt::format("OMP_WAIT_POLICY=passive {} {}/bench/pytorch_twin.py {} {} {} {} {} {} {} {} {} {}", python,
-                                SINKLAB_SOURCE_DIR, flags, cfg.model.d, cfg.model.layers, cfg.model.heads,
+  std::string cmd = fmt::format("OMP_WAIT_POLICY=passive {} {}/bench/pytorch_twin.py {} {} {} {} {} {} {} {} {} {}",
+                                python, SINKLAB_SOURCE_DIR, flags, cfg.model.d, cfg.model.layers, cfg.model.heads,
                                 cfg.model.ffn_hidden, cfg.train.context, cfg.train.batch, vocab, steps, threads);
   auto j = nlohmann::json::parse(rt::command_output(cmd), nullptr, false);
   return j.is_discarded() || !j.contains("tokens_per_s") ? 0 : j["tokens_per_s"].get<double>();
@@ -96,7 +106,8 @@ int main(int argc, char** argv) {
   const int rounds = argc > 3 ? std::max(1, std::atoi(argv[3])) : 3;
   const std::string only = argc > 4 ? fmt::format(",{},", argv[4]) : "";
   at::set_num_threads(threads);
-  const bool openblas = getenv("SINKLAB_BENCH_BLAS_THREADS") ? false : rt::single_threaded_blas();  // as sinkc-runtime does
+  const bool openblas =
+      getenv("SINKLAB_BENCH_BLAS_THREADS") ? false : rt::single_threaded_blas();  // as sinkc-runtime does
   const std::string python2 = torch2_python();
   struct Shape {
     const char* name;
@@ -106,17 +117,18 @@ int main(int argc, char** argv) {
       {"tiny", "experiment b extends tiny { attention.backend = BACKEND }"},
       {"tiny_text", "experiment b extends tiny_text { attention.backend = BACKEND }"},
       {"ctx256",
-       "experiment b extends tiny { attention.backend = BACKEND  model { d = 128  layers = 2  heads = 4  ffn_hidden = 256 }"
-       "  train { context = 256  batch = 16 } }"},
+       "experiment b extends tiny { attention.backend = BACKEND"
+       "  model { d = 128  layers = 2  heads = 4  ffn_hidden = 256 }  train { context = 256  batch = 16 } }"},
   };
-  fmt::print("{} steps x {} rounds, {} thread(s), OpenBLAS {}, tokens/s (ctx256: d 128, L 2, H 4, context 256)\n", steps,
-             rounds, threads, openblas ? "single-threaded (as sinkc-runtime)" : "with its own threads");
+  fmt::print("{} steps x {} rounds, {} thread(s), OpenBLAS {}, tokens/s (ctx256: d 128, L 2, H 4, context 256)\n",
+             steps, rounds, threads, openblas ? "single-threaded (as sinkc-runtime)" : "with its own threads");
   if (python2.empty())
-    fmt::print("torch 2.x columns skipped: no SINKLAB_PYTHON (scripts/setup.sh configures it from scripts/torch-venv.sh)\n");
+    fmt::print(
+        "torch 2.x columns skipped: no SINKLAB_PYTHON (scripts/setup.sh configures it from scripts/torch-venv.sh)\n");
   else
     fmt::print("torch 2.x: {}\n", python2);
-  fmt::print("{:<10} {:>9} {:>9} | {:>9} {:>9} {:>9} | {:>8} {:>8} {:>9} {:>9}\n", "shape", "reference", "jit", "PyT 1.13",
-             "2.x eager", "2.x comp", "ref/1.13", "jit/ref", "jit/eager", "jit/comp");
+  fmt::print("{:<10} {:>9} {:>9} | {:>9} {:>9} {:>9} | {:>8} {:>8} {:>9} {:>9}\n", "shape", "reference", "jit",
+             "PyT 1.13", "2.x eager", "2.x comp", "ref/1.13", "jit/ref", "jit/eager", "jit/comp");
   for (const auto& s : shapes) {
     if (!only.empty() && only.find(fmt::format(",{},", s.name)) == std::string::npos) continue;
     auto with = [&](const char* backend) {
