@@ -31,7 +31,7 @@ import sys
 import time
 
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # idle threads yield to the JIT's child process
-import torch2_env  # noqa: E402  (before torch: it sets inductor's cache folder)
+import torch2_env  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention  # noqa: E402
@@ -187,7 +187,7 @@ def main():
     p.add_argument("--shapes", default="64:16,128:32,256:32,512:64")
     p.add_argument("--json")
     args = p.parse_args()
-    torch2_env.fix_inductor_link()
+    torch2_env.fix_inductor(args.threads)
     torch.set_num_threads(args.threads)
     torch._dynamo.config.cache_size_limit = 1024  # one compile per variant and shape, all kept
     if hasattr(torch._dynamo.config, "recompile_limit"):

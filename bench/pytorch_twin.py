@@ -18,7 +18,7 @@ import math
 import sys
 import time
 
-import torch2_env  # before torch: it sets inductor's cache folder
+import torch2_env
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -34,7 +34,7 @@ micro = int(argv[12]) if len(argv) > 12 and int(argv[12]) > 0 else batch
 sdpa = hasattr(F, "scaled_dot_product_attention")
 torch.set_num_threads(threads)
 if compiled:
-    torch2_env.fix_inductor_link()
+    torch2_env.fix_inductor(threads)
 torch.manual_seed(0)
 dh = d // heads
 

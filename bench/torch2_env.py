@@ -9,16 +9,19 @@ load (undefined Sleef_* symbols), and inductor's check of the CPU's vector
 ISA fails with them, so every kernel it generates is scalar code and
 FlexAttention's CPU template refuses to lower at all. Inductor links no
 libpython on Linux, so the folder is dropped from its library path here.
-Its cache gets its own folder, so that nothing built with the wrong link is
-reused.
+
+Its cache gets a folder of its own, so that nothing built with the wrong
+link is reused, and one per thread count: the C++ inductor generates has the
+thread count built in, and a FlexAttention kernel compiled for one thread
+corrupted the heap when the cache handed it to a two-thread run.
 """
 import os
 import sysconfig
 
-os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/sinklab-torchinductor")
 
-
-def fix_inductor_link():
+def fix_inductor(threads):
+    """Call once the thread count is known, before the first torch.compile (inductor reads the folder lazily)."""
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = f"/tmp/sinklab-torchinductor-{threads}t"
     libdir = sysconfig.get_config_var("LIBDIR")
     if not libdir or not os.path.exists(os.path.join(libdir, "libtorch_cpu.so")):
         return
