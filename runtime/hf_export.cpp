@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "runtime/positions.h"
 #include "runtime/run_dir.h"
 #include "runtime/safetensors.h"
 
@@ -93,6 +94,14 @@ json byte_tokenizer_json(const HfTokens& tokens) {
             {"vocab", vocab}, {"merges", json::array()}}}};
 }
 
+// GPT-2's and OPT's learned position table for sinklab's absolute positions: the learned table itself, the
+// fixed sinusoidal one as sinklab computes it, or zeros for none (adding nothing).
+torch::Tensor position_table(Transformer& model, int64_t rows) {
+  if (model.cfg.pe == "learned") return model.positions->weight.detach().to(torch::kCPU, torch::kFloat).contiguous();
+  if (model.cfg.pe == "sinusoidal") return sinusoidal_positions(rows, model.cfg.d);
+  return torch::zeros({rows, model.cfg.d});
+}
+
 void write_json(const fs::path& path, const json& j) {
   const std::string text = j.dump(2) + "\n";
   FileWriter out(path.string());
@@ -126,10 +135,10 @@ std::string hf_model_type(const ModelConfig& c, std::string* why) {
       return no(refuse("loss.window", std::to_string(c.attention.window), "GPT-NeoX has no sliding window"));
     return "gpt_neox";
   }
-  if (c.pe == "learned" || c.pe == "nope") {
+  if (c.pe == "learned" || c.pe == "nope" || c.pe == "sinusoidal") {
     if (c.norm != "layernorm")
-      return no(refuse("model.norm", c.norm, "models with learned or no positions are exported as GPT-2 or OPT, which "
-                                             "have LayerNorm"));
+      return no(refuse("model.norm", c.norm, "models with absolute or no positions are exported as GPT-2 or OPT, "
+                                             "which have LayerNorm"));
     if (gated(c.ffn)) return no(refuse("model.ffn", c.ffn, "GPT-2's and OPT's FFN is not gated (gelu, relu, swish)"));
     if (c.kv_heads != c.heads)
       return no(refuse("model.kv_heads", std::to_string(c.kv_heads), "GPT-2 and OPT have no grouped-query attention"));
@@ -165,6 +174,8 @@ std::string save_hf(Transformer& model, int64_t context, const HfTokens& tokens,
   torch::NoGradGuard no_grad;
   auto w = [](const torch::Tensor& t) { return t.detach().to(torch::kCPU, torch::kFloat).contiguous(); };
   std::map<std::string, torch::Tensor> tensors;
+  // GPT-2's and OPT's table size: the plan's (the longer of train.context and measure.T), as sinklab's own.
+  const int64_t positions = c.max_positions > 0 ? c.max_positions : context;
   json config = {{"vocab_size", c.vocab}, {"tie_word_embeddings", c.tie_embeddings}, {"dtype", "float32"},
                  {"torch_dtype", "float32"}};
   if (tokens.bos >= 0) config["bos_token_id"] = tokens.bos;
@@ -172,12 +183,11 @@ std::string save_hf(Transformer& model, int64_t context, const HfTokens& tokens,
   if (type == "gpt2") {
     config.update({{"model_type", "gpt2"}, {"architectures", {"GPT2LMHeadModel"}}, {"n_embd", c.d}, {"n_layer", c.layers},
                    {"n_head", c.heads}, {"n_inner", c.ffn_hidden},
-                   {"n_positions", c.pe == "learned" ? c.max_positions : context},
+                   {"n_positions", positions},
                    {"activation_function", activation(c.ffn)}, {"layer_norm_epsilon", c.norm_eps},
                    {"resid_pdrop", 0.0}, {"embd_pdrop", 0.0}, {"attn_pdrop", 0.0}});
     tensors["transformer.wte.weight"] = w(model.embed->weight);
-    // No positions: GPT-2's table, all zeros, adds nothing.
-    tensors["transformer.wpe.weight"] = c.pe == "learned" ? w(model.positions->weight) : torch::zeros({context, c.d});
+    tensors["transformer.wpe.weight"] = position_table(model, positions);
     for (int64_t l = 0; l < c.layers; ++l) {
       const Block& b = *model.blocks[l];
       const std::string p = fmt::format("transformer.h.{}.", l);
@@ -196,7 +206,6 @@ std::string save_hf(Transformer& model, int64_t context, const HfTokens& tokens,
     tensors["transformer.ln_f.weight"] = w(model.final_norm->weight);
     tensors["transformer.ln_f.bias"] = w(model.final_norm->bias);
   } else if (type == "opt") {
-    const int64_t positions = c.pe == "learned" ? c.max_positions : context;
     config.update({{"model_type", "opt"}, {"architectures", {"OPTForCausalLM"}}, {"hidden_size", c.d},
                    {"word_embed_proj_dim", c.d}, {"num_hidden_layers", c.layers}, {"num_attention_heads", c.heads},
                    {"ffn_dim", c.ffn_hidden}, {"max_position_embeddings", positions}, {"do_layer_norm_before", false},
@@ -205,9 +214,9 @@ std::string save_hf(Transformer& model, int64_t context, const HfTokens& tokens,
                    {"layerdrop", 0.0}});
     const std::string d = "model.decoder.";
     tensors[d + "embed_tokens.weight"] = w(model.embed->weight);
-    // OPT's position table starts 2 rows in (its padding offset); no positions: all zeros.
+    // OPT's position table starts 2 rows in (its padding offset).
     auto table = torch::zeros({positions + 2, c.d});
-    if (c.pe == "learned") table.narrow(0, 2, positions).copy_(w(model.positions->weight));
+    table.narrow(0, 2, positions).copy_(position_table(model, positions));
     tensors[d + "embed_positions.weight"] = table;
     for (int64_t l = 0; l < c.layers; ++l) {
       const Block& b = *model.blocks[l];

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "runtime/geometry.h"
+#include "runtime/positions.h"
 #include "runtime/score.h"
 
 namespace sink::rt {
@@ -167,6 +168,16 @@ Block::Block(const ModelConfig& c, std::shared_ptr<AttentionBackend> backend) : 
   ffn = register_module("ffn", std::make_shared<FeedForward>(c));
 }
 
+torch::Tensor sinusoidal_positions(int64_t T, int64_t d) {
+  auto pos = torch::arange(T, torch::kFloat).unsqueeze(1);
+  auto freq = torch::exp(torch::arange(0, d, 2, torch::kFloat) * (-std::log(10000.0) / d));
+  auto table = torch::zeros({T, d});
+  table.index_put_({torch::indexing::Slice(), torch::indexing::Slice(0, torch::indexing::None, 2)}, torch::sin(pos * freq));
+  table.index_put_({torch::indexing::Slice(), torch::indexing::Slice(1, torch::indexing::None, 2)},
+                   torch::cos(pos * freq).narrow(1, 0, d / 2));
+  return table;
+}
+
 int64_t relative_bucket(int64_t n, int64_t buckets, int64_t max_distance) {
   const int64_t exact = std::max<int64_t>(1, buckets / 2);
   if (n < exact) return n;
@@ -216,15 +227,7 @@ ForwardResult Transformer::forward(const torch::Tensor& tokens, bool probe, bool
   if (cfg.sink_token) x = torch::cat({sink_token.view({1, 1, cfg.d}).expand({B, 1, cfg.d}), x}, 1);
   const int64_t T = x.size(1);
   if (cfg.pe == "learned") x = x + positions(torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(device)));
-  if (cfg.pe == "sinusoidal") {
-    auto pos = torch::arange(T, torch::kFloat).unsqueeze(1);
-    auto freq = torch::exp(torch::arange(0, cfg.d, 2, torch::kFloat) * (-std::log(10000.0) / cfg.d));
-    auto table = torch::zeros({T, cfg.d});  // built on the CPU, moved once
-    table.index_put_({torch::indexing::Slice(), torch::indexing::Slice(0, torch::indexing::None, 2)}, torch::sin(pos * freq));
-    table.index_put_({torch::indexing::Slice(), torch::indexing::Slice(1, torch::indexing::None, 2)},
-                     torch::cos(pos * freq).narrow(1, 0, cfg.d / 2));
-    x = x + table.to(x.device());
-  }
+  if (cfg.pe == "sinusoidal") x = x + sinusoidal_positions(T, cfg.d).to(x.device());  // built on the CPU, moved once
   torch::Tensor cos, sin;
   if (cfg.pe == "rope") {
     auto inv = torch::pow(cfg.rope_theta, -torch::arange(0, cfg.d_head, 2, torch::kDouble) / double(cfg.d_head));

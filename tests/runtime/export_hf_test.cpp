@@ -97,7 +97,7 @@ TEST(ExportHf, ModelsNoStockClassComputesAreRefusedNamingTheField) {
       {"attention.scale = 0.5", "attention.scale"},
       {"loss.prefix = 4", "loss.prefix"},
       {"model.pe = alibi", "model.pe"},
-      {"model.pe = sinusoidal", "model.pe"},
+      {"model.pe = sinusoidal", "model.norm = rmsnorm"},
       {"model.sink_token = true", "model.sink_token"},
       {"model.biases = kv", "model.biases"},
       {"model.heads_combine = add", "model.heads_combine"},
@@ -154,9 +154,11 @@ const std::vector<std::pair<std::string, std::string>> kRoundTrips = {
     {"neox_four_heads_tied_relu", "model { norm = layernorm  ffn = relu  heads = 4  tie_embeddings = true }"},
     {"gpt2_learned", "model { pe = learned  norm = layernorm  ffn = gelu }"},
     {"gpt2_nope_tied", "model { pe = nope  norm = layernorm  ffn = relu  tie_embeddings = true }"},
+    {"gpt2_sinusoidal_swish", "model { pe = sinusoidal  norm = layernorm  ffn = swish }"},
     {"opt_post_norm", "model { pe = learned  norm = layernorm  ffn = relu  placement = post }"},
     {"opt_post_norm_nope_tied",
      "model { pe = nope  norm = layernorm  ffn = gelu  placement = post  tie_embeddings = true }"},
+    {"opt_post_norm_sinusoidal", "model { pe = sinusoidal  norm = layernorm  ffn = relu  placement = post }"},
 };
 
 }  // namespace
