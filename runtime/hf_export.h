@@ -6,8 +6,8 @@
 //   mistral  the same with loss.window      -> MistralForCausalLM (sliding_window)
 //   gpt_neox RoPE, LayerNorm, an ungated FFN (GELU, ReLU, swish), pre-norm,
 //            multi-head attention           -> GPTNeoXForCausalLM (rotary_pct 1, serial residual)
-//   gpt2     learned positions (or none), LayerNorm, an ungated FFN (GELU,
-//            ReLU, swish), pre-norm, multi-head attention -> GPT2LMHeadModel
+//   gpt2     learned, sinusoidal or no positions, LayerNorm, an ungated FFN
+//            (GELU, ReLU, swish), pre-norm, multi-head attention -> GPT2LMHeadModel
 //   opt      the same post-norm (LayerNorm eps 1e-5) -> OPTForCausalLM
 //            (do_layer_norm_before = false, OPT-350m's layout)
 // with softmax attention and nothing else of the paper's variants. Every
