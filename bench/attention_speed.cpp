@@ -86,8 +86,14 @@ std::vector<Variant> variants() {
 struct Case {
   ModelConfig model;
   kernels::KernelSpec spec;
-  torch::Tensor q, k, v, dout, g, sink;
-  AttentionInputs ref_in;
+  torch::Tensor q, k, v, dout, g, sink, distance;
+  AttentionInputs ref_in;  // without the bias: reference_inputs() gathers it from g on each call
+
+  AttentionInputs reference_inputs() const {
+    AttentionInputs in = ref_in;
+    if (g.defined()) in.bias = g.index({torch::indexing::Slice(), distance});  // [H, T, T], in g's graph
+    return in;
+  }
   AttentionCall jit_in;
 };
 
@@ -119,10 +125,7 @@ Case make_case(const Variant& var, int64_t B, int64_t H, int64_t T, int64_t dh) 
   c.v = torch::randn({B, H, T, dh}).requires_grad_(true);
   c.dout = torch::randn({B, H, T, dh});
   c.ref_in = {c.q, c.k, c.v, {}, {}, {}, {}};
-  if (c.g.defined()) {
-    auto distance = (n.view({T, 1}) - n.view({1, T})).clamp_min(0).to(torch::kLong);
-    c.ref_in.bias = c.g.index({torch::indexing::Slice(), distance});  // [H, T, T]
-  }
+  c.distance = (n.view({T, 1}) - n.view({1, T})).clamp_min(0).to(torch::kLong);
   if (c.sink.defined()) c.ref_in.sink_logit = c.sink;
   c.jit_in = {c.q, c.k, c.v, c.g, {}, {}, c.sink};
   return c;
@@ -159,8 +162,8 @@ int run_cases(const std::string& key, const std::string& shapes, int repeats) {
       torch::NoGradGuard no_grad;
       (void)jit_attention(c.spec, c.jit_in);
     }, repeats);
-    fmt::print("{{\"variant\": \"{}\", \"T\": {}, \"dh\": {}, \"fwd_ms\": {:.4f}, \"fwd_bwd_ms\": {:.4f}}}\n", key, T, dh,
-               fwd * 1e3, fwd_bwd * 1e3);
+    fmt::print("{{\"variant\": \"{}\", \"T\": {}, \"dh\": {}, \"fwd_ms\": {:.4f}, \"fwd_bwd_ms\": {:.4f}}}\n", key,
+               T, dh, fwd * 1e3, fwd_bwd * 1e3);
   }
   return 0;
 }
@@ -193,8 +196,8 @@ int main(int argc, char** argv) {
   const double mm_s = seconds([&] { (void)torch::mm(a, b); }, repeats);
   const double mm_gflops = 2.0 * 1024 * 1024 * 1024 / mm_s / 1e9;
   fmt::print("threads {}; matmul 1024^3: {:.1f} GFLOP/s\n\n", threads, mm_gflops);
-  fmt::print("{:<20} {:>4} {:>3} | {:>9} {:>9} {:>7} | {:>9} {:>7} | {:>7} {:>8}\n", "variant", "T", "dh", "ref ms", "jit ms",
-             "jit/ref", "sdpa ms", "jit/sdpa", "jit GF/s", "fwd share");
+  fmt::print("{:<20} {:>4} {:>3} | {:>9} {:>9} {:>7} | {:>9} {:>7} | {:>7} {:>8}\n", "variant", "T", "dh", "ref ms",
+             "jit ms", "jit/ref", "sdpa ms", "jit/sdpa", "jit GF/s", "fwd share");
   const int64_t B = 16, H = 4;  // batch x heads of the tiny presets
   for (const auto& v : variants()) {
     if (!only_variant.empty() && std::string(v.name).find(only_variant) == std::string::npos &&
@@ -203,7 +206,9 @@ int main(int argc, char** argv) {
     for (int64_t T : {64, 128, 256, 512}) {
       for (int64_t dh : {16, 32, 64}) {
         Case c = make_case(v, B, H, T, dh);
-        auto ref = seconds([&] { reference_attention(c.model.attention, c.ref_in, false).out.backward(c.dout); }, repeats);
+        auto ref = seconds([&] {
+          reference_attention(c.model.attention, c.reference_inputs(), false).out.backward(c.dout);
+        }, repeats);
         auto jit = seconds([&] { jit_attention(c.spec, c.jit_in).backward(c.dout); }, repeats);
         auto jit_fwd = seconds([&] {
           torch::NoGradGuard no_grad;
