@@ -3,7 +3,8 @@
 # with its log in OUT_DIR:
 #   1. builds the runtime against the machine's own PyTorch (scripts/setup-gpu.sh;
 #      the folder .deps, headers and xz'd builtin corpora, comes from
-#      scripts/pack-deps.sh, run where apt is; carry it, nothing else);
+#      scripts/pack-deps.sh, run where apt is; carry it, nothing else); CI builds
+#      the same way against pip's torch 2.11 + CUDA 13 (scripts/test.sh, docs/TORCH2.md);
 #   2. the plan library's tests, where GoogleTest is installed;
 #   3. the CUDA backend (NVRTC kernels from kernels/emit_cuda.h) against the
 #      reference path on the same GPU: forward and every gradient of every

@@ -29,14 +29,6 @@ torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
 # Debian LibTorch's (/usr/lib) where one is installed too: name them. (Adding the torch folder to the prefix
 # path instead makes other packages find the protobuf headers bundled in torch/include.)
 torch_lib=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
-# The CUDA architectures TorchConfig passes to nvcc. Unset, it compiles and runs a program to ask the GPU,
-# which fails where there is none, and under C++20 even where there is one (CMake 3.25 knows no CUDA20
-# flags for nvcc 13). The kernels themselves are compiled by NVRTC at run time for the GPU found then.
-if [[ -z ${TORCH_CUDA_ARCH_LIST:-} ]]; then
-  TORCH_CUDA_ARCH_LIST=$( (nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2> /dev/null || true) |
-    sort -u | paste -sd';')
-  export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-8.0;9.0}
-fi
 generator=()
 command -v ninja > /dev/null && generator=(-G Ninja)
 # A pip LibTorch may be built with either C++ ABI; CMake takes it from TorchConfig.
