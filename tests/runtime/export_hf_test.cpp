@@ -43,15 +43,6 @@ int sinkc_export(const std::vector<std::string>& args, const TempDir& tmp, std::
   return rc;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
-
 }  // namespace
 
 TEST(Safetensors, WriterRoundTripsEveryDtypeBitForBit) {
@@ -81,8 +72,9 @@ TEST(Safetensors, WriterRoundTripsEveryDtypeBitForBit) {
     EXPECT_TRUE(torch::equal(back[name], t));
   }
   const std::string nowhere = tmp.file("missing/m.safetensors");
-  EXPECT_NE(error_of([&] { save_safetensors(nowhere, tensors); }).find(nowhere), std::string::npos);
-  const std::string complex = error_of([&] { save_safetensors(path, {{"c", torch::zeros({2}, torch::kComplexFloat)}}); });
+  EXPECT_NE(sinktest::error_of([&] { save_safetensors(nowhere, tensors); }).find(nowhere), std::string::npos);
+  const std::string complex =
+      sinktest::error_of([&] { save_safetensors(path, {{"c", torch::zeros({2}, torch::kComplexFloat)}}); });
   EXPECT_NE(complex.find("tensor 'c'"), std::string::npos) << complex;
 }
 
@@ -121,7 +113,7 @@ TEST(ExportHf, ModelsNoStockClassComputesAreRefusedNamingTheField) {
     EXPECT_NE(why.find(field), std::string::npos) << why;
     Transformer model(cfg.model);
     const std::string dir = out.file("refused");
-    const std::string e = error_of([&] { save_hf(model, 16, {}, dir); });
+    const std::string e = sinktest::error_of([&] { save_hf(model, 16, {}, dir); });
     EXPECT_NE(e.find(field), std::string::npos) << e;
     EXPECT_NE(e.find(dir), std::string::npos) << e;
     EXPECT_FALSE(fs::exists(dir));

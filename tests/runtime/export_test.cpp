@@ -146,15 +146,6 @@ struct RunC {
   }
 };
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
-
 int shell(const std::string& cmd, std::string& output) {
   FILE* p = popen((cmd + " 2>&1").c_str(), "r");
   if (!p) return -1;
@@ -276,7 +267,7 @@ TEST(Export, PlansTheFormatCannotHoldAreRefusedNamingTheField) {
     EXPECT_NE(llama2c_unsupported(cfg.model).find(field), std::string::npos) << llama2c_unsupported(cfg.model);
     Transformer model(cfg.model);
     const std::string file = out.file("refused.bin");
-    const std::string e = error_of([&] { save_llama2c(model, 16, file); });
+    const std::string e = sinktest::error_of([&] { save_llama2c(model, 16, file); });
     EXPECT_NE(e.find(field), std::string::npos) << e;
     EXPECT_NE(e.find(file), std::string::npos) << e;
     EXPECT_FALSE(fs::exists(file));
@@ -289,7 +280,7 @@ TEST(Export, PlansTheFormatCannotHoldAreRefusedNamingTheField) {
   ok.model.vocab = 17;
   Transformer model(ok.model);
   const std::string nowhere = out.file("missing/dir/model.bin");
-  EXPECT_NE(error_of([&] { save_llama2c(model, 16, nowhere); }).find(nowhere), std::string::npos);
+  EXPECT_NE(sinktest::error_of([&] { save_llama2c(model, 16, nowhere); }).find(nowhere), std::string::npos);
 }
 
 TEST(Export, SinkcExportCommand) {
