@@ -47,7 +47,7 @@ std::string prepare(kernels::KernelSpec spec, torch::ScalarType storage, const t
   std::string key = variant_key(spec, storage, device, modules);
   std::lock_guard<std::mutex> lock(variants_mutex);
   if (!variants.count(key)) {
-    auto module = modules.load(kernels::emit_cuda(spec, layout_of(storage)), device);
+    auto module = modules.load(cuda_source_for(spec, storage), device);
     variants.emplace(key, std::make_shared<const Variant>(Variant{spec, kernels::cuda_tiles(spec), std::move(module)}));
   }
   return key;
@@ -190,6 +190,11 @@ Prepared prepare_call(const kernels::KernelSpec& spec, const AttentionCall& call
 }
 
 }  // namespace
+
+std::string cuda_source_for(kernels::KernelSpec spec, torch::ScalarType storage) {
+  spec.f64 = storage == torch::kDouble;
+  return kernels::emit_cuda(spec, layout_of(storage));
+}
 
 KernelModules cuda_modules() {
   return {"nvrtc", [](const std::string& source, const torch::Device& device) -> std::shared_ptr<KernelModule> {

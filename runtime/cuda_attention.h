@@ -25,6 +25,10 @@ struct KernelModules {
 // CUDA devices: NVRTC and the driver (cuda::module_for).
 KernelModules cuda_modules();
 
+// The CUDA source of `spec`'s kernels for tensors of dtype `storage`, as the
+// backend compiles it (gpu-check fills the kernel cache with these ahead of time).
+std::string cuda_source_for(kernels::KernelSpec spec, torch::ScalarType storage);
+
 // o [B, H, T, dh], differentiable in q, k, v, g, k*, v* and the sink logit.
 torch::Tensor cuda_attention(const kernels::KernelSpec& spec, const AttentionCall& call, const KernelModules& modules);
 

@@ -40,6 +40,12 @@ Fn symbol(void* lib, const char* name) {
   return reinterpret_cast<Fn>(f);
 }
 
+// The file the loader opened for `lib` (a soname may resolve anywhere on its path).
+std::string opened_file(void* lib) {
+  link_map* map = nullptr;
+  return dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name ? map->l_name : "?";
+}
+
 // Where a pip PyTorch keeps its CUDA libraries: beside torch/ in site-packages,
 // found from the torch libraries this process has loaded.
 std::vector<fs::path> site_packages_of_loaded_torch() {
@@ -72,6 +78,7 @@ struct Nvrtc {
   decltype(&nvrtcGetCUBIN) cubin;
   decltype(&nvrtcGetNumSupportedArchs) arch_count;  // null before NVRTC 11.2
   decltype(&nvrtcGetSupportedArchs) archs;
+  std::string file;  // the library opened
   std::string missing;  // why it could not be opened, or ""
 };
 
@@ -84,6 +91,7 @@ const Nvrtc& nvrtc() {
       a.missing = "NVRTC could not be opened (SINKLAB_NVRTC may name libnvrtc.so): " + tried;
       return a;
     }
+    a.file = opened_file(lib);
     a.create = symbol<decltype(a.create)>(lib, "nvrtcCreateProgram");
     a.compile = symbol<decltype(a.compile)>(lib, "nvrtcCompileProgram");
     a.log_size = symbol<decltype(a.log_size)>(lib, "nvrtcGetProgramLogSize");
@@ -113,6 +121,8 @@ struct Driver {
   decltype(&cuModuleGetFunction) function;
   decltype(&cuLaunchKernel) launch;
   decltype(&cuGetErrorString) error;
+  decltype(&cuDriverGetVersion) version;
+  std::string file;  // the library opened
 };
 
 const Driver& driver() {
@@ -131,6 +141,8 @@ const Driver& driver() {
     a.function = symbol<decltype(a.function)>(lib, "cuModuleGetFunction");
     a.launch = symbol<decltype(a.launch)>(lib, "cuLaunchKernel");
     a.error = symbol<decltype(a.error)>(lib, "cuGetErrorString");
+    a.version = symbol<decltype(a.version)>(lib, "cuDriverGetVersion");
+    a.file = opened_file(lib);
     return a;
   }();
   return api;
@@ -320,6 +332,24 @@ std::string loadable_image(const std::string& source, int arch) {
 
 int nvrtc_compilations() { return compilations.load(); }
 
+std::string describe_libraries() {
+  std::string nvrtc_text = nvrtc().missing;
+  if (nvrtc_text.empty()) {
+    int major = 0, minor = 0;
+    if (nvrtc().version) nvrtc().version(&major, &minor);
+    nvrtc_text = fmt::format("NVRTC {}.{} from {}", major, minor, nvrtc().file);
+  }
+  std::string driver_text;
+  try {
+    int version = 0;
+    driver().version(&version);
+    driver_text = fmt::format("CUDA driver {}.{} from {}", version / 1000, version % 1000 / 10, driver().file);
+  } catch (const std::exception& e) {
+    driver_text = e.what();
+  }
+  return nvrtc_text + "; " + driver_text;
+}
+
 std::shared_ptr<KernelModule> module_for(const std::string& source, int device) {
   static std::mutex mutex;
   static std::map<std::pair<std::string, int>, std::shared_ptr<KernelModule>> loaded;
@@ -354,6 +384,7 @@ std::string compile_ptx(const std::string&, int) { throw std::runtime_error(kMis
 std::string compile_cubin(const std::string&, int) { throw std::runtime_error(kMissing); }
 std::string loadable_image(const std::string&, int) { throw std::runtime_error(kMissing); }
 int nvrtc_compilations() { return 0; }
+std::string describe_libraries() { return kMissing; }
 std::shared_ptr<KernelModule> module_for(const std::string&, int) { throw std::runtime_error(kMissing); }
 }  // namespace sink::rt::cuda
 #endif

@@ -56,6 +56,8 @@ std::string compile_cubin(const std::string& source, int arch);
 std::string loadable_image(const std::string& source, int arch);
 // How many times this process ran NVRTC.
 int nvrtc_compilations();
+// Which NVRTC and driver this process opened (files and versions), or why not: for logs.
+std::string describe_libraries();
 
 // The module of `source` on CUDA device `device`, compiled for its compute
 // capability on first use and cached by content for the process. Kernels run

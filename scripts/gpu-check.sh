@@ -1,95 +1,196 @@
 #!/bin/bash
-# What a GPU machine can check today, in one call of well under 10 minutes,
-# with its log in OUT_DIR:
-#   1. builds the runtime against the machine's own PyTorch (scripts/setup-gpu.sh;
-#      the folder .deps, headers and xz'd builtin corpora, comes from
-#      scripts/pack-deps.sh, run where apt is; carry it, nothing else); CI builds
-#      the same way against pip's torch 2.11 + CUDA 13 (scripts/test.sh, docs/TORCH2.md);
-#   2. the plan library's tests, where GoogleTest is installed;
-#   3. the CUDA backend (NVRTC kernels from kernels/emit_cuda.h) against the
-#      reference path on the same GPU: forward and every gradient of every
-#      variant in float, double, bf16 and half, a micro model trained on cpu and
-#      cuda, a GPU checkpoint loaded on the CPU, a run stopped on the GPU
-#      and resumed on the CPU, the GPU a process takes, plain softmax through
-#      LibTorch's SDPA (the backend's dispatch) (build-gpu/tests/cuda_check);
-#   4. a short training run with train.device = cuda through sinkc-runtime
-#      (a plan compiled where the front end is: tests/plan/fixtures);
-#   5. the older NVPTX forward port (tests/gpu/check_on_gpu.sh), when its
-#      cases were prepared where LLVM 19's llc is and carried:
-#        tests/gpu/check_on_gpu.sh prepare build gpu-cases
+# Everything a lent GPU machine can tell us, from a bare machine, in one call
+# of at most 10 minutes. Nothing survives between calls (the machine is given
+# back 30 s after one ends), and at most 8 files come back, 16 MiB each, at
+# most two folders below OUT: so each call builds what it needs, every step
+# runs under `timeout` inside one budget, and OUT holds at most 8 flat files.
+# Run folders, checkpoints and the kernel cache live in a temporary folder.
+#   scripts/gpu-check.sh OUT [--natural] [--budget SECONDS]
 #
-# Then the benchmarks (--no-bench leaves them out; --only-bench runs only
-# them, after the build); a few minutes:
-#   6. attention forward + backward, generated kernels against SDPA and the
-#      composite LibTorch form (build-gpu/bench/gpu_attention);
-#   7. paper_60m end to end against the same model in PyTorch
-#      (bench/gpu_train_vs_pytorch.sh).
-# --presets, alone: the natural-text sink runs (plans/gpu_natural_sink,
-# softmax and sigmoid on gpu_text without a BOS, on builtin("large"): pack it
-# with scripts/setup.sh --large-corpus first; up to 15 minutes each: more
-# than one 10-minute call, so it trains under `timeout` and goes on with
-# --resume on the next call); bring OUT_DIR/runs back and compare them with
-# `sinkc diff` / `sinkc report` where the front end is.
-# A machine is warm between calls and keeps build-gpu, so these can be separate calls:
-#   scripts/gpu-check.sh OUT_DIR [--no-bench | --only-bench | --presets SECONDS] [CASES_DIR]
+# The checks (default):
+#   preflight         nvcc, the compiler, torch and its CUDA, the GPU: logged before anything is built
+#   build             scripts/setup-gpu.sh with CUDA required and the GPU's architecture named (the path CI
+#                     builds against pip's torch 2.11); only sinkc-runtime, cuda_check and gpu_attention
+#   kernels           cuda_check --fill-cache: every kernel cuda_check runs, compiled by NVRTC on every core
+#   cuda_check        the CUDA backend against the reference path on the GPU (tests/gpu/cuda_check.cpp)
+#   train_on_cuda     a micro run (tests/plan/fixtures) with train.device = cuda through sinkc-runtime
+#   gpu_attention     benchmark: the generated kernels against SDPA and composite LibTorch (bench/gpu_attention.cpp)
+#   train_vs_pytorch  benchmark: paper_60m's shapes end to end against PyTorch (bench/gpu_train_vs_pytorch.sh)
+# --natural: preflight, build, then the natural-text sink runs (plans/gpu_natural_call: softmax and sigmoid
+#   without normalization, no BOS, gpu_text on builtin("large"), which pack-deps.sh --large carries) side by
+#   side on the one GPU until the budget ends; a run cut short keeps every measurement it made.
+#
+# OUT: gpu-check.log (every step's output), gpu-check.json (the preflight, each step's status and seconds,
+# every figure), cuda_check.txt, gpu_attention.txt, train_vs_pytorch.json; with --natural instead
+# <run>.summary.json and <run>.metrics.jsonl per run (scripts/gpu-results.sh OUT rebuilds run folders from
+# them for `sinkc diff` and `sinkc report`).
+# Exit: 0 every step passed; 1 a step failed or ran out of time; 2 usage or a missing input; 77 no CUDA
+# device, at the first step that needs one (everything before it ran and is reported).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-usage="usage: scripts/gpu-check.sh OUT_DIR [--no-bench | --only-bench | --presets SECONDS] [CASES_DIR]"
+usage="usage: scripts/gpu-check.sh OUT [--natural] [--budget SECONDS]"
 out=${1:?$usage}
 shift
-checks=1 bench=1 presets=0
-case "${1:-}" in
-  --no-bench) bench=0; shift ;;
-  --bench) shift ;;  # the default; kept so older notes still work
-  --only-bench) checks=0; shift ;;
-  --presets) presets=${2:?$usage} checks=0 bench=0; shift 2 ;;
-  -*) echo "$usage"; exit 2 ;;
-esac
-cases=${1:-gpu-cases}
-mkdir -p "$out"
+mode=checks budget=570
+while (($#)); do
+  case $1 in
+    --natural) mode=natural ;;
+    --budget) budget=${2:?$usage}; shift ;;
+    *) echo "$usage" >&2; exit 2 ;;
+  esac
+  shift
+done
+mkdir -p "$out" || exit 2
+out=$(realpath "$out")
+started=$(date +%s)
+deadline=$((started + budget))
+work=$(mktemp -d "${TMPDIR:-/tmp}/sinklab-gpu-check.XXXXXX")
+export work
+trap 'rm -rf "$work"' EXIT
+export SINKLAB_KERNEL_CACHE=${SINKLAB_KERNEL_CACHE:-$work/kernels}
+log=$out/gpu-check.log
+: > "$log"
+: > "$work/steps.jsonl"
 status=0
+
+say() { echo "$*" | tee -a "$log"; }
+
+# step NAME CAP_SECONDS COMMAND...: runs COMMAND under timeout (its cap, or what is left of the budget less
+# 15 s for the report), appends its output to the log and its outcome to steps.jsonl; returns its exit code.
 step() {
-  local name=$1; shift
-  echo "== $name"
-  if "$@" > "$out/$name.log" 2>&1; then echo "   ok"; else echo "   FAILED (see $out/$name.log)"; status=1; fi
-  tail -n 5 "$out/$name.log" | sed 's/^/   /'
+  local name=$1 cap=$2
+  shift 2
+  local left=$((deadline - $(date +%s) - 15))
+  local limit=$((cap < left ? cap : left))
+  if ((limit < 5)); then
+    say "== $name: skipped, the budget is spent"
+    echo "{\"name\": \"$name\", \"status\": \"skipped\", \"rc\": null, \"seconds\": 0, \"limit_s\": 0}" >> "$work/steps.jsonl"
+    status=1
+    return 124
+  fi
+  say "== $name (at most ${limit} s)"
+  local t0 rc
+  t0=$(date +%s%N)
+  if declare -F "$1" > /dev/null; then  # a function of this script: timeout runs programs
+    timeout --kill-after=30 "$limit" bash -c "$(declare -f "$1"); \"\$@\"" "$1" "$@" > "$work/$name.out" 2>&1
+  else
+    timeout --kill-after=30 "$limit" "$@" > "$work/$name.out" 2>&1
+  fi
+  rc=$?
+  local ms=$((($(date +%s%N) - t0) / 1000000))
+  local seconds=$((ms / 1000)).$(printf %03d $((ms % 1000)))
+  cat "$work/$name.out" >> "$log"
+  local outcome=ok
+  case $rc in
+    0) ;;
+    77) outcome=no_gpu ;;
+    124 | 137) outcome=timed_out status=1 ;;
+    *) outcome=failed status=1 ;;
+  esac
+  say "== $name: $outcome (exit $rc, ${seconds} s)"
+  ((rc == 0)) || tail -n 5 "$work/$name.out" | sed 's/^/   /'
+  echo "{\"name\": \"$name\", \"status\": \"$outcome\", \"rc\": $rc, \"seconds\": $seconds, \"limit_s\": $limit}" \
+    >> "$work/steps.jsonl"
+  return $rc
 }
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/gpu.txt" 2>&1 || true
-echo "GPU: $(cat "$out/gpu.txt")"
-step build scripts/setup-gpu.sh .deps build-gpu
-if ((presets)); then
-  if [[ ! -s data/builtin/large.jsonl ]]; then
-    echo "== presets: no data/builtin/large.jsonl; where apt is: scripts/setup.sh --large-corpus && scripts/pack-deps.sh .deps"
-    exit 2
-  fi
-  # rc 124: the time ran out; the runs checkpointed (every 2000 steps) and the next call resumes them.
-  timeout --signal=INT "$presets" build-gpu/sinkc-runtime run plans/gpu_natural_sink --out "$out/runs" --resume \
-    > "$out/presets.log" 2>&1
-  echo "== presets: exit $? (124: time ran out, call again to resume)"
-  for s in "$out"/runs/*/summary.json; do
-    python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); f=s.get("final",{});
-print(sys.argv[1], s.get("status"), "step", f.get("step"), "valid", f.get("valid_loss"), "sink", f.get("sink"))' "$s"
+
+# Writes gpu-check.json from what the steps left in $work, then exits with $1.
+report() {
+  python3 scripts/gpu_check_report.py "$work" "$out" "$mode" "$budget" "$started" >> "$log" 2>&1 ||
+    say "gpu-check: the report could not be written (see above)"
+  say "gpu-check: $(($(date +%s) - started)) s of the ${budget} s budget; exit $1; files in $out: $(ls "$out" | tr '\n' ' ')"
+  exit "$1"
+}
+
+preflight() {
+  echo "date: $(date -u +%FT%TZ); host: $(hostname); cores: $(nproc)"
+  echo "nvcc: $(command -v nvcc || echo "not on PATH")"; nvcc --version 2>&1 | tail -n 2
+  echo "c++: $(c++ --version 2>&1 | head -n 1)"; echo "cmake: $(cmake --version 2>&1 | head -n 1)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
+  python3 - <<'PY'
+import json, torch
+cuda = torch.cuda.is_available()
+facts = {"torch": torch.__version__, "torch_cuda": torch.version.cuda, "cuda_available": cuda,
+         "device": torch.cuda.get_device_name(0) if cuda else None,
+         "capability": "%d.%d" % torch.cuda.get_device_capability(0) if cuda else None}
+print("torch:", json.dumps(facts))
+PY
+}
+step preflight 60 preflight
+cp "$work/preflight.out" "$work/preflight.txt"
+if ! python3 -c 'import torch' 2> /dev/null; then
+  say "gpu-check: the python3 on PATH has no torch: nothing to build against"
+  report 2
+fi
+capability=$(python3 -c 'import torch; print("%d.%d" % torch.cuda.get_device_capability(0) if torch.cuda.is_available() else "")')
+gpu=yes
+if [[ -z $capability ]]; then
+  gpu=no capability=9.0  # an H100's, so the build and the kernel cache still run where there is no GPU
+  say "gpu-check: torch sees no CUDA device; building for sm_90 up to the first step that needs one"
+fi
+arch=${capability/./}
+nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+if [[ ! -x $nvcc ]]; then
+  say "gpu-check: no nvcc (not on PATH, not in /usr/local/cuda/bin): the CUDA backend cannot be built"
+  report 2
+fi
+if [[ ! -d .deps/include ]]; then
+  say "gpu-check: no .deps/ (carry the folder scripts/pack-deps.sh .deps wrote where apt is)"
+  report 2
+fi
+if [[ $mode == natural && ! -s data/builtin/large.jsonl && ! -s .deps/data/builtin/large.jsonl.xz ]]; then
+  say "gpu-check: no builtin(\"large\") corpus: where apt is, scripts/setup.sh --large-corpus && scripts/pack-deps.sh .deps --large"
+  report 2
+fi
+targets=(--target sinkc-runtime)
+[[ $mode == checks ]] && targets+=(--target cuda_check --target gpu_attention)
+step build 330 scripts/setup-gpu.sh .deps build-gpu -DSINKLAB_REQUIRE_CUDA=ON \
+  -DCUDAToolkit_ROOT="$(dirname "$(dirname "$nvcc")")" -DCMAKE_CUDA_COMPILER="$nvcc" \
+  -DCMAKE_CUDA_ARCHITECTURES="$arch" -DTORCH_CUDA_ARCH_LIST="$capability" "${targets[@]}" || report 1
+no_gpu() {
+  say "gpu-check: no CUDA device; stopping at $1, the first step that needs one"
+  echo "{\"name\": \"$1\", \"status\": \"no_gpu\", \"rc\": 77, \"seconds\": 0, \"limit_s\": 0}" >> "$work/steps.jsonl"
+  report 77
+}
+
+if [[ $mode == natural ]]; then
+  [[ $gpu == yes ]] || no_gpu natural_runs
+  # Both runs at once on the one GPU. When the budget ends, timeout's SIGTERM reaches the runs too: each
+  # ends its step, checkpoints and records itself as interrupted, keeping every measurement made by then.
+  natural() {
+    local pids=() run
+    for run in natural_softmax natural_sigmoid; do
+      build-gpu/sinkc-runtime run "plans/gpu_natural_call/$run" --out "$work/runs" --gpu 0 --no-progress &
+      pids+=($!)
+    done
+    trap 'wait' TERM  # the shell waits for the runs to write their summaries
+    local rc=0
+    for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+    return $rc
+  }
+  left=$((deadline - $(date +%s) - 45))
+  before=$status
+  step natural_runs $((left > 0 ? left : 0)) natural
+  (($? == 124)) && status=$before  # the budget ended the runs, as planned: they say how far they got
+  for run in natural_softmax natural_sigmoid; do
+    dir=$(ls -td "$work"/runs/"$run"-* 2> /dev/null | head -n 1)
+    for file in summary.json metrics.jsonl; do
+      [[ -n $dir && -f $dir/$file ]] && cp "$dir/$file" "$out/$run.$file"
+    done
   done
+  report $status
 fi
-if ((checks)); then
-  if [[ -x build-gpu/tests/plan_tests ]]; then
-    step plan_tests build-gpu/tests/plan_tests
-  else
-    echo "== plan_tests: skipped (GoogleTest is not installed here)"
-  fi
-  step cuda_backend build-gpu/tests/cuda_check
-  plan_dir=$(mktemp -d)
-  mkdir -p "$plan_dir/fixture"
-  sed -e 's/^device = "cpu"/device = "cuda"/' tests/plan/fixtures/fixture.plan.toml > "$plan_dir/fixture/plan.toml"
-  step train_on_cuda build-gpu/sinkc-runtime run "$plan_dir" --out "$out/runs"
-  if [[ -d $cases ]]; then
-    step nvptx_forward tests/gpu/check_on_gpu.sh run "$cases"
-  else
-    echo "== nvptx_forward: skipped ($cases/ missing: prepare it where LLVM 19 is, see above)"
-  fi
-fi
-if ((bench)); then
-  step gpu_attention build-gpu/bench/gpu_attention
-  step gpu_train_vs_pytorch bench/gpu_train_vs_pytorch.sh build-gpu "$out/train-bench"
-fi
-exit $status
+
+step kernels 120 build-gpu/tests/cuda_check --fill-cache "$arch"
+[[ $gpu == yes ]] || no_gpu cuda_check
+step cuda_check 240 build-gpu/tests/cuda_check
+cp "$work/cuda_check.out" "$out/cuda_check.txt"
+mkdir -p "$work/fixture/fixture"
+sed -e 's/^device = "cpu"/device = "cuda"/' tests/plan/fixtures/fixture.plan.toml > "$work/fixture/fixture/plan.toml"
+step train_on_cuda 60 build-gpu/sinkc-runtime run "$work/fixture" --out "$work/runs" --no-progress
+step gpu_attention 90 build-gpu/bench/gpu_attention
+cp "$work/gpu_attention.out" "$out/gpu_attention.txt"
+step train_vs_pytorch 150 bench/gpu_train_vs_pytorch.sh build-gpu "$work/train-bench"
+[[ -f $work/train-bench/gpu_train_vs_pytorch.json ]] && cp "$work/train-bench/gpu_train_vs_pytorch.json" \
+  "$out/train_vs_pytorch.json"
+report $status

@@ -1,18 +1,26 @@
 #!/bin/bash
-# Copies the header-only dependencies (fmt, toml++, nlohmann/json, CLI11) from
-# this machine's Debian packages into DIR/include, for a machine that has a
-# LibTorch but not these packages (a GPU node with a pip PyTorch and no apt),
-# with gloo's headers (libgloo-dev): LibTorch's ProcessGroupGloo.hpp includes
-# them and a pip PyTorch does not ship them, so without them the node's
-# runtime has no data-parallel training.
-# The runtime's CMake uses them with -DSINKLAB_DEPS_DIR=DIR (cmake/Dependencies.cmake).
-# The builtin corpora assembled here (data/builtin/*.jsonl) travel along
-# xz-compressed (large.jsonl, 245 MB, becomes 51 MB: a GPU machine may take
-# at most 64 MiB of carried files); scripts/setup-gpu.sh unpacks them with
-# Python's lzma, which every PyTorch's Python has.
-#   scripts/pack-deps.sh .deps        (.deps/ is git-ignored)
+# What a GPU machine needs beside the working tree, packed into DIR (carry it):
+# - the header-only dependencies (fmt, toml++, nlohmann/json, CLI11) from this
+#   machine's Debian packages, and gloo's headers (libgloo-dev): LibTorch's
+#   ProcessGroupGloo.hpp includes them and a pip PyTorch does not ship them;
+#   the runtime's CMake uses them with -DSINKLAB_DEPS_DIR=DIR (cmake/Dependencies.cmake);
+# - the builtin corpora the GPU plans train on, xz-compressed (scripts/setup-gpu.sh
+#   unpacks them with Python's lzma, which every PyTorch's Python has):
+#   default.jsonl always (plans/gpu_throughput), large.jsonl with --large
+#   (plans/gpu_natural_call: 245 MB, 51 MB packed).
+# A lent machine takes at most 64 MiB of working tree and carried folders
+# together: the total is printed, and over it this fails.
+#   scripts/pack-deps.sh DIR [--large]        (.deps/ is git-ignored)
 set -euo pipefail
-dir=${1:?usage: scripts/pack-deps.sh DIR}
+cd "$(dirname "$0")/.."
+usage="usage: scripts/pack-deps.sh DIR [--large]"
+dir=${1:?$usage}
+corpora=(default)
+case ${2:-} in
+  --large) corpora+=(large) ;;
+  "") ;;
+  *) echo "$usage" >&2; exit 2 ;;
+esac
 mkdir -p "$dir/include"
 for h in fmt toml++ nlohmann CLI gloo; do
   [[ -d /usr/include/$h ]] || { echo "pack-deps: /usr/include/$h missing: run scripts/setup.sh first" >&2; exit 1; }
@@ -21,11 +29,34 @@ for h in fmt toml++ nlohmann CLI gloo; do
 done
 echo "pack-deps: $(du -sh "$dir/include" | cut -f1) in $dir/include (fmt, toml++, nlohmann, CLI11, gloo)"
 mkdir -p "$dir/data/builtin"
-for corpus in data/builtin/*.jsonl; do
-  [[ -f $corpus ]] || continue
-  packed=$dir/data/builtin/$(basename "$corpus").xz
-  [[ $packed -nt $corpus ]] && continue  # packed already (xz -9 takes minutes)
-  echo "pack-deps: compressing $corpus"
-  xz -9 -T2 -c "$corpus" > "$packed.tmp" && mv "$packed.tmp" "$packed"
+rm -f "$dir"/data/builtin/*.tmp
+for packed in "$dir"/data/builtin/*.jsonl.xz; do  # a corpus not asked for this time stays behind
+  [[ -f $packed ]] || continue
+  name=$(basename "$packed" .jsonl.xz)
+  [[ " ${corpora[*]} " == *" $name "* ]] || { rm "$packed"; echo "pack-deps: dropped $packed (not asked for)"; }
 done
-echo "pack-deps: $(du -sh "$dir" | cut -f1) in $dir in all"
+for name in "${corpora[@]}"; do
+  corpus=data/builtin/$name.jsonl
+  if [[ ! -s $corpus ]]; then
+    hint="scripts/setup.sh"
+    [[ $name == large ]] && hint="scripts/setup.sh --large-corpus"
+    echo "pack-deps: $corpus is missing, and the GPU plans train on it: run $hint first" >&2
+    exit 1
+  fi
+  packed=$dir/data/builtin/$name.jsonl.xz
+  if [[ ! $packed -nt $corpus ]]; then  # packed already otherwise (xz -9 takes minutes)
+    echo "pack-deps: compressing $corpus"
+    xz -9 -T2 -c "$corpus" > "$packed.tmp" && mv "$packed.tmp" "$packed"
+  fi
+  echo "pack-deps: $(du -h "$packed" | cut -f1) $packed"
+done
+# What travels: the tracked and the untracked-not-ignored files, and DIR.
+tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2> /dev/null |
+  awk '{s += $1} END {print s + 0}')
+carried=$(du -sb "$dir" | cut -f1)
+total=$((tree + carried))
+limit=$((64 * 1024 * 1024))
+awk -v t="$tree" -v c="$carried" -v d="$dir" 'BEGIN {
+  printf "pack-deps: %.1f MiB working tree + %.1f MiB in %s = %.1f MiB of the 64 MiB a lent machine takes\n",
+    t / 1048576, c / 1048576, d, (t + c) / 1048576 }'
+((total <= limit)) || { echo "pack-deps: over the limit" >&2; exit 1; }

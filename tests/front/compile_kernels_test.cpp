@@ -56,6 +56,10 @@ TEST(CompiledKernels, AttentionLlIsWhatTheRuntimeDerivesFromPlanToml) {
 // Plans committed for machines without the front end (a GPU node): each is
 // what `sinkc compile` writes today, or the schema moved on without them.
 // Regenerate as plans/README.md says.
+// gpu_text sized for one 10-minute GPU call (plans/README.md).
+constexpr const char* kNaturalCall =
+    "--base gpu_text --set train.steps=8000 --set measure.every=500 --set train.checkpoint_every=8000";
+
 TEST(CompiledKernels, CommittedPlansAreCurrent) {
   const fs::path out = fs::path(::testing::TempDir()) / ("sinklab-committed-plans-" + std::to_string(getpid()));
   fs::remove_all(out);
@@ -65,10 +69,10 @@ TEST(CompiledKernels, CommittedPlansAreCurrent) {
   const std::vector<Committed> committed = {
       {"tests/plan/fixtures/fixture.sink", "", "fixture", "tests/plan/fixtures/fixture.plan.toml"},
       {"bench/gpu_60m.sink", "", "gpu_60m_throughput", "plans/gpu_throughput/gpu_60m_throughput/plan.toml"},
-      {"specs/text_softmax_vs_sigmoid.sink", "--base gpu_text", "natural_softmax",
-       "plans/gpu_natural_sink/natural_softmax/plan.toml"},
-      {"specs/text_softmax_vs_sigmoid.sink", "--base gpu_text", "natural_sigmoid",
-       "plans/gpu_natural_sink/natural_sigmoid/plan.toml"}};
+      {"specs/text_softmax_vs_sigmoid.sink", kNaturalCall, "natural_softmax",
+       "plans/gpu_natural_call/natural_softmax/plan.toml"},
+      {"specs/text_softmax_vs_sigmoid.sink", kNaturalCall, "natural_sigmoid",
+       "plans/gpu_natural_call/natural_sigmoid/plan.toml"}};
   const std::string source = sink::testing::source_dir();
   for (const auto& [spec, options, run, plan] : committed) {
     const std::string cmd = "cd " + source + " && " + SINKC_BINARY + " compile " + spec + " " + options + " -o " +

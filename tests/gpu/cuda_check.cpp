@@ -19,12 +19,18 @@
 //     run directory and ends where a CPU-only run ends.
 // One line per case; exit 0 when all pass, 1 on a failure, 77 without a GPU.
 //   build-gpu/tests/cuda_check [filter]
+//   build-gpu/tests/cuda_check --fill-cache [ARCH=90]   (NVRTC only, no GPU: every kernel above, on every core)
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 #include <unistd.h>
 
+#include "plan/installation.h"
 #include "plan/plan.h"
 #include "plan/run_config.h"
 #include "runtime/attention.h"
@@ -73,12 +79,16 @@ void variant(const Variant& v, double tol, torch::ScalarType dtype) {
 
 // bf16 and half storage (measure_sixteen_bit): every paper variant, and
 // softmax at the 60M model's head size over four key tiles.
-void sixteen_bit_storage() {
-  const auto dev = torch::Device(torch::kCUDA, 0);
+std::vector<Variant> sixteen_bit_variants() {
   auto variants = paper_variants();
   variants.push_back({.name = "softmax, T 256, d_head 64", .T = 256, .D = 64});
+  return variants;
+}
+
+void sixteen_bit_storage() {
+  const auto dev = torch::Device(torch::kCUDA, 0);
   for (auto storage : {torch::kBFloat16, torch::kHalf})
-    for (const auto& v : variants) {
+    for (const auto& v : sixteen_bit_variants()) {
       const std::string name = fmt::format("{} [{} storage]", v.name, c10::toString(storage));
       try {
         const SixteenBitResult r = measure_sixteen_bit(on_gpu, v, storage, dev, 4, 4);
@@ -246,19 +256,63 @@ void device_choice() {
 
 }  // namespace
 
+// Every variant the kernel cases below run, with the storage it runs in and its tolerance.
+struct KernelCase {
+  Variant variant;
+  torch::ScalarType storage;
+  double tolerance;
+};
+std::vector<KernelCase> kernel_cases() {
+  std::vector<KernelCase> cases;
+  for (const auto& list : {paper_variants(), beyond_the_paper_variants()})
+    for (const auto& v : list) cases.push_back({v, torch::kFloat, 1e-5}), cases.push_back({v, torch::kDouble, 1e-9});
+  for (const auto& v : random_score_variants()) cases.push_back({v, torch::kFloat, 2e-5});
+  return cases;
+}
+
+// Compiles every kernel the cases need into the kernel cache, on every core
+// (NVRTC takes a second or more per variant; one by one that is minutes of a
+// GPU call). Needs NVRTC, not a GPU: where there is none it compiles for `arch`.
+int fill_kernel_cache(int arch) {
+  std::vector<std::string> sources;
+  for (const auto& c : kernel_cases()) sources.push_back(cuda_source_for(spec_of(c.variant), c.storage));
+  for (auto storage : {torch::kBFloat16, torch::kHalf})
+    for (const auto& v : sixteen_bit_variants()) sources.push_back(cuda_source_for(spec_of(v), storage));
+  std::sort(sources.begin(), sources.end());
+  sources.erase(std::unique(sources.begin(), sources.end()), sources.end());
+  const auto started = std::chrono::steady_clock::now();
+  std::atomic<size_t> next{0}, failed{0};
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < std::max(1u, std::thread::hardware_concurrency()); ++t)
+    pool.emplace_back([&] {
+      for (size_t i; (i = next++) < sources.size();) try {
+          cuda::loadable_image(sources[i], arch);
+        } catch (const std::exception& e) {
+          ++failed;
+          fmt::print("FAIL kernel {}: {}\n", i, e.what());
+        }
+    });
+  for (auto& t : pool) t.join();
+  fmt::print("filled the kernel cache ({}) for sm_{}: {} kernel sources, {} compiled by NVRTC here, {} failed, {:.1f} s "
+             "on {} threads\n", kernel_cache_dir().string(), arch, sources.size(), cuda::nvrtc_compilations(),
+             failed.load(), std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), pool.size());
+  return failed ? 1 : 0;
+}
+
 int main(int argc, char** argv) {
+  fmt::print("{}\n", cuda::describe_libraries());
+  if (argc > 1 && std::string(argv[1]) == "--fill-cache") {
+    if (!cuda::nvrtc_available()) return 1;
+    return fill_kernel_cache(argc > 2 ? std::stoi(argv[2]) : 90);
+  }
   if (!torch::cuda::is_available()) {
     fmt::print("SKIP: this LibTorch sees no CUDA device\n");
     return 77;
   }
   const std::string filter = argc > 1 ? argv[1] : "";
   auto wanted = [&](const std::string& name) { return filter.empty() || name.find(filter) != std::string::npos; };
-  for (const auto& v : paper_variants())
-    if (wanted(v.name)) variant(v, 1e-5, torch::kFloat), variant(v, 1e-9, torch::kDouble);
-  for (const auto& v : beyond_the_paper_variants())
-    if (wanted(v.name)) variant(v, 1e-5, torch::kFloat), variant(v, 1e-9, torch::kDouble);
-  for (const auto& v : random_score_variants())
-    if (wanted(v.name)) variant(v, 2e-5, torch::kFloat);
+  for (const auto& c : kernel_cases())
+    if (wanted(c.variant.name)) variant(c.variant, c.tolerance, c.storage);
   if (wanted("storage")) sixteen_bit_storage();
   if (wanted("sdpa")) sdpa_dispatch();
   if (wanted("device")) device_choice();

@@ -1,0 +1,100 @@
+"""gpu-check.json: what scripts/gpu-check.sh's steps left in its work folder, as one JSON document.
+
+    python3 scripts/gpu_check_report.py WORK OUT MODE BUDGET_S STARTED_EPOCH_S
+
+Reads WORK/steps.jsonl (one line per step: name, status, rc, seconds, limit_s) and the steps'
+outputs (WORK/<step>.out), and the run folders under WORK; writes OUT/gpu-check.json whole
+(a temporary file renamed), then prints a few lines for the log.
+"""
+import glob
+import json
+import os
+import re
+import sys
+import time
+
+
+def read(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def preflight(text):
+    facts = {}
+    for line in (text or "").splitlines():
+        key, sep, value = line.partition(": ")
+        if not sep:
+            facts.setdefault("nvcc_version", []).append(line.strip())
+        elif key == "torch":
+            facts.update(json.loads(value))
+        elif key in facts:  # several GPUs
+            facts[key] = facts[key] + "; " + value
+        else:
+            facts[key] = value
+    return facts
+
+
+def cuda_check(text):
+    if text is None:
+        return None
+    lines = text.splitlines()
+    summary = re.search(r"(\d+) of (\d+) cases passed", text)
+    return {
+        "libraries": lines[0] if lines else "",
+        "passed": int(summary.group(1)) if summary else None,
+        "cases": int(summary.group(2)) if summary else None,
+        "failures": [line for line in lines if line.startswith("FAIL")],
+        "skipped": [line for line in lines if line.startswith("SKIP")],
+    }
+
+
+def natural_runs(work):
+    runs = {}
+    for summary_file in sorted(glob.glob(os.path.join(work, "runs", "natural_*", "summary.json"))):
+        run_dir = os.path.dirname(summary_file)
+        summary = json.loads(read(summary_file) or "{}")
+        metrics = [json.loads(line) for line in (read(os.path.join(run_dir, "metrics.jsonl")) or "").splitlines()
+                   if line.strip()]
+        name = os.path.basename(run_dir).rsplit("-", 1)[0]
+        runs[name] = {"status": summary.get("status"), "steps_done": summary.get("steps_done"),
+                      "measurements": len(metrics), "final": summary.get("final"), "detail": summary.get("detail")}
+    return runs
+
+
+def main():
+    work, out, mode, budget, started = sys.argv[1:6]
+    steps = [json.loads(line) for line in (read(os.path.join(work, "steps.jsonl")) or "").splitlines() if line.strip()]
+    report = {"mode": mode, "budget_s": int(budget), "elapsed_s": round(time.time() - int(started), 1),
+              "steps": steps, "preflight": preflight(read(os.path.join(work, "preflight.txt")))}
+    kernels = read(os.path.join(work, "kernels.out"))
+    if kernels is not None:
+        report["kernel_cache"] = [line for line in kernels.splitlines() if "kernel" in line]
+    checked = cuda_check(read(os.path.join(work, "cuda_check.out")))
+    if checked is not None:
+        report["cuda_check"] = checked
+    attention = read(os.path.join(work, "gpu_attention.out"))
+    if attention is not None:
+        report["gpu_attention"] = attention.splitlines()
+    trained = read(os.path.join(work, "train-bench", "gpu_train_vs_pytorch.json"))
+    if trained:
+        report["train_vs_pytorch"] = json.loads(trained)
+    if mode == "natural":
+        report["natural_runs"] = natural_runs(work)
+    target = os.path.join(out, "gpu-check.json")
+    with open(target + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=2)
+        f.write("\n")
+    os.replace(target + ".tmp", target)
+    for s in steps:
+        print(f"   {s['name']:<18} {s['status']:<10} {s['seconds']:>8} s (limit {s['limit_s']} s)")
+    if checked:
+        print(f"   cuda_check: {checked['passed']} of {checked['cases']} cases passed")
+    for name, run in report.get("natural_runs", {}).items():
+        print(f"   {name}: {run['status']} after {run['steps_done']} steps, {run['measurements']} measurements")
+
+
+if __name__ == "__main__":
+    main()
