@@ -6,6 +6,7 @@
 # runs under `timeout` inside one budget, and OUT holds at most 8 flat files.
 # Run folders, checkpoints and the kernel cache live in a temporary folder.
 #   scripts/gpu-check.sh OUT [--natural] [--budget SECONDS]
+# --budget: the whole call's seconds (570, for a 10-minute call); each step's cap scales with it.
 #
 # The checks (default):
 #   preflight         nvcc, the compiler, torch and its CUDA, the GPU: logged before anything is built
@@ -58,7 +59,7 @@ say() { echo "$*" | tee -a "$log"; }
 # step NAME CAP_SECONDS COMMAND...: runs COMMAND under timeout (its cap, or what is left of the budget less
 # 15 s for the report), appends its output to the log and its outcome to steps.jsonl; returns its exit code.
 step() {
-  local name=$1 cap=$2
+  local name=$1 cap=$(($2 * budget / 570))  # caps are set for the 570 s of one call; --budget scales them
   shift 2
   local left=$((deadline - $(date +%s) - 15))
   local limit=$((cap < left ? cap : left))
@@ -103,10 +104,14 @@ report() {
 }
 
 preflight() {
-  echo "date: $(date -u +%FT%TZ); host: $(hostname); cores: $(nproc)"
+  echo "date: $(date -u +%FT%TZ)"; echo "host: ${HOSTNAME:-?}"; echo "cores: $(nproc)"
   echo "nvcc: $(command -v nvcc || echo "not on PATH")"; nvcc --version 2>&1 | tail -n 2
   echo "c++: $(c++ --version 2>&1 | head -n 1)"; echo "cmake: $(cmake --version 2>&1 | head -n 1)"
-  nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
+  if command -v nvidia-smi > /dev/null; then
+    nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
+  else
+    echo "gpu: no nvidia-smi"
+  fi
   python3 - <<'PY'
 import json, torch
 cuda = torch.cuda.is_available()

@@ -71,7 +71,9 @@ def main():
               "steps": steps, "preflight": preflight(read(os.path.join(work, "preflight.txt")))}
     kernels = read(os.path.join(work, "kernels.out"))
     if kernels is not None:
-        report["kernel_cache"] = [line for line in kernels.splitlines() if "kernel" in line]
+        lines = kernels.splitlines()
+        report["cuda_libraries"] = lines[0] if lines else ""
+        report["kernel_cache"] = [line for line in lines if "kernel" in line]
     checked = cuda_check(read(os.path.join(work, "cuda_check.out")))
     if checked is not None:
         report["cuda_check"] = checked
