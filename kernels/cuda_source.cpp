@@ -13,22 +13,9 @@ std::string cuda_math_prelude(bool f64) {
   for (const char* f : {"pow", "fmin", "fmax"})
     out += fmt::format("__device__ __forceinline__ real r_{0}(real a, real b) {{ return {0}{1}(a, b); }}\n", f, sfx);
   out += fmt::format("constexpr int SOFTPICK_SERIES = {};\n", f64 ? 17 : 9);
-  out += R"(
-// The score language's functions, as the CPU kernels compute them.
-__device__ __forceinline__ real f_exp(real a) { return r_exp(r_fmin(a, (real)88)); }  // no inf
-__device__ __forceinline__ real f_sigmoid(real a) { return (real)1 / ((real)1 + f_exp(-a)); }
-__device__ __forceinline__ real f_elu(real a) { return a > 0 ? a : r_exp(r_fmin(a, (real)0)) - (real)1; }
-__device__ __forceinline__ real f_relu(real a) { return a > 0 ? a : (real)0; }
-__device__ __forceinline__ real f_tanh(real a) { return r_tanh(a); }
-__device__ __forceinline__ real f_softplus(real a) { return r_fmax(a, (real)0) + r_log1p(r_exp(-r_fabs(a))); }
-__device__ __forceinline__ real f_abs(real a) { return r_fabs(a); }
-__device__ __forceinline__ real f_sqrt(real a) { return r_sqrt(a); }
-__device__ __forceinline__ real f_log(real a) { return r_log(a); }
-__device__ __forceinline__ real f_pow(real a, real b) { return r_pow(a, b); }
-__device__ __forceinline__ real f___step(real a) { return a > 0 ? (real)1 : (real)0; }
-__device__ __forceinline__ real f___sign(real a) { return a > 0 ? (real)1 : a < 0 ? (real)-1 : (real)0; }
-__device__ __forceinline__ real f___elu_grad(real a) { return a > 0 ? (real)1 : r_exp(r_fmin(a, (real)0)); }
-)";
+  // The normalizers' (the score functions expand into the r_ primitives: kernels/emit_cuda.cpp).
+  out += "__device__ __forceinline__ real r_step(real a) { return a > 0 ? (real)1 : (real)0; }\n";
+  out += "__device__ __forceinline__ real r_sign(real a) { return a > 0 ? (real)1 : a < 0 ? (real)-1 : (real)0; }\n";
   return out;
 }
 
@@ -140,9 +127,9 @@ __device__ __forceinline__ real softpick_term(real x, real c) {
 __device__ __forceinline__ real dZ_ds(real s, real Z, real S) {
   if (NORM_SUM) return 1;
   if (NORM_NONE) return 0;
-  if (NORM_ABS_CLAMPED) return r_fabs(S) > 1 ? f___sign(S) : (real)0;
+  if (NORM_ABS_CLAMPED) return r_fabs(S) > 1 ? r_sign(S) : (real)0;
   // p-norm: (|s| / Z)^(p-1) sign(s); at s = 0 (an exp that underflowed) the limit is 0.
-  return s == 0 ? (real)0 : r_pow(r_fabs(s) / Z, P_NORM - 1) * f___sign(s);
+  return s == 0 ? (real)0 : r_pow(r_fabs(s) / Z, P_NORM - 1) * r_sign(s);
 }
 
 // The attention A of a pair with logit x and its gradient dx, from the
@@ -151,7 +138,7 @@ __device__ __forceinline__ void column_grad(real x, real fi, real fj, real dA, r
                                             real& dx) {
   if (SOFTPICK) {  // A = alpha relu(e^x - 1) / Z;  dx = e^x / Z (alpha [x > 0] dA - sign(x) D), shifted by c = st1
     A = ALPHA * (r_fmax(softpick_term(x, st1), (real)0) / st0);
-    dx = r_exp(x - st1) / st0 * (ALPHA * f___step(x) * dA - f___sign(x) * Dd);
+    dx = r_exp(x - st1) / st0 * (ALPHA * r_step(x) * dA - r_sign(x) * Dd);
   } else if (SOFTMAX) {  // A = alpha exp(x - m) / l;  dx = A (dA - D / alpha)
     A = ALPHA / st1 * r_exp(x - st0);
     dx = A * (dA - Dd / ALPHA);

@@ -7,6 +7,7 @@
 #include "kernels/cuda_source.h"
 #include "kernels/kernel_abi.h"
 #include "kernels/symbolic.h"
+#include "plan/score_functions.h"
 
 namespace sink::kernels {
 namespace {
@@ -31,16 +32,15 @@ std::string c_expr(const ExprNode& e) {
     case Op::Pow: return "r_pow(" + arg(0) + ", " + arg(1) + ")";
     case Op::Call: break;
   }
-  // The language's functions and the derivative's helpers: cuda_source.h's f_NAME.
-  static const char* known[] = {"exp",  "sigmoid", "elu", "relu",   "tanh",   "softplus",  "abs",
-                                "sqrt", "log",     "pow", "__step", "__sign", "__elu_grad"};
-  for (const char* f : known)
-    if (e.name == f) {
-      std::string out = "f_" + e.name + "(";
-      for (size_t k = 0; k < e.args.size(); ++k) out += (k ? ", " : "") + arg(k);
-      return out + ")";
-    }
-  throw std::runtime_error("CUDA kernel generator: no code for function '" + e.name + "'");
+  // The language's functions expand into the primitives (plan/score_functions.h); only those have code here.
+  if (!primitive_arity(e.name)) return c_expr(expand_score_functions(e));
+  if (e.name == "__if_pos") return "(" + arg(0) + " > (real)0 ? " + arg(1) + " : " + arg(2) + ")";
+  static const std::pair<const char*, const char*> primitives[] = {
+      {"__exp", "r_exp"},   {"__log", "r_log"},   {"__log1p", "r_log1p"}, {"__tanh", "r_tanh"},
+      {"__sqrt", "r_sqrt"}, {"__abs", "r_fabs"},  {"__min", "r_fmin"},    {"__max", "r_fmax"}};
+  for (const auto& [name, code] : primitives)
+    if (e.name == name) return std::string(code) + "(" + arg(0) + (e.args.size() > 1 ? ", " + arg(1) : "") + ")";
+  throw std::runtime_error("CUDA kernel generator: no code for primitive '" + e.name + "'");
 }
 
 // Halves `rows` until `bytes(rows)` fits the shared-memory budget.

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "kernels/symbolic.h"
+#include "plan/score_functions.h"
 
 namespace sink::kernels {
 
@@ -22,26 +23,28 @@ std::string emit_expr(IrText& b, const Ty& t, const ExprNode& e, const ScoreEnv&
     case Op::Pow: return b.pow(t, arg(0), arg(1));
     case Op::Call: break;
   }
+  // The language's functions expand into the primitives (plan/score_functions.h); only those have code here.
+  if (!primitive_arity(e.name)) return emit_expr(b, t, expand_score_functions(e), env);
   const std::string& f = e.name;
   std::string a = arg(0);
-  auto guarded_exp = [&](const std::string& v) { return b.exp(t, b.min(t, v, num(88))); };  // no inf
-  if (f == "exp") return guarded_exp(a);
-  if (f == "sigmoid") return b.bin("fdiv", t, num(1), b.bin("fadd", t, num(1), guarded_exp(b.fneg(t, a))));
-  if (f == "elu") return b.select_gt0(t, a, a, b.bin("fsub", t, b.exp(t, b.min(t, a, num(0))), num(1)));
-  if (f == "relu") return b.select_gt0(t, a, a, num(0));
-  if (f == "tanh") return b.tanh(t, a);
-  if (f == "softplus") {  // max(x, 0) + log1p(exp(-|x|)): no overflow
-    return b.bin("fadd", t, b.max(t, a, num(0)), b.log1p(t, b.exp(t, b.fneg(t, b.abs(t, a)))));
-  }
-  if (f == "abs") return b.abs(t, a);
-  if (f == "sqrt") return b.intrinsic("sqrt", t, a);
-  if (f == "log") return b.log(t, a);
-  if (f == "pow") return b.pow(t, a, arg(1));
-  if (f == "__step") return b.select_gt0(t, a, num(1), num(0));
-  if (f == "__sign") return b.select_gt0(t, a, num(1), b.select(b.fcmp("olt", t, a, b.zero(t)), t, num(-1), num(0)));
-  if (f == "__elu_grad") return b.select_gt0(t, a, num(1), b.exp(t, b.min(t, a, num(0))));
-  throw std::runtime_error("kernel generator: no code for function '" + f + "'");
+  if (f == "__exp") return b.exp(t, a);
+  if (f == "__log") return b.log(t, a);
+  if (f == "__log1p") return b.log1p(t, a);
+  if (f == "__tanh") return b.tanh(t, a);
+  if (f == "__sqrt") return b.intrinsic("sqrt", t, a);
+  if (f == "__abs") return b.abs(t, a);
+  if (f == "__min") return b.min(t, a, arg(1));
+  if (f == "__max") return b.max(t, a, arg(1));
+  if (f == "__if_pos") return b.select_gt0(t, a, arg(1), arg(2));
+  throw std::runtime_error("kernel generator: no code for primitive '" + f + "'");
 }
+
+namespace {
+// x > 0 ? 1 : x < 0 ? -1 : 0, for the normalizers' derivatives.
+std::string sign_of(IrText& b, const Ty& t, const std::string& x) {
+  return b.select_gt0(t, x, b.num(1, t), b.select(b.fcmp("olt", t, x, b.zero(t)), t, b.num(-1, t), b.zero(t)));
+}
+}  // namespace
 
 Generator::Generator(const KernelSpec& s) : spec(s), score_grad(simplify(derivative(s.score))) {}
 
@@ -272,10 +275,9 @@ std::string Generator::p_term(IrText& b, const Ty& t, const std::string& s) {
 std::string Generator::dZ_ds(IrText& b, const Ty& t, const std::string& s, const std::string& Z, const std::string& S) {
   if (spec.normalize == "sum") return b.num(1, t);
   if (spec.normalize == "none") return b.zero(t);
-  ExprNode sign_of_x{ExprNode::Op::Call, 0, "__sign", {ExprNode{ExprNode::Op::Var, 0, "qk", {}}}};
   if (spec.normalize == "abs_clamped") {
     std::string over = b.fcmp("ogt", t, b.abs(t, S), b.num(1, t));
-    return b.select(over, t, emit_expr(b, t, sign_of_x, {S, "", ""}), b.zero(t));
+    return b.select(over, t, sign_of(b, t, S), b.zero(t));
   }
   // pnorm: Z^(1-p) |s|^(p-1) sign(s), taken as (|s| / Z)^(p-1) sign(s):
   // |s| <= Z, so for p < 1 the power of the ratio cannot overflow where the
@@ -283,7 +285,7 @@ std::string Generator::dZ_ds(IrText& b, const Ty& t, const std::string& s, const
   // that underflowed) it is inf * 0; the limit through ds/dx = s is 0.
   std::string ratio = b.bin("fdiv", t, b.abs(t, s), Z);
   std::string mag = b.pow(t, ratio, b.num(spec.p - 1, t));
-  std::string slope = b.bin("fmul", t, mag, emit_expr(b, t, sign_of_x, {s, "", ""}));
+  std::string slope = b.bin("fmul", t, mag, sign_of(b, t, s));
   return b.select(b.fcmp("oeq", t, s, b.zero(t)), t, b.zero(t), slope);
 }
 
@@ -298,9 +300,8 @@ std::pair<std::string, std::string> Generator::column_grad(IrText& b, const Ty& 
     const std::string& c = st1;
     std::string e = b.exp(t, b.bin("fsub", t, x, c));
     std::string A = b.bin("fmul", t, alpha, b.bin("fdiv", t, b.max(t, softpick_term(b, t, x, c, true), b.zero(t)), st0));
-    ExprNode qk{ExprNode::Op::Var, 0, "qk", {}};
-    std::string step = emit_expr(b, t, ExprNode{ExprNode::Op::Call, 0, "__step", {qk}}, {x, "", ""});
-    std::string sign = emit_expr(b, t, ExprNode{ExprNode::Op::Call, 0, "__sign", {qk}}, {x, "", ""});
+    std::string step = b.select_gt0(t, x, b.num(1, t), b.zero(t));
+    std::string sign = sign_of(b, t, x);
     std::string inner = b.bin("fsub", t, b.bin("fmul", t, b.bin("fmul", t, alpha, step), dA), b.bin("fmul", t, sign, D));
     return {A, b.bin("fmul", t, b.bin("fdiv", t, e, st0), inner)};
   }

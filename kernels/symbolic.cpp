@@ -3,6 +3,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "plan/score_functions.h"
+
 namespace sink::kernels {
 namespace {
 
@@ -19,24 +21,13 @@ ExprNode div(ExprNode a, ExprNode b) { return bin(Op::Div, std::move(a), std::mo
 
 bool is_num(const ExprNode& e, double v) { return e.op == Op::Number && e.number == v; }
 
-// d/dx f(u) as a function of u (the chain rule multiplies by u').
-ExprNode outer(const std::string& f, const ExprNode& u, const std::vector<ExprNode>& args) {
-  if (f == "exp") return call("exp", {u});
-  if (f == "sigmoid") {
-    auto s = call("sigmoid", {u});
-    return mul(s, sub(num(1), s));
-  }
-  if (f == "elu") return call("__elu_grad", {u});                   // u > 0 ? 1 : exp(u)
-  if (f == "relu") return call("__step", {u});
-  if (f == "tanh") return sub(num(1), mul(call("tanh", {u}), call("tanh", {u})));
-  if (f == "softplus") return call("sigmoid", {u});
-  if (f == "abs") return call("__sign", {u});
-  if (f == "sqrt") return div(num(0.5), call("sqrt", {u}));
-  if (f == "log") return div(num(1), u);
-  (void)args;
-  // A function added to the language without its derivative here would
-  // train with a zero gradient, silently: refuse it instead.
-  throw std::logic_error("kernels/symbolic.cpp: no derivative for '" + f + "': add it beside the others");
+// d/dx f(u) as a function of u (the chain rule multiplies by u'): the table's derivative (plan/score_functions.h).
+ExprNode outer(const std::string& f, const ExprNode& u) {
+  const ScoreFunction* function = find_score_function(f);
+  // A primitive (or a name the checker would refuse) has no derivative here: the table's values are
+  // differentiated through their written derivatives, never through their primitives.
+  if (!function || function->arity != 1) throw std::logic_error("kernels/symbolic.cpp: no derivative for '" + f + "'");
+  return score_function_derivative(*function, u);
 }
 
 }  // namespace
@@ -67,7 +58,7 @@ ExprNode derivative(const ExprNode& e, const std::string& var) {
         if (simplify(db).op == Op::Number && simplify(db).number == 0) return term;
         return add(term, mul(mul(power, call("log", {a})), db));
       }
-      return mul(outer(e.name, e.args[0], e.args), derivative(e.args[0], var));
+      return mul(outer(e.name, e.args[0]), derivative(e.args[0], var));
   }
   return num(0);
 }

@@ -1,7 +1,7 @@
 // Symbolic differentiation of score expressions with respect to qk, and the
-// simplification that keeps the derivative readable in the emitted IR.
-// Internal functions the derivative needs besides the language's own:
-// __step(x) = x > 0 ? 1 : 0, __sign(x).
+// simplification that keeps the derivative readable in the emitted IR. Each
+// function's derivative is the one written beside it in plan/score_functions.cpp,
+// over the language's functions and the backends' primitives (__if_pos, ...).
 #pragma once
 #include "plan/value.h"
 

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include "plan/score_functions.h"
+
 namespace sink {
 namespace {
 
@@ -263,9 +265,11 @@ std::vector<std::string> block_names() {
 }
 
 const ExprRules& score_rules() {
-  static const ExprRules rules{{"qk", "i", "j"},
-                               {{"exp", 1}, {"sigmoid", 1}, {"elu", 1}, {"relu", 1}, {"tanh", 1}, {"softplus", 1},
-                                {"abs", 1}, {"pow", 2}, {"sqrt", 1}, {"log", 1}}};
+  static const ExprRules rules = [] {
+    ExprRules r{{"qk", "i", "j"}, {}};
+    for (const auto& f : score_functions()) r.functions.push_back({f.name, f.arity});
+    return r;
+  }();
   return rules;
 }
 

@@ -4,6 +4,8 @@
 #include <optional>
 #include <stdexcept>
 
+#include "plan/score_functions.h"
+
 namespace sink::rt {
 namespace {
 
@@ -35,17 +37,19 @@ torch::Tensor eval_score(const ExprNode& e, const torch::Tensor& qk, const torch
       if (e.name == "j") return j.to(qk.dtype());
       break;
     case Op::Call: {
+      // The language's functions expand into the primitives (plan/score_functions.h): the kernels'
+      // safe forms, clamps included, and autograd through them; only the primitives have ops here.
+      if (!primitive_arity(e.name)) return eval_score(expand_score_functions(e), qk, i, j);
       const std::string& f = e.name;
-      if (f == "exp") return torch::exp(arg(0));
-      if (f == "sigmoid") return torch::sigmoid(arg(0));
-      if (f == "elu") return torch::elu(arg(0));
-      if (f == "relu") return torch::relu(arg(0));
-      if (f == "tanh") return torch::tanh(arg(0));
-      if (f == "softplus") return torch::softplus(arg(0));
-      if (f == "abs") return torch::abs(arg(0));
-      if (f == "sqrt") return torch::sqrt(arg(0));
-      if (f == "log") return torch::log(arg(0));
-      if (f == "pow") return torch::pow(arg(0), arg(1));
+      if (f == "__exp") return torch::exp(arg(0));
+      if (f == "__log") return torch::log(arg(0));
+      if (f == "__log1p") return torch::log1p(arg(0));
+      if (f == "__tanh") return torch::tanh(arg(0));
+      if (f == "__sqrt") return torch::sqrt(arg(0));
+      if (f == "__abs") return torch::abs(arg(0));
+      if (f == "__min") return torch::minimum(arg(0), arg(1));
+      if (f == "__max") return torch::maximum(arg(0), arg(1));
+      if (f == "__if_pos") return torch::where(arg(0) > 0, arg(1), arg(2));
       break;
     }
     default: break;

@@ -65,6 +65,11 @@ TEST(CudaKernels, DesignsBeyondThePaperMatchTheReference) {
   for (const auto& v : beyond_the_paper_variants()) compare(v, 1e-9, torch::kDouble);
 }
 
+TEST(CudaKernels, EveryScoreFunctionMatchesTheReference) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  for (const auto& v : score_function_variants()) compare(v), compare(v, 1e-9, torch::kDouble);
+}
+
 TEST(CudaKernels, RandomScoreExpressions) {
   SKIP_WITHOUT_HOST_COMPILER();
   for (const auto& v : random_score_variants()) compare(v, 2e-5);

@@ -2,12 +2,14 @@
 // config the reference path takes and the kernel spec the runtime asks for.
 // Shared by the JIT tests and the GPU fixture writer (tests/gpu).
 #pragma once
+#include <algorithm>
 #include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "plan/run_config.h"
+#include "plan/score_functions.h"
 #include "runtime/jit_attention.h"
 
 namespace sink::testing_variants {
@@ -124,6 +126,35 @@ inline std::vector<Variant> beyond_the_paper_variants() {
       {.name = "sink logit, large scores", .T = 12, .q_scale = 30, .grad_tol = 5e-3, .sink_logit = true},
       {.name = "sink logit, d_head 64, T 19, K biases", .key_bias = true, .T = 19, .D = 64, .sink_logit = true},
   };
+}
+
+// Every function of the score language (plan/score_functions.h), one variant each, read from the table: a
+// function added there is tested through every backend without a line here. The argument is qk where the
+// function is defined everywhere, softplus(qk) + 0.25 where only for positive arguments. Functions with
+// positive values alone run under the sum or the p-norm (a signed row can sum to zero), the others with
+// no normalization; a window and a prefix on the way.
+inline std::vector<Variant> score_function_variants() {
+  using Op = ExprNode::Op;
+  const std::vector<std::string> positive_values = {"exp", "sigmoid", "softplus", "sqrt", "pow"};
+  std::vector<Variant> out;
+  int n = 0;
+  for (const auto& f : sink::score_functions()) {
+    ExprNode x = f.positive_domain ? bin(Op::Add, call("softplus", {var("qk")}), num(0.25)) : var("qk");
+    std::vector<ExprNode> args = {x};
+    if (f.arity == 2) args.push_back(num(1.5));
+    Variant v;
+    v.score = call(f.name, args);
+    const bool positive = std::find(positive_values.begin(), positive_values.end(), f.name) != positive_values.end();
+    // exp(qk) under the sum is softmax, which the kernels compute max-shifted, not through the function.
+    v.normalize = !positive ? "none" : n % 2 || f.name == "exp" ? "pnorm" : "sum";
+    v.p = 0.5;
+    v.window = n % 2 ? 4 : 0;
+    v.prefix = n % 4 == 1 ? 2 : 0;
+    v.name = "score function " + to_string(v.score) + " / " + v.normalize;
+    out.push_back(v);
+    ++n;
+  }
+  return out;
 }
 
 // Random trees of the grammar's functions over qk, i, j; kept finite by
