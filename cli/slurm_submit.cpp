@@ -13,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "plan/plan.h"
+#include "plan/report_names.h"
 
 namespace sink::cli {
 
@@ -30,7 +31,7 @@ bool completed(const fs::path& run_dir) {
   std::ifstream in(run_dir / "summary.json");
   if (!in) return false;
   auto j = nlohmann::json::parse(in, nullptr, false);
-  return !j.is_discarded() && j.is_object() && j.value("status", "") == "completed";
+  return !j.is_discarded() && j.is_object() && j.value("status", "") == sink::report_names::status::kCompleted;
 }
 
 bool selected(const std::string& name, const std::string& only) {

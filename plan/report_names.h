@@ -1,6 +1,6 @@
-// The names of the measurements beyond the paper's own in metrics.jsonl,
-// summary.json and `sinkc measure --format json`: the runtime writes them
-// and the results tools read them from this one list.
+// The names a run writes and the results tools read, from this one list:
+// the measurements beyond the paper's own in metrics.jsonl, summary.json and
+// `sinkc measure --format json`, and summary.json's status.
 #pragma once
 #include <array>
 #include <string_view>
@@ -16,5 +16,15 @@ inline constexpr const char* kValueNormRatio = "value_norm_ratio";
 inline constexpr const char* kQueryKeyCos = "query_key_cos";
 
 inline constexpr std::array<std::string_view, 4> kHeadTables = {kSinkLogitShare, kKeyNormRatio, kValueNormRatio, kQueryKeyCos};
+
+// summary.json's "status", from a run's start to its end.
+namespace status {
+inline constexpr const char* kRunning = "running";
+inline constexpr const char* kCompleted = "completed";
+inline constexpr const char* kStopped = "stopped";          // at the step it was asked to stop at; resumable
+inline constexpr const char* kInterrupted = "interrupted";  // by a signal; resumable with --resume
+inline constexpr const char* kDiverged = "diverged";
+inline constexpr const char* kFailed = "failed";
+}  // namespace status
 
 }  // namespace sink::report_names

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <optional>
 #include <fmt/format.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -96,12 +97,15 @@ Eval read_eval(const json& j) {
   return e;
 }
 
-Status parse_status(const std::string& s) {
-  if (s == "completed") return Status::Completed;
-  if (s == "diverged") return Status::Diverged;
-  if (s == "failed") return Status::Failed;
-  if (s == "stopped" || s == "interrupted") return Status::Stopped;  // interrupted: resumable with --resume
-  return Status::Running;
+// summary.json's status; nullopt for one the runtime never writes.
+std::optional<Status> parse_status(const std::string& s) {
+  namespace written = report_names::status;
+  if (s == written::kCompleted) return Status::Completed;
+  if (s == written::kDiverged) return Status::Diverged;
+  if (s == written::kFailed) return Status::Failed;
+  if (s == written::kStopped || s == written::kInterrupted) return Status::Stopped;  // resumable with --resume
+  if (s == written::kRunning || s.empty()) return Status::Running;
+  return std::nullopt;
 }
 
 // summary.json says "running" from the start of a run; a SIGKILL leaves it
@@ -154,8 +158,11 @@ RunData load_run(const std::string& dir) {
   std::ifstream sf(fs::path(dir) / "summary.json");
   json summary = sf ? json::parse(sf, nullptr, false) : json();
   if (summary.is_object()) {
-    r.status = parse_status(summary.value("status", ""));
-    r.reason = summary.value("reason", "");
+    const std::string written = summary.value("status", "");
+    const std::optional<Status> status = parse_status(written);
+    r.status = status.value_or(Status::Failed);
+    r.reason = status ? summary.value("reason", "")
+                      : fmt::format("summary.json's status '{}' is none that this sinklab writes", written);
     if (r.status == Status::Running && process_is_gone(summary)) {
       r.status = Status::Stopped;
       const Eval* e = r.last();

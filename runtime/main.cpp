@@ -6,6 +6,7 @@
 #include <iostream>
 #include <thread>
 
+#include "plan/report_names.h"
 #include "runtime/batches.h"
 #include "runtime/data_parallel.h"
 #include "runtime/device.h"
@@ -23,6 +24,7 @@
 
 namespace fs = std::filesystem;
 using namespace sink;
+namespace run_status = sink::report_names::status;
 
 #if SINKLAB_HAVE_JIT
 constexpr bool kHaveJit = true;
@@ -124,8 +126,8 @@ int run_command(const std::vector<std::string>& targets, const RunFlags& flags) 
     if (leader)
       fmt::print("{:<10} {}{}{}{}\n", r.status, r.dir, loss, sink,
                  r.summary.contains("reason") ? "  (" + r.summary["reason"].get<std::string>() + ")" : "");
-    if (r.status == "failed") ++failures;
-    if (r.status == "interrupted") return 130;
+    if (r.status == run_status::kFailed) ++failures;
+    if (r.status == run_status::kInterrupted) return 130;
   }
   return failures ? 1 : 0;
 }
@@ -143,7 +145,7 @@ int export_command(const std::string& run_dir, const std::string& llama2c_file, 
   }
   auto trained = rt::load_trained_model(run_dir);
   if (!trained.warning.empty()) fmt::print(stderr, "sinkc: warning: {}\n", trained.warning);
-  if (trained.status != "completed")
+  if (trained.status != run_status::kCompleted)
     fmt::print(stderr, "sinkc: note: the run is {}; writing its checkpoint of step {}\n",
                trained.status.empty() ? "without a summary" : trained.status, trained.step);
   const auto& c = trained.model->cfg;

@@ -8,8 +8,9 @@
 #include <thread>
 #include <unistd.h>
 
-#include "runtime/batches.h"
+#include "plan/report_names.h"
 #include "plan/run_config.h"
+#include "runtime/batches.h"
 #include "runtime/corpus.h"
 #include "runtime/data_parallel.h"
 #include "runtime/device.h"
@@ -27,6 +28,7 @@ namespace sink::rt {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
+namespace run_status = report_names::status;
 
 namespace {
 
@@ -271,7 +273,7 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
       const std::string name = e.path().filename().string();
       if (!e.is_directory(ec) || name.size() < 9 || name.substr(name.size() - 9) != "-" + plan.hash8()) continue;
       RunDir other(e.path().string());
-      if (auto s = other.summary(); s && s->value("status", "") == "completed" && s->value("hash", "") == plan.hash()) {
+      if (auto s = other.summary(); s && s->value("status", "") == run_status::kCompleted && s->value("hash", "") == plan.hash()) {
         fs::create_directory_symlink(e.path().filename(), own, ec);
         break;
       }
@@ -286,7 +288,7 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
     fs::create_directories(own, ec);
     lock = RunLock::acquire(own, options.wait);
     if (!lock) decision = kElsewhere;
-    else if (auto s = RunDir::read_summary(own); s && s->value("status", "") == "completed" && s->value("hash", "") == plan.hash())
+    else if (auto s = RunDir::read_summary(own); s && s->value("status", "") == run_status::kCompleted && s->value("hash", "") == plan.hash())
       decision = kCached;
   }
   if (workers) decision = workers->broadcast({decision})[0];
@@ -318,7 +320,7 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
   };
   if (leader) write_atomically(dir.file("plan.toml"), to_toml(plan));
   const auto started = Clock::now();
-  json summary = {{"name", plan.name}, {"hash", plan.hash()}, {"status", "running"}};
+  json summary = {{"name", plan.name}, {"hash", plan.hash()}, {"status", run_status::kRunning}};
   // Who is running it: a reader on this host can then tell a run in
   // progress from one whose process was killed (SIGKILL, power loss).
   summary["process"] = {{"host", host_name()}, {"pid", static_cast<int64_t>(getpid())}};
@@ -436,7 +438,7 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
     auto last_progress = Clock::now();
     for (int64_t step = state.step; step < steps; ++step) {
       if (options.stop_after >= 0 && step - first_step >= options.stop_after) {
-        return finish("stopped", fmt::format("stopped after step {}", step));
+        return finish(run_status::kStopped, fmt::format("stopped after step {}", step));
       }
       const double lr = learning_rate(cfg.train, step);
       set_learning_rate(*opt, lr);
@@ -486,7 +488,7 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
         if (diverged_at) {
           summary["steps_done"] = *diverged_at;
           summary["tokens"] = *diverged_at * tokens_per_step;
-          return finish("diverged", fmt::format("non-finite loss at step {}", *diverged_at + 1));
+          return finish(run_status::kDiverged, fmt::format("non-finite loss at step {}", *diverged_at + 1));
         }
         state.loss_sum += losses.sum;
         state.loss_count += losses.count;
@@ -520,7 +522,7 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
         summary["final"] = m;
         if (!std::isfinite(m["valid_loss"].get<double>())) {
           summary["steps_done"] = state.step;
-          return finish("diverged", fmt::format("non-finite validation loss at step {}", state.step));
+          return finish(run_status::kDiverged, fmt::format("non-finite validation loss at step {}", state.step));
         }
       }
       if (checkpoint_due) leader_writes(write_checkpoint);
@@ -529,7 +531,7 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
         if (tty) fmt::print(stderr, "\n");
         summary["steps_done"] = state.step;
         summary["tokens"] = state.step * tokens_per_step;
-        return finish("interrupted", fmt::format("interrupted after step {}; continue with --resume", state.step));
+        return finish(run_status::kInterrupted, fmt::format("interrupted after step {}; continue with --resume", state.step));
       }
     }
     if (tty) fmt::print(stderr, "\n");
@@ -540,9 +542,9 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
     summary["tokens"] = steps * tokens_per_step;
     summary["train_wall_s"] = elapsed;
     summary["tokens_per_s"] = (steps - first_step) * tokens_per_step / std::max(elapsed, 1e-9);
-    return finish("completed", "");
+    return finish(run_status::kCompleted, "");
   } catch (const std::exception& e) {
-    return finish("failed", error_text(e).substr(0, 2000));
+    return finish(run_status::kFailed, error_text(e).substr(0, 2000));
   }
 }
 

@@ -201,3 +201,17 @@ TEST(Table, AFailedRunShowsItsLastMetrics) {
   EXPECT_EQ(text.rows[0].back(), "40.00");
   EXPECT_EQ(text.rows[1].back(), "-");
 }
+
+TEST(Table, AStatusTheRuntimeNeverWritesIsAFailureThatSaysSo) {
+  // Before, any status but the known ones read as "running": a run a newer or damaged summary.json
+  // described would have shown as in progress forever.
+  TempDir tmp("table-unknown-status");
+  auto plans = compile_plans("sweep wd over micro { optim.weight_decay in [0.1, 1.0] }\n");
+  write_run(tmp.path, {plans[0], "paused", "", curve(1, {})});
+  write_run(tmp.path, {plans[1], sink::report_names::status::kInterrupted, "", curve(1, {})});
+  auto runs = load_run_folder(tmp.path);
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].status, Status::Failed);
+  EXPECT_NE(runs[0].status_text().find("'paused'"), std::string::npos) << runs[0].status_text();
+  EXPECT_EQ(runs[1].status, Status::Stopped);
+}
