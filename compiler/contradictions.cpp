@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "plan/normalizers.h"
 #include "plan/run_config.h"
 
 namespace sink {
@@ -90,9 +91,11 @@ void check_run(const Run& run, Diagnostics& diags) {
   // Attention operation.
   const Value* score = r.v("attention.score");
   const Value* norm = r.v("attention.normalize");
-  if (score && score->expr && norm && norm->s == "none" && grows_without_bound(*score->expr))
+  const Normalizer* normalizer = norm ? find_normalizer(norm->s) : nullptr;
+  if (score && score->expr && normalizer && !normalizer->bounds_scores && grows_without_bound(*score->expr))
     r.error({"attention.normalize", "attention.score"},
-            fmt::format("score {} without normalization grows without bound and diverges", score->str()),
+            fmt::format("score {} {} grows without bound and diverges", score->str(),
+                        norm->s == "none" ? "without normalization" : "under normalize = " + norm->s + " (" + normalizer->formula + ")"),
             "use normalize = sum (softmax), or a bounded score such as sigmoid(qk)");
   if (score && score->expr && !mentions_var(*score->expr, "qk"))
     r.error({"attention.score"}, fmt::format("score {} does not depend on qk: attention would ignore the content", score->str()));

@@ -104,13 +104,6 @@ __device__ __forceinline__ void load_tiles(real (*a_tile)[D], real (*b_tile)[D],
   }
 }
 
-__device__ __forceinline__ real p_term(real s) { return NORM_PNORM ? r_pow(r_fabs(s), P_NORM) : (real)0; }
-__device__ __forceinline__ real normalizer(real S, real Pp) {
-  if (NORM_SUM) return S;
-  if (NORM_NONE) return 1;
-  if (NORM_ABS_CLAMPED) return r_fmax(r_fabs(S), (real)1);
-  return r_pow(Pp, (real)1 / P_NORM);
-}
 // A zero Z (e.g. relu scores all zero) normalizes nothing.
 __device__ __forceinline__ real safe(real Z) { return r_fabs(Z) < (real)1e-30 ? (real)1 : Z; }
 
@@ -124,14 +117,6 @@ __device__ __forceinline__ real softpick_term(real x, real c) {
   return r_fabs(x) < (real)0.5 ? floor_ * (x * series) : apart;
 }
 
-__device__ __forceinline__ real dZ_ds(real s, real Z, real S) {
-  if (NORM_SUM) return 1;
-  if (NORM_NONE) return 0;
-  if (NORM_ABS_CLAMPED) return r_fabs(S) > 1 ? r_sign(S) : (real)0;
-  // p-norm: (|s| / Z)^(p-1) sign(s); at s = 0 (an exp that underflowed) the limit is 0.
-  return s == 0 ? (real)0 : r_pow(r_fabs(s) / Z, P_NORM - 1) * r_sign(s);
-}
-
 // The attention A of a pair with logit x and its gradient dx, from the
 // forward's row statistics st0, st1, dA = <dO_i, v_j> and Dd = <dO_i, O_i>.
 __device__ __forceinline__ void column_grad(real x, real fi, real fj, real dA, real Dd, real st0, real st1, real& A,
@@ -142,11 +127,11 @@ __device__ __forceinline__ void column_grad(real x, real fi, real fj, real dA, r
   } else if (SOFTMAX) {  // A = alpha exp(x - m) / l;  dx = A (dA - D / alpha)
     A = ALPHA / st1 * r_exp(x - st0);
     dx = A * (dA - Dd / ALPHA);
-  } else {  // exp under the p-norm: s of x - m (st1 = m), of degree 0 in A and dx
+  } else {  // exp under a scale-free normaliser: s of x - m (st1 = m), of degree 0 in A and dx; else st1 = P
     const real xe = SHIFTED_EXP ? x - st1 : x;
     const real s = score(xe, fi, fj);
     A = ALPHA * (s / st0);
-    dx = (ALPHA * dA - Dd * dZ_ds(s, st0, st1)) / st0 * score_grad(xe, fi, fj);
+    dx = (ALPHA * dA - Dd * norm_slope(s, st0, st1)) / st0 * score_grad(xe, fi, fj);
   }
 }
 )";
@@ -169,7 +154,7 @@ std::string cuda_forward_body() {
   const real fi = (real)(row + 1);
   long long lo, hi, block_lo, block_hi, unused;
   key_range(row, T, lo, hi);
-  // Running state: softmax m, l; softpick c, Z; exp under the p-norm m, P; otherwise S, P.
+  // Running state: softmax m, l; softpick c, Z; exp under a scale-free normaliser m, P; otherwise P (in t).
   real s = ONLINE_MAX && !SOFTPICK ? -SINK_INF : (real)0, t = 0;
   if (KEY_BIAS) {  // the k* column: every query sees it; its value is v*
     real xs = 0;
@@ -185,7 +170,7 @@ std::string cuda_forward_body() {
       s = xs, t = 1, w = 1;  // exp(x* - m) = 1 with m = x*; so is 1^p
     } else {
       w = score(xs, fi, (real)0);
-      s = w, t = p_term(w);
+      t = norm_term(w);
     }
 #pragma unroll
     for (int d = 0; d < D; ++d) acc[d] = w * vstar[d];
@@ -226,18 +211,18 @@ std::string cuda_forward_body() {
         }
         const real u = softpick_term(x, s);
         t += r_fabs(u), w = r_fmax(u, (real)0);
-      } else if (ONLINE_MAX) {  // exp(x - m); the p-norm sums their p-th powers
+      } else if (ONLINE_MAX) {  // exp(x - m); a scale-free normaliser sums their terms (p-th powers)
         if (x > s) {
           const real corr = r_exp(s - x);
-          t *= SHIFTED_EXP ? r_pow(corr, P_NORM) : corr, s = x;
+          t *= SHIFTED_EXP ? r_pow(corr, TERM_DEGREE) : corr, s = x;
 #pragma unroll
           for (int d = 0; d < D; ++d) acc[d] *= corr;
         }
         w = r_exp(x - s);
-        t += SHIFTED_EXP ? r_pow(w, P_NORM) : w;
+        t += SHIFTED_EXP ? norm_term(w) : w;
       } else {
         w = score(x, fi, (real)(j + 1));
-        s += w, t += p_term(w);
+        t += norm_term(w);
       }
 #pragma unroll
       for (int d = 0; d < D; ++d) acc[d] += w * v_tile[c][d];
@@ -251,9 +236,9 @@ std::string cuda_forward_body() {
   } else if (SOFTMAX) {  // m and l apart, not m + log l, which would lose log l's digits
     Z = t;
     stats[row] = s, stats[T + row] = t;
-  } else {  // Z and S (the row max m for exp under the p-norm)
-    Z = safe(normalizer(s, t));
-    stats[row] = Z, stats[T + row] = s;
+  } else {  // Z and P (the row max m for exp under a scale-free normaliser)
+    Z = safe(norm_finish(t));
+    stats[row] = Z, stats[T + row] = SHIFTED_EXP ? s : t;
   }
   const real scale = ALPHA / Z;
 #pragma unroll

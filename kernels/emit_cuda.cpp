@@ -23,7 +23,11 @@ std::string c_expr(const ExprNode& e) {
   auto arg = [&](size_t k) { return c_expr(e.args.at(k)); };
   switch (e.op) {
     case Op::Number: return number(e.number);
-    case Op::Var: return e.name == "qk" ? "x" : e.name == "i" ? "fi" : "fj";
+    case Op::Var:
+      if (e.name == "qk") return "x";
+      if (e.name == "i" || e.name == "j") return "f" + e.name;
+      if (e.name == "s" || e.name == "P" || e.name == "Z") return e.name;  // the normaliser's (plan/normalizers.h)
+      throw std::runtime_error("CUDA kernel generator: no value for variable '" + e.name + "'");
     case Op::Neg: return "(-" + arg(0) + ")";
     case Op::Add: return "(" + arg(0) + " + " + arg(1) + ")";
     case Op::Sub: return "(" + arg(0) + " - " + arg(1) + ")";
@@ -100,20 +104,22 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage) {
   flag("KEY_BIAS", spec.key_bias);
   flag("SINK_LOGIT", spec.sink_logit);
   flag("POSITION_BIAS", spec.position_bias);
-  flag("NORM_SUM", spec.normalize == "sum");
-  flag("NORM_NONE", spec.normalize == "none");
-  flag("NORM_ABS_CLAMPED", spec.normalize == "abs_clamped");
-  flag("NORM_PNORM", spec.normalize == "pnorm");
   out += fmt::format("constexpr int D = {};\n", spec.d_head);
   out += fmt::format("constexpr long long PREFIX = {}, WINDOW = {};\n", spec.prefix, spec.window);
-  out += fmt::format("#define ALPHA {}\n#define P_NORM {}\n#define SCALE_QK {}\n#define SOFTPICK_EPS {}\n", number(spec.alpha),
-                     number(spec.p), number(1.0 / std::sqrt(static_cast<double>(spec.d_head))), number(kSoftpickEps));
+  const NormalizerForm norm = spec.normalizer();
+  out += fmt::format("#define ALPHA {}\n#define TERM_DEGREE {}\n#define SCALE_QK {}\n#define SOFTPICK_EPS {}\n",
+                     number(spec.alpha), number(norm.term_degree), number(1.0 / std::sqrt(static_cast<double>(spec.d_head))),
+                     number(kSoftpickEps));
   out += fmt::format("constexpr int FWD_ROWS = {}, FWD_KEYS = {}, KEY_ROWS = {}, KEY_QUERIES = {}, QUERY_ROWS = {}, "
                      "QUERY_KEYS = {}, ROW_THREADS = {};\n",
                      tiles.forward_rows, tiles.forward_keys, tiles.key_rows, tiles.key_queries, tiles.query_rows,
                      tiles.query_keys, tiles.row_threads);
   out += "__device__ __forceinline__ real score(real x, real fi, real fj) { return " + c_expr(spec.score) + "; }\n";
-  out += "__device__ __forceinline__ real score_grad(real x, real fi, real fj) { return " + c_expr(score_grad) + "; }\n\n";
+  out += "__device__ __forceinline__ real score_grad(real x, real fi, real fj) { return " + c_expr(score_grad) + "; }\n";
+  out += "// normalize = " + norm.row->name + ": P = sum_j term(s), Z = finish(P), dZ/ds = slope\n";
+  out += "__device__ __forceinline__ real norm_term(real s) { return " + c_expr(norm.term) + "; }\n";
+  out += "__device__ __forceinline__ real norm_finish(real P) { return " + c_expr(norm.finish) + "; }\n";
+  out += "__device__ __forceinline__ real norm_slope(real s, real Z, real P) { return " + c_expr(norm.slope) + "; }\n\n";
   out += cuda_shared_functions();
   out += abi::cuda_signature(abi::kForwardSymbol, abi::kCudaForward, tiles.forward_rows) + cuda_forward_body();
   out += abi::cuda_signature(abi::kCudaBackwardRowsSymbol, abi::kCudaBackwardRows, tiles.row_threads) + cuda_backward_rows_body();

@@ -56,7 +56,7 @@ std::string Generator::forward(bool nvptx) {
     fi[r] = position(b, g.index[r]);
   }
   // Per row: acc (sum of weights x v), and m, l (softmax), m, P (exp under
-  // the p-norm: P = sum exp(x - m)^p) or S, P.
+  // a scale-free normaliser: P = sum term(exp(x - m))), or P alone.
   std::vector<Carried> carried;
   // softpick's shift c = max(0, row max) keeps e^-c <= 1: it starts at 0, not -inf.
   const std::string first_max = spec.softpick() ? b.num(0) : b.num(-INFINITY);
@@ -74,7 +74,7 @@ std::string Generator::forward(bool nvptx) {
         m0 = xs, l0 = b.num(1), acc0 = vs;  // exp(x* - m) = 1 with m = x*; so is 1^p
       } else {
         std::string ss = emit_expr(b, b.scalar, spec.score, {xs, fi[r], b.num(0)});
-        S0 = ss, P0 = p_term(b, b.scalar, ss), acc0 = b.vscale(vs, ss);
+        S0 = ss, P0 = row_term(b, b.scalar, ss), acc0 = b.vscale(vs, ss);
       }
     }
     if (spec.sink_logit) {
@@ -134,16 +134,16 @@ std::string Generator::forward(bool nvptx) {
       next.push_back({s, m_new});
       if (spec.softmax) {
         next.push_back({t, b.fadd(b.fmul(t, corr), b.reduce_add(L, weights[r]))});
-      } else {  // the weights are scaled by corr, their p-th powers by corr^p
-        std::string corr_p = b.exp(b.scalar, b.fmul(b.fsub(s, m_sub), b.num(spec.p)));
-        next.push_back({t, b.fadd(b.fmul(t, corr_p), p_term(b, L, weights[r]))});
+      } else {  // the weights are scaled by corr, their terms by corr^degree (p-th powers: corr^p)
+        std::string corr_p = b.exp(b.scalar, b.fmul(b.fsub(s, m_sub), b.num(norm.term_degree)));
+        next.push_back({t, b.fadd(b.fmul(t, corr_p), row_term(b, L, weights[r], valid))});
       }
       acc[r] = b.vscale(acc[r], corr);
     } else {
       std::string sc = emit_expr(b, L, spec.score, {xr, b.splat(L, fi[r]), jpos});
       weights[r] = b.select(valid, L, sc, b.zero(L));
-      next.push_back({s, b.fadd(s, b.reduce_add(L, weights[r]))});
-      next.push_back({t, b.fadd(t, p_term(b, L, weights[r]))});
+      next.push_back({s, s});  // (unused: the row's state is P alone)
+      next.push_back({t, b.fadd(t, row_term(b, L, weights[r], valid))});
     }
   }
   acc = weighted_rows(b, "pv", "kb.body", "%kb", hi[R - 1], {{"%v", weights, acc}})[0];
@@ -164,12 +164,12 @@ std::string Generator::forward(bool nvptx) {
       b.store(s, "%stats", g.index[r]);
       b.store(t, "%stats", second);
     } else {
-      // Z and S; for exp under the p-norm %kb.s is the row max m, stored
-      // where S would be (the p-norm's backward reads no S).
-      std::string Z = safe(b, normalizer(b, s, t));
+      // Z and P; for exp under a scale-free normaliser, Z and the row max m
+      // (whose slopes read no P).
+      std::string Z = safe(b, finish_row(b, t));
       b.store_row(b.vscale(a, b.fdiv(b.num(spec.alpha), Z)), "%o", g.index[r]);
       b.store(Z, "%stats", g.index[r]);
-      b.store(s, "%stats", second);
+      b.store(spec.shifted_exp() ? s : t, "%stats", second);
     }
   }
   close_loop(b, "qg", R);

@@ -14,7 +14,13 @@ std::string emit_expr(IrText& b, const Ty& t, const ExprNode& e, const ScoreEnv&
   auto num = [&](double v) { return b.num(v, t); };
   switch (e.op) {
     case Op::Number: return num(e.number);
-    case Op::Var: return e.name == "qk" ? env.x : e.name == "i" ? env.i : env.j;
+    case Op::Var:
+      if (e.name == "qk") return env.x;
+      if (e.name == "i") return env.i;
+      if (e.name == "j") return env.j;
+      for (const auto& [name, value] : env.named)
+        if (e.name == name) return value;
+      throw std::runtime_error("kernel generator: no value for variable '" + e.name + "'");
     case Op::Neg: return b.fneg(t, arg(0));
     case Op::Add: return b.bin("fadd", t, arg(0), arg(1));
     case Op::Sub: return b.bin("fsub", t, arg(0), arg(1));
@@ -46,7 +52,7 @@ std::string sign_of(IrText& b, const Ty& t, const std::string& x) {
 }
 }  // namespace
 
-Generator::Generator(const KernelSpec& s) : spec(s), score_grad(simplify(derivative(s.score))) {}
+Generator::Generator(const KernelSpec& s) : spec(s), score_grad(simplify(derivative(s.score))), norm(s.normalizer()) {}
 
 IrText Generator::body(bool nvptx) const { return IrText(spec.d_head, kKeyBlock, spec.f64, nvptx); }
 
@@ -237,11 +243,8 @@ std::vector<std::vector<std::string>> Generator::weighted_rows(IrText& b, const 
   return out;
 }
 
-std::string Generator::normalizer(IrText& b, const std::string& S, const std::string& P) {
-  if (spec.normalize == "sum") return S;
-  if (spec.normalize == "none") return b.num(1);
-  if (spec.normalize == "abs_clamped") return b.max(b.scalar, b.abs(b.scalar, S), b.num(1));
-  return b.pow(b.scalar, P, b.num(1.0 / spec.p));
+std::string Generator::finish_row(IrText& b, const std::string& P) {
+  return emit_expr(b, b.scalar, norm.finish, {.named = {{"P", P}}});
 }
 
 // Near x = 0, e^(x - c) - e^-c cancels to a few digits (relative error
@@ -265,28 +268,14 @@ std::string Generator::safe(IrText& b, const std::string& Z) {
   return b.select(tiny, b.scalar, b.num(1), Z);
 }
 
-// |s|^p summed over the lanes of s (p-norm), else 0.
-std::string Generator::p_term(IrText& b, const Ty& t, const std::string& s) {
-  if (spec.normalize != "pnorm") return b.num(0);
-  std::string powered = b.pow(t, b.abs(t, s), b.num(spec.p, t));
-  return t.vector() ? b.reduce_add(t, powered) : powered;
+std::string Generator::row_term(IrText& b, const Ty& t, const std::string& s, const std::string& valid) {
+  std::string term = emit_expr(b, t, norm.term, {.named = {{"s", s}}});
+  if (!valid.empty()) term = b.select(valid, t, term, b.zero(t));
+  return t.vector() ? b.reduce_add(t, term) : term;
 }
 
-std::string Generator::dZ_ds(IrText& b, const Ty& t, const std::string& s, const std::string& Z, const std::string& S) {
-  if (spec.normalize == "sum") return b.num(1, t);
-  if (spec.normalize == "none") return b.zero(t);
-  if (spec.normalize == "abs_clamped") {
-    std::string over = b.fcmp("ogt", t, b.abs(t, S), b.num(1, t));
-    return b.select(over, t, sign_of(b, t, S), b.zero(t));
-  }
-  // pnorm: Z^(1-p) |s|^(p-1) sign(s), taken as (|s| / Z)^(p-1) sign(s):
-  // |s| <= Z, so for p < 1 the power of the ratio cannot overflow where the
-  // two factors apart can (Z ~ e^20, s a denormal exp). At s = 0 (an exp
-  // that underflowed) it is inf * 0; the limit through ds/dx = s is 0.
-  std::string ratio = b.bin("fdiv", t, b.abs(t, s), Z);
-  std::string mag = b.pow(t, ratio, b.num(spec.p - 1, t));
-  std::string slope = b.bin("fmul", t, mag, sign_of(b, t, s));
-  return b.select(b.fcmp("oeq", t, s, b.zero(t)), t, b.zero(t), slope);
+std::string Generator::dZ_ds(IrText& b, const Ty& t, const std::string& s, const std::string& Z, const std::string& P) {
+  return emit_expr(b, t, norm.slope, {.named = {{"s", s}, {"Z", Z}, {"P", P}}});
 }
 
 std::pair<std::string, std::string> Generator::column_grad(IrText& b, const Ty& t, const std::string& x,

@@ -6,8 +6,9 @@
 // The layout the kernels work on, per (batch, head) slice:
 //   q, k, v, o, dout: [T, D] rows;  kt, vt, qt, doutt: the same transposed,
 //   [D, Tp] with Tp >= T + kKeyBlock, zero padded;  stats: [2, Tp] (softmax:
-//   the row max m and the sum l of exp(x - m); exp under the p-norm: Z of
-//   exp(x - m) and m; otherwise Z and the raw sum S);
+//   the row max m and the sum l of exp(x - m); exp under a scale-free
+//   normaliser (the p-norm): Z of exp(x - m) and m; otherwise Z and the
+//   row's sum of normaliser terms P, plan/normalizers.h);
 //   delta: [Tp] scratch for <dO_i, O_i>;  sink: the head's sink logit b
 //   (one value), dsink: the slice's sum of its gradient (one value).
 //   softpick: stats hold Z of the shifted terms and the shift c >= 0.
@@ -21,9 +22,11 @@
 
 namespace sink::kernels {
 
-// Values of an expression's variables: x (= qk), i and j (1-based), all of one type.
+// Values of an expression's variables: x (= qk), i and j (1-based), and the
+// normaliser's (s, P, Z: plan/normalizers.h) by name, all of one type.
 struct ScoreEnv {
   std::string x, i, j;
+  std::vector<std::pair<std::string, std::string>> named = {};
 };
 std::string emit_expr(IrText& b, const Ty& t, const ExprNode& e, const ScoreEnv& env);
 
@@ -64,6 +67,7 @@ class Generator {
  private:
   const KernelSpec& spec;
   ExprNode score_grad;
+  NormalizerForm norm;  // the normaliser's expressions, its parameter bound
   std::string declarations_;
 
   IrText body(bool nvptx = false) const;
@@ -110,12 +114,16 @@ class Generator {
                                                       const Scatter* scatter = nullptr);
   static void weights_buffer(IrText& b);
 
-  std::string normalizer(IrText& b, const std::string& S, const std::string& P);
+  // Z of a row from its sum of terms P (direct normalisers).
+  std::string finish_row(IrText& b, const std::string& P);
   // softpick's term (e^x - 1) e^-c, of type t; c a scalar, or of type t already (c_per_lane).
   static std::string softpick_term(IrText& b, const Ty& t, const std::string& x, const std::string& c, bool c_per_lane = false);
   static std::string safe(IrText& b, const std::string& Z);
-  std::string p_term(IrText& b, const Ty& t, const std::string& s);
-  std::string dZ_ds(IrText& b, const Ty& t, const std::string& s, const std::string& Z, const std::string& S);
+  // The normaliser's terms of scores s, zero where `valid` (an i1 lane vector, or "" for all) is false,
+  // summed over the lanes.
+  std::string row_term(IrText& b, const Ty& t, const std::string& s, const std::string& valid = "");
+  // dZ/ds of scores s, Z and the row's P (for exp(qk) under a scale-free normaliser: the row max, unread).
+  std::string dZ_ds(IrText& b, const Ty& t, const std::string& s, const std::string& Z, const std::string& P);
   // (A, dx) of scores with logits x; every argument is of type t.
   std::pair<std::string, std::string> column_grad(IrText& b, const Ty& t, const std::string& x, const std::string& fi,
                                                   const std::string& fj, const std::string& dA, const std::string& D,

@@ -6,7 +6,7 @@ namespace sink::kernels {
 
 std::string KernelSpec::describe() const {
   return fmt::format("score={} softmax={} normalize={} p={} alpha={} prefix={} window={} position_bias={} key_bias={} d_head={} {}",
-                     to_string(score), softmax, normalize, format_number(p), format_number(alpha), prefix, window,
+                     to_string(score), softmax, norm->name, format_number(p), format_number(alpha), prefix, window,
                      position_bias, key_bias, d_head, f64 ? "f64" : "f32") +
          (sink_logit ? " sink_logit" : "");  // (absent before the field existed: earlier kernels keep their names)
 }
@@ -22,7 +22,7 @@ KernelSpec kernel_spec(const ModelConfig& model) {
   KernelSpec k;
   k.score = a.score;
   k.softmax = a.softmax;
-  k.normalize = a.normalize;
+  k.norm = &normalizer_named(a.normalize);
   k.p = a.pnorm_p;
   k.alpha = a.scale;
   k.prefix = a.prefix;

@@ -5,6 +5,7 @@
 #pragma once
 #include <string>
 
+#include "plan/normalizers.h"
 #include "plan/plan.h"
 #include "plan/run_config.h"
 
@@ -13,8 +14,8 @@ namespace sink::kernels {
 struct KernelSpec {
   ExprNode score;            // over qk, i, j (1-based positions)
   bool softmax = false;      // exp(qk) with normalize = sum: the online, max-subtracted form
-  std::string normalize;     // sum | none | abs_clamped | pnorm | softpick (score exp(qk))
-  double p = 1;              // pnorm
+  const Normalizer* norm = &normalizer_named("sum");  // the row of attention.normalize
+  double p = 1;              // its parameter, where it takes one
   double alpha = 1;          // rows sum to alpha
   int64_t prefix = 0, window = 0;
   bool position_bias = false;  // g(i - j) from a per-head table indexed by distance (ALiBi, T5)
@@ -26,8 +27,10 @@ struct KernelSpec {
   // exp(qk) under the p-norm: A = s / ||s||_p does not change when s is
   // scaled, so the kernels compute exp(x - m) with the row max m as softmax
   // does. exp(x) alone overflows float at x > 88 (p = 1/4 diverged so).
-  bool shifted_exp() const { return is_shifted_exp(score, normalize); }
-  bool softpick() const { return normalize == "softpick"; }
+  bool shifted_exp() const { return is_shifted_exp(score, norm->name); }
+  // Softpick is the one normaliser with a hand-written online form.
+  bool softpick() const { return norm->online_form; }
+  NormalizerForm normalizer() const { return normalizer_form(*norm, p); }
   // The forms that carry a running row maximum through the key blocks.
   bool online_max() const { return softmax || shifted_exp() || softpick(); }
   // softmax(qk / sqrt(d_head)) v under the causal mask and nothing else: what

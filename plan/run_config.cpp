@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "plan/normalizers.h"
+
 namespace sink {
 namespace {
 
@@ -20,7 +22,8 @@ std::vector<int64_t> ints(const Value& list) {
 
 bool is_softmax(const ExprNode& score, const std::string& normalize) { return normalize == "sum" && score == exp_of_qk(); }
 bool is_shifted_exp(const ExprNode& score, const std::string& normalize) {
-  return normalize == "pnorm" && score == exp_of_qk();
+  const Normalizer* n = find_normalizer(normalize);
+  return n && n->scale_free && score == exp_of_qk() && !is_softmax(score, normalize);
 }
 
 bool measures_with_bos(const std::string& mode, const DataConfig& data) { return mode == "with" || (mode == "auto" && data.bos); }
@@ -72,7 +75,7 @@ RunConfig read_config(const Plan& p) {
   if (a.kernel == "mlp") a.kernel_hidden = kernel.arg("hidden")->i;
   const Value& norm = p.at("attention.normalize");
   a.normalize = norm.s;
-  if (a.normalize == "pnorm") a.pnorm_p = norm.arg("p")->number();
+  if (const Value* p_arg = norm.arg("p")) a.pnorm_p = p_arg->number();
   a.scale = p.number("attention.scale");
   a.softmax = is_softmax(a.score, a.normalize);
   a.shifted_exp = is_shifted_exp(a.score, a.normalize);

@@ -10,8 +10,9 @@
 namespace sink {
 
 // exp(qk) normalized by the sum is softmax: computed in the max-subtracted,
-// online form. exp(qk) under the p-norm is computed as exp(x - row max) too
-// (kernel_spec.h). Everything else is the generic score path.
+// online form. exp(qk) under another scale-free normaliser (the p-norm) is
+// computed as exp(x - row max) too (plan/normalizers.h). Everything else is
+// the generic score path.
 bool is_softmax(const ExprNode& score, const std::string& normalize);
 bool is_shifted_exp(const ExprNode& score, const std::string& normalize);
 
@@ -22,8 +23,8 @@ struct AttentionConfig {
   bool shifted_exp = false;        // is_shifted_exp(score, normalize)
   std::string kernel = "identity";  // identity | elu1 | mlp
   int64_t kernel_hidden = 64;
-  std::string normalize = "sum";   // sum | none | abs_clamped | pnorm
-  double pnorm_p = 1;
+  std::string normalize = "sum";   // a row of plan/normalizers.h
+  double pnorm_p = 1;              // its parameter p, where it takes one
   double scale = 1;                // alpha
   int64_t prefix = 0;              // loss.prefix
   int64_t window = 0;              // 0 = full causal

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include "plan/normalizers.h"
 #include "plan/score_functions.h"
 
 namespace sink {
@@ -33,6 +34,18 @@ TypeSpec::Form form(std::string name, std::string doc, std::vector<Param> params
   return {std::move(name), std::move(params), std::move(doc)};
 }
 Param param(std::string name, TypeSpec spec, Value def) { return {std::move(name), std::move(spec), std::move(def)}; }
+
+// One form per row of the normaliser table (plan/normalizers.h).
+TypeSpec normalize_forms() {
+  std::vector<TypeSpec::Form> forms;
+  for (const Normalizer& n : normalizers()) {
+    std::vector<Param> params;
+    for (const auto& p : n.parameters) params.push_back(param(p.name, float_in(p.low, p.high, true), Value::of_float(p.default_value)));
+    std::string doc = n.formula + (n.source == "the paper" ? "" : " (" + n.source + ")");
+    forms.push_back(form(n.name, doc, std::move(params)));
+  }
+  return variant(std::move(forms));
+}
 
 std::vector<Field> build() {
   TypeSpec score;
@@ -82,11 +95,7 @@ std::vector<Field> build() {
        variant({form("identity", "phi(x) = x"), form("elu1", "phi(x) = elu(x) + 1"),
                 form("mlp", "phi = a two-layer MLP per head", {param("hidden", int_in(1, 65536), Value::of_int(64))})}),
        "kernel phi applied to q and k before the inner product"},
-      {"attention.normalize",
-       variant({form("sum", "Z = sum_j s_ij"), form("none", "Z = 1"), form("abs_clamped", "Z = max(|sum_j s_ij|, 1)"),
-                form("pnorm", "Z = (sum_j s_ij^p)^(1/p)", {param("p", float_in(0, 64, true), Value::of_float(1))}),
-                form("softpick", "A_ij = relu(e^x_ij - 1) / (sum_j |e^x_ij - 1| + eps), x the logits (Zuhri et al. 2025); score = exp(qk)")}),
-       "row normalizer Z"},
+      {"attention.normalize", normalize_forms(), "row normalizer Z"},
       {"attention.scale", float_in(0, 1e6, true), "alpha: each row of normalized attention sums to alpha"},
       {"attention.backend", one_of({"jit", "reference"}), "generated kernels, or the LibTorch reference path (the test oracle)"},
       {"attention.gate", one_of({"none", "elementwise", "headwise"}),

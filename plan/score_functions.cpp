@@ -38,6 +38,9 @@ const std::vector<ScoreFunction>& score_functions() {
       {"sqrt", 1, true, "__sqrt(x)", "0.5 / sqrt(x)", "the square root"},
       {"log", 1, true, "__log(x)", "1 / x", "the natural logarithm"},
       {"pow", 2, true, "x ^ y", "", "x to the power y (also written x ^ y)"},
+      // (__min keeps the branch that is not taken finite at x = 1, so its gradient is not inf * 0.)
+      {"stablemax", 1, false, "__if_pos(x, x + 1, 1 / (1 - __min(x, 0)))", "__if_pos(x, 1, 1 / (1 - __min(x, 0)) ^ 2)",
+       "x + 1 for x > 0, 1 / (1 - x) otherwise: under normalize = sum, StableMax (Prieto et al. 2025)"},
   };
   static const std::vector<ScoreFunction> table = [] {
     std::vector<ScoreFunction> out;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "plan/normalizers.h"
 #include "runtime/score.h"
 
 namespace sink::rt {
@@ -20,28 +21,25 @@ torch::Tensor metric_attention(const AttentionConfig& cfg, const torch::Tensor& 
   auto sm = s.masked_fill(allowed.logical_not(), 0.0);
   bool nonnegative = (sm >= 0).all().item<bool>();
   // Softpick's rows may sum to less than 1 by design: what is left goes to no token, not to the others.
-  if ((cfg.normalize == "sum" || cfg.softpick()) && nonnegative) return A;
+  if (normalizer_named(cfg.normalize).metric_reads_attention && nonnegative) return A;
   if (nonnegative) return sm / (sm.sum(-1, true) + 1e-8);
   auto a = sm.abs();
   return a / a.sum(-1, true).clamp_min(1e-30);
 }
 
-// |s|^p whose derivative at s = 0 is 0. For p < 1 autograd would give
-// inf * sign(0) = NaN there, and s = 0 is an exp that underflowed, where the
-// gradient through ds/dx = s goes to 0. The JIT kernels take the same limit.
-static torch::Tensor abs_pow(const torch::Tensor& s, double p) {
-  auto zero = s == 0;
-  auto away_from_zero = torch::where(zero, torch::ones_like(s), s.abs());
-  return torch::where(zero, torch::zeros_like(s), away_from_zero.pow(p));
-}
-
-// Z = (sum |s|^p)^(1/p) as m (sum (|s|/m)^p)^(1/p), m = max |s| held
-// constant: the same value and gradient, but with ratios in [0, 1] the
-// p < 1 slope |s|^(p-1) of a denormal s cannot overflow float.
-static torch::Tensor pnorm(const torch::Tensor& s, double p) {
-  auto m = s.detach().abs().amax(-1, true);
-  m = torch::where(m == 0, torch::ones_like(m), m);
-  return m * abs_pow(abs_pow(s / m, p).sum(-1, true), 1.0 / p);
+// Z = finish(sum_j term(s_ij)) over the allowed pairs (plan/normalizers.h),
+// autograd through both: the kernels use the table's slope instead, so this
+// checks it. A scale-free Z is taken as m Z(s / m), m = max |s| held
+// constant: the same value and gradient, but terms of ratios in [0, 1]
+// cannot overflow (the p-norm's |s|^(p-1) of a denormal s, p < 1).
+static torch::Tensor normalize_rows(const NormalizerForm& norm, const torch::Tensor& s, const torch::Tensor& allowed) {
+  auto m = torch::ones({1}, s.options());
+  if (norm.row->scale_free) {
+    m = s.detach().abs().amax(-1, true);
+    m = torch::where(m == 0, torch::ones_like(m), m);
+  }
+  auto terms = eval_expr(norm.term, {{"s", s / m}}).expand_as(s).masked_fill(allowed.logical_not(), 0.0);
+  return m * eval_expr(norm.finish, {{"P", terms.sum(-1, true)}});
 }
 
 AttentionOutput reference_attention(const AttentionConfig& cfg, const AttentionInputs& in, bool want_probe) {
@@ -99,11 +97,7 @@ AttentionOutput reference_attention(const AttentionConfig& cfg, const AttentionI
     };
     s = eval_score(cfg.score, cfg.shifted_exp ? shifted() : x, pos_i, pos_j);
     s = s.expand_as(x).masked_fill(allowed.logical_not(), 0.0);
-    torch::Tensor Z;
-    if (cfg.normalize == "sum") Z = s.sum(-1, true);
-    else if (cfg.normalize == "none") Z = torch::ones({1}, x.options());
-    else if (cfg.normalize == "abs_clamped") Z = s.sum(-1, true).abs().clamp_min(1.0);
-    else Z = pnorm(s, cfg.pnorm_p);
+    auto Z = normalize_rows(normalizer_form(normalizer_named(cfg.normalize), cfg.pnorm_p), s, allowed);
     // An all-zero row (relu scores, say) has nothing to normalize.
     Z = torch::where(Z.abs() < 1e-30, torch::ones_like(Z), Z);
     A = s * (cfg.scale / Z);

@@ -25,21 +25,20 @@ std::optional<torch::Tensor> arithmetic(ExprNode::Op op, const std::function<tor
 
 }  // namespace
 
-torch::Tensor eval_score(const ExprNode& e, const torch::Tensor& qk, const torch::Tensor& i, const torch::Tensor& j) {
+torch::Tensor eval_expr(const ExprNode& e, const NamedTensors& vars) {
   using Op = ExprNode::Op;
-  auto arg = [&](size_t k) { return eval_score(e.args.at(k), qk, i, j); };
+  auto arg = [&](size_t k) { return eval_expr(e.args.at(k), vars); };
   if (auto r = arithmetic(e.op, arg)) return *r;
   switch (e.op) {
-    case Op::Number: return torch::full({}, e.number, qk.options());
+    case Op::Number: return torch::full({}, e.number, vars.at(0).second.options());
     case Op::Var:
-      if (e.name == "qk") return qk;
-      if (e.name == "i") return i.to(qk.dtype());
-      if (e.name == "j") return j.to(qk.dtype());
+      for (const auto& [name, value] : vars)
+        if (e.name == name) return value;
       break;
     case Op::Call: {
       // The language's functions expand into the primitives (plan/score_functions.h): the kernels'
       // safe forms, clamps included, and autograd through them; only the primitives have ops here.
-      if (!primitive_arity(e.name)) return eval_score(expand_score_functions(e), qk, i, j);
+      if (!primitive_arity(e.name)) return eval_expr(expand_score_functions(e), vars);
       const std::string& f = e.name;
       if (f == "__exp") return torch::exp(arg(0));
       if (f == "__log") return torch::log(arg(0));
@@ -54,7 +53,11 @@ torch::Tensor eval_score(const ExprNode& e, const torch::Tensor& qk, const torch
     }
     default: break;
   }
-  throw std::runtime_error("score expression: unsupported node '" + to_string(e) + "'");
+  throw std::runtime_error("expression: unsupported node '" + to_string(e) + "'");
+}
+
+torch::Tensor eval_score(const ExprNode& e, const torch::Tensor& qk, const torch::Tensor& i, const torch::Tensor& j) {
+  return eval_expr(e, {{"qk", qk}, {"i", i.to(qk.dtype())}, {"j", j.to(qk.dtype())}});
 }
 
 torch::Tensor eval_vector(const ExprNode& e, int64_t d_head) {

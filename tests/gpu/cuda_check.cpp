@@ -264,7 +264,7 @@ struct KernelCase {
 };
 std::vector<KernelCase> kernel_cases() {
   std::vector<KernelCase> cases;
-  for (const auto& list : {paper_variants(), beyond_the_paper_variants(), score_function_variants()})
+  for (const auto& list : {paper_variants(), beyond_the_paper_variants(), score_function_variants(), normalizer_variants()})
     for (const auto& v : list) cases.push_back({v, torch::kFloat, 1e-5}), cases.push_back({v, torch::kDouble, 1e-9});
   for (const auto& v : random_score_variants()) cases.push_back({v, torch::kFloat, 2e-5});
   return cases;

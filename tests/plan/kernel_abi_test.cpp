@@ -35,7 +35,7 @@ std::vector<std::string> expected(abi::Params params, const std::string& suffix,
 sink::kernels::KernelSpec variant(bool key_bias, bool position_bias) {
   sink::kernels::KernelSpec k;
   k.score = sink::read_expr("sigmoid(qk)");
-  k.normalize = "none";
+  k.norm = &sink::normalizer_named("none");
   k.key_bias = key_bias;
   k.position_bias = position_bias;
   k.d_head = 16;

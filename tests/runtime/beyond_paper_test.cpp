@@ -210,6 +210,8 @@ TEST(BeyondThePaper, EveryDesignTrainsThroughBothBackends) {
                                              {"attention.sink_logit = learned", {"sink_logit"}},
                                              {"attention.sink_logit = 0", {}},
                                              {"attention.normalize = softpick", {}},
+                                             {"attention { score = relu(qk)  normalize = count }", {}},
+                                             {"attention.score = stablemax(qk)", {}},
                                              {"attention.differential = true", {"lambda_q1", "lambda_k2", "out_norm_weight"}}}) {
     SCOPED_TRACE(d.body);
     ModelConfig m = model_of(std::string(d.body) + " model.pe = alibi");
@@ -257,7 +259,7 @@ TEST(BeyondThePaper, TheComparisonSpecTrainsInASmokeRun) {
   ASSERT_TRUE(c.add_file(std::string(SINKLAB_SOURCE_DIR) + "/specs/beyond_the_paper.sink"));
   c.run();
   ASSERT_FALSE(c.diagnostics().has_errors()) << c.diagnostics().render(false);
-  ASSERT_EQ(c.plans().size(), 8u);
+  ASSERT_EQ(c.plans().size(), 10u);
   sinktest::TempDir out("beyond");
   for (const auto& plan : c.plans()) {
     SCOPED_TRACE(plan.name);

@@ -70,6 +70,11 @@ TEST(CudaKernels, EveryScoreFunctionMatchesTheReference) {
   for (const auto& v : score_function_variants()) compare(v), compare(v, 1e-9, torch::kDouble);
 }
 
+TEST(CudaKernels, EveryNormalizerMatchesTheReference) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  for (const auto& v : normalizer_variants()) compare(v), compare(v, 1e-9, torch::kDouble);
+}
+
 TEST(CudaKernels, RandomScoreExpressions) {
   SKIP_WITHOUT_HOST_COMPILER();
   for (const auto& v : random_score_variants()) compare(v, 2e-5);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "plan/normalizers.h"
 #include "plan/run_config.h"
 #include "plan/score_functions.h"
 #include "runtime/jit_attention.h"
@@ -135,7 +136,7 @@ inline std::vector<Variant> beyond_the_paper_variants() {
 // no normalization; a window and a prefix on the way.
 inline std::vector<Variant> score_function_variants() {
   using Op = ExprNode::Op;
-  const std::vector<std::string> positive_values = {"exp", "sigmoid", "softplus", "sqrt", "pow"};
+  const std::vector<std::string> positive_values = {"exp", "sigmoid", "softplus", "sqrt", "pow", "stablemax"};
   std::vector<Variant> out;
   int n = 0;
   for (const auto& f : sink::score_functions()) {
@@ -153,6 +154,34 @@ inline std::vector<Variant> score_function_variants() {
     v.name = "score function " + to_string(v.score) + " / " + v.normalize;
     out.push_back(v);
     ++n;
+  }
+  return out;
+}
+
+// Every direct normaliser (plan/normalizers.h), read from the table: a row added there is tested through
+// every backend without a line here. Each runs a bounded positive score (sigmoid), a signed one where the
+// normaliser is defined for it (identity under abs_clamped and none; relu for the rest), with K biases,
+// a window and a prefix, ALiBi; a scale-free row also runs exp(qk) in its max-shifted form, with large
+// scores. A row with a parameter runs p = 1/2 and p = 3.
+inline std::vector<Variant> normalizer_variants() {
+  std::vector<Variant> out;
+  for (const auto& row : sink::normalizers()) {
+    if (row.online_form) continue;  // softpick: its own variants (beyond_the_paper_variants)
+    for (double p : row.parameters.empty() ? std::vector<double>{1} : std::vector<double>{0.5, 3}) {
+      const std::string tag = row.name + (row.parameters.empty() ? "" : " p=" + sink::format_number(p)) + ": ";
+      const bool signed_ok = row.name == "none" || row.name == "abs_clamped";
+      const ExprNode sig = call("sigmoid", {var("qk")}), relu = call("relu", {var("qk")});
+      out.push_back({.name = tag + "sigmoid", .score = sig, .normalize = row.name, .p = p});
+      out.push_back({.name = tag + "sigmoid, KV biases, window 3 + prefix 2", .score = sig, .normalize = row.name, .p = p,
+                     .prefix = 2, .window = 3, .key_bias = true, .learned_v = true});
+      out.push_back({.name = tag + (signed_ok ? "identity, ALiBi" : "relu, ALiBi"), .score = signed_ok ? var("qk") : relu,
+                     .normalize = row.name, .p = p, .position_bias = true, .T = 13});
+      if (sink::is_shifted_exp(call("exp", {var("qk")}), row.name)) {
+        out.push_back({.name = tag + "exp, max-shifted", .normalize = row.name, .p = p, .T = 11});
+        out.push_back({.name = tag + "exp, max-shifted, large scores, KV biases", .normalize = row.name, .p = p,
+                       .key_bias = true, .learned_v = true, .T = 12, .q_scale = 6, .grad_tol = 1e-3});
+      }
+    }
   }
   return out;
 }
