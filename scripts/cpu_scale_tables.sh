@@ -23,7 +23,7 @@ seed (three seeds of tiny's baseline give Sink_1 65.92 ± 9.13 %, so read
 differences under about 20 points as noise). Sink_1 and Sink_* are
 at eps 0.3 on 100 held-out sequences of 64 tokens; for variants without sum
 normalization they are the paper's proxy scores. The paper's own numbers
-(60M model, 5B tokens) are in the README's reproduction table and in
+(60M model, 5B tokens) are in the reproduction table of [REPRODUCTION.md](REPRODUCTION.md) and in
 \`shared/design/PAPER-FACTS.md\`.
 
 Reproduce a table: \`build/sinkc run specs/NAME.sink --set train.threads=1\`,
@@ -32,7 +32,7 @@ HEAD
 
 for spec in specs/*.sink; do
   name=$(basename "$spec" .sink)
-  # The long natural-text search has its own section in the README.
+  # The long natural-text search has its own section in docs/REPRODUCTION.md.
   [[ $name == text_sink_search ]] && continue
   echo
   echo "## $name"

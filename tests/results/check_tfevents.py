@@ -137,7 +137,7 @@ def f32(x):
 
 def expected_points(line):
     """The TensorBoard series of one metrics.jsonl line, named as documented
-    in the README. JSON null (not measured) has no point."""
+    in docs/RESULTS.md. JSON null (not measured) has no point."""
     points = {}
 
     def add(tag, value):
