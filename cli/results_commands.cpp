@@ -8,7 +8,7 @@
 #include "results/metric_diff.h"
 #include "results/report_html.h"
 #include "results/table.h"
-#include "results/targets.h"
+#include "cli/targets.h"
 #include "results/tensorboard.h"
 
 namespace sink::cli {

@@ -28,17 +28,18 @@ std::string c_expr(const ExprNode& e) {
       if (e.name == "i" || e.name == "j") return "f" + e.name;
       if (e.name == "s" || e.name == "P" || e.name == "Z") return e.name;  // the normaliser's (plan/normalizers.h)
       throw std::runtime_error("CUDA kernel generator: no value for variable '" + e.name + "'");
-    case Op::Neg: return "(-" + arg(0) + ")";
-    case Op::Add: return "(" + arg(0) + " + " + arg(1) + ")";
-    case Op::Sub: return "(" + arg(0) + " - " + arg(1) + ")";
-    case Op::Mul: return "(" + arg(0) + " * " + arg(1) + ")";
-    case Op::Div: return "(" + arg(0) + " / " + arg(1) + ")";
-    case Op::Pow: return "r_pow(" + arg(0) + ", " + arg(1) + ")";
+    // (fmt, not "(" + ...: GCC 12 warns of a false -Wrestrict on a literal plus a string.)
+    case Op::Neg: return fmt::format("(-{})", arg(0));
+    case Op::Add: return fmt::format("({} + {})", arg(0), arg(1));
+    case Op::Sub: return fmt::format("({} - {})", arg(0), arg(1));
+    case Op::Mul: return fmt::format("({} * {})", arg(0), arg(1));
+    case Op::Div: return fmt::format("({} / {})", arg(0), arg(1));
+    case Op::Pow: return fmt::format("r_pow({}, {})", arg(0), arg(1));
     case Op::Call: break;
   }
   // The language's functions expand into the primitives (plan/score_functions.h); only those have code here.
   if (!primitive_arity(e.name)) return c_expr(expand_score_functions(e));
-  if (e.name == "__if_pos") return "(" + arg(0) + " > (real)0 ? " + arg(1) + " : " + arg(2) + ")";
+  if (e.name == "__if_pos") return fmt::format("({} > (real)0 ? {} : {})", arg(0), arg(1), arg(2));
   static const std::pair<const char*, const char*> primitives[] = {
       {"__exp", "r_exp"},   {"__log", "r_log"},   {"__log1p", "r_log1p"}, {"__tanh", "r_tanh"},
       {"__sqrt", "r_sqrt"}, {"__abs", "r_fabs"},  {"__min", "r_fmin"},    {"__max", "r_fmax"}};

@@ -244,7 +244,7 @@ std::vector<std::vector<std::string>> Generator::weighted_rows(IrText& b, const 
 }
 
 std::string Generator::finish_row(IrText& b, const std::string& P) {
-  return emit_expr(b, b.scalar, norm.finish, {.named = {{"P", P}}});
+  return emit_expr(b, b.scalar, norm.finish, named_values({{"P", P}}));
 }
 
 // Near x = 0, e^(x - c) - e^-c cancels to a few digits (relative error
@@ -269,13 +269,13 @@ std::string Generator::safe(IrText& b, const std::string& Z) {
 }
 
 std::string Generator::row_term(IrText& b, const Ty& t, const std::string& s, const std::string& valid) {
-  std::string term = emit_expr(b, t, norm.term, {.named = {{"s", s}}});
+  std::string term = emit_expr(b, t, norm.term, named_values({{"s", s}}));
   if (!valid.empty()) term = b.select(valid, t, term, b.zero(t));
   return t.vector() ? b.reduce_add(t, term) : term;
 }
 
 std::string Generator::dZ_ds(IrText& b, const Ty& t, const std::string& s, const std::string& Z, const std::string& P) {
-  return emit_expr(b, t, norm.slope, {.named = {{"s", s}, {"Z", Z}, {"P", P}}});
+  return emit_expr(b, t, norm.slope, named_values({{"s", s}, {"Z", Z}, {"P", P}}));
 }
 
 std::pair<std::string, std::string> Generator::column_grad(IrText& b, const Ty& t, const std::string& x,

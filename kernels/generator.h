@@ -28,6 +28,12 @@ struct ScoreEnv {
   std::string x, i, j;
   std::vector<std::pair<std::string, std::string>> named = {};
 };
+// Only named variables (a normaliser's expressions).
+inline ScoreEnv named_values(std::vector<std::pair<std::string, std::string>> values) {
+  ScoreEnv env;
+  env.named = std::move(values);
+  return env;
+}
 std::string emit_expr(IrText& b, const Ty& t, const ExprNode& e, const ScoreEnv& env);
 
 // A value carried around a loop: a phi at its head.

@@ -60,7 +60,7 @@ std::string to_string(const ExprNode& e) {
       for (size_t k = 0; k < e.args.size(); ++k) s += (k ? ", " : "") + to_string(e.args[k]);
       return s + ")";
     }
-    case Op::Neg: return "-" + wrap(e.args[0], 4);
+    case Op::Neg: return std::string(1, '-') + wrap(e.args[0], 4);  // (not "-" + ...: a false GCC 12 -Wrestrict)
     case Op::Pow: return wrap(e.args[0], 5) + "^" + wrap(e.args[1], 4);
     default: {
       int p = precedence(e.op);

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "plan/report_names.h"
+#include "runtime/checkpoint.h"
 #include "runtime/batches.h"
 #include "runtime/data_parallel.h"
 #include "runtime/device.h"

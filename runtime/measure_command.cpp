@@ -8,6 +8,7 @@
 
 #include "plan/installation.h"
 #include "plan/run_config.h"
+#include "runtime/checkpoint.h"
 #include "runtime/corpus.h"
 #include "runtime/hf_model.h"
 #include "runtime/hf_tokenizer.h"

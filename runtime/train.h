@@ -32,18 +32,4 @@ struct RunResult {
 // Never throws for a bad run: a failure is recorded in summary.json.
 RunResult run_plan(const Plan& plan, const RunOptions& options);
 
-struct Transformer;
-
-// A run's trained model, for `sinkc export`: its plan.toml and its latest
-// usable checkpoint (the previous one when the latest cannot be read).
-struct TrainedModel {
-  std::shared_ptr<Transformer> model;
-  int64_t step = 0;     // the checkpoint's
-  int64_t context = 0;  // train.context
-  std::string status;   // summary.json's; empty without one
-  std::string warning;  // why the latest checkpoint was passed over
-};
-// Throws std::runtime_error naming the file at fault.
-TrainedModel load_trained_model(const std::string& run_dir);
-
 }  // namespace sink::rt

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "results/metric_diff.h"
-#include "results/targets.h"
+#include "cli/targets.h"
 #include "synthetic_runs.h"
 
 using namespace sink;

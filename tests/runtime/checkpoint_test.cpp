@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <sys/resource.h>
 
+#include "runtime/checkpoint.h"
 #include "runtime/run_dir.h"
 #include "runtime/train.h"
 #include "runtime_test_util.h"

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <thread>
 
+#include "runtime/checkpoint.h"
 #include "runtime/model.h"
 #include "runtime/process.h"
 #include "runtime/run_dir.h"

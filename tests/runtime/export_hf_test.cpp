@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "hf_python.h"
+#include "runtime/checkpoint.h"
 #include "runtime/hf_export.h"
 #include "runtime/hf_tokenizer.h"
 #include "runtime/measure.h"

@@ -11,6 +11,7 @@
 #include <functional>
 #include <sys/wait.h>
 
+#include "runtime/checkpoint.h"
 #include "runtime/llama2c.h"
 #include "runtime/model.h"
 #include "runtime/train.h"

@@ -2,7 +2,9 @@
 // a run directory, a folder of run directories, or a spec file whose runs
 // are looked up in the runs folder by name and plan hash, the way `sinkc run`
 // named them. A spec must be compiled with the same --set/--base as it was
-// run with: they change the plans, hence the hashes.
+// run with: they change the plans, hence the hashes. Here, in the command
+// line's layer, not in results/: results/ reads run directories only and
+// needs no front end.
 #pragma once
 #include <string>
 #include <vector>

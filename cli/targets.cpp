@@ -1,4 +1,4 @@
-#include "results/targets.h"
+#include "cli/targets.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -37,7 +37,7 @@ RunData find_run(const Plan& plan, const TargetOptions& options) {
   // an experiment of another spec) is this run too, as `sinkc run` would
   // find it by content and link it.
   std::error_code ec;
-  const std::string suffix = "-" + plan.hash8();
+  const std::string suffix = std::string(1, '-') + plan.hash8();  // (not "-" + ...: a false GCC 12 -Wrestrict)
   for (const auto& e : fs::directory_iterator(options.out, ec)) {
     std::string leaf = e.path().filename().string();
     if (leaf.size() <= suffix.size() || leaf.compare(leaf.size() - suffix.size(), suffix.size(), suffix) != 0 ||
