@@ -27,7 +27,7 @@ std::string Generator::module(Target target) {
   out += "; sinklab attention kernel " + spec.hash() + "\n";
   out += "; " + spec.describe() + "\n";
   out += "; s(qk, i, j)  = " + to_string(spec.score) + "\n";
-  out += "; ds/dqk       = " + to_string(score_grad) + "   (symbolic, kernels/symbolic.cpp)\n";
+  out += "; ds/dqk       = " + to_string(score_grad) + "   (symbolic, plan/symbolic.cpp)\n";
   out += spec.softmax ? "; recognised as softmax: online, max-subtracted form\n" : "";
   out += spec.softpick() ? "; softpick: relu(e^x - 1) / (sum |e^x - 1| + eps), online in terms shifted by c = max(0, row max)\n" : "";
   out += spec.sink_logit ? "; a sink logit b per head joins the softmax denominator (no value)\n" : "";

@@ -3,7 +3,6 @@
 #include <cmath>
 #include <fmt/format.h>
 
-#include "kernels/symbolic.h"
 #include "plan/score_functions.h"
 
 namespace sink::kernels {
@@ -52,7 +51,7 @@ std::string sign_of(IrText& b, const Ty& t, const std::string& x) {
 }
 }  // namespace
 
-Generator::Generator(const KernelSpec& s) : spec(s), score_grad(simplify(derivative(s.score))), norm(s.normalizer()) {}
+Generator::Generator(const KernelSpec& s) : spec(s), score_grad(s.score_derivative()), norm(s.normalizer()) {}
 
 IrText Generator::body(bool nvptx) const { return IrText(spec.d_head, kKeyBlock, spec.f64, nvptx); }
 

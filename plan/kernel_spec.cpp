@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "plan/symbolic.h"
+
 namespace sink::kernels {
 
 std::string KernelSpec::describe() const {
@@ -16,6 +18,8 @@ std::string KernelSpec::hash() const {
   for (unsigned char c : describe()) h = (h ^ c) * 0x100000001b3ull;
   return fmt::format("{:016x}", h);
 }
+
+ExprNode KernelSpec::score_derivative() const { return simplify(derivative(score)); }
 
 KernelSpec kernel_spec(const ModelConfig& model) {
   const AttentionConfig& a = model.attention;

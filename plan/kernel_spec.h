@@ -31,6 +31,8 @@ struct KernelSpec {
   // Softpick is the one normaliser with a hand-written online form.
   bool softpick() const { return norm->online_form; }
   NormalizerForm normalizer() const { return normalizer_form(*norm, p); }
+  // ds/dqk, simplified: the one derivative every emitter uses (plan/symbolic.h).
+  ExprNode score_derivative() const;
   // The forms that carry a running row maximum through the key blocks.
   bool online_max() const { return softmax || shifted_exp() || softpick(); }
   // softmax(qk / sqrt(d_head)) v under the causal mask and nothing else: what

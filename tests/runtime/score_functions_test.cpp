@@ -7,7 +7,7 @@
 #include <cmath>
 #include <torch/torch.h>
 
-#include "kernels/symbolic.h"
+#include "plan/symbolic.h"
 #include "plan/schema.h"
 #include "plan/score_functions.h"
 #include "runtime/score.h"
@@ -42,7 +42,7 @@ TEST(ScoreFunctions, ValueGradientAndSymbolicDerivativeAgreeWithFiniteDifference
     const double h = 1e-6;
     auto xd = x.detach();
     auto central = (sink::rt::eval_score(e, xd + h, zeros, zeros) - sink::rt::eval_score(e, xd - h, zeros, zeros)) / (2 * h);
-    auto symbolic = sink::rt::eval_score(sink::kernels::simplify(sink::kernels::derivative(e)), xd, zeros, zeros);
+    auto symbolic = sink::rt::eval_score(sink::simplify(sink::derivative(e)), xd, zeros, zeros);
     EXPECT_TRUE(torch::allclose(autograd, central, 1e-6, 1e-7)) << autograd << central;
     EXPECT_TRUE(torch::allclose(symbolic, central, 1e-6, 1e-7)) << symbolic << central;
   }

@@ -5,9 +5,9 @@
 #pragma once
 #include "plan/value.h"
 
-namespace sink::kernels {
+namespace sink {
 
 ExprNode derivative(const ExprNode& e, const std::string& var = "qk");
 ExprNode simplify(const ExprNode& e);
 
-}  // namespace sink::kernels
+}  // namespace sink

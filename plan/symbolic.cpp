@@ -1,11 +1,11 @@
-#include "kernels/symbolic.h"
+#include "plan/symbolic.h"
 
 #include <cmath>
 #include <stdexcept>
 
 #include "plan/score_functions.h"
 
-namespace sink::kernels {
+namespace sink {
 namespace {
 
 using Op = ExprNode::Op;
@@ -26,7 +26,7 @@ ExprNode outer(const std::string& f, const ExprNode& u) {
   const ScoreFunction* function = find_score_function(f);
   // A primitive (or a name the checker would refuse) has no derivative here: the table's values are
   // differentiated through their written derivatives, never through their primitives.
-  if (!function || function->arity != 1) throw std::logic_error("kernels/symbolic.cpp: no derivative for '" + f + "'");
+  if (!function || function->arity != 1) throw std::logic_error("plan/symbolic.cpp: no derivative for '" + f + "'");
   return score_function_derivative(*function, u);
 }
 
@@ -106,4 +106,4 @@ ExprNode simplify(const ExprNode& in) {
   }
 }
 
-}  // namespace sink::kernels
+}  // namespace sink
