@@ -232,7 +232,7 @@ bool has_syntax_error(antlr4::tree::ParseTree* tree) {
 
 class Builder {
  public:
-  Builder(const Columns& columns, Diagnostics& diags) : columns_(columns), diags_(diags) {}
+  explicit Builder(const Columns& columns) : columns_(columns) {}
 
   Span span(antlr4::ParserRuleContext* ctx) const {
     antlr4::Token* a = ctx->getStart();
@@ -248,7 +248,10 @@ class Builder {
 
   std::string path(SinkParser::PathContext* ctx) const {
     std::string out;
-    for (auto* id : ctx->ident()) out += (out.empty() ? "" : ".") + text(id);
+    for (auto* id : ctx->ident()) {
+      if (!out.empty()) out += '.';
+      out += text(id);
+    }
     return out;
   }
 
@@ -411,7 +414,6 @@ class Builder {
   }
 
   const Columns& columns_;
-  Diagnostics& diags_;
   std::vector<std::pair<std::string, Span>>* blocks_ = nullptr;  // of the experiment being built
 };
 
@@ -475,7 +477,7 @@ ast::Module parse_module(int file, const SourceManager& sources, Diagnostics& di
   with_parser(file, sources, diags, [&](SinkParser* parser, ErrorCollector* errors) -> int {
     if (!parser) return 0;
     SinkParser::FileContext* tree = parser->file();
-    Builder b(errors->columns(), diags);
+    Builder b(errors->columns());
     for (auto* top : tree->topLevel()) {
       if (auto* imp = top->importDecl()) {
         if (has_syntax_error(imp)) continue;
@@ -498,7 +500,7 @@ std::optional<ast::Statement> parse_override(int file, const SourceManager& sour
     if (!parser) return 0;
     auto* tree = parser->overrideEntry();
     if (errors->count() > 0) return 0;
-    Builder b(errors->columns(), diags);
+    Builder b(errors->columns());
     ast::Statement s;
     s.span = b.span(tree);
     s.path = b.path(tree->path());
@@ -516,7 +518,7 @@ std::optional<ast::Expr> parse_expression(int file, const SourceManager& sources
     if (!parser) return 0;
     auto* tree = parser->exprEntry();
     if (errors->count() > 0) return 0;
-    out = Builder(errors->columns(), diags).expr(tree->expr());
+    out = Builder(errors->columns()).expr(tree->expr());
     return 0;
   });
   return out;

@@ -62,13 +62,14 @@ std::string TextTable::markdown() const {
     return s.empty() ? std::string(" ") : s;
   };
   std::string out = "|";
-  for (const auto& h : header) out += " " + cell(h) + " |";
+  // (Appended piece by piece, not " " + ...: GCC 12 warns of a false -Wrestrict on a literal plus a string.)
+  for (const auto& h : header) out.append(" ").append(cell(h)).append(" |");
   out += "\n|";
   for (size_t c = 0; c < header.size(); ++c) out += (c < right.size() && right[c]) ? " ---: |" : " --- |";
   out += "\n";
   for (const auto& r : rows) {
     out += "|";
-    for (size_t c = 0; c < header.size(); ++c) out += " " + cell(c < r.size() ? r[c] : "") + " |";
+    for (size_t c = 0; c < header.size(); ++c) out.append(" ").append(cell(c < r.size() ? r[c] : "")).append(" |");
     out += "\n";
   }
   return out;
