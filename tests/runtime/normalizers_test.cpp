@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <torch/torch.h>
 
 #include "plan/normalizers.h"
@@ -45,53 +46,54 @@ std::vector<double> parameters_of(const sink::Normalizer& n) {
   return n.parameters.empty() ? std::vector<double>{1} : std::vector<double>{0.5, 1, 3};
 }
 
-TEST(Normalizers, EveryRowIsItsFormula) {
+// `check` on every direct row, each of its parameter values and every row of scores, traced.
+void for_each_case(const std::function<void(const sink::Normalizer&, double, const NormalizerForm&,
+                                            const torch::Tensor&)>& check) {
   for (const auto& row : sink::normalizers()) {
     if (row.online_form) continue;
     for (double p : parameters_of(row)) {
       const NormalizerForm n = sink::normalizer_form(row, p);
       for (const auto& s : score_rows()) {
         SCOPED_TRACE(row.name + " p=" + std::to_string(p) + " s=" + torch::str(s));
-        auto expected = formula_z(row.name, s, p);
-        ASSERT_TRUE(expected) << "normaliser '" << row.name << "' has no independent formula in this test: add one";
-        EXPECT_NEAR(row_z(n, s).item<double>(), *expected, 1e-12 * std::max(1.0, std::abs(*expected)));
+        check(row, p, n, s);
       }
     }
   }
 }
 
+TEST(Normalizers, EveryRowIsItsFormula) {
+  for_each_case([](const sink::Normalizer& row, double p, const NormalizerForm& n, const torch::Tensor& s) {
+    auto expected = formula_z(row.name, s, p);
+    ASSERT_TRUE(expected) << "normaliser '" << row.name << "' has no independent formula in this test: add one";
+    EXPECT_NEAR(row_z(n, s).item<double>(), *expected, 1e-12 * std::max(1.0, std::abs(*expected)));
+  });
+}
+
 TEST(Normalizers, SlopesAgreeWithFiniteDifferencesAndAutograd) {
   const double h = 1e-6;
-  for (const auto& row : sink::normalizers()) {
-    if (row.online_form) continue;
-    for (double p : parameters_of(row)) {
-      const NormalizerForm n = sink::normalizer_form(row, p);
-      for (const auto& s0 : score_rows()) {
-        SCOPED_TRACE(row.name + " p=" + std::to_string(p) + " s=" + torch::str(s0));
-        auto s = s0.clone().requires_grad_(true);
-        auto Z = row_z(n, s);
-        auto P = eval_expr(n.term, {{"s", s0}}).expand_as(s0).sum();
-        // A constant Z (none) is no function of s at all: its gradient is 0.
-        auto autograd = Z.requires_grad() ? torch::autograd::grad({Z}, {s}, {}, false, false, true)[0] : torch::Tensor();
-        if (!autograd.defined()) autograd = torch::zeros_like(s0);
-        auto slope = eval_expr(n.slope, {{"s", s0}, {"Z", Z.detach()}, {"P", P}}).expand_as(s0);
-        for (int64_t j = 0; j < s0.numel(); ++j) {
-          if (s0[j].item<double>() == 0) {
-            // A zero score is an exp that underflowed: the slope there is 0 (the p-norm's limit through ds/dx = s).
-            continue;
-          }
-          auto shifted = [&](double by) {
-            auto t = s0.clone();
-            t[j] += by;
-            return row_z(n, t).item<double>();
-          };
-          const double central = (shifted(h) - shifted(-h)) / (2 * h);
-          EXPECT_NEAR(slope[j].item<double>(), central, 1e-6 * std::max(1.0, std::abs(central))) << "key " << j;
-          EXPECT_NEAR(autograd[j].item<double>(), central, 1e-6 * std::max(1.0, std::abs(central))) << "key " << j;
-        }
+  for_each_case([&](const sink::Normalizer&, double, const NormalizerForm& n, const torch::Tensor& s0) {
+    auto s = s0.clone().requires_grad_(true);
+    auto Z = row_z(n, s);
+    auto P = eval_expr(n.term, {{"s", s0}}).expand_as(s0).sum();
+    // A constant Z (none) is no function of s at all: its gradient is 0.
+    auto autograd = Z.requires_grad() ? torch::autograd::grad({Z}, {s}, {}, false, false, true)[0] : torch::Tensor();
+    if (!autograd.defined()) autograd = torch::zeros_like(s0);
+    auto slope = eval_expr(n.slope, {{"s", s0}, {"Z", Z.detach()}, {"P", P}}).expand_as(s0);
+    for (int64_t j = 0; j < s0.numel(); ++j) {
+      if (s0[j].item<double>() == 0) {
+        // A zero score is an exp that underflowed: the slope there is 0 (the p-norm's limit through ds/dx = s).
+        continue;
       }
+      auto shifted = [&](double by) {
+        auto t = s0.clone();
+        t[j] += by;
+        return row_z(n, t).item<double>();
+      };
+      const double central = (shifted(h) - shifted(-h)) / (2 * h);
+      EXPECT_NEAR(slope[j].item<double>(), central, 1e-6 * std::max(1.0, std::abs(central))) << "key " << j;
+      EXPECT_NEAR(autograd[j].item<double>(), central, 1e-6 * std::max(1.0, std::abs(central))) << "key " << j;
     }
-  }
+  });
 }
 
 TEST(Normalizers, ScaleFreeRowsAreHomogeneousAndTheirSlopesReadNoP) {
