@@ -13,7 +13,7 @@
 
 #include "cli/commands.h"
 #include "plan/plan.h"
-#include "plan/report_names.h"
+#include "plan/run_record.h"
 
 namespace sink::cli {
 
@@ -31,7 +31,8 @@ bool completed(const fs::path& run_dir) {
   std::ifstream in(run_dir / "summary.json");
   if (!in) return false;
   auto j = nlohmann::json::parse(in, nullptr, false);
-  return !j.is_discarded() && j.is_object() && j.value("status", "") == sink::report_names::status::kCompleted;
+  return !j.is_discarded() && j.is_object() && j.value(sink::run_record::summary::kStatus, "") ==
+                                                       status_name(sink::run_record::RunStatus::Completed);
 }
 
 bool selected(const std::string& name, const std::string& only) {

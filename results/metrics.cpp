@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <set>
 
-#include "plan/report_names.h"
+#include "plan/run_record.h"
 
 namespace sink::results {
 namespace {
@@ -119,9 +119,9 @@ double eval_metric_value(const Eval& e, const std::string& id) {
         for (double v : layer) sum += v, ++n;
     return n ? sum / static_cast<double>(n) : NAN;
   };
-  if (id == "k1_norm_ratio") return table_mean(report_names::kKeyNormRatio);
-  if (id == "v1_norm_ratio") return table_mean(report_names::kValueNormRatio);
-  if (id == "q_k1_cos") return table_mean(report_names::kQueryKeyCos);
+  if (id == "k1_norm_ratio") return table_mean(run_record::eval::kKeyNormRatio);
+  if (id == "v1_norm_ratio") return table_mean(run_record::eval::kValueNormRatio);
+  if (id == "q_k1_cos") return table_mean(run_record::eval::kQueryKeyCos);
   if (id == "max_activation") {
     double m = NAN;
     for (double v : e.max_activation)

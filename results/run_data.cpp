@@ -9,11 +9,14 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
-#include "plan/report_names.h"
+#include "plan/run_record.h"
 
 namespace sink::results {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+namespace eval_key = run_record::eval;
+namespace summary_key = run_record::summary;
+using run_record::RunStatus;
 
 const char* status_name(Status s) {
   switch (s) {
@@ -51,6 +54,14 @@ double number(const json& j, const char* key) {
   return it != j.end() && it->is_number() ? it->get<double>() : NAN;
 }
 
+// A per-layer list of numbers.
+std::vector<double> layers(const json& j, const char* key) {
+  std::vector<double> out;
+  if (auto it = j.find(key); it != j.end() && it->is_array())
+    for (const auto& m : *it) out.push_back(m.is_number() ? m.get<double>() : NAN);
+  return out;
+}
+
 // A [layer][head] table of numbers.
 std::vector<std::vector<double>> table(const json& j, const char* key) {
   std::vector<std::vector<double>> out;
@@ -65,57 +76,71 @@ std::vector<std::vector<double>> table(const json& j, const char* key) {
   return out;
 }
 
-Eval read_eval(const json& j) {
+// The first key of a metrics.jsonl line or summary.json that this sinklab
+// never writes: a file from another tool or a newer version, read wrongly if
+// read at all.
+template <size_t N>
+std::optional<std::string> unknown_key(const json& j, const std::array<std::string_view, N>& keys) {
+  for (const auto& [k, v] : j.items())
+    if (!run_record::is_one_of(keys, k)) return k;
+  return std::nullopt;
+}
+
+Eval read_eval(const json& j, const std::string& where) {
+  if (auto k = unknown_key(j, eval_key::kKeys))
+    throw ResultsError(fmt::format("{}: key '{}' is none that this sinklab writes", where, *k));
   Eval e;
-  e.step = j.value("step", int64_t{0});
-  e.tokens = j.value("tokens", int64_t{0});
-  e.lr = number(j, "lr");
-  e.train_loss = number(j, "train_loss");
-  e.valid_loss = number(j, "valid_loss");
-  e.tokens_per_s = number(j, "tokens_per_s");
-  e.elapsed_s = number(j, "elapsed_s");
-  if (auto it = j.find("sink"); it != j.end() && it->is_object())
+  e.step = j.value(eval_key::kStep, int64_t{0});
+  e.tokens = j.value(eval_key::kTokens, int64_t{0});
+  e.lr = number(j, eval_key::kLr);
+  e.train_loss = number(j, eval_key::kTrainLoss);
+  e.valid_loss = number(j, eval_key::kValidLoss);
+  e.tokens_per_s = number(j, eval_key::kTokensPerS);
+  e.elapsed_s = number(j, eval_key::kElapsedS);
+  if (auto it = j.find(eval_key::kSink); it != j.end() && it->is_object())
     for (const auto& [k, v] : it->items()) {
       try {
         e.sink[std::stoi(k)] = v.is_number() ? v.get<double>() : NAN;
       } catch (const std::exception&) {
-        // a key that is not a position: written by some other tool, ignored
+        throw ResultsError(fmt::format("{}: '{}' has a key '{}' that is not a position", where, eval_key::kSink, k));
       }
     }
-  if (auto it = j.find("sink_star"); it != j.end()) e.sink_star = it->is_number() ? it->get<double>() : NAN;
-  e.alpha = table(j, "alpha");
-  e.alpha_star = table(j, "alpha_star");
-  if (auto it = j.find("massive"); it != j.end() && it->is_array())
-    for (const auto& m : *it) e.massive.push_back(m.is_number() ? m.get<double>() : NAN);
-  if (auto it = j.find("gate"); it != j.end() && it->is_array())
-    for (const auto& g : *it) e.gate.push_back(g.is_number() ? g.get<double>() : NAN);
-  if (auto it = j.find(report_names::kSinkLogit); it != j.end()) e.sink_logit = it->is_number() ? it->get<double>() : NAN;
-  if (auto it = j.find(report_names::kMaxActivation); it != j.end() && it->is_array())
-    for (const auto& m : *it) e.max_activation.push_back(m.is_number() ? m.get<double>() : NAN);
-  for (std::string_view name : report_names::kHeadTables)
+  if (j.contains(eval_key::kSinkStar)) e.sink_star = number(j, eval_key::kSinkStar);
+  e.alpha = table(j, eval_key::kAlpha);
+  e.alpha_star = table(j, eval_key::kAlphaStar);
+  e.massive = layers(j, eval_key::kMassive);
+  e.gate = layers(j, eval_key::kGate);
+  if (j.contains(eval_key::kSinkLogit)) e.sink_logit = number(j, eval_key::kSinkLogit);
+  e.max_activation = layers(j, eval_key::kMaxActivation);
+  for (std::string_view name : eval_key::kHeadTables)
     if (auto t = table(j, std::string(name).c_str()); !t.empty()) e.head_tables[std::string(name)] = std::move(t);
   return e;
 }
 
-// summary.json's status; nullopt for one the runtime never writes.
+// summary.json's status, as results show it; nullopt for one the runtime never writes.
 std::optional<Status> parse_status(const std::string& s) {
-  namespace written = report_names::status;
-  if (s == written::kCompleted) return Status::Completed;
-  if (s == written::kDiverged) return Status::Diverged;
-  if (s == written::kFailed) return Status::Failed;
-  if (s == written::kStopped || s == written::kInterrupted) return Status::Stopped;  // resumable with --resume
-  if (s == written::kRunning || s.empty()) return Status::Running;
+  if (s.empty()) return Status::Running;
+  auto written = run_record::parse_status(s);
+  if (!written) return std::nullopt;
+  switch (*written) {
+    case RunStatus::Completed: return Status::Completed;
+    case RunStatus::Diverged: return Status::Diverged;
+    case RunStatus::Failed: return Status::Failed;
+    case RunStatus::Stopped:
+    case RunStatus::Interrupted: return Status::Stopped;  // resumable with --resume
+    case RunStatus::Running: return Status::Running;
+  }
   return std::nullopt;
 }
 
 // summary.json says "running" from the start of a run; a SIGKILL leaves it
 // so. On the host that ran it, a pid that no longer exists says killed.
 bool process_is_gone(const json& summary) {
-  auto it = summary.find("process");
+  auto it = summary.find(summary_key::kProcess);
   if (it == summary.end() || !it->is_object()) return false;  // written before runs recorded it
   char host[256] = {};
-  if (gethostname(host, sizeof host - 1) != 0 || it->value("host", "") != host) return false;
-  const int64_t pid = it->value("pid", int64_t{0});
+  if (gethostname(host, sizeof host - 1) != 0 || it->value(summary_key::kHost, "") != host) return false;
+  const int64_t pid = it->value(summary_key::kPid, int64_t{0});
   std::error_code ec;
   return pid > 0 && !fs::exists(fmt::format("/proc/{}", pid), ec);
 }
@@ -138,9 +163,10 @@ RunData load_run(const std::string& dir) {
   {
     std::ifstream f(fs::path(dir) / "metrics.jsonl");
     std::string line;
-    while (std::getline(f, line)) {
+    for (int n = 1; std::getline(f, line); ++n) {
       auto j = json::parse(line, nullptr, false);
-      if (!j.is_discarded() && j.is_object()) r.evals.push_back(read_eval(j));  // a torn last line is skipped
+      if (!j.is_discarded() && j.is_object())  // a torn last line is skipped
+        r.evals.push_back(read_eval(j, fmt::format("{}/metrics.jsonl:{}", dir, n)));
     }
     std::stable_sort(r.evals.begin(), r.evals.end(), [](const Eval& a, const Eval& b) { return a.step < b.step; });
   }
@@ -158,23 +184,25 @@ RunData load_run(const std::string& dir) {
   std::ifstream sf(fs::path(dir) / "summary.json");
   json summary = sf ? json::parse(sf, nullptr, false) : json();
   if (summary.is_object()) {
-    const std::string written = summary.value("status", "");
+    if (auto k = unknown_key(summary, summary_key::kKeys))
+      throw ResultsError(fmt::format("{}/summary.json: key '{}' is none that this sinklab writes", dir, *k));
+    const std::string written = summary.value(summary_key::kStatus, "");
     const std::optional<Status> status = parse_status(written);
     r.status = status.value_or(Status::Failed);
-    r.reason = status ? summary.value("reason", "")
+    r.reason = status ? summary.value(summary_key::kReason, "")
                       : fmt::format("summary.json's status '{}' is none that this sinklab writes", written);
     if (r.status == Status::Running && process_is_gone(summary)) {
       r.status = Status::Stopped;
       const Eval* e = r.last();
       r.reason = fmt::format("killed: its process ({}) is gone{}; `sinkc run --resume` continues from the last checkpoint",
-                             summary["process"].value("pid", int64_t{0}),
+                             summary[summary_key::kProcess].value(summary_key::kPid, int64_t{0}),
                              e ? fmt::format(", last evaluation at step {}", e->step) : "");
     }
-    r.tokens_per_s = number(summary, "tokens_per_s");
-    r.wall_s = number(summary, "wall_s");
+    r.tokens_per_s = number(summary, summary_key::kTokensPerS);
+    r.wall_s = number(summary, summary_key::kWallS);
     // A diverged run's last good evaluation may only be in summary.final.
-    if (r.evals.empty() && summary.contains("final") && summary["final"].is_object())
-      r.evals.push_back(read_eval(summary["final"]));
+    if (r.evals.empty() && summary.contains(summary_key::kFinal) && summary[summary_key::kFinal].is_object())
+      r.evals.push_back(read_eval(summary[summary_key::kFinal], dir + "/summary.json's final"));
   } else {
     // `sinkc compile` folders hold plan.toml alone: nothing has run there.
     std::error_code ec;

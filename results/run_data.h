@@ -33,7 +33,7 @@ struct Eval {
   std::vector<double> gate;                // per layer: mean gate value (gated attention)
   std::optional<double> sink_logit;        // Sink_logit^eps in %, with a sink logit
   std::vector<double> max_activation;      // per layer: max |h|
-  // [layer][head] tables under plan/report_names.h's kHeadTables names
+  // [layer][head] tables under plan/run_record.h's eval::kHeadTables names
   // (sink-logit share, first-token key/value norm ratios, query-key cosine).
   std::map<std::string, std::vector<std::vector<double>>> head_tables;
   double tokens_per_s = NAN;

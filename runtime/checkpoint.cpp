@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "plan/run_config.h"
+#include "plan/run_record.h"
 #include "runtime/model.h"
 #include "runtime/run_dir.h"
 
@@ -146,7 +147,7 @@ TrainedModel load_trained_model(const std::string& run_dir) {
   t.step = r.state.step;
   t.context = cfg.train.context;
   t.warning = r.warning;
-  if (auto s = RunDir::read_summary(run_dir)) t.status = s->value("status", "");
+  if (auto s = RunDir::read_summary(run_dir)) t.status = s->value(run_record::summary::kStatus, "");
   return t;
 }
 

@@ -1,12 +1,13 @@
 // sinkc-runtime: the LibTorch half of sinkc (`sinkc run`, `measure`, `export`).
 #include <CLI/CLI.hpp>
 #include <cstdlib>
+#include <cmath>
 #include <filesystem>
 #include <fmt/format.h>
 #include <iostream>
 #include <thread>
 
-#include "plan/report_names.h"
+#include "plan/run_record.h"
 #include "runtime/checkpoint.h"
 #include "runtime/batches.h"
 #include "runtime/data_parallel.h"
@@ -25,7 +26,25 @@
 
 namespace fs = std::filesystem;
 using namespace sink;
-namespace run_status = sink::report_names::status;
+namespace summary_key = sink::run_record::summary;
+namespace eval_key = sink::run_record::eval;
+using sink::run_record::RunStatus;
+using sink::run_record::status_name;
+
+// One line per run: status, folder, final validation loss and sink rates, reason.
+static std::string result_line(const rt::RunResult& r) {
+  const nlohmann::json none = nlohmann::json::object();
+  const nlohmann::json& summary = r.summary.is_object() ? r.summary : none;
+  const nlohmann::json final_eval = summary.value(summary_key::kFinal, none);
+  auto number = [&](const nlohmann::json& j) { return j.is_number() ? j.get<double>() : NAN; };
+  std::string line = fmt::format("{:<10} {}", r.status, r.dir);
+  if (final_eval.contains(eval_key::kValidLoss)) line += fmt::format(" valid {:.4f}", number(final_eval[eval_key::kValidLoss]));
+  if (final_eval.contains(eval_key::kSink) && final_eval[eval_key::kSink].is_object())
+    for (auto& [k, v] : final_eval[eval_key::kSink].items()) line += fmt::format(" Sink_{} {:.2f}%", k, number(v));
+  if (final_eval.contains(eval_key::kSinkStar)) line += fmt::format(" Sink_* {:.2f}%", number(final_eval[eval_key::kSinkStar]));
+  if (summary.contains(summary_key::kReason)) line += "  (" + summary.value(summary_key::kReason, "") + ")";
+  return line;
+}
 
 #if SINKLAB_HAVE_JIT
 constexpr bool kHaveJit = true;
@@ -118,17 +137,9 @@ int run_command(const std::vector<std::string>& targets, const RunFlags& flags) 
     ro.auto_threads = flags.auto_threads;
     ro.gpu = flags.gpu;
     auto r = rt::run_plan(plan, ro);
-    std::string sink;
-    if (r.summary.contains("final") && r.summary["final"].contains("sink"))
-      for (auto& [k, v] : r.summary["final"]["sink"].items()) sink += fmt::format(" Sink_{} {:.2f}%", k, v.get<double>());
-    if (r.summary.contains("final") && r.summary["final"].contains("sink_star"))
-      sink += fmt::format(" Sink_* {:.2f}%", r.summary["final"]["sink_star"].get<double>());
-    std::string loss = r.summary.contains("final") ? fmt::format(" valid {:.4f}", r.summary["final"]["valid_loss"].get<double>()) : "";
-    if (leader)
-      fmt::print("{:<10} {}{}{}{}\n", r.status, r.dir, loss, sink,
-                 r.summary.contains("reason") ? "  (" + r.summary["reason"].get<std::string>() + ")" : "");
-    if (r.status == run_status::kFailed) ++failures;
-    if (r.status == run_status::kInterrupted) return 130;
+    if (leader) fmt::print("{}\n", result_line(r));
+    if (r.status == status_name(RunStatus::Failed)) ++failures;
+    if (r.status == status_name(RunStatus::Interrupted)) return 130;
   }
   return failures ? 1 : 0;
 }
@@ -146,7 +157,7 @@ int export_command(const std::string& run_dir, const std::string& llama2c_file, 
   }
   auto trained = rt::load_trained_model(run_dir);
   if (!trained.warning.empty()) fmt::print(stderr, "sinkc: warning: {}\n", trained.warning);
-  if (trained.status != run_status::kCompleted)
+  if (trained.status != status_name(RunStatus::Completed))
     fmt::print(stderr, "sinkc: note: the run is {}; writing its checkpoint of step {}\n",
                trained.status.empty() ? "without a summary" : trained.status, trained.step);
   const auto& c = trained.model->cfg;

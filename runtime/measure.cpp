@@ -1,6 +1,6 @@
 #include "runtime/measure.h"
 
-#include "plan/report_names.h"
+#include "plan/run_record.h"
 #include "runtime/attention.h"
 
 namespace sink::rt {
@@ -160,20 +160,21 @@ SinkReport combine_chunks(const std::vector<SinkReport>& parts) {
 
 nlohmann::json report_json(const SinkReport& r) {
   nlohmann::json j;
-  j["sink"] = nlohmann::json::object();
-  for (const auto& [k, v] : r.sink) j["sink"][std::to_string(k)] = v;
-  if (r.sink_star >= 0) j["sink_star"] = r.sink_star;
-  j["alpha"] = r.alpha;
-  if (!r.alpha_star.empty()) j["alpha_star"] = r.alpha_star;
-  if (!r.massive.empty()) j["massive"] = r.massive;
-  if (!r.gate.empty()) j["gate"] = r.gate;
-  if (r.sink_logit >= 0) j[report_names::kSinkLogit] = r.sink_logit;
-  if (!r.sink_logit_share.empty()) j[report_names::kSinkLogitShare] = r.sink_logit_share;
-  if (!r.max_activation.empty()) j[report_names::kMaxActivation] = r.max_activation;
-  if (!r.key_norm_ratio.empty()) j[report_names::kKeyNormRatio] = r.key_norm_ratio;
-  if (!r.value_norm_ratio.empty()) j[report_names::kValueNormRatio] = r.value_norm_ratio;
-  if (!r.query_key_cos.empty()) j[report_names::kQueryKeyCos] = r.query_key_cos;
-  j["sequences"] = r.sequences;
+  namespace key = run_record::eval;
+  j[key::kSink] = nlohmann::json::object();
+  for (const auto& [k, v] : r.sink) j[key::kSink][std::to_string(k)] = v;
+  if (r.sink_star >= 0) j[key::kSinkStar] = r.sink_star;
+  j[key::kAlpha] = r.alpha;
+  if (!r.alpha_star.empty()) j[key::kAlphaStar] = r.alpha_star;
+  if (!r.massive.empty()) j[key::kMassive] = r.massive;
+  if (!r.gate.empty()) j[key::kGate] = r.gate;
+  if (r.sink_logit >= 0) j[key::kSinkLogit] = r.sink_logit;
+  if (!r.sink_logit_share.empty()) j[key::kSinkLogitShare] = r.sink_logit_share;
+  if (!r.max_activation.empty()) j[key::kMaxActivation] = r.max_activation;
+  if (!r.key_norm_ratio.empty()) j[key::kKeyNormRatio] = r.key_norm_ratio;
+  if (!r.value_norm_ratio.empty()) j[key::kValueNormRatio] = r.value_norm_ratio;
+  if (!r.query_key_cos.empty()) j[key::kQueryKeyCos] = r.query_key_cos;
+  j[key::kSequences] = r.sequences;
   return j;
 }
 

@@ -56,7 +56,7 @@ double massive_ratio(const torch::Tensor& hidden);
 SinkReport combine_chunks(const std::vector<SinkReport>& parts);
 
 // The report under the names metrics.jsonl, summary.json and `sinkc measure
-// --format json` share (plan/report_names.h). Full double precision.
+// --format json` share (plan/run_record.h). Full double precision.
 nlohmann::json report_json(const SinkReport& r);
 
 }  // namespace sink::rt

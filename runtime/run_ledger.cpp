@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include "plan/report_names.h"
+#include "plan/run_record.h"
 #include "runtime/checkpoint.h"
 #include "runtime/data_parallel.h"
 #include "runtime/process.h"
@@ -12,12 +12,14 @@
 namespace sink::rt {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-namespace run_status = report_names::status;
+namespace key = run_record::summary;
+using run_record::RunStatus;
 
 namespace {
 
 bool completed(const std::optional<json>& summary, const Plan& plan) {
-  return summary && summary->value("status", "") == run_status::kCompleted && summary->value("hash", "") == plan.hash();
+  return summary && summary->value(key::kStatus, "") == status_name(RunStatus::Completed) &&
+         summary->value(key::kHash, "") == plan.hash();
 }
 
 // The cache is by content: the same plan under another name (a sweep point
@@ -57,7 +59,7 @@ RunClaim claim_run(const Plan& plan, const RunOptions& options) {
   if (workers) decision = workers->broadcast({decision})[0];
   if (decision == kElsewhere) {
     claim.skipped = RunResult{"running elsewhere", claim.dir,
-                              {{"reason", claim.leader ? RunLock::holder(claim.dir) : std::string("rank 0 skipped it")}}};
+                              {{key::kReason, claim.leader ? RunLock::holder(claim.dir) : std::string("rank 0 skipped it")}}};
   } else if (decision == kCached) {
     claim.skipped = RunResult{"cached", claim.dir, claim.leader ? *RunDir::read_summary(claim.dir) : json()};
   }
@@ -67,16 +69,16 @@ RunClaim claim_run(const Plan& plan, const RunOptions& options) {
 RunRecord::RunRecord(RunDir& dir, const Plan& plan, DataParallel* workers)
     : dir_(dir), workers_(workers), leader_(!workers || workers->leader()), started_(std::chrono::steady_clock::now()) {
   if (leader_) write_atomically(dir.file("plan.toml"), to_toml(plan));
-  summary_ = {{"name", plan.name}, {"hash", plan.hash()}, {"status", run_status::kRunning}};
+  summary_ = {{key::kName, plan.name}, {key::kHash, plan.hash()}, {key::kStatus, status_name(RunStatus::Running)}};
   // Who is running it: a reader on this host can then tell a run in
   // progress from one whose process was killed (SIGKILL, power loss).
-  summary_["process"] = {{"host", host_name()}, {"pid", static_cast<int64_t>(getpid())}};
+  summary_[key::kProcess] = {{key::kHost, host_name()}, {key::kPid, static_cast<int64_t>(getpid())}};
   dir.write_summary(summary_);
 }
 
 void RunRecord::record_progress(int64_t steps, int64_t tokens_per_step) {
-  summary_["steps_done"] = steps;
-  summary_["tokens"] = steps * tokens_per_step;
+  summary_[key::kStepsDone] = steps;
+  summary_[key::kTokens] = steps * tokens_per_step;
 }
 
 void RunRecord::leader_writes(const std::function<void()>& write) {
@@ -93,11 +95,12 @@ void RunRecord::leader_writes(const std::function<void()>& write) {
   if (!failure.empty()) throw std::runtime_error(failure);
 }
 
-RunResult RunRecord::finish(const std::string& status, const std::string& reason) {
-  summary_.erase("process");
-  summary_["status"] = status;
-  if (!reason.empty()) summary_["reason"] = reason;
-  summary_["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+RunResult RunRecord::finish(RunStatus final_status, const std::string& reason) {
+  const std::string status = status_name(final_status);
+  summary_.erase(key::kProcess);
+  summary_[key::kStatus] = status;
+  if (!reason.empty()) summary_[key::kReason] = reason;
+  summary_[key::kWallS] = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   try {
     dir_.write_summary(summary_);
   } catch (const std::exception& e) {  // the disk that failed the run may refuse this too

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "plan/plan.h"
+#include "plan/run_record.h"
 #include "runtime/run_dir.h"
 #include "runtime/run_lock.h"
 #include "runtime/train.h"
@@ -37,7 +38,7 @@ class RunRecord {
   // stop together. Throws std::runtime_error with the failure.
   void leader_writes(const std::function<void()>& write);
   // The final status and its reason, written to summary.json and log.txt.
-  RunResult finish(const std::string& status, const std::string& reason = "");
+  RunResult finish(run_record::RunStatus status, const std::string& reason = "");
 
  private:
   RunDir& dir_;

@@ -10,7 +10,7 @@
 #include <optional>
 #include <unistd.h>
 
-#include "plan/report_names.h"
+#include "plan/run_record.h"
 #include "plan/run_config.h"
 #include "runtime/batches.h"
 #include "runtime/corpus.h"
@@ -31,7 +31,9 @@ namespace sink::rt {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
-namespace run_status = report_names::status;
+namespace eval_key = run_record::eval;
+namespace summary_key = run_record::summary;
+using run_record::RunStatus;
 
 namespace {
 
@@ -67,7 +69,7 @@ json evaluate(Transformer& model, const Batches& batches, const RunConfig& cfg) 
     int64_t n = std::min<int64_t>(16, n_valid - b);
     loss += lm_loss(model.forward(x.narrow(0, b, n)).logits, y.narrow(0, b, n), cfg.model.attention.prefix).item<double>();
   }
-  m["valid_loss"] = loss / std::max<int64_t>(1, chunks);
+  m[eval_key::kValidLoss] = loss / std::max<int64_t>(1, chunks);
 
   const bool bos = measures_with_bos(cfg.measure.bos, cfg.data);
   auto inputs = batches.measure_inputs(cfg.measure.sequences, cfg.measure.T, cfg.measure.input, bos);
@@ -76,7 +78,7 @@ json evaluate(Transformer& model, const Batches& batches, const RunConfig& cfg) 
     parts.push_back(measure_model(model, inputs.narrow(0, b, std::min<int64_t>(25, inputs.size(0) - b)),
                                   cfg.measure.positions, cfg.measure.eps, cfg.measure.massive_activations));
   auto report = report_json(combine_chunks(parts));
-  report.erase("sequences");
+  report.erase(eval_key::kSequences);
   m.update(report);
   model.train();
   return m;
@@ -155,18 +157,18 @@ Training set_up(const Plan& plan, const RunOptions& options, RunDir& dir, RunRec
   dir.log(fmt::format("run {} ({}), {} parameters, data {}", plan.name, plan.hash8(), params, t.data->description));
   dir.log(fmt::format("attention backend: {}", backend));
   json& summary = record.summary();
-  summary["parameters"] = params;
-  summary["attention_backend"] = backend;
-  summary["threads"] = threads;
-  summary["device"] = t.device.str();
-  summary["precision"] = cfg.train.precision;
-  if (cfg.train.micro_batch > 0) summary["micro_batch"] = cfg.train.micro_batch;
+  summary[summary_key::kParameters] = params;
+  summary[summary_key::kAttentionBackend] = backend;
+  summary[summary_key::kThreads] = threads;
+  summary[summary_key::kDevice] = t.device.str();
+  summary[summary_key::kPrecision] = cfg.train.precision;
+  if (cfg.train.micro_batch > 0) summary[summary_key::kMicroBatch] = cfg.train.micro_batch;
   if (options.workers) {
-    summary["workers"] = options.workers->size();
+    summary[summary_key::kWorkers] = options.workers->size();
     dir.log(fmt::format("data parallel: {} workers, {} sequences each per step", options.workers->size(),
                         cfg.train.batch / options.workers->size()));
   }
-  summary["train_tokens_unique"] = t.batches->train_tokens();
+  summary[summary_key::kTrainTokensUnique] = t.batches->train_tokens();
   return t;
 }
 
@@ -290,12 +292,12 @@ std::optional<int64_t> read_losses(PendingLosses& pending, DataParallel* workers
 // the training loss since the last one (which it resets).
 json measurement(Training& t, Checkpoint& state, double lr, double elapsed, double tokens_per_s) {
   json m = evaluate(*t.model, *t.batches, t.cfg);
-  m["step"] = state.step;
-  m["tokens"] = state.step * t.tokens_per_step();
-  m["lr"] = lr;
-  m["train_loss"] = state.loss_sum / std::max<int64_t>(1, state.loss_count);
-  m["elapsed_s"] = elapsed;
-  m["tokens_per_s"] = tokens_per_s;
+  m[eval_key::kStep] = state.step;
+  m[eval_key::kTokens] = state.step * t.tokens_per_step();
+  m[eval_key::kLr] = lr;
+  m[eval_key::kTrainLoss] = state.loss_sum / std::max<int64_t>(1, state.loss_count);
+  m[eval_key::kElapsedS] = elapsed;
+  m[eval_key::kTokensPerS] = tokens_per_s;
   state.loss_sum = 0;
   state.loss_count = 0;
   return m;
@@ -324,7 +326,7 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
     PendingLosses pending;
     for (int64_t step = state.step; step < steps; ++step) {
       if (options.stop_after >= 0 && step - first_step >= options.stop_after)
-        return record.finish(run_status::kStopped, fmt::format("stopped after step {}", step));
+        return record.finish(RunStatus::Stopped, fmt::format("stopped after step {}", step));
       const double lr = learning_rate(t.cfg.train, step);
       set_learning_rate(*t.opt, lr);
       pending.add(step, accumulate_gradients(t, step, workers));
@@ -340,7 +342,7 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
       if (workers || stop || measure_due || checkpoint_due || log_due || progress_due) {
         if (auto diverged_at = read_losses(pending, workers, step, stop, state, last_loss)) {
           record.record_progress(*diverged_at, tokens_per_step);
-          return record.finish(run_status::kDiverged, fmt::format("non-finite loss at step {}", *diverged_at + 1));
+          return record.finish(RunStatus::Diverged, fmt::format("non-finite loss at step {}", *diverged_at + 1));
         }
         last_progress = Clock::now();
       }
@@ -359,10 +361,10 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
       if (measure_due) {
         json m = measurement(t, state, lr, elapsed, tps);
         record.leader_writes([&] { dir.append_metrics(m); });
-        record.summary()["final"] = m;
-        if (!std::isfinite(m["valid_loss"].get<double>())) {
-          record.summary()["steps_done"] = state.step;
-          return record.finish(run_status::kDiverged, fmt::format("non-finite validation loss at step {}", state.step));
+        record.summary()[summary_key::kFinal] = m;
+        if (!std::isfinite(m[eval_key::kValidLoss].get<double>())) {
+          record.summary()[summary_key::kStepsDone] = state.step;
+          return record.finish(RunStatus::Diverged, fmt::format("non-finite validation loss at step {}", state.step));
         }
       }
       if (checkpoint_due) record.leader_writes([&] { checkpoints.write(state, record); });
@@ -370,7 +372,7 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
         record.leader_writes([&] { checkpoints.write(state, record); });
         if (tty) fmt::print(stderr, "\n");
         record.record_progress(state.step, tokens_per_step);
-        return record.finish(run_status::kInterrupted,
+        return record.finish(RunStatus::Interrupted,
                              fmt::format("interrupted after step {}; continue with --resume", state.step));
       }
     }
@@ -381,11 +383,11 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
     });
     const double elapsed = std::chrono::duration<double>(Clock::now() - loop_start).count();
     record.record_progress(steps, tokens_per_step);
-    record.summary()["train_wall_s"] = elapsed;
-    record.summary()["tokens_per_s"] = (steps - first_step) * tokens_per_step / std::max(elapsed, 1e-9);
-    return record.finish(run_status::kCompleted);
+    record.summary()[summary_key::kTrainWallS] = elapsed;
+    record.summary()[summary_key::kTokensPerS] = (steps - first_step) * tokens_per_step / std::max(elapsed, 1e-9);
+    return record.finish(RunStatus::Completed);
   } catch (const std::exception& e) {
-    return record.finish(run_status::kFailed, error_text(e).substr(0, 2000));
+    return record.finish(RunStatus::Failed, error_text(e).substr(0, 2000));
   }
 }
 

@@ -3,7 +3,7 @@
 // summary.json, log.txt. Shared by results_tests and results_fixture (the
 // browser test's input), so that neither needs LibTorch or a real training.
 #pragma once
-#include "plan/report_names.h"
+#include "plan/run_record.h"
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -61,7 +61,7 @@ struct EvalLine {
     if (!alpha_star.empty()) j["alpha_star"] = alpha_star;
     j["massive"] = massive;
     if (!gate.empty()) j["gate"] = gate;
-    if (sink_logit >= 0) j[sink::report_names::kSinkLogit] = sink_logit;
+    if (sink_logit >= 0) j[sink::run_record::eval::kSinkLogit] = sink_logit;
     j["elapsed_s"] = static_cast<double>(step) / 100;
     j["tokens_per_s"] = tokens_per_s;
     return j;

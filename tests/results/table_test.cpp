@@ -202,13 +202,57 @@ TEST(Table, AFailedRunShowsItsLastMetrics) {
   EXPECT_EQ(text.rows[1].back(), "-");
 }
 
+TEST(Table, AKeyTheRuntimeNeverWritesIsAnErrorThatNamesIt) {
+  // metrics.jsonl and summary.json hold only plan/run_record.h's keys; any other is a file from another tool
+  // or another version, and reading past it would show numbers that mean something else.
+  TempDir tmp("table-unknown-key");
+  auto plans = compile_plans("sweep wd over micro { optim.weight_decay in [0.1, 1.0, 2.0] }\n");
+  auto good = write_run(tmp.path, {plans[0], "completed", "", curve(2, {})});
+  auto in_metrics = write_run(tmp.path, {plans[1], "completed", "", curve(2, {})});
+  std::ofstream(in_metrics + "/metrics.jsonl", std::ios::app) << R"({"step": 30, "valid_los": 2.5})" << "\n";
+  auto in_summary = write_run(tmp.path, {plans[2], "completed", "", curve(2, {})});
+  auto summary = nlohmann::json::parse(std::ifstream(in_summary + "/summary.json"));
+  summary["stauts"] = "completed";
+  std::ofstream(in_summary + "/summary.json") << summary.dump();
+
+  EXPECT_NO_THROW(load_run(good));
+  try {
+    load_run(in_metrics);
+    ADD_FAILURE() << "an unknown metrics.jsonl key was read";
+  } catch (const ResultsError& e) {
+    EXPECT_NE(std::string(e.what()).find("metrics.jsonl:3: key 'valid_los'"), std::string::npos) << e.what();
+  }
+  std::vector<std::string> skipped;
+  auto runs = load_run_folder(tmp.path, &skipped);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].dir, good);
+  ASSERT_EQ(skipped.size(), 2u);
+  EXPECT_NE(skipped[1].find("summary.json: key 'stauts'"), std::string::npos) << skipped[1];
+}
+
+TEST(Table, EveryStatusTheRuntimeWritesReadsBack) {
+  TempDir tmp("table-every-status");
+  auto plans = compile_plans("sweep wd over micro { optim.weight_decay in [0.1, 0.2, 0.3, 0.4, 0.5] }\n");
+  const std::map<std::string, Status> shown = {{"completed", Status::Completed}, {"stopped", Status::Stopped},
+                                               {"interrupted", Status::Stopped}, {"diverged", Status::Diverged},
+                                               {"failed", Status::Failed}};
+  size_t n = 0;
+  for (const auto& [written, status] : shown) {
+    ASSERT_TRUE(run_record::parse_status(written)) << written;
+    EXPECT_EQ(run_record::status_name(*run_record::parse_status(written)), written);
+    EXPECT_EQ(load_run(write_run(tmp.path, {plans[n++], written, "", curve(1, {})})).status, status) << written;
+  }
+  EXPECT_FALSE(run_record::parse_status("Completed"));
+  EXPECT_EQ(run_record::kStatuses.size(), shown.size() + 1);  // and "running", before summary.json's first rewrite
+}
+
 TEST(Table, AStatusTheRuntimeNeverWritesIsAFailureThatSaysSo) {
   // Before, any status but the known ones read as "running": a run a newer or damaged summary.json
   // described would have shown as in progress forever.
   TempDir tmp("table-unknown-status");
   auto plans = compile_plans("sweep wd over micro { optim.weight_decay in [0.1, 1.0] }\n");
   write_run(tmp.path, {plans[0], "paused", "", curve(1, {})});
-  write_run(tmp.path, {plans[1], sink::report_names::status::kInterrupted, "", curve(1, {})});
+  write_run(tmp.path, {plans[1], status_name(sink::run_record::RunStatus::Interrupted), "", curve(1, {})});
   auto runs = load_run_folder(tmp.path);
   ASSERT_EQ(runs.size(), 2u);
   EXPECT_EQ(runs[0].status, Status::Failed);

@@ -2,6 +2,8 @@
 // an uninterrupted run, divergence, a corrupt checkpoint, `sinkc run`.
 #include <gtest/gtest.h>
 
+#include "plan/run_record.h"
+
 #include <cstdio>
 #include <filesystem>
 #include <sys/wait.h>
@@ -106,6 +108,12 @@ TEST(Train, EndToEndRunDirectory) {
   EXPECT_EQ(summary["steps_done"], 20);
   EXPECT_EQ(summary["final"]["valid_loss"], m[1]["valid_loss"]);
   EXPECT_NE(sinktest::read_file(r.dir + "/log.txt").find("status: completed"), std::string::npos);
+  // The run writes no key that plan/run_record.h does not name: results/ reads nothing else.
+  for (const auto& line : m)
+    for (const auto& [key, value] : line.items())
+      EXPECT_TRUE(run_record::is_one_of(run_record::eval::kKeys, key)) << "metrics.jsonl key " << key;
+  for (const auto& [key, value] : summary.items())
+    EXPECT_TRUE(run_record::is_one_of(run_record::summary::kKeys, key)) << "summary.json key " << key;
 
   // Again: cached, nothing rewritten.
   const auto mtime = fs::last_write_time(r.dir + "/metrics.jsonl");
