@@ -11,6 +11,7 @@
 #endif
 #include "kernels/emit_cuda.h"
 #include "runtime/cuda_attention.h"
+#include "runtime/generated_attention.h"
 
 namespace sink::rt {
 namespace {
@@ -23,13 +24,12 @@ torch::Tensor bias_from_distance(const torch::Tensor& g, int64_t T) {
   return g.index({torch::indexing::Slice(), (i - j).abs()}).unsqueeze(0);
 }
 
-// The generated probes give A (softmax) or s and Z; the metric reads them as the reference does.
-torch::Tensor attention_from_probe(const AttentionConfig& cfg, const torch::Tensor& scores, const torch::Tensor& Z) {
-  const int64_t T = scores.size(2);
-  auto allowed = allowed_pairs(T, cfg.prefix, cfg.window).to(scores.device());
-  if (scores.size(-1) > T) allowed = torch::cat({torch::ones({T, 1}, allowed.options()), allowed}, -1);
-  auto A = cfg.softmax ? scores : scores * (cfg.scale / Z.unsqueeze(-1));
-  return metric_attention(cfg, scores, A, allowed);
+// o, and with `probe` what a measurement reads, from one backend's generated kernels.
+torch::Tensor attend_generated(const std::shared_ptr<const KernelLauncher>& launcher, const AttentionConfig& cfg,
+                               const AttentionCall& call, AttentionProbe* probe) {
+  torch::Tensor out = generated_attention(launcher, call);
+  if (probe) *probe = generated_probe(*launcher, cfg, call);
+  return out;
 }
 
 class ReferenceBackend : public AttentionBackend {
@@ -62,15 +62,7 @@ class CpuJitBackend : public AttentionBackend {
   std::string kernel_source(const std::string&) const override { return kernels::emit_llvm(kernel_); }
 
   torch::Tensor attend(const AttentionCall& call, AttentionProbe* probe) override {
-    AttentionCall in = call;
-    if (!call.k_star.defined()) in.v_star = torch::Tensor();
-    torch::Tensor out = jit_attention(kernel_, in);
-    if (probe) {
-      if (call.sink_logit.defined()) probe->sink_share = jit_sink_share(kernel_, in);
-      auto [scores, Z] = jit_probe(kernel_, in);
-      probe->attention = attention_from_probe(cfg_, scores, Z);
-    }
-    return out;
+    return attend_generated(jit_launcher(kernel_, call.q), cfg_, call, probe);
   }
 
  private:
@@ -97,13 +89,7 @@ class CudaBackend : public AttentionBackend {
 
   torch::Tensor attend(const AttentionCall& call, AttentionProbe* probe) override {
     if (sdpa_ && !probe) return sdpa_causal_attention(call.q, call.k, call.v);
-    torch::Tensor out = cuda_attention(kernel_, call, modules_);
-    if (probe) {
-      if (call.sink_logit.defined()) probe->sink_share = cuda_sink_share(kernel_, call, modules_);
-      auto [scores, Z] = cuda_probe(kernel_, call, modules_);
-      probe->attention = attention_from_probe(cfg_, scores, Z);
-    }
-    return out;
+    return attend_generated(cuda_launcher(kernel_, call.q, modules_), cfg_, call, probe);
   }
 
  private:

@@ -6,28 +6,12 @@
 
 #include "kernels/emit_cuda.h"
 #include "kernels/kernel_abi.h"
+#include "runtime/generated_attention.h"
 
 namespace sink::rt {
 namespace {
 
 using kernels::abi::slot;
-
-// One variant compiled for one storage type and device.
-struct Variant {
-  kernels::KernelSpec spec;
-  kernels::CudaTiles tiles;
-  std::shared_ptr<KernelModule> module;
-};
-
-// Every layer calls this every step: emit and load once per variant. The
-// backward finds its forward's variant by key (autograd cannot carry it).
-std::mutex variants_mutex;
-std::map<std::string, std::shared_ptr<const Variant>> variants;
-
-std::string variant_key(const kernels::KernelSpec& spec, torch::ScalarType storage, const torch::Device& device,
-                        const KernelModules& modules) {
-  return fmt::format("{} storage={} device={} loader={}", spec.describe(), c10::toString(storage), device.str(), modules.name);
-}
 
 // bf16 and half stay as they are (float arithmetic), double stays double, the rest computes in float.
 torch::ScalarType storage_dtype(const torch::Tensor& q) {
@@ -40,23 +24,6 @@ kernels::CudaStorage layout_of(torch::ScalarType storage) {
                                      : kernels::CudaStorage::Real;
 }
 torch::ScalarType real_dtype(torch::ScalarType storage) { return storage == torch::kDouble ? torch::kDouble : torch::kFloat; }
-
-std::string prepare(kernels::KernelSpec spec, torch::ScalarType storage, const torch::Device& device,
-                    const KernelModules& modules) {
-  spec.f64 = storage == torch::kDouble;
-  std::string key = variant_key(spec, storage, device, modules);
-  std::lock_guard<std::mutex> lock(variants_mutex);
-  if (!variants.count(key)) {
-    auto module = modules.load(cuda_source_for(spec, storage), device);
-    variants.emplace(key, std::make_shared<const Variant>(Variant{spec, kernels::cuda_tiles(spec), std::move(module)}));
-  }
-  return key;
-}
-
-std::shared_ptr<const Variant> recall(const std::string& key) {
-  std::lock_guard<std::mutex> lock(variants_mutex);
-  return variants.at(key);
-}
 
 KernelBuffer buffer(const torch::Tensor& t) {
   return t.defined() && t.numel() > 0 ? KernelBuffer{t.data_ptr(), t.nbytes()} : KernelBuffer{};
@@ -83,111 +50,99 @@ struct Slices {
   }
 };
 
-// Sums a per-slice partial [B, H, n] to the parameter's shape [H|1, n].
-torch::Tensor per_head(const torch::Tensor& partial, const torch::Tensor& like) {
-  auto summed = partial.sum(0);
-  return like.size(0) == 1 ? summed.sum(0, true) : summed;
-}
-
-std::pair<torch::Tensor, torch::Tensor> run_forward(const Variant& var, const torch::Tensor& q, const torch::Tensor& k,
-                                                    const torch::Tensor& v, const torch::Tensor& g,
-                                                    const torch::Tensor& k_star, const torch::Tensor& v_star,
-                                                    const torch::Tensor& sink) {
-  const Slices s(q, g, k_star);
-  auto o = torch::empty_like(q);
-  auto stats = torch::empty({s.B, s.H, 2, s.T}, q.options().dtype(real_dtype(q.scalar_type())));
-  constexpr auto& F = kernels::abi::kCudaForward;
-  std::array<KernelBuffer, F.size()> a{};
-  a[slot(F, "q")] = buffer(q), a[slot(F, "k")] = buffer(k), a[slot(F, "v")] = buffer(v), a[slot(F, "g")] = buffer(g);
-  a[slot(F, "kstar")] = buffer(k_star), a[slot(F, "vstar")] = buffer(v_star), a[slot(F, "sink")] = buffer(sink);
-  a[slot(F, "o")] = buffer(o), a[slot(F, "stats")] = buffer(stats);
-  var.module->launch(kernels::abi::kForwardSymbol, s.shape(s.T, var.tiles.forward_rows), a, s.sizes);
-  return {o, stats};
-}
-
-class CudaAttention : public torch::autograd::Function<CudaAttention> {
+// One variant compiled for one storage type and device, launched on the call's tensors.
+class CudaLauncher : public KernelLauncher {
  public:
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor q, torch::Tensor k, torch::Tensor v,
-                               torch::Tensor g, torch::Tensor k_star, torch::Tensor v_star, torch::Tensor sink,
-                               std::string key) {
-    const auto storage = storage_dtype(q), real = real_dtype(storage);
-    ctx->saved_data["key"] = key;
-    ctx->saved_data["dtypes"] = std::vector<int64_t>{static_cast<int64_t>(q.scalar_type()), static_cast<int64_t>(k.scalar_type()),
-                                                     static_cast<int64_t>(v.scalar_type())};
-    q = as(q, storage), k = as(k, storage), v = as(v, storage);
-    g = as(g, real), k_star = as(k_star, real), v_star = as(v_star, real), sink = as(sink, real);
-    auto [o, stats] = run_forward(*recall(key), q, k, v, g, k_star, v_star, sink);
-    ctx->save_for_backward({q, k, v, g, k_star, v_star, sink, o, stats});
-    return o;
+  CudaLauncher(const kernels::KernelSpec& spec, torch::ScalarType storage, std::shared_ptr<KernelModule> module,
+               std::string key)
+      : spec_(spec), storage_(storage), tiles_(kernels::cuda_tiles(spec)), module_(std::move(module)),
+        key_(std::move(key)) {}
+  const std::string& key() const override { return key_; }
+
+  KernelTensors prepare(const AttentionCall& call) const override {
+    const auto real = real_dtype(storage_);
+    return {as(call.q, storage_),    as(call.k, storage_),      as(call.v, storage_),         as(call.g, real),
+            as(call.k_star, real),   as(call.v_star, real),     as(call.sink_logit, real)};
   }
 
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grads) {
-    auto saved = ctx->get_saved_variables();
-    auto q = saved[0], k = saved[1], v = saved[2], g = saved[3], k_star = saved[4], v_star = saved[5], sink = saved[6],
-         o = saved[7], stats = saved[8];
-    const auto var = recall(ctx->saved_data["key"].toStringRef());
-    const auto dtypes = ctx->saved_data["dtypes"].toIntVector();
+  std::pair<torch::Tensor, torch::Tensor> forward(const KernelTensors& in) const override {
+    const Slices s(in.q, in.g, in.k_star);
+    auto o = torch::empty_like(in.q);
+    auto stats = torch::empty({s.B, s.H, 2, s.T}, in.q.options().dtype(real_dtype(storage_)));
+    constexpr auto& F = kernels::abi::kCudaForward;
+    std::array<KernelBuffer, F.size()> a{};
+    a[slot(F, "q")] = buffer(in.q), a[slot(F, "k")] = buffer(in.k), a[slot(F, "v")] = buffer(in.v);
+    a[slot(F, "g")] = buffer(in.g), a[slot(F, "kstar")] = buffer(in.k_star), a[slot(F, "vstar")] = buffer(in.v_star);
+    a[slot(F, "sink")] = buffer(in.sink), a[slot(F, "o")] = buffer(o), a[slot(F, "stats")] = buffer(stats);
+    module_->launch(kernels::abi::kForwardSymbol, s.shape(s.T, tiles_.forward_rows), a, s.sizes);
+    return {o, stats};
+  }
+
+  SliceGradients backward(const KernelTensors& in, const torch::Tensor& o, const torch::Tensor& stats,
+                          const torch::Tensor& dout) const override {
     const auto real = stats.scalar_type();
-    const Slices s(q, g, k_star);
-    auto dout = grads[0].to(q.scalar_type()).contiguous();
+    const Slices s(in.q, in.g, in.k_star);
     auto rows = [&](bool wanted) { return wanted ? torch::empty({s.B, s.H, s.T}, stats.options()) : torch::Tensor(); };
-    auto delta = rows(true), astar = rows(var->spec.key_bias), sdxstar = rows(var->spec.key_bias), dsink = rows(var->spec.sink_logit);
+    auto delta = rows(true), astar = rows(spec_.key_bias), sdxstar = rows(spec_.key_bias);
+    SliceGradients d;
+    d.dsink = rows(spec_.sink_logit);
     {
       constexpr auto& R = kernels::abi::kCudaBackwardRows;
       std::array<KernelBuffer, R.size()> a{};
-      a[slot(R, "q")] = buffer(q), a[slot(R, "kstar")] = buffer(k_star), a[slot(R, "vstar")] = buffer(v_star);
-      a[slot(R, "sink")] = buffer(sink), a[slot(R, "o")] = buffer(o), a[slot(R, "stats")] = buffer(stats);
+      a[slot(R, "q")] = buffer(in.q), a[slot(R, "kstar")] = buffer(in.k_star), a[slot(R, "vstar")] = buffer(in.v_star);
+      a[slot(R, "sink")] = buffer(in.sink), a[slot(R, "o")] = buffer(o), a[slot(R, "stats")] = buffer(stats);
       a[slot(R, "dout")] = buffer(dout), a[slot(R, "delta")] = buffer(delta), a[slot(R, "astar")] = buffer(astar);
-      a[slot(R, "sdxstar")] = buffer(sdxstar), a[slot(R, "dsink")] = buffer(dsink);
-      var->module->launch(kernels::abi::kCudaBackwardRowsSymbol, s.shape(s.T, var->tiles.row_threads), a, s.sizes);
+      a[slot(R, "sdxstar")] = buffer(sdxstar), a[slot(R, "dsink")] = buffer(d.dsink);
+      module_->launch(kernels::abi::kCudaBackwardRowsSymbol, s.shape(s.T, tiles_.row_threads), a, s.sizes);
     }
-    auto dk = torch::empty_like(k), dv = torch::empty_like(v);
-    auto dg = var->spec.position_bias ? torch::zeros({s.B, s.H, s.T}, stats.options()) : torch::Tensor();
+    d.dk = torch::empty_like(in.k), d.dv = torch::empty_like(in.v);
+    d.dg = spec_.position_bias ? torch::zeros({s.B, s.H, s.T}, stats.options()) : torch::Tensor();
     {
       constexpr auto& K = kernels::abi::kCudaBackwardKeys;
       std::array<KernelBuffer, K.size()> a{};
-      a[slot(K, "q")] = buffer(q), a[slot(K, "k")] = buffer(k), a[slot(K, "v")] = buffer(v), a[slot(K, "g")] = buffer(g);
-      a[slot(K, "stats")] = buffer(stats), a[slot(K, "dout")] = buffer(dout), a[slot(K, "delta")] = buffer(delta);
-      a[slot(K, "dk")] = buffer(dk), a[slot(K, "dv")] = buffer(dv), a[slot(K, "dg")] = buffer(dg);
-      var->module->launch(kernels::abi::kCudaBackwardKeysSymbol, s.shape(s.T, var->tiles.key_rows), a, s.sizes);
+      a[slot(K, "q")] = buffer(in.q), a[slot(K, "k")] = buffer(in.k), a[slot(K, "v")] = buffer(in.v);
+      a[slot(K, "g")] = buffer(in.g), a[slot(K, "stats")] = buffer(stats), a[slot(K, "dout")] = buffer(dout);
+      a[slot(K, "delta")] = buffer(delta), a[slot(K, "dk")] = buffer(d.dk), a[slot(K, "dv")] = buffer(d.dv);
+      a[slot(K, "dg")] = buffer(d.dg);
+      module_->launch(kernels::abi::kCudaBackwardKeysSymbol, s.shape(s.T, tiles_.key_rows), a, s.sizes);
     }
-    auto dq = torch::empty_like(q);
+    d.dq = torch::empty_like(in.q);
     {
       constexpr auto& Q = kernels::abi::kCudaBackwardQueries;
       std::array<KernelBuffer, Q.size()> a{};
-      a[slot(Q, "q")] = buffer(q), a[slot(Q, "k")] = buffer(k), a[slot(Q, "v")] = buffer(v), a[slot(Q, "g")] = buffer(g);
-      a[slot(Q, "kstar")] = buffer(k_star), a[slot(Q, "stats")] = buffer(stats), a[slot(Q, "dout")] = buffer(dout);
-      a[slot(Q, "delta")] = buffer(delta), a[slot(Q, "sdxstar")] = buffer(sdxstar), a[slot(Q, "dq")] = buffer(dq);
-      var->module->launch(kernels::abi::kCudaBackwardQueriesSymbol, s.shape(s.T, var->tiles.query_rows), a, s.sizes);
+      a[slot(Q, "q")] = buffer(in.q), a[slot(Q, "k")] = buffer(in.k), a[slot(Q, "v")] = buffer(in.v);
+      a[slot(Q, "g")] = buffer(in.g), a[slot(Q, "kstar")] = buffer(in.k_star), a[slot(Q, "stats")] = buffer(stats);
+      a[slot(Q, "dout")] = buffer(dout), a[slot(Q, "delta")] = buffer(delta), a[slot(Q, "sdxstar")] = buffer(sdxstar);
+      a[slot(Q, "dq")] = buffer(d.dq);
+      module_->launch(kernels::abi::kCudaBackwardQueriesSymbol, s.shape(s.T, tiles_.query_rows), a, s.sizes);
     }
-    // The shared parameters' gradients: sums over batch and rows of per-row terms.
-    torch::Tensor dks, dvs, dsink_head, dg_head;
-    if (k_star.defined()) {
-      dks = per_head(torch::einsum("bht,bhtd->bhd", {sdxstar, q.to(real)}), k_star);
-      dvs = per_head(torch::einsum("bht,bhtd->bhd", {astar, dout.to(real)}), v_star);
+    // k* and v*'s per-slice terms: sums over the rows.
+    if (in.k_star.defined()) {
+      d.dk_star = torch::einsum("bht,bhtd->bhd", {sdxstar, in.q.to(real)});
+      d.dv_star = torch::einsum("bht,bhtd->bhd", {astar, dout.to(real)});
     }
-    if (sink.defined()) dsink_head = dsink.sum(std::vector<int64_t>{0, 2});
-    if (g.defined()) dg_head = per_head(dg, g);
-    auto back = [&](const torch::Tensor& t, size_t n) { return t.to(static_cast<torch::ScalarType>(dtypes[n])); };
-    return {back(dq, 0), back(dk, 1), back(dv, 2), dg_head, dks, dvs, dsink_head, torch::Tensor()};
+    return d;
   }
-};
 
-// The call's tensors, prepared as the kernels read them.
-struct Prepared {
-  std::string key;
-  torch::Tensor q, k, v, g, k_star, v_star, sink;
-};
+  torch::Tensor probe(const KernelTensors& in, const torch::Tensor& stats) const override {
+    const Slices s(in.q, in.g, in.k_star);
+    const int64_t S = s.T + (spec_.key_bias ? 1 : 0);
+    auto scores = torch::empty({s.B, s.H, s.T, S}, stats.options());
+    constexpr auto& P = kernels::abi::kCudaProbe;
+    std::array<KernelBuffer, P.size()> a{};
+    a[slot(P, "q")] = buffer(in.q), a[slot(P, "k")] = buffer(in.k), a[slot(P, "g")] = buffer(in.g);
+    a[slot(P, "kstar")] = buffer(in.k_star), a[slot(P, "stats")] = buffer(stats), a[slot(P, "out")] = buffer(scores);
+    module_->launch(kernels::abi::kProbeSymbol, s.shape(s.T * S, tiles_.row_threads), a, s.sizes);
+    return scores;
+  }
 
-Prepared prepare_call(const kernels::KernelSpec& spec, const AttentionCall& call, const KernelModules& modules) {
-  const auto storage = storage_dtype(call.q), real = real_dtype(storage);
-  Prepared p;
-  p.key = prepare(spec, storage, call.q.device(), modules);
-  p.q = as(call.q, storage), p.k = as(call.k, storage), p.v = as(call.v, storage), p.g = as(call.g, real);
-  p.k_star = as(call.k_star, real), p.v_star = call.k_star.defined() ? as(call.v_star, real) : torch::Tensor();
-  p.sink = as(call.sink_logit, real);
-  return p;
-}
+ private:
+  kernels::KernelSpec spec_;
+  torch::ScalarType storage_;
+  kernels::CudaTiles tiles_;
+  std::shared_ptr<KernelModule> module_;
+  std::string key_;
+};
 
 }  // namespace
 
@@ -203,37 +158,31 @@ KernelModules cuda_modules() {
           }};
 }
 
+// Every layer calls this every step: emit and load once per variant.
+std::shared_ptr<const KernelLauncher> cuda_launcher(kernels::KernelSpec spec, const torch::Tensor& q,
+                                                    const KernelModules& modules) {
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<const KernelLauncher>> known;
+  const auto storage = storage_dtype(q);
+  spec.f64 = storage == torch::kDouble;
+  std::string key = fmt::format("cuda {} storage={} device={} loader={}", spec.describe(), c10::toString(storage),
+                                q.device().str(), modules.name);
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = known.find(key);
+  if (it == known.end()) {
+    auto module = modules.load(cuda_source_for(spec, storage), q.device());
+    it = known.emplace(key, std::make_shared<CudaLauncher>(spec, storage, std::move(module), key)).first;
+  }
+  return it->second;
+}
+
 torch::Tensor cuda_attention(const kernels::KernelSpec& spec, const AttentionCall& call, const KernelModules& modules) {
-  const auto storage = storage_dtype(call.q);
-  const std::string key = prepare(spec, storage, call.q.device(), modules);
-  auto empty = [&](const torch::Tensor& t) { return t.defined() ? t : torch::empty({0}, call.q.options()); };
-  return CudaAttention::apply(call.q, call.k, call.v, empty(call.g), empty(call.k_star),
-                              call.k_star.defined() ? empty(call.v_star) : empty(torch::Tensor()), empty(call.sink_logit), key);
+  return generated_attention(cuda_launcher(spec, call.q, modules), call);
 }
 
-std::pair<torch::Tensor, torch::Tensor> cuda_probe(const kernels::KernelSpec& spec, const AttentionCall& call,
-                                                   const KernelModules& modules) {
-  torch::NoGradGuard no_grad;
-  Prepared p = prepare_call(spec, call, modules);
-  const auto var = recall(p.key);
-  auto stats = run_forward(*var, p.q, p.k, p.v, p.g, p.k_star, p.v_star, p.sink).second;
-  const Slices s(p.q, p.g, p.k_star);
-  const int64_t S = s.T + (spec.key_bias ? 1 : 0);
-  auto scores = torch::empty({s.B, s.H, s.T, S}, stats.options());
-  constexpr auto& P = kernels::abi::kCudaProbe;
-  std::array<KernelBuffer, P.size()> a{};
-  a[slot(P, "q")] = buffer(p.q), a[slot(P, "k")] = buffer(p.k), a[slot(P, "g")] = buffer(p.g);
-  a[slot(P, "kstar")] = buffer(p.k_star), a[slot(P, "stats")] = buffer(stats), a[slot(P, "out")] = buffer(scores);
-  var->module->launch(kernels::abi::kProbeSymbol, s.shape(s.T * S, var->tiles.row_threads), a, s.sizes);
-  return {scores, stats.select(2, 0)};
-}
-
-torch::Tensor cuda_sink_share(const kernels::KernelSpec& spec, const AttentionCall& call, const KernelModules& modules) {
-  torch::NoGradGuard no_grad;
-  Prepared p = prepare_call(spec, call, modules);
-  auto stats = run_forward(*recall(p.key), p.q, p.k, p.v, p.g, p.k_star, p.v_star, p.sink).second;
-  auto m = stats.select(2, 0), l = stats.select(2, 1);
-  return torch::exp(p.sink.view({1, -1, 1}) - m) / l;
+AttentionProbe cuda_probe(const kernels::KernelSpec& spec, const AttentionConfig& cfg, const AttentionCall& call,
+                          const KernelModules& modules) {
+  return generated_probe(*cuda_launcher(spec, call.q, modules), cfg, call);
 }
 
 }  // namespace sink::rt

@@ -1,8 +1,8 @@
-// Attention through the generated CUDA kernels (kernels/emit_cuda.h): a
-// torch::autograd::Function whose forward and backward launch them on the
-// call's tensors. Same inputs and results as reference_attention. bf16 and
-// half inputs run the 16-bit-storage kernels (float arithmetic), double the
-// double ones, anything else float.
+// Attention through the generated CUDA kernels (kernels/emit_cuda.h),
+// launched on the call's tensors; the autograd function and the probe are
+// runtime/generated_attention.h's. bf16 and half inputs run the
+// 16-bit-storage kernels (float arithmetic), double the double ones,
+// anything else float.
 #pragma once
 #include <functional>
 #include <memory>
@@ -11,6 +11,7 @@
 #include "plan/kernel_spec.h"
 #include "runtime/attention_backend.h"
 #include "runtime/cuda_driver.h"
+#include "runtime/generated_attention.h"
 
 namespace sink::rt {
 
@@ -29,14 +30,12 @@ KernelModules cuda_modules();
 // backend compiles it (gpu-check fills the kernel cache with these ahead of time).
 std::string cuda_source_for(kernels::KernelSpec spec, torch::ScalarType storage);
 
-// o [B, H, T, dh], differentiable in q, k, v, g, k*, v* and the sink logit.
+// The launcher of `spec`'s kernels for tensors like q, loaded by `modules`.
+std::shared_ptr<const KernelLauncher> cuda_launcher(kernels::KernelSpec spec, const torch::Tensor& q,
+                                                    const KernelModules& modules);
+
 torch::Tensor cuda_attention(const kernels::KernelSpec& spec, const AttentionCall& call, const KernelModules& modules);
-
-// As jit_probe: [B, H, T, S] (k* column first) holding A for softmax, the raw scores s otherwise, and Z [B, H, T].
-std::pair<torch::Tensor, torch::Tensor> cuda_probe(const kernels::KernelSpec& spec, const AttentionCall& call,
-                                                   const KernelModules& modules);
-
-// The sink logit's share of each row, exp(b - m) / l: [B, H, T].
-torch::Tensor cuda_sink_share(const kernels::KernelSpec& spec, const AttentionCall& call, const KernelModules& modules);
+AttentionProbe cuda_probe(const kernels::KernelSpec& spec, const AttentionConfig& cfg, const AttentionCall& call,
+                          const KernelModules& modules);
 
 }  // namespace sink::rt
