@@ -1,5 +1,6 @@
 // The front end's commands, callable from tests and benchmarks as well as main.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,21 @@ int table(const std::vector<std::string>& targets, const std::vector<std::string
           const CommonOptions& common);
 int report(const std::vector<std::string>& targets, const std::string& output, const std::string& title,
            const ResultsOptions& options, const CommonOptions& common);
+// `sinkc bisect A B --metric ID` (cli/bisect.cpp): the fields that move the
+// metric. `train` trains plan files into `out` (sinkc runs the runtime) and
+// returns its exit status: 130 when interrupted.
+struct BisectOptions {
+  std::string metric;
+  int seeds = 2;
+  int max_runs = 64;  // training runs beyond A's and B's own
+  std::string out = "runs";
+  std::string format = "text";  // text, markdown or json
+  std::vector<std::string> runs;  // --run, as for diff
+};
+using Trainer = std::function<int(const std::vector<std::string>& plan_files)>;
+int bisect(const std::string& a, const std::string& b, const BisectOptions& options, const CommonOptions& common,
+           const Trainer& train);
+
 // `sinkc export RUNS --tensorboard DIR` (results/tensorboard.h).
 int export_tensorboard(const std::vector<std::string>& targets, const std::string& dir, const ResultsOptions& options,
                        const CommonOptions& common);

@@ -8,6 +8,10 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <csignal>
+#include <cerrno>
+#include <cstdio>
 #include <unistd.h>
 
 #include "cli/commands.h"
@@ -100,6 +104,42 @@ int run(const std::vector<std::string>& targets, const std::string& only, const 
   args.insert(args.end(), runtime_flags.begin(), runtime_flags.end());
   if (workers > 1) return exec_torchrun(workers, args);
   return exec_runtime("run", args);
+}
+
+// Trains plan files with the runtime as a child process, its output on
+// stderr (stdout is the caller's answer); its exit status, 128 + N for signal N.
+int train_with_runtime(const std::vector<std::string>& plan_files, const std::string& out,
+                       const std::vector<std::string>& flags) {
+  fs::path runtime = runtime_path();
+  if (!fs::exists(runtime)) {
+    fmt::print(stderr, "sinkc: training needs the runtime, which was not built ({} is missing)\n", runtime.string());
+    return 2;
+  }
+  std::vector<std::string> args = {runtime.string(), "run"};
+  args.insert(args.end(), plan_files.begin(), plan_files.end());
+  args.insert(args.end(), {"--out", out});
+  args.insert(args.end(), flags.begin(), flags.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(stdout);
+  const pid_t child = fork();
+  if (child < 0) return 2;
+  if (child == 0) {
+    dup2(2, 1);
+    execv(runtime.c_str(), argv.data());
+    _exit(127);
+  }
+  // Ctrl-C reaches the whole process group: the runtime checkpoints and exits 130, and this process, which
+  // must not die first, says how to go on.
+  struct sigaction ignore {}, previous {};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGINT, &ignore, &previous);
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  sigaction(SIGINT, &previous, nullptr);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 bool names_option(const std::vector<std::string>& args, const std::string& option) {
@@ -227,6 +267,28 @@ int main(int argc, char** argv) {
   diff->add_option("b", diff_b, "run directory, or spec file (with --run)")->required();
   add_results(diff, true);
 
+  std::string bisect_a, bisect_b;
+  sink::cli::BisectOptions bisect_options;
+  bool bisect_resume = false;
+  int bisect_jobs = 1;
+  auto* bisect = app.add_subcommand("bisect", "which of the fields that differ between two runs move a metric: delta "
+                                              "debugging over the differences, every configuration an ordinary run");
+  bisect->add_option("a", bisect_a, "run directory, or spec file (with --run)")->required();
+  bisect->add_option("b", bisect_b, "run directory, or spec file (with --run)")->required();
+  bisect->add_option("--metric", bisect_options.metric, "the metric: " + sink::results::metric_ids_help())->required();
+  bisect->add_option("--seeds", bisect_options.seeds, "seeds per configuration")->capture_default_str()
+      ->check(CLI::Range(2, 100));
+  bisect->add_option("--max-runs", bisect_options.max_runs, "at most this many training runs besides A's and B's")
+      ->capture_default_str()->check(CLI::Range(0, 100000));
+  bisect->add_option("--jobs", bisect_jobs, "train up to N runs at once, each in its own process")->check(CLI::Range(1, 1024));
+  bisect->add_flag("--resume", bisect_resume, "continue runs an interrupted bisection left from their last checkpoint");
+  bisect->add_option("--run", bisect_options.runs, "with spec files: the run of A and of B (once for both, or twice)");
+  bisect->add_option("--out", bisect_options.out, "folder of run directories (A's, B's and the bisection's)")
+      ->capture_default_str();
+  bisect->add_option("--format", bisect_options.format, "text, markdown or json")
+      ->check(CLI::IsMember({"text", "markdown", "json"}));
+  add_common(bisect);
+
   std::vector<std::string> table_targets, table_metrics;
   auto* table = app.add_subcommand("table", "one row per run (seeds aggregated); columns: the sweep axes and up to 3 other fields the runs differ in");
   table->add_option("targets", table_targets, "folder of runs, run directories, or spec files")->required();
@@ -278,6 +340,14 @@ int main(int argc, char** argv) {
     if (*compile) return sink::cli::compile(compile_file, compile_out, common);
     if (*submit) return sink::cli::submit_slurm(submit_targets, submit_options, common);
     if (*diff) return sink::cli::diff(diff_a, diff_b, results, common);
+    if (*bisect) {
+      std::vector<std::string> flags = {"--no-progress"};
+      if (bisect_resume) flags.push_back("--resume");
+      if (bisect_jobs > 1) flags.insert(flags.end(), {"--jobs", std::to_string(bisect_jobs)});
+      return sink::cli::bisect(bisect_a, bisect_b, bisect_options, common, [&](const std::vector<std::string>& files) {
+        return train_with_runtime(files, bisect_options.out, flags);
+      });
+    }
     if (*table) return sink::cli::table(table_targets, table_metrics, results, common);
     if (*export_cmd) {
       if (export_tensorboard.empty()) {

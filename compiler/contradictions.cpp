@@ -226,4 +226,17 @@ void check_contradictions(const Program& program, Diagnostics& diags) {
   for (const auto& run : program.runs) check_run(run, diags);
 }
 
+std::vector<std::string> plan_contradictions(const Plan& plan) {
+  Run run;
+  run.name = plan.name;
+  for (const auto& [path, value] : plan.fields) run.fields[path] = Setting{value, Span{}};
+  SourceManager no_sources;
+  Diagnostics diags(no_sources);
+  check_run(run, diags);
+  std::vector<std::string> errors;
+  for (const auto& d : diags.all())
+    if (d.severity == Severity::Error) errors.push_back(d.message);
+  return errors;
+}
+
 }  // namespace sink
