@@ -41,6 +41,7 @@ struct SubmitOptions {
   int max_parallel = 0;   // the array's %limit; 0: none
   std::vector<std::string> sbatch_args;  // passed through as #SBATCH lines
   bool dry_run = false;
+  bool wait = false;  // sbatch --wait: return once the array has ended, messages on stderr (sinkc bisect)
 };
 int submit_slurm(const std::vector<std::string>& targets, const SubmitOptions& options, const CommonOptions& common);
 

@@ -287,6 +287,14 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bisect->add_option("--format", bisect_options.format, "text, markdown or json")
       ->check(CLI::IsMember({"text", "markdown", "json"}));
+  bool bisect_slurm = false;
+  sink::cli::SubmitOptions bisect_submit;
+  bisect->add_flag("--slurm", bisect_slurm, "train each round as a Slurm job array (sbatch --wait), as `sinkc submit`");
+  bisect->add_option("--partition", bisect_submit.partition, "with --slurm: the partition");
+  bisect->add_option("--time", bisect_submit.time, "with --slurm: time limit per run (e.g. 4:00:00)");
+  bisect->add_option("--gpus-per-run", bisect_submit.gpus_per_run, "with --slurm: GPUs per run")->check(CLI::Range(0, 64));
+  bisect->add_option("--cpus-per-run", bisect_submit.cpus_per_run, "with --slurm: CPU cores per run")
+      ->check(CLI::Range(0, 1024));
   add_common(bisect);
 
   std::vector<std::string> table_targets, table_metrics;
@@ -345,7 +353,11 @@ int main(int argc, char** argv) {
       if (bisect_resume) flags.push_back("--resume");
       if (bisect_jobs > 1) flags.insert(flags.end(), {"--jobs", std::to_string(bisect_jobs)});
       return sink::cli::bisect(bisect_a, bisect_b, bisect_options, common, [&](const std::vector<std::string>& files) {
-        return train_with_runtime(files, bisect_options.out, flags);
+        if (!bisect_slurm) return train_with_runtime(files, bisect_options.out, flags);
+        sink::cli::SubmitOptions o = bisect_submit;
+        o.out = bisect_options.out;
+        o.wait = true;
+        return sink::cli::submit_slurm(files, o, common);
       });
     }
     if (*table) return sink::cli::table(table_targets, table_metrics, results, common);

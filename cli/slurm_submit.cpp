@@ -89,8 +89,9 @@ int submit_slurm(const std::vector<std::string>& targets, const SubmitOptions& o
     }
     pending.push_back(fs::absolute(file, ec).lexically_normal().string());
   }
+  FILE* const say = o.wait ? stderr : stdout;  // with --wait, stdout is the caller's answer
   if (pending.empty()) {
-    fmt::print("nothing to submit: {} run{} already completed in {}\n", done, done == 1 ? "" : "s", out.string());
+    fmt::print(say, "nothing to submit: {} run{} already completed in {}\n", done, done == 1 ? "" : "s", out.string());
     return 0;
   }
   const std::string stem =
@@ -117,7 +118,8 @@ int submit_slurm(const std::vector<std::string>& targets, const SubmitOptions& o
       return 2;
     }
   }
-  const std::string command = fmt::format("sbatch --parsable {}", shell_quote(script_path.string()));
+  const std::string command =
+      fmt::format("sbatch --parsable{} {}", o.wait ? " --wait" : "", shell_quote(script_path.string()));
   std::string reply;
   FILE* pipe = popen((command + " 2>&1").c_str(), "r");
   if (!pipe) {
@@ -128,6 +130,13 @@ int submit_slurm(const std::vector<std::string>& targets, const SubmitOptions& o
   while (fgets(buf, sizeof buf, pipe)) reply += buf;
   const int status = pclose(pipe);
   while (!reply.empty() && (reply.back() == '\n' || reply.back() == '\r')) reply.pop_back();
+  // sbatch --wait exits with the array's status: a failed task is the runs' to report, not sbatch's.
+  const bool job_id = !reply.empty() && reply.find_first_not_of("0123456789;") == std::string::npos;
+  if (o.wait && job_id) {
+    fmt::print(stderr, "job array {} ended ({} task{}){}\n", reply, pending.size(), pending.size() == 1 ? "" : "s",
+               status == 0 ? "" : ", some failed");
+    return status == 0 ? 0 : 1;
+  }
   if (status != 0) {
     fmt::print(stderr, "sinkc: sbatch failed ({}){}\n  the script is {}; `sinkc submit --dry-run` prints it\n",
                reply.empty() ? "is this a Slurm login node?" : reply, WEXITSTATUS(status) == 127 ? " (sbatch not found)" : "",

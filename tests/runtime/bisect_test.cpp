@@ -137,3 +137,31 @@ TEST(Bisect, AnInterruptedBisectionGoesOnWithResume) {
     if (sinktest::read_file((e.path() / "log.txt").string()).find("resumed at step") != std::string::npos) went_on = true;
   EXPECT_TRUE(went_on);
 }
+
+TEST(Bisect, OnSlurmEachRoundIsOneJobArray) {
+  if (!fs::exists(SINKC_BINARY)) GTEST_SKIP() << SINKC_BINARY << " is not built";
+  TempDir dir("bisect-slurm");
+  sinktest::write_file(dir.file("ab.sink"), spec(60));
+  // A stand-in sbatch --wait: runs the array's tasks the way Slurm starts them, then answers the job id.
+  fs::create_directories(dir.path / "bin");
+  sinktest::write_file(dir.file("bin/sbatch"),
+                       "#!/bin/bash\n"
+                       "script=\"${@: -1}\"\n"
+                       "echo \"$@\" >> '" + dir.file("sbatch.calls") + "'\n"
+                       "last=$(sed -n 's/^#SBATCH --array=0-\\([0-9]*\\).*/\\1/p' \"$script\")\n"
+                       "for k in $(seq 0 \"$last\"); do SLURM_ARRAY_TASK_ID=$k bash \"$script\" >/dev/null 2>&1; done\n"
+                       "echo 4242\n");
+  fs::permissions(dir.path / "bin/sbatch", fs::perms::owner_all);
+  const std::string original_path = std::getenv("PATH");
+  setenv("PATH", (dir.file("bin") + ":" + original_path).c_str(), 1);
+  json slurm = bisect(dir, "slurm", {"--slurm"});
+  setenv("PATH", original_path.c_str(), 1);
+  ASSERT_FALSE(slurm.is_discarded()) << sinktest::read_file(dir.file("slurm.log"));
+  EXPECT_EQ(slurm["from_a"]["changes"], json::array({change_of(slurm, "optim.lr")})) << slurm.dump(2);
+  // One sbatch --wait per round: the ends, then each batch the search asked for.
+  const std::string calls = sinktest::read_file(dir.file("sbatch.calls"));
+  size_t rounds = 0;
+  for (size_t at = 0; (at = calls.find("--wait", at)) != std::string::npos; ++at) ++rounds;
+  EXPECT_GE(rounds, 3u) << calls;
+  EXPECT_LT(rounds, slurm["trials"].size()) << "rounds are batches, not one array per configuration";
+}
