@@ -15,9 +15,9 @@
 #include "cli/targets.h"
 #include "compiler/contradictions.h"
 #include "results/bisect_search.h"
+#include "results/bisection_record.h"
 #include "results/metric_diff.h"
 #include "results/plan_diff.h"
-#include "results/text_table.h"
 
 namespace sink::cli {
 namespace fs = std::filesystem;
@@ -32,15 +32,7 @@ bool is_seed_field(const std::string& path) { return path == "train.seed" || pat
 
 // A difference that moves as one: fields the checker ties together (a
 // normaliser and the score it needs) share a group.
-struct ChangeGroup {
-  std::string id;  // c1, c2, ...
-  std::vector<FieldChange> fields;
-  std::string text() const {
-    std::string out;
-    for (const auto& f : fields) out += (out.empty() ? "" : " + ") + fmt::format("{}: {} -> {}", f.path, f.a, f.b);
-    return out;
-  }
-};
+using ChangeGroup = BisectionChange;
 
 Plan with_changes(const Plan& a, const Plan& b, const std::vector<ChangeGroup>& groups, const ChangeSet& applied) {
   Plan p = a;
@@ -92,19 +84,6 @@ std::vector<ChangeGroup> group_changes(const Plan& a, const Plan& b, const std::
   });
   for (size_t g = 0; g < groups.size(); ++g) groups[g].id = fmt::format("c{}", g + 1);
   return groups;
-}
-
-std::string set_text(const ChangeSet& applied, const std::vector<ChangeGroup>& groups) {
-  std::string out;
-  for (size_t g : applied) out += (out.empty() ? "" : " ") + groups[g].id;
-  return out.empty() ? "-" : out;
-}
-
-std::string fields_text(const ChangeSet& applied, const std::vector<ChangeGroup>& groups) {
-  std::string out;
-  for (size_t g : applied)
-    for (const auto& f : groups[g].fields) out += (out.empty() ? "" : ", ") + f.path;
-  return out;
 }
 
 // The plans of one configuration: `base` at seeds seed0, seed0 + 1, ...
@@ -199,11 +178,6 @@ struct Bisection {
   }
 };
 
-std::string value_text(const Trial& t, const MetricDef& m) {
-  if (t.value.n() == 0) return t.side == Side::Rejected ? "not trained" : t.value.missing;
-  return format_aggregate(t.value, m.decimals);
-}
-
 std::string attribution(const BisectResult& r, const Bisection& s) {
   auto changes = [&](const ChangeSet& c) {
     std::string out;
@@ -235,52 +209,35 @@ std::string attribution(const BisectResult& r, const Bisection& s) {
   return out;
 }
 
-nlohmann::ordered_json bisection_json(const BisectResult& r, const Bisection& s, const std::string& sentence) {
-  nlohmann::ordered_json j;
-  j["metric"] = s.metric.id;
-  j["noise_rule"] = kNoiseRule;
-  j["changes"] = nlohmann::ordered_json::array();
-  for (const auto& g : s.groups) {
-    nlohmann::ordered_json fields = nlohmann::ordered_json::array();
-    for (const auto& f : g.fields) fields.push_back({{"path", f.path}, {"a", f.a}, {"b", f.b}});
-    j["changes"].push_back({{"id", g.id}, {"fields", fields}});
-  }
-  j["trials"] = nlohmann::ordered_json::array();
-  for (const auto& t : r.trials) {
-    nlohmann::ordered_json ids = nlohmann::ordered_json::array();
-    for (size_t g : t.applied) ids.push_back(s.groups[g].id);
-    nlohmann::ordered_json row = {{"applied", ids}, {"side", side_name(t.side)}, {"seeds", t.value.n()}};
-    row["mean"] = t.value.mean, row["std"] = t.value.std;  // NaN is written as null
-    if (!t.note.empty()) row["note"] = t.note;
-    j["trials"].push_back(row);
-  }
-  auto set_json = [&](const MinimalSet& m) {
-    nlohmann::ordered_json ids = nlohmann::ordered_json::array();
-    for (size_t g : m.changes) ids.push_back(s.groups[g].id);
-    return nlohmann::ordered_json{{"changes", ids}, {"found", m.found}, {"one_minimal", m.one_minimal}};
+BisectionRecord record_of(const BisectResult& r, const Bisection& s, const std::string& a, const std::string& b) {
+  BisectionRecord rec;
+  rec.a = a, rec.b = b;
+  rec.metric_id = s.metric.id, rec.metric_label = s.metric.label;
+  rec.noise_rule = kNoiseRule;
+  for (const auto& g : s.groups) rec.changes.push_back({g.id, g.fields});
+  auto ids = [&](const ChangeSet& c) {
+    std::vector<std::string> out;
+    for (size_t g : c) out.push_back(s.groups[g].id);
+    return out;
   };
-  j["from_a"] = set_json(r.from_a);
-  j["from_b"] = set_json(r.from_b);
-  j["no_single_change"] = r.no_single_change;
-  j["budget_exhausted"] = r.budget_exhausted;
-  j["runs_trained"] = s.runs_trained;
-  j["runs_cached"] = s.runs_cached;
-  j["attribution"] = sentence;
-  return j;
-}
-
-TextTable trials_table(const BisectResult& r, const Bisection& s) {
-  TextTable t;
-  t.header = {"#", "changes applied to A", "fields", s.metric.label, "side"};
-  size_t n = 0;
-  for (const auto& trial : r.trials) {
-    const std::string id = trial.given ? (trial.applied.empty() ? "A" : "B") : std::to_string(++n);
-    std::string side = side_name(trial.side);
-    if (trial.side == Side::Rejected) side += ": " + trial.note;
-    t.rows.push_back({id, set_text(trial.applied, s.groups), trial.given ? "" : fields_text(trial.applied, s.groups),
-                      value_text(trial, s.metric), side});
+  for (const auto& t : r.trials) {
+    BisectionTrial row;
+    row.applied = ids(t.applied);
+    row.side = side_name(t.side);
+    row.given = t.given;
+    row.mean = t.value.mean, row.std = t.value.std, row.seeds = t.value.n();
+    row.value = t.value.n() > 0 ? format_aggregate(t.value, s.metric.decimals)
+                : t.side == Side::Rejected ? "not trained"
+                                           : t.value.missing;
+    row.note = t.note;
+    rec.trials.push_back(std::move(row));
   }
-  return t;
+  rec.from_a = {ids(r.from_a.changes), r.from_a.found, r.from_a.one_minimal};
+  rec.from_b = {ids(r.from_b.changes), r.from_b.found, r.from_b.one_minimal};
+  rec.no_single_change = r.no_single_change;
+  rec.budget_exhausted = r.budget_exhausted;
+  rec.runs_trained = s.runs_trained, rec.runs_cached = s.runs_cached;
+  return rec;
 }
 
 }  // namespace
@@ -327,24 +284,16 @@ int bisect(const std::string& target_a, const std::string& target_b, const Bisec
                  max_trials);
       sentence = attribution(r, s);
     }
-    if (options.format == "json") {
-      fmt::print("{}\n", bisection_json(r, s, sentence).dump(2));
-      return 0;
-    }
-    const bool md = options.format == "markdown";
     auto label = [](const std::string& target, const Plan& p) {
       return is_spec_file(target) ? fmt::format("{} --run {}", target, seed_base(p.name)) : target;
     };
-    std::string out = fmt::format("{}A: {}\n{}B: {}\n\n", md ? "- " : "", label(target_a, s.a), md ? "- " : "",
-                                  label(target_b, s.b));
-    out += fmt::format("{} difference{} between them:\n\n", s.groups.size(), s.groups.size() == 1 ? "" : "s");
-    for (const auto& g : s.groups) out += fmt::format("{}{}  {}\n", md ? "- " : "  ", g.id, g.text());
-    out += "\n";
-    TextTable t = trials_table(r, s);
-    out += md ? t.markdown() : t.text();
-    out += fmt::format("\n{}\n\n{} run{} trained, {} cached; {}\n", sentence, s.runs_trained,
-                       s.runs_trained == 1 ? "" : "s", s.runs_cached, kNoiseRule);
-    fmt::print("{}", out);
+    BisectionRecord record = record_of(r, s, label(target_a, s.a), label(target_b, s.b));
+    record.attribution = sentence;
+    const std::string kept =
+        save_bisection(record, options.out, seed_base(s.a.name) + "-vs-" + seed_base(s.b.name));
+    if (options.format == "json") fmt::print("{}\n", to_json(record).dump(2));
+    else fmt::print("{}", render_text(record, options.format == "markdown"));
+    fmt::print(stderr, "sinkc bisect: kept in {} (`sinkc report {}` shows it)\n", kept, options.out);
     return 0;
   } catch (const Interrupted&) {
     fmt::print(stderr, "sinkc bisect: interrupted; the same command with --resume goes on from where it stopped\n");

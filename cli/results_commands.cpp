@@ -3,8 +3,10 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <set>
 
 #include "cli/commands.h"
+#include "results/bisection_record.h"
 #include "results/metric_diff.h"
 #include "results/report_html.h"
 #include "results/table.h"
@@ -107,6 +109,16 @@ int report(const std::vector<std::string>& targets, const std::string& output, c
     ReportOptions ro;
     if (!title.empty()) ro.title = title;
     ro.targets = targets;
+    // Bisections kept beside the runs: in a folder named, or in --out for a spec.
+    std::set<std::string> folders;
+    for (const auto& t : targets)
+      if (is_spec_file(t)) folders.insert(options.out);
+      else if (fs::is_directory(t) && !is_run_dir(t)) folders.insert(t);
+    for (const auto& folder : folders) {
+      std::vector<std::string> skipped;
+      for (auto& b : load_bisections(folder, &skipped)) ro.bisections.push_back(std::move(b));
+      for (const auto& why : skipped) fmt::print(stderr, "sinkc: {}\n", why);
+    }
     std::string html = render_report(runs, ro);
     // Through a temporary file: a browser watching the report never sees half of one.
     std::string tmp = output + ".tmp";

@@ -273,6 +273,12 @@ std::string render_report(const std::vector<RunData>& runs, const ReportOptions&
   out += alpha_section(runs);
   out += maps_section(runs);
   out += plan_section(runs);
+  if (!options.bisections.empty()) {
+    out += "<section id=\"bisections\">\n<h2>Bisections</h2>\n<p class=\"note\">Which of the fields two runs differ in "
+           "move a metric (<code>sinkc bisect</code>): every configuration tried, and the answer.</p>\n";
+    for (const auto& b : options.bisections) out += render_html(b);
+    out += "</section>\n";
+  }
   out += "<section id=\"not-here\">\n<h2>Not in this report</h2>\n<p class=\"note\">Attention maps of single heads on a probe "
          "sequence need the trained model (LibTorch), which this torch-free report does not load: "
          "<code>sinkc measure RUN</code> prints alpha per head from a run's checkpoint.</p>\n</section>\n";

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "results/bisection_record.h"
 #include "results/run_data.h"
 
 namespace sink::results {
@@ -14,6 +15,7 @@ namespace sink::results {
 struct ReportOptions {
   std::string title = "sinklab report";
   std::vector<std::string> targets;  // what the user named, shown in the header
+  std::vector<BisectionRecord> bisections;  // `sinkc bisect`s kept beside the runs: a section of their own
 };
 
 std::string render_report(const std::vector<RunData>& runs, const ReportOptions& options);

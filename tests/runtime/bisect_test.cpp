@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -105,6 +106,15 @@ TEST(Bisect, FindsTheOneFieldThatMovesTheLossAndCachesEveryRun) {
   pclose(p);
   EXPECT_NE(text.find("optim.lr: 0.01 -> 1e-04 alone moves valid loss"), std::string::npos) << text;
   EXPECT_NE(text.find("0 runs trained"), std::string::npos) << text;
+
+  // Kept beside the runs, where sinkc report finds it.
+  EXPECT_TRUE(fs::exists(dir.file("runs/bisections/a-vs-b.valid_loss.json")));
+  const std::string report = fmt::format("'{}' report '{}' -o '{}' > /dev/null 2>&1", SINKC_BINARY, dir.file("runs"),
+                                         dir.file("report.html"));
+  ASSERT_EQ(std::system(report.c_str()), 0);
+  const std::string html = sinktest::read_file(dir.file("report.html"));
+  EXPECT_NE(html.find("<section id=\"bisections\">"), std::string::npos);
+  EXPECT_NE(html.find("optim.lr: 0.01 -&gt; 1e-04 alone moves"), std::string::npos);
 }
 
 TEST(Bisect, AnInterruptedBisectionGoesOnWithResume) {
