@@ -9,6 +9,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 #include <set>
 
 #include "cli/commands.h"
@@ -109,13 +110,27 @@ struct Bisection {
   Aggregate end_a, end_b;
   size_t runs_trained = 0, runs_cached = 0;
 
-  bool completed(const Plan& p) const {
-    const std::string dir = (fs::path(options.out) / p.dir_name()).string();
-    try {
-      return is_run_dir(dir) && load_run(dir).status == Status::Completed;
-    } catch (const ResultsError&) {
-      return false;  // the runtime says what is wrong with it
+  // Completed under its own name, or under another (the runtime's cache is by content: it links the twin).
+  std::optional<fs::path> completed(const Plan& p) const {
+    auto done = [&](const fs::path& dir) {
+      try {
+        if (!is_run_dir(dir.string())) return false;
+        RunData r = load_run(dir.string());
+        return r.status == Status::Completed && r.plan.hash() == p.hash();
+      } catch (const ResultsError&) {
+        return false;  // the runtime says what is wrong with it
+      }
+    };
+    if (done(fs::path(options.out) / p.dir_name())) return fs::path(options.out) / p.dir_name();
+    std::error_code ec;
+    const std::string suffix = "-" + p.hash8();
+    for (const auto& e : fs::directory_iterator(options.out, ec)) {
+      const std::string leaf = e.path().filename().string();
+      if (leaf.size() > suffix.size() && leaf.compare(leaf.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+          done(e.path()))
+        return e.path();
     }
+    return std::nullopt;
   }
 
   // Trains the plans (those not yet completed: the runtime's cache) and reads them back as one group each.
@@ -124,9 +139,11 @@ struct Bisection {
     std::error_code ec;
     fs::create_directories(plan_dir, ec);
     std::vector<std::string> files;
+    std::map<std::string, fs::path> done;  // plan hash -> its completed run
     for (const auto& plans : configs)
       for (const auto& p : plans) {
-        if (completed(p)) {
+        if (auto dir = completed(p)) {
+          done[p.hash()] = *dir;
           ++runs_cached;
           continue;
         }
@@ -143,7 +160,8 @@ struct Bisection {
     for (const auto& plans : configs) {
       RunGroup g{seed_base(plans.front().name), {}};
       for (const auto& p : plans) {
-        const std::string dir = (fs::path(options.out) / p.dir_name()).string();
+        auto it = done.find(p.hash());
+        const std::string dir = (it != done.end() ? it->second : fs::path(options.out) / p.dir_name()).string();
         if (is_run_dir(dir)) g.runs.push_back(load_run(dir));
       }
       out.push_back(std::move(g));

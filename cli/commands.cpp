@@ -7,6 +7,7 @@
 #include <iostream>
 #include <unistd.h>
 
+#include "compiler/format.h"
 #include "kernels/emit_cuda.h"
 #include "kernels/emit_llvm.h"
 #include "plan/schema.h"
@@ -61,6 +62,53 @@ int check(const std::vector<std::string>& targets, const CommonOptions& common) 
   fmt::print("ok: {} file{}, {} run{}\n", files.size(), files.size() == 1 ? "" : "s", c.plans().size(),
              c.plans().size() == 1 ? "" : "s");
   return 0;
+}
+
+int format(const std::vector<std::string>& targets, FormatMode mode) {
+  int rc = 0;
+  size_t changed = 0;
+  for (const auto& file : spec_files(targets)) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) {
+      fmt::print(stderr, "sinkc fmt: cannot read {}\n", file);
+      rc = 2;
+      continue;
+    }
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string errors;
+    const std::optional<std::string> formatted = format_spec(file, text, errors);
+    if (!formatted) {
+      fmt::print(stderr, "{}", errors);
+      rc = 2;
+      continue;
+    }
+    if (mode == FormatMode::Print) {
+      fmt::print("{}", *formatted);
+      continue;
+    }
+    if (*formatted == text) continue;
+    ++changed;
+    if (mode == FormatMode::Check) {
+      size_t line = 1;
+      for (size_t i = 0; i < std::min(text.size(), formatted->size()) && text[i] == (*formatted)[i]; ++i)
+        line += text[i] == '\n';
+      fmt::print("{}:{}: not formatted (sinkc fmt --write {})\n", file, line, file);
+      continue;
+    }
+    // Through a temporary file: an editor or a second sinkc never reads half of one.
+    const std::string tmp = file + ".fmt.tmp";
+    std::ofstream(tmp, std::ios::binary | std::ios::trunc) << *formatted;
+    std::error_code ec;
+    std::filesystem::rename(tmp, file, ec);
+    if (ec) {
+      fmt::print(stderr, "sinkc fmt: cannot write {}: {}\n", file, ec.message());
+      rc = 2;
+      continue;
+    }
+    fmt::print("formatted {}\n", file);
+  }
+  if (rc == 0 && mode == FormatMode::Check && changed > 0) rc = 1;
+  return rc;
 }
 
 int plan(const std::string& file, const std::string& run, const std::string& format, const CommonOptions& common) {

@@ -20,6 +20,10 @@ struct CommonOptions {
 int check(const std::vector<std::string>& files, const CommonOptions& common);
 int plan(const std::string& file, const std::string& run, const std::string& format, const CommonOptions& common);
 int fields(const std::string& format, const CommonOptions& common);
+// `sinkc fmt` (compiler/format.h): Print writes the formatted files to stdout; Check lists those not formatted
+// (exit 1); Write rewrites them in place. Exit 2 when a file cannot be read or does not parse.
+enum class FormatMode { Print, Check, Write };
+int format(const std::vector<std::string>& targets, FormatMode mode);
 int compile(const std::string& file, const std::string& out, const CommonOptions& common);
 
 // `sinkc run`'s front half: compiles the specs among `targets` (plan.toml

@@ -201,6 +201,13 @@ int main(int argc, char** argv) {
   fields->add_option("--format", fields_format, "text or markdown")->check(CLI::IsMember({"text", "markdown"}));
   add_common(fields);
 
+  std::vector<std::string> fmt_targets;
+  bool fmt_check = false, fmt_write = false;
+  auto* fmt_cmd = app.add_subcommand("fmt", "reprint specs in the one canonical layout (comments kept, plans unchanged)");
+  fmt_cmd->add_option("files", fmt_targets, "spec files or folders of them")->required();
+  auto* fmt_check_flag = fmt_cmd->add_flag("--check", fmt_check, "list the files not formatted; exit 1 if there are any");
+  fmt_cmd->add_flag("--write", fmt_write, "rewrite the files not formatted in place")->excludes(fmt_check_flag);
+
   std::vector<std::string> run_targets;
   std::string run_only, run_out = "runs";
   auto* run_cmd = app.add_subcommand("run", "train and measure every run of specs or plans; runs already completed are cached");
@@ -342,6 +349,10 @@ int main(int argc, char** argv) {
       }
       return run(run_targets, run_only, run_out, flags, run_workers, common);
     }
+    if (*fmt_cmd)
+      return sink::cli::format(fmt_targets, fmt_check   ? sink::cli::FormatMode::Check
+                                            : fmt_write ? sink::cli::FormatMode::Write
+                                                        : sink::cli::FormatMode::Print);
     if (*check) return sink::cli::check(check_files, common);
     if (*plan) return sink::cli::plan(plan_file, plan_run, plan_format, common);
     if (*fields) return sink::cli::fields(fields_format, common);

@@ -524,4 +524,103 @@ std::optional<ast::Expr> parse_expression(int file, const SourceManager& sources
   return out;
 }
 
+namespace {
+
+// The layout of a file whose parse had no error (parse_layout).
+class LayoutBuilder {
+ public:
+  explicit LayoutBuilder(const Columns& columns) : b_(columns) {}
+
+  LayoutNode top(SinkParser::TopLevelContext* ctx) {
+    if (auto* imp = ctx->importDecl()) {
+      LayoutNode n = node(LayoutNode::Kind::Import, imp);
+      n.name = imp->STRING()->getText();
+      return n;
+    }
+    if (auto* x = ctx->experimentDecl()) {
+      LayoutNode n = braced(LayoutNode::Kind::Experiment, x, x->name, x->base);
+      for (auto* st : x->statement()) n.children.push_back(statement(st));
+      return n;
+    }
+    auto* w = ctx->sweepDecl();
+    LayoutNode n = braced(LayoutNode::Kind::Sweep, w, w->name, w->base);
+    for (auto* item : w->sweepItem()) {
+      if (auto* a = dynamic_cast<SinkParser::SweepAxisContext*>(item)) {
+        LayoutNode axis = node(LayoutNode::Kind::Axis, a);
+        axis.name = b_.path(a->path());
+        axis.values.push_back(b_.expr(a->expr()));
+        n.children.push_back(std::move(axis));
+      } else {
+        n.children.push_back(statement(dynamic_cast<SinkParser::SweepStatementContext*>(item)->statement()));
+      }
+    }
+    return n;
+  }
+
+ private:
+  LayoutNode node(LayoutNode::Kind kind, antlr4::ParserRuleContext* ctx) const {
+    LayoutNode n;
+    n.kind = kind;
+    n.span = b_.span(ctx);
+    return n;
+  }
+
+  template <typename Ctx>
+  LayoutNode braced(LayoutNode::Kind kind, Ctx* ctx, SinkParser::IdentContext* name, SinkParser::IdentContext* base) {
+    LayoutNode n = node(kind, ctx);
+    n.name = Builder::text(name);
+    n.base = base ? Builder::text(base) : "";
+    n.open = b_.span(brace(ctx, "{"));
+    n.close = b_.span(brace(ctx, "}"));
+    return n;
+  }
+
+  static antlr4::tree::TerminalNode* brace(antlr4::ParserRuleContext* ctx, const char* text) {
+    for (auto* child : ctx->children)
+      if (auto* t = dynamic_cast<antlr4::tree::TerminalNode*>(child); t && t->getText() == text) return t;
+    throw std::logic_error("a block without its braces parsed without an error");
+  }
+
+  LayoutNode statement(SinkParser::StatementContext* ctx) {
+    if (auto* b = dynamic_cast<SinkParser::BlockStatementContext*>(ctx)) {
+      LayoutNode n = braced(LayoutNode::Kind::Block, b, b->ident(), nullptr);
+      for (auto* st : b->statement()) n.children.push_back(statement(st));
+      return n;
+    }
+    if (auto* f = dynamic_cast<SinkParser::FixStatementContext*>(ctx)) {
+      LayoutNode n = node(LayoutNode::Kind::Fix, f);
+      n.values = {b_.expr(f->expr(0)), b_.expr(f->expr(1))};
+      return n;
+    }
+    if (auto* r = dynamic_cast<SinkParser::RandomStatementContext*>(ctx)) {
+      LayoutNode n = node(LayoutNode::Kind::Random, r);
+      n.values = {b_.expr(r->expr())};
+      return n;
+    }
+    auto* a = dynamic_cast<SinkParser::AssignStatementContext*>(ctx);
+    LayoutNode n = node(LayoutNode::Kind::Assign, a);
+    n.name = b_.path(a->path());
+    n.values = {b_.expr(a->expr())};
+    return n;
+  }
+
+  Builder b_;
+};
+
+}  // namespace
+
+std::optional<std::vector<LayoutNode>> parse_layout(int file, const SourceManager& sources, Diagnostics& diags) {
+  std::optional<std::vector<LayoutNode>> out;
+  with_parser(file, sources, diags, [&](SinkParser* parser, ErrorCollector* errors) -> int {
+    if (!parser) return 0;
+    SinkParser::FileContext* tree = parser->file();
+    if (errors->count() > 0 || has_syntax_error(tree)) return 0;
+    LayoutBuilder b(errors->columns());
+    out.emplace();
+    for (auto* top : tree->topLevel()) out->push_back(b.top(top));
+    return 0;
+  });
+  return out;
+}
+
 }  // namespace sink
