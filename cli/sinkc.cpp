@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "lsp/server.h"
 #include "plan/installation.h"
 #include "results/metrics.h"
 
@@ -201,6 +202,9 @@ int main(int argc, char** argv) {
   fields->add_option("--format", fields_format, "text or markdown")->check(CLI::IsMember({"text", "markdown"}));
   add_common(fields);
 
+  auto* lsp_cmd = app.add_subcommand("lsp", "a language server (LSP 3.17) on standard input and output, for editors");
+  add_common(lsp_cmd);
+
   std::vector<std::string> fmt_targets;
   bool fmt_check = false, fmt_write = false;
   auto* fmt_cmd = app.add_subcommand("fmt", "reprint specs in the one canonical layout (comments kept, plans unchanged)");
@@ -348,6 +352,15 @@ int main(int argc, char** argv) {
         return 2;
       }
       return run(run_targets, run_only, run_out, flags, run_workers, common);
+    }
+    if (*lsp_cmd) {
+      std::ios::sync_with_stdio(false);
+      sink::lsp::Server server(common.options());
+      while (auto body = sink::lsp::read_message(std::cin)) {
+        for (const auto& reply : server.handle(*body)) sink::lsp::write_message(std::cout, reply);
+        if (server.exited()) return server.exit_code();
+      }
+      return 1;  // the client went away without `exit`
     }
     if (*fmt_cmd)
       return sink::cli::format(fmt_targets, fmt_check   ? sink::cli::FormatMode::Check
