@@ -21,7 +21,7 @@ ctest --test-dir build-plan --output-on-failure
 # run there again, sanitized, beside the 30 s fuzz run.
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSINKLAB_FUZZ=ON -DSINKLAB_RUNTIME=OFF \
   -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 > /dev/null
-ninja -C build-fuzz parse_fuzz sinkc front_tests results_tests results_fixture
+ninja -C build-fuzz parse_fuzz lsp_fuzz sinkc front_tests results_tests results_fixture
 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-fuzz --output-on-failure -j2 -L 'front|results|fuzz'
 # The GPU node's build against the pip PyTorch researchers run (torch 2.11 + CUDA 13, scripts/torch-venv.sh),
 # the CUDA backend compiled in: scripts/pack-deps.sh, then scripts/setup-gpu.sh, as on a node (which
