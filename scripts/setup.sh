@@ -48,6 +48,8 @@ if ((tests)); then
   # The report's browser test: Debian's chromium, driven over WebDriver by
   # Debian's chromedriver and selenium; Pillow reads the screenshots.
   packages+=(chromium chromium-driver python3-selenium python3-pil)
+  # `sinkc lsp` through a real editor's LSP client (tests/editors/neovim_test.py)
+  packages+=(neovim)
 fi
 
 missing=()
