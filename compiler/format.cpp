@@ -81,7 +81,13 @@ std::string quoted(const std::string& s) {
 
 std::string expr(const ast::Expr& e) {
   using Kind = ast::Expr::Kind;
-  auto wrapped = [](const ast::Expr& x, bool paren) { return paren ? "(" + expr(x) + ")" : expr(x); };
+  // Appended piece by piece: GCC 12's -Wrestrict misfires on "literal" + std::string&& (bug 105329).
+  auto wrapped = [](const ast::Expr& x, bool paren) {
+    if (!paren) return expr(x);
+    std::string out = "(";
+    out += expr(x);
+    return out += ")";
+  };
   switch (e.kind) {
     case Kind::Number: return e.tokens_unit ? e.text + " tokens" : e.text;
     case Kind::String: return quoted(e.text);
@@ -97,10 +103,16 @@ std::string expr(const ast::Expr& e) {
     }
     case Kind::List: {
       std::string out = "[";
-      for (size_t k = 0; k < e.children.size(); ++k) out += (k ? ", " : "") + expr(e.children[k]);
+      for (size_t k = 0; k < e.children.size(); ++k) {
+        if (k) out += ", ";
+        out += expr(e.children[k]);
+      }
       return out + "]";
     }
-    case Kind::Neg: return "-" + wrapped(e.children[0], precedence(e.children[0]) <= 3);
+    case Kind::Neg: {
+      std::string out = "-";
+      return out += wrapped(e.children[0], precedence(e.children[0]) <= 3);
+    }
     case Kind::Binary: {
       const int p = precedence(e);
       const bool right_assoc = e.text == "^";
@@ -294,7 +306,7 @@ class Formatter {
       if (end > k && padded)
         for (size_t j = k; j <= end; ++j) {
           std::string& line = lines[trails_[j].line];
-          line = line.substr(0, trails_[j].code) + std::string(longest - trails_[j].code, ' ') + line.substr(trails_[j].code);
+          line.insert(trails_[j].code, longest - trails_[j].code, ' ');
         }
       k = end + 1;
     }

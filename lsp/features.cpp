@@ -16,6 +16,8 @@ using json = nlohmann::json;
 
 namespace {
 
+bool word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; }
+
 // Where the cursor is in a file being typed: the blocks open around it (inside an experiment or sweep), found by
 // the braces before it, outside strings and comments.
 struct Context {
@@ -42,9 +44,8 @@ Context context_at(const std::string& text, size_t offset) {
       stack.push_back(stack.empty() ? "" : last_word);
     } else if (ch == '}') {
       if (!stack.empty()) stack.pop_back();
-    } else if (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '.') {
-      if (i == 0 || !(std::isalnum(static_cast<unsigned char>(text[i - 1])) || text[i - 1] == '_' || text[i - 1] == '.'))
-        last_word.clear();
+    } else if (word_char(ch)) {
+      if (i == 0 || !word_char(text[i - 1])) last_word.clear();
       last_word += ch;
     }
   }
@@ -157,7 +158,8 @@ json Server::hover(const Document& doc, size_t offset) {
         if (contains(span, own, doc.text, offset)) {
           std::string text = fmt::format("**{}** block:\n", path);
           for (const auto& f : schema())
-            if (f.path.rfind(path + ".", 0) == 0) text += fmt::format("\n- `{}`: {}", f.path.substr(path.size() + 1), f.spec.describe());
+            if (f.path.rfind(path + ".", 0) == 0)
+              text += fmt::format("\n- `{}`: {}", f.path.substr(path.size() + 1), f.spec.describe());
           return markdown(text);
         }
     }
@@ -165,7 +167,7 @@ json Server::hover(const Document& doc, size_t offset) {
   // A document that does not compile yet: the field named at the cursor, from the text.
   const Context ctx = context_at(doc.text, offset);
   size_t end = offset;
-  while (end < doc.text.size() && (std::isalnum(static_cast<unsigned char>(doc.text[end])) || doc.text[end] == '_' || doc.text[end] == '.')) ++end;
+  while (end < doc.text.size() && word_char(doc.text[end])) ++end;
   std::smatch m;
   const std::string line = ctx.line + doc.text.substr(offset, end - offset);
   if (ctx.in_experiment && std::regex_search(line, m, std::regex(R"(([A-Za-z_][\w.]*)\s*(=.*)?$)")))

@@ -111,9 +111,10 @@ std::string path_of_uri(const std::string& uri) {
 
 std::string uri_of_path(const std::string& path) {
   std::string out = "file://";
-  for (unsigned char c : path)
-    out += std::isalnum(c) || c == '/' || c == '.' || c == '_' || c == '-' || c == '~' ? std::string(1, static_cast<char>(c))
-                                                                                       : fmt::format("%{:02X}", c);
+  for (unsigned char c : path) {
+    const bool plain = std::isalnum(c) || c == '/' || c == '.' || c == '_' || c == '-' || c == '~';
+    out += plain ? std::string(1, static_cast<char>(c)) : fmt::format("%{:02X}", c);
+  }
   return out;
 }
 

@@ -150,7 +150,8 @@ const Document* Server::document(const json& params) const {
 void Server::open(const json& params, std::vector<std::string>& out) {
   const json& item = field(params, "textDocument");
   const std::string uri = string_field(item, "uri");
-  Document doc{path_of_uri(uri), string_field(item, "text"), field(item, "version").is_number() ? number_field(item, "version") : 0};
+  const long version = field(item, "version").is_number() ? number_field(item, "version") : 0;
+  Document doc{path_of_uri(uri), string_field(item, "text"), version};
   documents_[uri] = std::move(doc);
   out.push_back(publish_diagnostics(uri).dump(-1, ' ', false, json::error_handler_t::replace));
 }
@@ -199,7 +200,8 @@ json Server::location_of(const Compilation& c, const Span& span) const {
   const size_t end = line_start(f.text, span.end_line) + static_cast<size_t>(std::max(0, span.end_col - 1));
   std::error_code ec;
   const fs::path absolute = fs::absolute(f.path, ec);
-  return {{"uri", uri_of_path(ec ? f.path : absolute.lexically_normal().string())}, {"range", range(f.text, begin, end)}};
+  const std::string path = ec ? f.path : absolute.lexically_normal().string();
+  return {{"uri", uri_of_path(path)}, {"range", range(f.text, begin, end)}};
 }
 
 json Server::publish_diagnostics(const std::string& uri) {
@@ -223,7 +225,8 @@ json Server::publish_diagnostics(const std::string& uri) {
     size_t begin = 0, end = 0;
     if (at.file == own && at.line > 0) {
       begin = line_start(doc.text, at.line) + static_cast<size_t>(std::max(0, at.col - 1));
-      end = line_start(doc.text, at.end_line > 0 ? at.end_line : at.line) + static_cast<size_t>(std::max(0, at.end_col - 1));
+      const int end_line = at.end_line > 0 ? at.end_line : at.line;
+      end = line_start(doc.text, end_line) + static_cast<size_t>(std::max(0, at.end_col - 1));
       begin = std::min(begin, doc.text.size()), end = std::min(std::max(end, begin), doc.text.size());
     }
     json item = {{"range", range(doc.text, begin, end)},
@@ -247,7 +250,9 @@ json Server::symbols(const Document& doc) {
       if (x.name.empty()) continue;
       const json where = location_of(*c, x.name_span)["range"];
       list.push_back({{"name", x.name},
-                      {"detail", x.is_sweep ? "sweep over " + x.base : x.base.empty() ? "experiment" : "extends " + x.base},
+                      {"detail", x.is_sweep       ? "sweep over " + x.base
+                                 : x.base.empty() ? "experiment"
+                                                  : "extends " + x.base},
                       {"kind", x.is_sweep ? 3 : 5},
                       {"range", where},
                       {"selectionRange", where}});
