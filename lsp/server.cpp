@@ -110,12 +110,14 @@ json Server::dispatch(const std::string& method, const json& params, std::vector
     return nullptr;
   }
   static const std::set<std::string> about_a_document = {"textDocument/documentSymbol", "textDocument/formatting",
+                                                         "textDocument/codeAction",
                                                          "textDocument/hover", "textDocument/completion",
                                                          "textDocument/definition"};
   if (!about_a_document.count(method)) throw RpcError{kMethodNotFound, "sinkc lsp does not answer " + method};
   const Document* doc = document(params);
   if (method == "textDocument/documentSymbol") return symbols(*doc);
   if (method == "textDocument/formatting") return formatting(*doc);
+  if (method == "textDocument/codeAction") return code_actions(*doc, params);
   const json& at = field(params, "position");
   const size_t offset = offset_of(doc->text, number_field(at, "line"), number_field(at, "character"), encoding_);
   if (method == "textDocument/hover") return hover(*doc, offset);
@@ -136,7 +138,8 @@ json Server::initialize(const json& params) {
             {"completionProvider", {{"triggerCharacters", {".", "=", " ", "\""}}}},
             {"definitionProvider", true},
             {"documentSymbolProvider", true},
-            {"documentFormattingProvider", true}}},
+            {"documentFormattingProvider", true},
+            {"codeActionProvider", true}}},
           {"serverInfo", {{"name", "sinkc lsp"}}}};
 }
 
@@ -266,6 +269,47 @@ json Server::formatting(const Document& doc) {
   auto formatted = format_spec(doc.path, doc.text, errors);
   if (!formatted || *formatted == doc.text) return json::array();
   return json::array({{{"range", range(doc.text, 0, doc.text.size())}, {"newText", *formatted}}});
+}
+
+// "unknown field 'model.dd' ... did you mean 'model.d'?" over the text `dd`: replace it with `d`, the part of the
+// suggestion that the text stands for (the rest is the blocks around it).
+json Server::code_actions(const Document& doc, const json& params) {
+  json actions = json::array();
+  const json& diagnostics = field(field(params, "context"), "diagnostics");
+  if (!diagnostics.is_array()) return actions;
+  const std::string uri = string_field(field(params, "textDocument"), "uri");
+  for (const auto& d : diagnostics) {
+    const json& message = field(d, "message");
+    const json& r = field(d, "range");
+    if (!message.is_string() || !r.is_object()) continue;
+    const std::string text = message.get<std::string>();
+    const size_t hint = text.find("did you mean '");
+    if (hint == std::string::npos) continue;
+    const size_t open = hint + 14, close = text.find('\'', open);
+    if (close == std::string::npos) continue;
+    const std::string suggestion = text.substr(open, close - open);
+    const json &start = field(r, "start"), &end = field(r, "end");
+    const size_t a = offset_of(doc.text, number_field(start, "line"), number_field(start, "character"), encoding_);
+    const size_t b = offset_of(doc.text, number_field(end, "line"), number_field(end, "character"), encoding_);
+    const std::string written = doc.text.substr(a, b > a ? b - a : 0);
+    std::string replacement = suggestion;
+    const size_t quoted = text.find('\''), quoted_end = text.find('\'', quoted + 1);
+    if (quoted < hint && quoted_end != std::string::npos) {
+      const std::string named = text.substr(quoted + 1, quoted_end - quoted - 1);  // as the checker spelled it
+      const size_t prefix = named.size() >= written.size() ? named.size() - written.size() : 0;
+      const bool same_blocks = suggestion.compare(0, prefix, named, 0, prefix) == 0;
+      if (named.compare(prefix, std::string::npos, written) == 0 && same_blocks)
+        replacement = suggestion.substr(prefix);
+    }
+    if (written.empty() || replacement.empty() || replacement == written) continue;
+    json edit = {{"range", r}, {"newText", replacement}};
+    actions.push_back({{"title", fmt::format("Change to '{}'", replacement)},
+                       {"kind", "quickfix"},
+                       {"diagnostics", json::array({d})},
+                       {"isPreferred", true},
+                       {"edit", {{"changes", {{uri, json::array({edit})}}}}}});
+  }
+  return actions;
 }
 
 }  // namespace sink::lsp

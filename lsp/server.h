@@ -3,7 +3,8 @@
 // range and description; an experiment's resolved values and plan hash),
 // completion (fields in the block at the cursor, values after `=`,
 // experiments after `extends`, import paths, score functions), go to
-// definition (`extends`, imports), document symbols and formatting.
+// definition (`extends`, imports), document symbols, formatting, and a quick
+// fix for every diagnostic that says "did you mean".
 //
 // The server is a function from a message to the messages it sends back,
 // so tests and the fuzz target drive it without pipes; sinkc's main loop
@@ -48,6 +49,7 @@ class Server {
   json definition(const Document& doc, size_t offset);
   json symbols(const Document& doc);
   json formatting(const Document& doc);
+  json code_actions(const Document& doc, const json& params);
 
   // The document compiled as it is now, with the stdlib and its imports from disk.
   std::unique_ptr<Compilation> compile(const Document& doc) const;

@@ -82,6 +82,15 @@ TEST(Lsp, DiagnosticsOnOpenAndOnEveryChange) {
   EXPECT_EQ(d[0]["range"]["start"]["line"], 4);
   EXPECT_EQ(d[0]["range"]["start"]["character"], 10);  // `dd`
   EXPECT_NE(d[0]["message"].get<std::string>().find("did you mean 'model.d'"), std::string::npos) << d[0]["message"];
+  // The quick fix the hint offers: the written `dd` becomes `d` (its block is around it).
+  json fixes = c.result("textDocument/codeAction", {{"textDocument", {{"uri", kUri}}},
+                                                    {"range", d[0]["range"]},
+                                                    {"context", {{"diagnostics", d}}}});
+  ASSERT_EQ(fixes.size(), 1u) << fixes.dump(2);
+  EXPECT_EQ(fixes[0]["kind"], "quickfix");
+  const json& edit = fixes[0]["edit"]["changes"][kUri][0];
+  EXPECT_EQ(edit["newText"], "d");
+  EXPECT_EQ(edit["range"], d[0]["range"]);
   // An incremental edit: dd -> d.
   c.send("textDocument/didChange",
          {{"textDocument", {{"uri", kUri}, {"version", 2}}},

@@ -3,7 +3,7 @@
 // range (in any order, at any position), ask for hover, completion,
 // definition, symbols or formatting anywhere, or send raw bytes as a
 // message. Beyond "no crash, no hang" (ASan, UBSan, libFuzzer's limits):
-//   - every reply is JSON, and every request gets exactly one answer;
+//   - every reply is JSON, and every request gets exactly one answer (quick fixes included);
 //   - formatting, whenever the text parses, reaches its fixed point in one pass.
 #include <cstdint>
 #include <cstdio>
@@ -62,8 +62,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Script s{data, size};
   std::string text;
   while (!s.done()) {
-    const uint8_t op = s.byte() % 9;
-    const json at = {{"textDocument", {{"uri", kUri}}}, {"position", {{"line", s.coordinate()}, {"character", s.coordinate()}}}};
+    const uint8_t op = s.byte() % 10;
+    const json position = {{"line", s.coordinate()}, {"character", s.coordinate()}};
+    const json at = {{"textDocument", {{"uri", kUri}}}, {"position", position}};
     switch (op) {
       case 0:
         text = s.text();
@@ -83,6 +84,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 4: send("textDocument/definition", at, true); break;
       case 5: send("textDocument/documentSymbol", {{"textDocument", {{"uri", kUri}}}}, true); break;
       case 6: send("textDocument/formatting", {{"textDocument", {{"uri", kUri}}}}, true); break;
+      case 8: {
+        const json start = {{"line", s.coordinate()}, {"character", s.coordinate()}};
+        const json end = {{"line", s.coordinate()}, {"character", s.coordinate()}};
+        const json range = {{"start", start}, {"end", end}};
+        const std::string message = "unknown field '" + s.text() + "'\ndid you mean '" + s.text() + "'?";
+        const json diagnostic = {{"range", range}, {"message", message}};
+        send("textDocument/codeAction",
+             {{"textDocument", {{"uri", kUri}}}, {"range", range}, {"context", {{"diagnostics", {diagnostic}}}}}, true);
+        break;
+      }
       case 7: {
         const std::string raw = s.text();
         for (const auto& reply : server.handle(raw))
