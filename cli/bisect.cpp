@@ -182,7 +182,8 @@ struct Bisection {
       }
       std::string tag;
       for (size_t g : batch[i]) tag += groups[g].id;
-      configs.push_back(seed_plans(p, seed_base(a.name) + "+" + tag, options.seeds));
+      // A+c1c3-of-B: which of B's changes, and whose (two bisections from one A number their changes apart).
+      configs.push_back(seed_plans(p, seed_base(a.name) + "+" + tag + "-of-" + seed_base(b.name), options.seeds));
       trained.push_back(i);
     }
     auto measured = run(configs);
