@@ -135,7 +135,7 @@ json Server::initialize(const json& params) {
            {{"positionEncoding", encoding_ == Encoding::Utf8 ? "utf-8" : "utf-16"},
             {"textDocumentSync", {{"openClose", true}, {"change", 2}}},
             {"hoverProvider", true},
-            {"completionProvider", {{"triggerCharacters", {".", "=", " ", "\""}}}},
+            {"completionProvider", {{"triggerCharacters", {".", "=", "\""}}}},
             {"definitionProvider", true},
             {"documentSymbolProvider", true},
             {"documentFormattingProvider", true},
