@@ -105,7 +105,7 @@ Case make_case(const Variant& var, int64_t B, int64_t H, int64_t T, int64_t dh) 
   cfg.window = var.window;
   cfg.prefix = var.prefix;
   cfg.scale = var.scale;
-  cfg.softmax = is_softmax(cfg.score, cfg.normalize);
+  cfg.shifted_exp = is_shifted_exp(cfg.score, cfg.normalize);
   cfg.sink_logit = var.sink_logit;
   c.model.pe = var.pe;
   c.model.heads = H;

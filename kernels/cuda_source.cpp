@@ -12,10 +12,15 @@ std::string cuda_math_prelude(bool f64) {
     out += fmt::format("__device__ __forceinline__ real r_{0}(real a) {{ return {0}{1}(a); }}\n", f, sfx);
   for (const char* f : {"pow", "fmin", "fmax"})
     out += fmt::format("__device__ __forceinline__ real r_{0}(real a, real b) {{ return {0}{1}(a, b); }}\n", f, sfx);
-  out += fmt::format("constexpr int SOFTPICK_SERIES = {};\n", f64 ? 17 : 9);
-  // The normalizers' (the score functions expand into the r_ primitives: kernels/emit_cuda.cpp).
-  out += "__device__ __forceinline__ real r_step(real a) { return a > 0 ? (real)1 : (real)0; }\n";
-  out += "__device__ __forceinline__ real r_sign(real a) { return a > 0 ? (real)1 : a < 0 ? (real)-1 : (real)0; }\n";
+  // expm1 by its Taylor series near 0, where e^a - 1 would cancel to a few digits (the LLVM emitter's, to the
+  // same degree: 9 in float, 17 in double).
+  out += fmt::format("constexpr int EXPM1_SERIES = {};\n", f64 ? 17 : 9);
+  out += R"(__device__ __forceinline__ real r_expm1(real a) {
+  real series = 1;
+  for (int k = EXPM1_SERIES; k >= 2; --k) series = (real)1 + a * ((real)1 / (real)k) * series;
+  return r_fabs(a) < (real)0.5 ? a * series : r_exp(a) - (real)1;
+}
+)";
   return out;
 }
 
@@ -107,32 +112,44 @@ __device__ __forceinline__ void load_tiles(real (*a_tile)[D], real (*b_tile)[D],
 // A zero Z (e.g. relu scores all zero) normalizes nothing.
 __device__ __forceinline__ real safe(real Z) { return r_fabs(Z) < (real)1e-30 ? (real)1 : Z; }
 
-// softpick's term (e^x - 1) e^-c; near x = 0 as e^-c expm1(x) by its Taylor
-// series, where the difference would cancel to a few digits.
-__device__ __forceinline__ real softpick_term(real x, real c) {
-  const real floor_ = r_exp(-c);
-  const real apart = r_exp(x - c) - floor_;
-  real series = 1;
-  for (int k = SOFTPICK_SERIES; k >= 2; --k) series = (real)1 + x * ((real)1 / (real)k) * series;
-  return r_fabs(x) < (real)0.5 ? floor_ * (x * series) : apart;
+// The online form's shift for a running max m: m, or 0 while m = -inf (no column seen yet).
+__device__ __forceinline__ real shift_of(real m) { return m == -SINK_INF ? (real)0 : m; }
+
+// One column of logit x folded into a row's running state: the shift m (the online form's row max) and the
+// sum of terms P. w: the column's weight (A = ALPHA w / Z at the end); rescale: what the weights so far
+// are scaled by as m grows.
+__device__ __forceinline__ void fold_column(real x, real fi, real fj, real& m, real& P, real& w, real& rescale) {
+  if (ONLINE) {
+    rescale = 1;
+    if (x > m) {  // the weights scale by the rescale, the terms by its TERM_DEGREE-th power (p-norm: p-th powers)
+      rescale = r_exp(m - x);
+      P *= TERM_DEGREE == 1 ? rescale : r_pow(rescale, TERM_DEGREE);
+      m = x;
+    }
+    const real shift = shift_of(m), s = score(x - shift, fi, fj), unit = r_exp(-shift);
+    P += norm_term(s, x, unit), w = norm_weight(s, x, unit);
+  } else {
+    const real s = score(x, fi, fj);
+    rescale = 1;
+    P += norm_term(s, x, (real)1), w = norm_weight(s, x, (real)1);
+  }
 }
 
-// The attention A of a pair with logit x and its gradient dx, from the
-// forward's row statistics st0, st1, dA = <dO_i, v_j> and Dd = <dO_i, O_i>.
+// The weight w of a pair with logit x, from the row statistic st1 (m online, P direct).
+__device__ __forceinline__ real column_weight(real x, real fi, real fj, real st1) {
+  return ONLINE ? norm_weight(score(x - st1, fi, fj), x, r_exp(-st1)) : norm_weight(score(x, fi, fj), x, (real)1);
+}
+
+// The attention A of a pair with logit x and its gradient dx, from the forward's row statistics st0 = Z,
+// st1, dA = <dO_i, v_j> and Dd = <dO_i, O_i>: dL/ds = (alpha dw/ds dA - D dZ/ds) / Z. Online, s, unit and
+// ds/dx are of x - m, and A and dx are as unshifted, being of degree 0 in (s, unit).
 __device__ __forceinline__ void column_grad(real x, real fi, real fj, real dA, real Dd, real st0, real st1, real& A,
                                             real& dx) {
-  if (SOFTPICK) {  // A = alpha relu(e^x - 1) / Z;  dx = e^x / Z (alpha [x > 0] dA - sign(x) D), shifted by c = st1
-    A = ALPHA * (r_fmax(softpick_term(x, st1), (real)0) / st0);
-    dx = r_exp(x - st1) / st0 * (ALPHA * r_step(x) * dA - r_sign(x) * Dd);
-  } else if (SOFTMAX) {  // A = alpha exp(x - m) / l;  dx = A (dA - D / alpha)
-    A = ALPHA / st1 * r_exp(x - st0);
-    dx = A * (dA - Dd / ALPHA);
-  } else {  // exp under a scale-free normaliser: s of x - m (st1 = m), of degree 0 in A and dx; else st1 = P
-    const real xe = SHIFTED_EXP ? x - st1 : x;
-    const real s = score(xe, fi, fj);
-    A = ALPHA * (s / st0);
-    dx = (ALPHA * dA - Dd * norm_slope(s, st0, st1)) / st0 * score_grad(xe, fi, fj);
-  }
+  const real xe = ONLINE ? x - st1 : x, unit = ONLINE ? r_exp(-st1) : (real)1;
+  const real s = score(xe, fi, fj);
+  A = ALPHA * (norm_weight(s, x, unit) / st0);
+  const real grad_s = ALPHA * norm_weight_slope(s, x, unit) * dA - Dd * norm_slope(s, x, unit, st0, st1);
+  dx = grad_s / st0 * score_grad(xe, fi, fj);
 }
 )";
 }
@@ -154,37 +171,21 @@ std::string cuda_forward_body() {
   const real fi = (real)(row + 1);
   long long lo, hi, block_lo, block_hi, unused;
   key_range(row, T, lo, hi);
-  // Running state: softmax m, l; softpick c, Z; exp under a scale-free normaliser m, P; otherwise P (in t).
-  real s = ONLINE_MAX && !SOFTPICK ? -SINK_INF : (real)0, t = 0;
-  if (KEY_BIAS) {  // the k* column: every query sees it; its value is v*
+  // The running state (fold_column); the k* column (value v*, every query sees it) and the sink logit (no
+  // value) first.
+  real m = ONLINE ? SHIFT_FLOOR : -SINK_INF, P = 0, w, rescale;
+  if (KEY_BIAS) {
     real xs = 0;
 #pragma unroll
     for (int d = 0; d < D; ++d) xs += qr[d] * kstar[d];
-    xs *= SCALE_QK;
-    real w;
-    if (SOFTPICK) {
-      s = r_fmax(xs, (real)0);
-      const real u = softpick_term(xs, s);
-      t = r_fabs(u), w = r_fmax(u, (real)0);
-    } else if (ONLINE_MAX) {
-      s = xs, t = 1, w = 1;  // exp(x* - m) = 1 with m = x*; so is 1^p
-    } else {
-      w = score(xs, fi, (real)0);
-      t = norm_term(w);
-    }
+    fold_column(xs * SCALE_QK, fi, (real)0, m, P, w, rescale);
 #pragma unroll
     for (int d = 0; d < D; ++d) acc[d] = w * vstar[d];
   }
-  if (SINK_LOGIT) {  // exp(b - m) joins the denominator, with no value
-    const real b = sink[0];
-    if (KEY_BIAS) {
-      const real m = r_fmax(s, b), keep = r_exp(s - m);
-      t = t * keep + r_exp(b - m), s = m;
+  if (SINK_LOGIT) {
+    fold_column(sink[0], fi, (real)0, m, P, w, rescale);
 #pragma unroll
-      for (int d = 0; d < D; ++d) acc[d] *= keep;
-    } else {
-      s = b, t = 1;
-    }
+    for (int d = 0; d < D; ++d) acc[d] *= rescale;
   }
   key_range(first_row, T, block_lo, unused);
   key_range(imin(first_row + FWD_ROWS - 1, T - 1), T, unused, block_hi);
@@ -201,45 +202,19 @@ std::string cuda_forward_body() {
       for (int d = 0; d < D; ++d) x += qr[d] * k_tile[c][d];
       x *= SCALE_QK;
       if (POSITION_BIAS) x += g[distance(row, j)];
-      real w;
-      if (SOFTPICK) {  // terms (e^x - 1) e^-c, rescaled as c grows
-        if (x > s) {
-          const real corr = r_exp(s - x);
-          t *= corr, s = x;
+      fold_column(x, fi, (real)(j + 1), m, P, w, rescale);
+      if (rescale != (real)1) {
 #pragma unroll
-          for (int d = 0; d < D; ++d) acc[d] *= corr;
-        }
-        const real u = softpick_term(x, s);
-        t += r_fabs(u), w = r_fmax(u, (real)0);
-      } else if (ONLINE_MAX) {  // exp(x - m); a scale-free normaliser sums their terms (p-th powers)
-        if (x > s) {
-          const real corr = r_exp(s - x);
-          t *= SHIFTED_EXP ? r_pow(corr, TERM_DEGREE) : corr, s = x;
-#pragma unroll
-          for (int d = 0; d < D; ++d) acc[d] *= corr;
-        }
-        w = r_exp(x - s);
-        t += SHIFTED_EXP ? norm_term(w) : w;
-      } else {
-        w = score(x, fi, (real)(j + 1));
-        t += norm_term(w);
+        for (int d = 0; d < D; ++d) acc[d] *= rescale;
       }
 #pragma unroll
       for (int d = 0; d < D; ++d) acc[d] += w * v_tile[c][d];
     }
   }
   if (!is_row) return;  // after the last barrier
-  real Z;
-  if (SOFTPICK) {  // Z = sum |e^x - 1| + eps, shifted by e^-c like its terms
-    Z = t + SOFTPICK_EPS * r_exp(-s);
-    stats[row] = Z, stats[T + row] = s;
-  } else if (SOFTMAX) {  // m and l apart, not m + log l, which would lose log l's digits
-    Z = t;
-    stats[row] = s, stats[T + row] = t;
-  } else {  // Z and P (the row max m for exp under a scale-free normaliser)
-    Z = safe(norm_finish(t));
-    stats[row] = Z, stats[T + row] = SHIFTED_EXP ? s : t;
-  }
+  // Z and m apart, not m + log Z: with large logits the sum would lose log Z's digits.
+  const real Z = safe(norm_finish(P, ONLINE ? r_exp(-shift_of(m)) : (real)1));
+  stats[row] = Z, stats[T + row] = ONLINE ? m : P;
   const real scale = ALPHA / Z;
 #pragma unroll
   for (int d = 0; d < D; ++d) store(o, row * D + d, acc[d] * scale);
@@ -265,7 +240,7 @@ std::string cuda_backward_rows_body() {
     column_grad(xs * SCALE_QK, fi, (real)0, dA, Dd, st0, st1, A, dx);
     astar[bh * T + i] = A, sdxstar[bh * T + i] = dx * SCALE_QK;
   }
-  if (SINK_LOGIT) {  // no value (dA = 0): the logit's gradient is -A D / alpha
+  if (SINK_LOGIT) {  // no value (dA = 0): the logit's gradient is -D dZ/ds ds/db / Z
     column_grad(sink[head], fi, (real)0, (real)0, Dd, st0, st1, A, dx);
     dsink[bh * T + i] = dx;
   }
@@ -382,7 +357,7 @@ std::string cuda_backward_queries_body() {
 
 std::string cuda_probe_body() {
   return R"( {
-  // One element of row i of [T, S]: A for softmax, s otherwise (the k* column first).
+  // One element of row i of [T, S]: the weight w (A = alpha w / Z), the k* column first.
   const long long bh = blockIdx.y, head = bh % H, S = T + (KEY_BIAS ? 1 : 0);
   const long long e = (long long)blockIdx.x * ROW_THREADS + threadIdx.x;
   if (e >= T * S) return;
@@ -406,10 +381,7 @@ std::string cuda_probe_body() {
     if (POSITION_BIAS) x += g[head * g_step + distance(i, j)];
     fj = (real)(j + 1);
   }
-  if (SOFTMAX) out[e] = ALPHA / stats[T + i] * r_exp(x - stats[i]);
-  else if (SOFTPICK) out[e] = r_fmax(softpick_term(x, stats[T + i]), (real)0);
-  else if (SHIFTED_EXP) out[e] = score(x - stats[T + i], fi, fj);  // exp(x - m): the metric's s / sum s does not see m
-  else out[e] = score(x, fi, fj);
+  out[e] = column_weight(x, fi, fj, stats[T + i]);
 }
 
 )";

@@ -47,7 +47,7 @@ void Generator::backward_rows(IrText& b) {
     dq0 = b.vscale(ks, sdx);
   }
   if (spec.sink_logit) {
-    b.comment("the sink logit: its column has no value (dA = 0), so its logit's gradient is -A D / alpha");
+    b.comment("the sink logit: its column has no value (dA = 0), so its gradient is -D dZ/ds ds/db / Z");
     std::string st0 = b.load("%stats", "%qr"), st1 = b.load("%stats", b.op("add i64 %Tp, %qr"));
     auto [A, dx] = column_grad(b, b.scalar, b.load("%sink", "0"), position(b, "%qr"), b.num(0), b.num(0), D, st0, st1);
     b.accumulate("%dsink", "0", dx);

@@ -25,7 +25,8 @@ std::string c_expr(const ExprNode& e) {
     case Op::Var:
       if (e.name == "qk") return "x";
       if (e.name == "i" || e.name == "j") return "f" + e.name;
-      if (e.name == "s" || e.name == "P" || e.name == "Z") return e.name;  // the normaliser's (plan/normalizers.h)
+      // The normaliser's (plan/normalizers.h); its x is the logit, as the score's qk is.
+      if (e.name == "s" || e.name == "x" || e.name == "unit" || e.name == "P" || e.name == "Z") return e.name;
       throw std::runtime_error("CUDA kernel generator: no value for variable '" + e.name + "'");
     // (fmt, not "(" + ...: GCC 12 warns of a false -Wrestrict on a literal plus a string.)
     case Op::Neg: return fmt::format("(-{})", arg(0));
@@ -40,7 +41,7 @@ std::string c_expr(const ExprNode& e) {
   if (!primitive_arity(e.name)) return c_expr(expand_score_functions(e));
   if (e.name == "__if_pos") return fmt::format("({} > (real)0 ? {} : {})", arg(0), arg(1), arg(2));
   static const std::pair<const char*, const char*> primitives[] = {
-      {"__exp", "r_exp"},   {"__log", "r_log"},   {"__log1p", "r_log1p"}, {"__tanh", "r_tanh"},
+      {"__exp", "r_exp"},   {"__expm1", "r_expm1"}, {"__log", "r_log"},   {"__log1p", "r_log1p"}, {"__tanh", "r_tanh"},
       {"__sqrt", "r_sqrt"}, {"__abs", "r_fabs"},  {"__min", "r_fmin"},    {"__max", "r_fmax"}};
   for (const auto& [name, code] : primitives)
     if (e.name == name) return std::string(code) + "(" + arg(0) + (e.args.size() > 1 ? ", " + arg(1) : "") + ")";
@@ -97,29 +98,30 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage) {
          : storage == CudaStorage::Float16  ? cuda_fp16_storage()
                                             : cuda_real_storage();
   auto flag = [&](const char* name, bool v) { out += fmt::format("constexpr bool {} = {};\n", name, v ? "true" : "false"); };
-  flag("SOFTMAX", spec.softmax);
-  flag("SOFTPICK", spec.softpick());
-  flag("SHIFTED_EXP", spec.shifted_exp());
-  flag("ONLINE_MAX", spec.online_max());
+  flag("ONLINE", spec.online);
   flag("KEY_BIAS", spec.key_bias);
   flag("SINK_LOGIT", spec.sink_logit);
   flag("POSITION_BIAS", spec.position_bias);
   out += fmt::format("constexpr int D = {};\n", spec.d_head);
   out += fmt::format("constexpr long long PREFIX = {}, WINDOW = {};\n", spec.prefix, spec.window);
   const NormalizerForm norm = spec.normalizer();
-  out += fmt::format("#define ALPHA {}\n#define TERM_DEGREE {}\n#define SCALE_QK {}\n#define SOFTPICK_EPS {}\n",
+  out += fmt::format("#define ALPHA {}\n#define TERM_DEGREE {}\n#define SCALE_QK {}\n#define SHIFT_FLOOR {}\n",
                      number(spec.alpha), number(norm.term_degree), number(1.0 / std::sqrt(static_cast<double>(spec.d_head))),
-                     number(kSoftpickEps));
+                     number(norm.row->shift_floor));
   out += fmt::format("constexpr int FWD_ROWS = {}, FWD_KEYS = {}, KEY_ROWS = {}, KEY_QUERIES = {}, QUERY_ROWS = {}, "
                      "QUERY_KEYS = {}, ROW_THREADS = {};\n",
                      tiles.forward_rows, tiles.forward_keys, tiles.key_rows, tiles.key_queries, tiles.query_rows,
                      tiles.query_keys, tiles.row_threads);
   out += "__device__ __forceinline__ real score(real x, real fi, real fj) { return " + c_expr(spec.score) + "; }\n";
   out += "__device__ __forceinline__ real score_grad(real x, real fi, real fj) { return " + c_expr(score_grad) + "; }\n";
-  out += "// normalize = " + norm.row->name + ": P = sum_j term(s), Z = finish(P), dZ/ds = slope\n";
-  out += "__device__ __forceinline__ real norm_term(real s) { return " + c_expr(norm.term) + "; }\n";
-  out += "__device__ __forceinline__ real norm_finish(real P) { return " + c_expr(norm.finish) + "; }\n";
-  out += "__device__ __forceinline__ real norm_slope(real s, real Z, real P) { return " + c_expr(norm.slope) + "; }\n\n";
+  out += "// normalize = " + norm.row->name + ": P = sum_j term(s), Z = finish(P), A = alpha weight(s) / Z\n";
+  const std::string column = "(real s, real x, real unit) { return ";
+  out += "__device__ __forceinline__ real norm_term" + column + c_expr(norm.term) + "; }\n";
+  out += "__device__ __forceinline__ real norm_weight" + column + c_expr(norm.weight) + "; }\n";
+  out += "__device__ __forceinline__ real norm_weight_slope" + column + c_expr(norm.weight_slope) + "; }\n";
+  out += "__device__ __forceinline__ real norm_finish(real P, real unit) { return " + c_expr(norm.finish) + "; }\n";
+  out += "__device__ __forceinline__ real norm_slope(real s, real x, real unit, real Z, real P) { return " +
+         c_expr(norm.slope) + "; }\n\n";
   out += cuda_shared_functions();
   out += abi::cuda_signature(abi::kForwardSymbol, abi::kCudaForward, tiles.forward_rows) + cuda_forward_body();
   out += abi::cuda_signature(abi::kCudaBackwardRowsSymbol, abi::kCudaBackwardRows, tiles.row_threads) + cuda_backward_rows_body();

@@ -1,7 +1,7 @@
 // The forward kernel: groups of kForwardRows query rows against blocks of
 // kKeyBlock key columns. Each block's columns of k^T are loaded once for the
-// whole group and each v row once per block; softmax rescales its running
-// sums once per block (online, max-subtracted).
+// whole group and each v row once per block; the online form rescales its
+// running sums once per block (max-subtracted).
 #include <cmath>
 #include <fmt/format.h>
 
@@ -55,49 +55,36 @@ std::string Generator::forward(bool nvptx) {
     std::tie(lo[r], hi[r]) = key_range(b, g.index[r]);
     fi[r] = position(b, g.index[r]);
   }
-  // Per row: acc (sum of weights x v), and m, l (softmax), m, P (exp under
-  // a scale-free normaliser: P = sum term(exp(x - m))), or P alone.
+  // Per row: acc (the sum of weights x v), the shift m (the online form) and the sum of terms P. The k* column
+  // (value v*, every query sees it) and the sink logit (no value) are folded in first.
   std::vector<Carried> carried;
-  // softpick's shift c = max(0, row max) keeps e^-c <= 1: it starts at 0, not -inf.
-  const std::string first_max = spec.softpick() ? b.num(0) : b.num(-INFINITY);
   for (int r = 0; r < R; ++r) {
-    std::string m0 = first_max, l0 = b.num(0), S0 = b.num(0), P0 = b.num(0), acc0 = "zeroinitializer";
+    RowState row{b.num(spec.online ? norm.row->shift_floor : -INFINITY), b.num(0)};
+    std::string acc0 = "zeroinitializer";
+    auto fold = [&](const std::string& x, const std::string* value) {
+      Folded f = fold_columns(b, b.scalar, row, x, fi[r], b.num(0));
+      if (!f.rescale.empty()) acc0 = b.vscale(acc0, f.rescale);
+      if (value) acc0 = b.vfma(acc0, f.weights, *value);
+      row = f.row;
+    };
     if (spec.key_bias) {
       b.comment("the k* column: every query sees it; its value is v*");
-      std::string xs = b.fmul(b.dot(b.load_row("%q", g.index[r]), b.load_vec("%kstar")), b.num(scale_qk()));
-      std::string vs = b.load_vec("%vstar");
-      if (spec.softpick()) {
-        m0 = b.max(b.scalar, xs, b.num(0));
-        std::string u = softpick_term(b, b.scalar, xs, m0);
-        l0 = b.abs(b.scalar, u), acc0 = b.vscale(vs, b.max(b.scalar, u, b.num(0)));
-      } else if (spec.online_max()) {
-        m0 = xs, l0 = b.num(1), acc0 = vs;  // exp(x* - m) = 1 with m = x*; so is 1^p
-      } else {
-        std::string ss = emit_expr(b, b.scalar, spec.score, {xs, fi[r], b.num(0)});
-        S0 = ss, P0 = row_term(b, b.scalar, ss), acc0 = b.vscale(vs, ss);
-      }
+      const std::string vs = b.load_vec("%vstar");
+      fold(b.fmul(b.dot(b.load_row("%q", g.index[r]), b.load_vec("%kstar")), b.num(scale_qk())), &vs);
     }
     if (spec.sink_logit) {
-      b.comment("the sink logit b: exp(b - m) joins the denominator, with no value");
-      std::string sink = b.load("%sink", "0");
-      if (spec.key_bias) {
-        std::string m = b.max(b.scalar, m0, sink);
-        std::string keep = b.exp(b.scalar, b.fsub(m0, m));
-        l0 = b.fadd(b.fmul(l0, keep), b.exp(b.scalar, b.fsub(sink, m))), acc0 = b.vscale(acc0, keep), m0 = m;
-      } else {
-        m0 = sink, l0 = b.num(1);
-      }
+      b.comment("the sink logit b: one more column, with no value");
+      fold(b.load("%sink", "0"), nullptr);
     }
     carried.push_back({fmt::format("%kb.acc{}", r), V, acc0});
-    carried.push_back({fmt::format("%kb.s{}", r), b.F, spec.online_max() ? m0 : S0});
-    carried.push_back({fmt::format("%kb.t{}", r), b.F, spec.online_max() ? l0 : P0});
+    carried.push_back({fmt::format("%kb.m{}", r), b.F, row.m});
+    carried.push_back({fmt::format("%kb.P{}", r), b.F, row.P});
   }
   open_loop(b, "kb", lo[0], "qg.body", "icmp sle i64 %kb, " + hi[R - 1], carried);
   std::vector<std::string> cols = clamped_lanes(b, "%kb", hi[R - 1]);
   std::string lanes = lane_indices(b, "%kb");
   const std::string vt = fmt::format("<{} x i64>", kKeyBlock);
-  std::string jpos;
-  if (!spec.softmax) jpos = b.op("sitofp " + vt + " " + b.op("add " + vt + " " + lanes + ", " + lane_ints(1, 0)) + " to " + L.ir);
+  std::string jpos = b.op("sitofp " + vt + " " + b.op("add " + vt + " " + lanes + ", " + lane_ints(1, 0)) + " to " + L.ir);
   std::vector<std::string> x = block_dots(b, "%q", g, "%kt", "%kb");
   std::vector<std::string> weights(R), acc(R);
   std::vector<std::pair<std::string, std::string>> next;
@@ -111,66 +98,25 @@ std::string Generator::forward(bool nvptx) {
     std::string above = b.op("icmp sge " + vt + " " + lanes + ", " + splat_int(b, lo[r]));
     std::string below = b.op("icmp sle " + vt + " " + lanes + ", " + splat_int(b, hi[r]));
     std::string valid = b.op(fmt::format("and <{} x i1> {}, {}", kKeyBlock, above, below), "valid");
-    const std::string s = fmt::format("%kb.s{}", r), t = fmt::format("%kb.t{}", r);
+    const RowState row{fmt::format("%kb.m{}", r), fmt::format("%kb.P{}", r)};
     acc[r] = fmt::format("%kb.acc{}", r);
-    if (spec.softpick()) {
-      // Terms (e^x - 1) e^-c: rescaled by e^(c_old - c_new) as c grows, as softmax's are.
-      std::string masked = b.select(valid, L, xr, b.num(-INFINITY, L));
-      std::string c_new = b.max(b.scalar, s, b.reduce_max(L, masked));
-      std::string corr = b.exp(b.scalar, b.fsub(s, c_new));
-      std::string u = b.select(valid, L, softpick_term(b, L, xr, c_new), b.zero(L));
-      weights[r] = b.max(L, u, b.zero(L));
-      next.push_back({s, c_new});
-      next.push_back({t, b.fadd(b.fmul(t, corr), b.reduce_add(L, b.abs(L, u)))});
-      acc[r] = b.vscale(acc[r], corr);
-    } else if (spec.softmax || spec.shifted_exp()) {
-      std::string masked = b.select(valid, L, xr, b.num(-INFINITY, L));
-      std::string m_new = b.max(b.scalar, s, b.reduce_max(L, masked));
-      // A row that has seen no key yet keeps m = -inf: subtract 0 there, not inf - inf.
-      std::string none = b.fcmp("oeq", b.scalar, m_new, b.num(-INFINITY));
-      std::string m_sub = b.select(none, b.scalar, b.num(0), m_new);
-      std::string corr = b.exp(b.scalar, b.fsub(s, m_sub));
-      weights[r] = b.exp(L, b.bin("fsub", L, masked, b.splat(L, m_sub)));
-      next.push_back({s, m_new});
-      if (spec.softmax) {
-        next.push_back({t, b.fadd(b.fmul(t, corr), b.reduce_add(L, weights[r]))});
-      } else {  // the weights are scaled by corr, their terms by corr^degree (p-th powers: corr^p)
-        std::string corr_p = b.exp(b.scalar, b.fmul(b.fsub(s, m_sub), b.num(norm.term_degree)));
-        next.push_back({t, b.fadd(b.fmul(t, corr_p), row_term(b, L, weights[r], valid))});
-      }
-      acc[r] = b.vscale(acc[r], corr);
-    } else {
-      std::string sc = emit_expr(b, L, spec.score, {xr, b.splat(L, fi[r]), jpos});
-      weights[r] = b.select(valid, L, sc, b.zero(L));
-      next.push_back({s, s});  // (unused: the row's state is P alone)
-      next.push_back({t, b.fadd(t, row_term(b, L, weights[r], valid))});
-    }
+    // One rescale of the block's running sums as m grows (online, max-subtracted), not one per column.
+    Folded f = fold_columns(b, L, row, xr, b.splat(L, fi[r]), jpos, valid);
+    weights[r] = f.weights;
+    if (!f.rescale.empty()) acc[r] = b.vscale(acc[r], f.rescale);
+    next.push_back({row.m, spec.online ? f.row.m : row.m});
+    next.push_back({row.P, f.row.P});
   }
   acc = weighted_rows(b, "pv", "kb.body", "%kb", hi[R - 1], {{"%v", weights, acc}})[0];
   for (int r = 0; r < R; ++r) next.push_back({fmt::format("%kb.acc{}", r), acc[r]});
   close_loop(b, "kb", kKeyBlock, next);
   for (int r = 0; r < R; ++r) {
-    const std::string s = fmt::format("%kb.s{}", r), t = fmt::format("%kb.t{}", r), a = fmt::format("%kb.acc{}", r);
-    std::string second = b.op("add i64 %Tp, " + g.index[r]);
-    if (spec.softpick()) {
-      // Z = sum |e^x - 1| + eps, shifted by e^-c like its terms.
-      std::string Z = b.fadd(t, b.fmul(b.num(kSoftpickEps), b.exp(b.scalar, b.fneg(b.scalar, s))));
-      b.store_row(b.vscale(a, b.fdiv(b.num(spec.alpha), Z)), "%o", g.index[r]);
-      b.store(Z, "%stats", g.index[r]);
-      b.store(s, "%stats", second);
-    } else if (spec.softmax) {
-      b.store_row(b.vscale(a, b.fdiv(b.num(spec.alpha), t)), "%o", g.index[r]);
-      // m and l apart, not m + log l: with large logits the sum would lose log l's digits.
-      b.store(s, "%stats", g.index[r]);
-      b.store(t, "%stats", second);
-    } else {
-      // Z and P; for exp under a scale-free normaliser, Z and the row max m
-      // (whose slopes read no P).
-      std::string Z = safe(b, finish_row(b, t));
-      b.store_row(b.vscale(a, b.fdiv(b.num(spec.alpha), Z)), "%o", g.index[r]);
-      b.store(Z, "%stats", g.index[r]);
-      b.store(spec.shifted_exp() ? s : t, "%stats", second);
-    }
+    const RowState row{fmt::format("%kb.m{}", r), fmt::format("%kb.P{}", r)};
+    std::string Z = row_z(b, row);
+    b.store_row(b.vscale(fmt::format("%kb.acc{}", r), b.fdiv(b.num(spec.alpha), Z)), "%o", g.index[r]);
+    // Z and m apart, not m + log Z: with large logits the sum would lose log Z's digits.
+    b.store(Z, "%stats", g.index[r]);
+    b.store(spec.online ? row.m : row.P, "%stats", b.op("add i64 %Tp, " + g.index[r]));
   }
   close_loop(b, "qg", R);
   if (nvptx) {

@@ -28,9 +28,9 @@ std::string Generator::module(Target target) {
   out += "; " + spec.describe() + "\n";
   out += "; s(qk, i, j)  = " + to_string(spec.score) + "\n";
   out += "; ds/dqk       = " + to_string(score_grad) + "   (symbolic, plan/symbolic.cpp)\n";
-  out += spec.softmax ? "; recognised as softmax: online, max-subtracted form\n" : "";
-  out += spec.softpick() ? "; softpick: relu(e^x - 1) / (sum |e^x - 1| + eps), online in terms shifted by c = max(0, row max)\n" : "";
-  out += spec.sink_logit ? "; a sink logit b per head joins the softmax denominator (no value)\n" : "";
+  out += "; normalize = " + spec.norm->name + ": " + spec.norm->formula + "\n";
+  out += spec.online ? "; online form: s = exp(qk - m) with the running row max m, rescaled per block\n" : "";
+  out += spec.sink_logit ? "; a sink logit b per head: one more column, of no value\n" : "";
   out += "; rows: query i sees keys j in [lo(i), hi(i)] (causal" + std::string(spec.prefix ? ", prefix" : "") +
          (spec.window ? ", window" : "") + ")" + (spec.key_bias ? "; the k* column comes first" : "") + "\n";
   out += fmt::format("; keys in blocks of {} lanes: one vector of logits, one vectorized exp per block and row\n", kKeyBlock);
@@ -49,27 +49,16 @@ std::string Generator::probe() {
   IrText b = body();
   const int64_t cols = spec.key_bias ? 1 : 0;
   std::string out =
-      "; probe: row i of the scores the sink metric reads, [T, T + k* column]: A for softmax, s otherwise\n" +
+      "; probe: row i of the weights w (A = alpha w / Z) the sink metric reads, [T, T + k* column]\n" +
       abi::host_signature(abi::kProbeSymbol, abi::kProbe) + " {\nentry:\n  %width = add i64 %T, " + std::to_string(cols) + "\n";
   open_loop(b, "i", "0", "entry", "icmp slt i64 %i, %T");
   auto [lo, hi] = key_range(b, "%i");
   std::string qi = b.load_row("%q", "%i");
   std::string fi = position(b, "%i");
-  std::string st0 = b.load("%stats", "%i");
-  std::string softmax_scale = spec.softmax ? b.fdiv(b.num(spec.alpha), b.load("%stats", b.op("add i64 %Tp, %i"))) : "";
+  std::string st1 = b.load("%stats", b.op("add i64 %Tp, %i"));
   std::string row0 = b.op("mul i64 %i, %width");
   auto logit = [&](const std::string& key_row) { return b.fmul(b.dot(qi, key_row), b.num(scale_qk())); };
-  auto value = [&](const std::string& x, const std::string& fj) {
-    if (spec.softmax) return b.fmul(softmax_scale, b.exp(b.scalar, b.fsub(x, st0)));
-    // softpick: relu(e^(x - c) - e^-c), with A = alpha s / Z as for the other normalizers.
-    if (spec.softpick()) {
-      std::string u = softpick_term(b, b.scalar, x, b.load("%stats", b.op("add i64 %Tp, %i")));
-      return b.max(b.scalar, u, b.num(0));
-    }
-    // exp under the p-norm: exp(x - m), which the metric's s / sum s does not see.
-    if (spec.shifted_exp()) return emit_expr(b, b.scalar, spec.score, {b.fsub(x, b.load("%stats", b.op("add i64 %Tp, %i"))), fi, fj});
-    return emit_expr(b, b.scalar, spec.score, {x, fi, fj});
-  };
+  auto value = [&](const std::string& x, const std::string& fj) { return column_weight(b, b.scalar, x, fi, fj, st1); };
   if (spec.key_bias) b.store(value(logit(b.load_vec("%kstar")), b.num(0)), "%out", row0);
   open_loop(b, "j", lo, "i.body", "icmp sle i64 %j, " + hi);
   std::string x = logit(b.load_row("%k", "%j"));

@@ -6,6 +6,20 @@
 #include "plan/score_functions.h"
 
 namespace sink::kernels {
+namespace {
+
+// expm1 by its Taylor series near 0, where e^a - 1 would cancel to a few digits (relative error eps / |a|):
+// at |a| < 1/2 it reaches full precision by degree 9 (float) or 17.
+std::string emit_expm1(IrText& b, const Ty& t, const std::string& a) {
+  std::string series = b.num(1, t);
+  for (int k = b.f64 ? 17 : 9; k >= 2; --k)  // expm1(a) = a (1 + a/2 (1 + a/3 (1 + ...)))
+    series = b.bin("fadd", t, b.num(1, t), b.bin("fmul", t, b.bin("fmul", t, a, b.num(1.0 / k, t)), series));
+  std::string near_zero = b.bin("fmul", t, a, series);
+  std::string small = b.fcmp("olt", t, b.abs(t, a), b.num(0.5, t));
+  return b.select(small, t, near_zero, b.bin("fsub", t, b.exp(t, a), b.num(1, t)));
+}
+
+}  // namespace
 
 std::string emit_expr(IrText& b, const Ty& t, const ExprNode& e, const ScoreEnv& env) {
   using Op = ExprNode::Op;
@@ -33,6 +47,7 @@ std::string emit_expr(IrText& b, const Ty& t, const ExprNode& e, const ScoreEnv&
   const std::string& f = e.name;
   std::string a = arg(0);
   if (f == "__exp") return b.exp(t, a);
+  if (f == "__expm1") return emit_expm1(b, t, a);
   if (f == "__log") return b.log(t, a);
   if (f == "__log1p") return b.log1p(t, a);
   if (f == "__tanh") return b.tanh(t, a);
@@ -43,13 +58,6 @@ std::string emit_expr(IrText& b, const Ty& t, const ExprNode& e, const ScoreEnv&
   if (f == "__if_pos") return b.select_gt0(t, a, arg(1), arg(2));
   throw std::runtime_error("kernel generator: no code for primitive '" + f + "'");
 }
-
-namespace {
-// x > 0 ? 1 : x < 0 ? -1 : 0, for the normalizers' derivatives.
-std::string sign_of(IrText& b, const Ty& t, const std::string& x) {
-  return b.select_gt0(t, x, b.num(1, t), b.select(b.fcmp("olt", t, x, b.zero(t)), t, b.num(-1, t), b.zero(t)));
-}
-}  // namespace
 
 Generator::Generator(const KernelSpec& s) : spec(s), score_grad(s.score_derivative()), norm(s.normalizer()) {}
 
@@ -242,70 +250,80 @@ std::vector<std::vector<std::string>> Generator::weighted_rows(IrText& b, const 
   return out;
 }
 
-std::string Generator::finish_row(IrText& b, const std::string& P) {
-  return emit_expr(b, b.scalar, norm.finish, named_values({{"P", P}}));
-}
-
-// Near x = 0, e^(x - c) - e^-c cancels to a few digits (relative error
-// eps / |x|): there the term is e^-c expm1(x), expm1 by its Taylor series,
-// which at |x| < 1/2 reaches full precision by degree 9 (float) or 17.
-std::string Generator::softpick_term(IrText& b, const Ty& t, const std::string& x, const std::string& c, bool c_per_lane) {
-  const std::string c_t = t.vector() && !c_per_lane ? b.splat(t, c) : c;
-  std::string floor = b.exp(t, b.fneg(t, c_t));
-  std::string apart = b.bin("fsub", t, b.exp(t, b.bin("fsub", t, x, c_t)), floor);
-  std::string series = b.num(1, t);
-  for (int k = b.f64 ? 17 : 9; k >= 2; --k)  // expm1(x) = x (1 + x/2 (1 + x/3 (1 + ...)))
-    series = b.bin("fadd", t, b.num(1, t), b.bin("fmul", t, b.bin("fmul", t, x, b.num(1.0 / k, t)), series));
-  std::string near_zero = b.bin("fmul", t, floor, b.bin("fmul", t, x, series));
-  std::string small = b.fcmp("olt", t, b.abs(t, x), b.num(0.5, t));
-  return b.select(small, t, near_zero, apart);
-}
-
 // A zero Z (e.g. relu scores all zero) normalizes nothing.
 std::string Generator::safe(IrText& b, const std::string& Z) {
   std::string tiny = b.fcmp("olt", b.scalar, b.abs(b.scalar, Z), b.num(1e-30));
   return b.select(tiny, b.scalar, b.num(1), Z);
 }
 
-std::string Generator::row_term(IrText& b, const Ty& t, const std::string& s, const std::string& valid) {
-  std::string term = emit_expr(b, t, norm.term, named_values({{"s", s}}));
-  if (!valid.empty()) term = b.select(valid, t, term, b.zero(t));
-  return t.vector() ? b.reduce_add(t, term) : term;
+std::string Generator::shift_of(IrText& b, const std::string& m) {
+  std::string none = b.fcmp("oeq", b.scalar, m, b.num(-INFINITY));
+  return b.select(none, b.scalar, b.num(0), m);
 }
 
-std::string Generator::dZ_ds(IrText& b, const Ty& t, const std::string& s, const std::string& Z, const std::string& P) {
-  return emit_expr(b, t, norm.slope, named_values({{"s", s}, {"Z", Z}, {"P", P}}));
+Folded Generator::fold_columns(IrText& b, const Ty& t, const RowState& row, const std::string& x, const std::string& fi,
+                               const std::string& fj, const std::string& valid) {
+  auto lanes = [&](const std::string& scalar) { return t.vector() ? b.splat(t, scalar) : scalar; };
+  auto visible = [&](const std::string& v) { return valid.empty() ? v : b.select(valid, t, v, b.zero(t)); };
+  auto sum = [&](const std::string& v) { return t.vector() ? b.reduce_add(t, v) : v; };
+  Folded out;
+  std::string s, unit;
+  if (spec.online) {
+    std::string masked = valid.empty() ? x : b.select(valid, t, x, b.num(-INFINITY, t));
+    out.row.m = b.max(b.scalar, row.m, t.vector() ? b.reduce_max(t, masked) : masked);
+    // A row that has seen no column yet keeps m = -inf: shift by 0 there, not inf - inf.
+    const std::string shift = shift_of(b, out.row.m);
+    out.rescale = b.exp(b.scalar, b.fsub(row.m, shift));
+    // The weights scale by the rescale, the terms by its term_degree-th power (p-th powers under the p-norm).
+    std::string term_rescale = norm.term_degree == 1 ? out.rescale
+                                                     : b.exp(b.scalar, b.fmul(b.fsub(row.m, shift), b.num(norm.term_degree)));
+    s = emit_expr(b, t, spec.score, {b.bin("fsub", t, masked, lanes(shift)), fi, fj});
+    unit = lanes(b.exp(b.scalar, b.fneg(b.scalar, shift)));
+    out.row.P = b.fmul(row.P, term_rescale);
+  } else {
+    s = visible(emit_expr(b, t, spec.score, {x, fi, fj}));
+    unit = b.num(1, t);
+    out.row = row;
+  }
+  const ScoreEnv column = named_values({{"s", s}, {"x", x}, {"unit", unit}});
+  out.row.P = b.fadd(out.row.P, sum(visible(emit_expr(b, t, norm.term, column))));
+  out.weights = visible(emit_expr(b, t, norm.weight, column));
+  return out;
+}
+
+std::string Generator::row_z(IrText& b, const RowState& row) {
+  const std::string unit = spec.online ? b.exp(b.scalar, b.fneg(b.scalar, shift_of(b, row.m))) : b.num(1);
+  return safe(b, emit_expr(b, b.scalar, norm.finish, named_values({{"P", row.P}, {"unit", unit}})));
+}
+
+std::string Generator::column_weight(IrText& b, const Ty& t, const std::string& x, const std::string& fi,
+                                     const std::string& fj, const std::string& st1) {
+  const std::string xe = spec.online ? b.bin("fsub", t, x, st1) : x;
+  const std::string unit = spec.online ? b.exp(t, b.fneg(t, st1)) : b.num(1, t);
+  return emit_expr(b, t, norm.weight, named_values({{"s", emit_expr(b, t, spec.score, {xe, fi, fj})}, {"x", x}, {"unit", unit}}));
 }
 
 std::pair<std::string, std::string> Generator::column_grad(IrText& b, const Ty& t, const std::string& x,
                                                            const std::string& fi, const std::string& fj,
                                                            const std::string& dA, const std::string& D,
                                                            const std::string& st0, const std::string& st1) {
-  const std::string alpha = b.num(spec.alpha, t);
-  if (spec.softpick()) {
-    // A = alpha relu(u) / Z with u = e^x - 1, Z = sum |u| + eps (st0, shifted by e^-c, st1 = c):
-    // dx = e^x / Z (alpha [x > 0] dA - sign(x) D).
-    const std::string& c = st1;
-    std::string e = b.exp(t, b.bin("fsub", t, x, c));
-    std::string A = b.bin("fmul", t, alpha, b.bin("fdiv", t, b.max(t, softpick_term(b, t, x, c, true), b.zero(t)), st0));
-    std::string step = b.select_gt0(t, x, b.num(1, t), b.zero(t));
-    std::string sign = sign_of(b, t, x);
-    std::string inner = b.bin("fsub", t, b.bin("fmul", t, b.bin("fmul", t, alpha, step), dA), b.bin("fmul", t, sign, D));
-    return {A, b.bin("fmul", t, b.bin("fdiv", t, e, st0), inner)};
-  }
-  if (spec.softmax) {  // A = alpha exp(x - m) / l;  dx = A (dA - D / alpha)
-    std::string A = b.bin("fmul", t, b.bin("fdiv", t, alpha, st1), b.exp(t, b.bin("fsub", t, x, st0)));
-    std::string dx = b.bin("fmul", t, A, b.bin("fsub", t, dA, b.bin("fdiv", t, D, alpha)));
-    return {A, dx};
-  }
-  // exp under the p-norm: s, Z and the score's derivative all of x - m
-  // (st1 = m); A and dx are the same as unshifted, being of degree 0 in s.
-  ScoreEnv env{spec.shifted_exp() ? b.bin("fsub", t, x, st1) : x, fi, fj};
-  std::string s = emit_expr(b, t, spec.score, env);
-  const std::string& Z = st0;
-  std::string A = b.bin("fmul", t, alpha, b.bin("fdiv", t, s, Z));
-  std::string grad_s = b.bin("fsub", t, b.bin("fmul", t, alpha, dA), b.bin("fmul", t, D, dZ_ds(b, t, s, Z, st1)));
-  std::string dx = b.bin("fmul", t, b.bin("fdiv", t, grad_s, Z), emit_expr(b, t, score_grad, env));
+  // Online: s, its derivative and unit of x - m (st1 = m), and A and dx are as unshifted, being of degree 0
+  // in (s, unit). Direct: st1 = P.
+  const std::string xe = spec.online ? b.bin("fsub", t, x, st1) : x;
+  const ScoreEnv at{xe, fi, fj};
+  const std::string s = emit_expr(b, t, spec.score, at);
+  std::vector<std::pair<std::string, std::string>> values = {
+      {"s", s}, {"x", x}, {"unit", spec.online ? b.exp(t, b.fneg(t, st1)) : b.num(1, t)}, {"Z", st0}};
+  if (!spec.online) values.push_back({"P", st1});
+  const ScoreEnv column = named_values(values);
+  const std::string alpha = b.num(spec.alpha, t), &Z = st0;
+  std::string A = b.bin("fmul", t, alpha, b.bin("fdiv", t, emit_expr(b, t, norm.weight, column), Z));
+  // dL/ds = (alpha dw/ds dA - D dZ/ds) / Z, with D = sum_j dA_j A_j.
+  std::string direct = b.bin("fmul", t, alpha, dA);
+  if (!(norm.weight_slope.op == ExprNode::Op::Number && norm.weight_slope.number == 1))
+    direct = b.bin("fmul", t, direct, emit_expr(b, t, norm.weight_slope, column));
+  std::string grad_s = b.bin("fsub", t, direct, b.bin("fmul", t, D, emit_expr(b, t, norm.slope, column)));
+  std::string dx = b.bin("fmul", t, b.bin("fdiv", t, grad_s, Z), emit_expr(b, t, score_grad, at));
   return {A, dx};
 }
 

@@ -5,13 +5,11 @@
 //
 // The layout the kernels work on, per (batch, head) slice:
 //   q, k, v, o, dout: [T, D] rows;  kt, vt, qt, doutt: the same transposed,
-//   [D, Tp] with Tp >= T + kKeyBlock, zero padded;  stats: [2, Tp] (softmax:
-//   the row max m and the sum l of exp(x - m); exp under a scale-free
-//   normaliser (the p-norm): Z of exp(x - m) and m; otherwise Z and the
-//   row's sum of normaliser terms P, plan/normalizers.h);
+//   [D, Tp] with Tp >= T + kKeyBlock, zero padded;  stats: [2, Tp], Z and,
+//   in the online form, the row max m (Z is then of the shifted scores), in
+//   the direct form the row's sum of normaliser terms P (plan/normalizers.h);
 //   delta: [Tp] scratch for <dO_i, O_i>;  sink: the head's sink logit b
 //   (one value), dsink: the slice's sum of its gradient (one value).
-//   softpick: stats hold Z of the shifted terms and the shift c >= 0.
 #pragma once
 #include <string>
 #include <utility>
@@ -56,6 +54,17 @@ struct Scatter {
   std::string target;                // base of [T, D] rows
   std::vector<std::string> weights;  // per vector, a lane vector
   std::vector<std::string> vectors;  // rows held in registers
+};
+
+// What the forward carries per row: the shift m (the online form's running row max) and the sum of terms P.
+struct RowState {
+  std::string m, P;
+};
+// Columns folded into a row: its new state, the columns' weights w(s) (A = alpha w / Z at the end), and
+// what the weights so far are scaled by as m grows ("" in the direct form).
+struct Folded {
+  RowState row;
+  std::string weights, rescale;
 };
 
 // R rows handled together: indices clamped to T - 1 (so loads stay in
@@ -120,16 +129,17 @@ class Generator {
                                                       const Scatter* scatter = nullptr);
   static void weights_buffer(IrText& b);
 
-  // Z of a row from its sum of terms P (direct normalisers).
-  std::string finish_row(IrText& b, const std::string& P);
-  // softpick's term (e^x - 1) e^-c, of type t; c a scalar, or of type t already (c_per_lane).
-  static std::string softpick_term(IrText& b, const Ty& t, const std::string& x, const std::string& c, bool c_per_lane = false);
   static std::string safe(IrText& b, const std::string& Z);
-  // The normaliser's terms of scores s, zero where `valid` (an i1 lane vector, or "" for all) is false,
-  // summed over the lanes.
-  std::string row_term(IrText& b, const Ty& t, const std::string& s, const std::string& valid = "");
-  // dZ/ds of scores s, Z and the row's P (for exp(qk) under a scale-free normaliser: the row max, unread).
-  std::string dZ_ds(IrText& b, const Ty& t, const std::string& s, const std::string& Z, const std::string& P);
+  // The online form's shift for a running max m: m, or 0 while m = -inf (no column seen yet).
+  static std::string shift_of(IrText& b, const std::string& m);
+  // Columns of logits x (type t: a scalar column, or lanes where `valid`, an i1 vector) folded into `row`.
+  Folded fold_columns(IrText& b, const Ty& t, const RowState& row, const std::string& x, const std::string& fi,
+                      const std::string& fj, const std::string& valid = "");
+  // Z of a row from its final state.
+  std::string row_z(IrText& b, const RowState& row);
+  // w(s) of logits x from the row statistic st1 (the probe's value: A = alpha w / Z).
+  std::string column_weight(IrText& b, const Ty& t, const std::string& x, const std::string& fi, const std::string& fj,
+                            const std::string& st1);
   // (A, dx) of scores with logits x; every argument is of type t.
   std::pair<std::string, std::string> column_grad(IrText& b, const Ty& t, const std::string& x, const std::string& fi,
                                                   const std::string& fj, const std::string& dA, const std::string& D,

@@ -8,9 +8,10 @@ namespace sink::kernels {
 
 std::string KernelSpec::describe() const {
   return fmt::format("score={} softmax={} normalize={} p={} alpha={} prefix={} window={} position_bias={} key_bias={} d_head={} {}",
-                     to_string(score), softmax, norm->name, format_number(p), format_number(alpha), prefix, window,
+                     to_string(score), softmax(), norm->name, format_number(p), format_number(alpha), prefix, window,
                      position_bias, key_bias, d_head, f64 ? "f64" : "f32") +
-         (sink_logit ? " sink_logit" : "");  // (absent before the field existed: earlier kernels keep their names)
+         (sink_logit ? " sink_logit" : "") +  // (absent before the field existed: earlier kernels keep their names)
+         (!online && is_shifted_exp(score, norm->name) ? " direct" : "");  // (the direct form, forced by a test)
 }
 
 std::string KernelSpec::hash() const {
@@ -25,7 +26,7 @@ KernelSpec kernel_spec(const ModelConfig& model) {
   const AttentionConfig& a = model.attention;
   KernelSpec k;
   k.score = a.score;
-  k.softmax = a.softmax;
+  k.online = a.shifted_exp;
   k.norm = &normalizer_named(a.normalize);
   k.p = a.pnorm_p;
   k.alpha = a.scale;

@@ -13,32 +13,26 @@ namespace sink::kernels {
 
 struct KernelSpec {
   ExprNode score;            // over qk, i, j (1-based positions)
-  bool softmax = false;      // exp(qk) with normalize = sum: the online, max-subtracted form
+  // The online form: s = exp(qk - m), with the running row maximum m (plan/normalizers.h).
+  bool online = false;
   const Normalizer* norm = &normalizer_named("sum");  // the row of attention.normalize
   double p = 1;              // its parameter, where it takes one
   double alpha = 1;          // rows sum to alpha
   int64_t prefix = 0, window = 0;
   bool position_bias = false;  // g(i - j) from a per-head table indexed by distance (ALiBi, T5)
   bool key_bias = false;       // the k* column (with v*)
-  bool sink_logit = false;     // a per-head logit b_h in the softmax denominator, no value (softmax only)
+  bool sink_logit = false;     // a per-head logit b_h: one more column, of no value (the online form)
   int64_t d_head = 0;
   bool f64 = false;            // double precision (finite-difference checks), else float
 
-  // exp(qk) under the p-norm: A = s / ||s||_p does not change when s is
-  // scaled, so the kernels compute exp(x - m) with the row max m as softmax
-  // does. exp(x) alone overflows float at x > 88 (p = 1/4 diverged so).
-  bool shifted_exp() const { return is_shifted_exp(score, norm->name); }
-  // Softpick is the one normaliser with a hand-written online form.
-  bool softpick() const { return norm->online_form; }
+  bool softmax() const { return online && is_softmax(score, norm->name); }
   NormalizerForm normalizer() const { return normalizer_form(*norm, p); }
   // ds/dqk, simplified: the one derivative every emitter uses (plan/symbolic.h).
   ExprNode score_derivative() const;
-  // The forms that carry a running row maximum through the key blocks.
-  bool online_max() const { return softmax || shifted_exp() || softpick(); }
   // softmax(qk / sqrt(d_head)) v under the causal mask and nothing else: what
   // LibTorch's scaled_dot_product_attention computes, so a backend may run it.
   bool plain_causal_softmax() const {
-    return softmax && alpha == 1 && prefix <= 1 && window == 0 && !position_bias && !key_bias && !sink_logit;
+    return softmax() && alpha == 1 && prefix <= 1 && window == 0 && !position_bias && !key_bias && !sink_logit;
   }
 
   std::string describe() const;

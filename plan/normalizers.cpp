@@ -1,5 +1,6 @@
 #include "plan/normalizers.h"
 
+#include <limits>
 #include <stdexcept>
 
 #include "plan/expr_text.h"
@@ -7,6 +8,7 @@
 namespace sink {
 
 const std::vector<Normalizer>& normalizers() {
+  constexpr double kNoFloor = -std::numeric_limits<double>::infinity();
   struct Row {
     const char* name;
     const char* formula;
@@ -18,9 +20,16 @@ const std::vector<Normalizer>& normalizers() {
     const char* term_degree;  // "" unless scale-free
     bool bounds_scores;
     bool metric_reads_attention;
+    const char* weight = "s";
+    const char* weight_slope = "1";
+    double shift_floor = kNoFloor;
   };
   // sign(x), for the slopes.
 #define SIGN(x) "__if_pos(" x ", 1, __if_pos(-" x ", -1, 0))"
+  // Softpick's e^x - 1 of the logit, shifted like s: (e^x - 1) e^-m = s - unit. Near x = 0 that difference
+  // cancels to a few digits (relative error eps / |x|), so there it is expm1(x) unit; the clamp keeps expm1's
+  // unused side finite, so that autograd's zero through the select stays zero.
+#define SOFTPICK_U "__if_pos(0.5 - __abs(x), __expm1(__min(__max(x, -0.5), 0.5)) * unit, s - unit)"
   static const Row rows[] = {
       {"sum", "Z = sum_j s_ij", "the paper", {}, "s", "P", "1", "1", true, true},
       {"none", "Z = 1", "the paper", {}, "0", "1", "0", "", false, false},
@@ -33,21 +42,27 @@ const std::vector<Normalizer>& normalizers() {
       {"pnorm", "Z = (sum_j |s_ij|^p)^(1/p)", "the paper", {{"p", 0, 64, 1}},
        "__if_pos(__abs(s), __if_pos(__abs(s), __abs(s), 1) ^ p, 0)", "P ^ (1 / p)",
        "__if_pos(__abs(s), (__abs(s) / Z) ^ (p - 1) * " SIGN("s") ", 0)", "p", true, false},
+      // The authors' eps, 1e-8. With s = e^x: dZ/ds = sign(e^x - 1) = sign(x), dw/ds = [x > 0].
       {"softpick", "A_ij = relu(e^x_ij - 1) / (sum_j |e^x_ij - 1| + eps), x the logits; score = exp(qk)",
-       "Zuhri et al. 2025, Softpick", {}, "", "", "", "", true, true},
+       "Zuhri et al. 2025, Softpick", {}, "__abs(" SOFTPICK_U ")", "P + 1e-8 * unit", SIGN("x"), "1", true, true,
+       "__max(" SOFTPICK_U ", 0)", "__if_pos(x, 1, 0)", 0},
       {"count", "Z = n_i, the number of keys query i sees: relu(qk) / n is ReLU attention",
        "Wortsman et al. 2023, Replacing softmax with ReLU in Vision Transformers", {}, "1", "P", "0", "", false, false},
   };
+#undef SOFTPICK_U
 #undef SIGN
   static const std::vector<Normalizer> table = [] {
     std::vector<Normalizer> out;
     for (const Row& r : rows) {
       Normalizer n;
       n.name = r.name, n.formula = r.formula, n.source = r.source, n.parameters = r.parameters;
-      n.online_form = !*r.term;
-      if (!n.online_form) n.term = read_expr(r.term), n.finish = read_expr(r.finish), n.slope = read_expr(r.slope);
+      n.term = read_expr(r.term), n.finish = read_expr(r.finish), n.slope = read_expr(r.slope);
+      n.weight = read_expr(r.weight), n.weight_slope = read_expr(r.weight_slope);
       n.scale_free = *r.term_degree != 0;
       if (n.scale_free) n.term_degree = read_expr(r.term_degree);
+      if (n.scale_free && (mentions_var(n.slope, "P") || mentions_var(n.weight_slope, "P")))
+        throw std::logic_error(std::string("normaliser ") + r.name + ": a scale-free row's slopes cannot read P");
+      n.shift_floor = r.shift_floor;
       n.bounds_scores = r.bounds_scores, n.metric_reads_attention = r.metric_reads_attention;
       out.push_back(std::move(n));
     }
@@ -82,9 +97,9 @@ NormalizerForm normalizer_form(const Normalizer& n, double p) {
   const std::vector<std::pair<std::string, ExprNode>> bound = {{"p", p_value}};
   NormalizerForm f;
   f.row = &n;
-  if (n.online_form) return f;
   f.term = substitute_vars(n.term, bound), f.finish = substitute_vars(n.finish, bound);
-  f.slope = substitute_vars(n.slope, bound);
+  f.weight = substitute_vars(n.weight, bound), f.slope = substitute_vars(n.slope, bound);
+  f.weight_slope = substitute_vars(n.weight_slope, bound);
   if (n.scale_free) {
     ExprNode degree = substitute_vars(n.term_degree, bound);
     if (degree.op != ExprNode::Op::Number)

@@ -1,20 +1,27 @@
 // The row normalisers of attention (`attention.normalize`), each written
-// once. Attention is A_ij = alpha s_ij / Z_i over the keys j query i sees,
-// and a "direct" normaliser is three expressions over the backends'
-// primitives (plan/score_functions.h):
-//   term    each visible key's part of the row's sum P = sum_j term(s_ij)   (over s, p)
-//   finish  Z from P                                                        (over P, p)
-//   slope   dZ/ds_ij, written in its numerically safe form                  (over s, Z, P, p)
-// The reference path (LibTorch ops, autograd through term and finish), the
-// LLVM emitter, the CUDA emitter and the checker's table all read this one
-// table; tests take every row through every backend and check `slope`
-// against finite differences of finish(sum term).
+// once. Attention is A_ij = alpha w(s_ij) / Z_i over the keys j query i
+// sees, and a normaliser is five expressions over the backends' primitives
+// (plan/score_functions.h):
+//   term          each visible key's part of the row's sum P = sum_j term(s_ij)
+//   finish        Z from P
+//   weight        w(s), the numerator (s itself but for softpick's relu)
+//   slope         dZ/ds_ij, written in its numerically safe form
+//   weight_slope  dw/ds
+// over the score s, the logit x (s = e^x where the score is exp(qk)), what 1
+// becomes under the online form's shift, `unit`, and P, Z and the row's
+// parameter p.
 //
-// Softmax (exp(qk) under sum) and softpick keep a running row maximum
-// (the online form of FlashAttention) and are written in each backend; so is
-// the sink logit, which joins softmax's denominator. See
-// docs/ATTENTION-ALGEBRA.md.
+// The online form (FlashAttention's): where the score is exp(qk) and the row
+// is scale-free (Z(c s, c unit) = c Z(s, unit)), every backend computes
+// s = e^(x - m) and unit = e^-m with the running row maximum m (never below
+// shift_floor), so no exp can overflow; softmax is `sum` in this form. A sink
+// logit b is one more column, of score e^(b - m) and no value. The reference
+// path (LibTorch ops, autograd through the expressions), the LLVM emitter,
+// the CUDA emitter and the checker's table all read this one table; tests
+// take every row through every backend and check the slopes against finite
+// differences. See docs/ATTENTION-ALGEBRA.md.
 #pragma once
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -34,15 +41,15 @@ struct Normalizer {
   std::string formula;
   std::string source;  // where it comes from: the paper, or the design's own
   std::vector<NormalizerParameter> parameters;
-  // Hand-written in each backend with a running row maximum (softpick); the
-  // expressions below are empty.
-  bool online_form = false;
-  ExprNode term, finish, slope;
-  // Z(c s) = c Z(s): A does not change when the scores are scaled, so an
-  // exp(qk) score runs as exp(qk - m) with the row maximum m, which cannot
-  // overflow. Then term(c s) = c^term_degree term(s).
+  ExprNode term, finish, weight, slope, weight_slope;
+  // Z(c s, c unit) = c Z(s, unit): A does not change when the scores are
+  // scaled, so an exp(qk) score runs in the online form. Then
+  // term(c s, c unit) = c^term_degree term(s, unit), and neither slope reads P
+  // (the online form keeps the row maximum in its place).
   bool scale_free = false;
   ExprNode term_degree;
+  // The online form's shift m starts here: softpick's 0 keeps unit = e^-m <= 1.
+  double shift_floor = -std::numeric_limits<double>::infinity();
   // Z grows with the scores, so exp(qk) cannot run away under it.
   bool bounds_scores = true;
   // Nonnegative rows sum to at most 1 (what is left goes to no token), so the
@@ -58,7 +65,7 @@ const Normalizer& normalizer_named(const std::string& name);  // throws std::inv
 // pnorm): what a backend emits.
 struct NormalizerForm {
   const Normalizer* row = nullptr;
-  ExprNode term, finish, slope;
+  ExprNode term, finish, weight, slope, weight_slope;
   double term_degree = 1;
 };
 NormalizerForm normalizer_form(const Normalizer& n, double p);

@@ -23,7 +23,7 @@ std::vector<int64_t> ints(const Value& list) {
 bool is_softmax(const ExprNode& score, const std::string& normalize) { return normalize == "sum" && score == exp_of_qk(); }
 bool is_shifted_exp(const ExprNode& score, const std::string& normalize) {
   const Normalizer* n = find_normalizer(normalize);
-  return n && n->scale_free && score == exp_of_qk() && !is_softmax(score, normalize);
+  return n && n->scale_free && score == exp_of_qk();
 }
 
 bool measures_with_bos(const std::string& mode, const DataConfig& data) { return mode == "with" || (mode == "auto" && data.bos); }
@@ -77,7 +77,6 @@ RunConfig read_config(const Plan& p) {
   a.normalize = norm.s;
   if (const Value* p_arg = norm.arg("p")) a.pnorm_p = p_arg->number();
   a.scale = p.number("attention.scale");
-  a.softmax = is_softmax(a.score, a.normalize);
   a.shifted_exp = is_shifted_exp(a.score, a.normalize);
   a.prefix = p.integer("loss.prefix");
   const Value& window = p.at("loss.window");

@@ -9,18 +9,15 @@
 
 namespace sink {
 
-// exp(qk) normalized by the sum is softmax: computed in the max-subtracted,
-// online form. exp(qk) under another scale-free normaliser (the p-norm) is
-// computed as exp(x - row max) too (plan/normalizers.h). Everything else is
-// the generic score path.
+// exp(qk) normalized by the sum is softmax. exp(qk) under any scale-free
+// normaliser (softmax's sum, the p-norm, softpick) runs in the online form,
+// as exp(qk - row max) (plan/normalizers.h); everything else directly.
 bool is_softmax(const ExprNode& score, const std::string& normalize);
 bool is_shifted_exp(const ExprNode& score, const std::string& normalize);
 
-
 struct AttentionConfig {
   ExprNode score;                  // over qk, i, j
-  bool softmax = false;            // is_softmax(score, normalize); tests clear it to force the generic path
-  bool shifted_exp = false;        // is_shifted_exp(score, normalize)
+  bool shifted_exp = false;        // is_shifted_exp(score, normalize); tests clear it to force the direct form
   std::string kernel = "identity";  // identity | elu1 | mlp
   int64_t kernel_hidden = 64;
   std::string normalize = "sum";   // a row of plan/normalizers.h
@@ -36,11 +33,7 @@ struct AttentionConfig {
   double lambda_init = 0.8;
 
   bool has_sink_logit() const { return sink_logit != "none"; }
-  bool softpick() const { return normalize == "softpick"; }
 };
-
-// Softpick's denominator sum_j |e^x_ij - 1| + eps: the authors' eps.
-inline constexpr double kSoftpickEps = 1e-8;
 
 struct ModelConfig {
   int64_t vocab = 0, d = 0, layers = 0, heads = 0, kv_heads = 0, d_head = 0;

@@ -2,7 +2,7 @@
 // value as the numerically safe form every backend computes (exp clamped at
 // 88, softplus without overflow), and its derivative. Both are expressions
 // over the backends' primitives:
-//   arithmetic (+ - * / ^ and unary -) and the calls __exp, __log, __log1p,
+//   arithmetic (+ - * / ^ and unary -) and the calls __exp, __expm1, __log, __log1p,
 //   __tanh, __sqrt, __abs, __min(a, b), __max(a, b), __if_pos(c, a, b) (a
 //   where c > 0, else b)
 // and over the language's own functions, which expand in turn. The checker's

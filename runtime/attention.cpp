@@ -27,80 +27,85 @@ torch::Tensor metric_attention(const AttentionConfig& cfg, const torch::Tensor& 
   return a / a.sum(-1, true).clamp_min(1e-30);
 }
 
-// Z = finish(sum_j term(s_ij)) over the allowed pairs (plan/normalizers.h),
-// autograd through both: the kernels use the table's slope instead, so this
-// checks it. A scale-free Z is taken as m Z(s / m), m = max |s| held
-// constant: the same value and gradient, but terms of ratios in [0, 1]
-// cannot overflow (the p-norm's |s|^(p-1) of a denormal s, p < 1).
-static torch::Tensor normalize_rows(const NormalizerForm& norm, const torch::Tensor& s, const torch::Tensor& allowed) {
-  auto m = torch::ones({1}, s.options());
-  if (norm.row->scale_free) {
-    m = s.detach().abs().amax(-1, true);
-    m = torch::where(m == 0, torch::ones_like(m), m);
-  }
-  auto terms = eval_expr(norm.term, {{"s", s / m}}).expand_as(s).masked_fill(allowed.logical_not(), 0.0);
-  return m * eval_expr(norm.finish, {{"P", terms.sum(-1, true)}});
+namespace {
+
+// The names the normaliser's expressions read (plan/normalizers.h) for logits x: the score s, x itself and
+// unit. Online (`shift`, the row max m, defined): s = score(x - m), unit = e^-m; directly: s = score(x), 1.
+NamedTensors column_values(const AttentionConfig& cfg, const torch::Tensor& x, const torch::Tensor& shift,
+                           const torch::Tensor& pos_i, const torch::Tensor& pos_j) {
+  if (!shift.defined()) return {{"s", eval_score(cfg.score, x, pos_i, pos_j).expand_as(x)}, {"x", x},
+                                {"unit", torch::ones({}, x.options())}};
+  return {{"s", eval_score(cfg.score, x - shift, pos_i, pos_j).expand_as(x)}, {"x", x}, {"unit", torch::exp(-shift)}};
 }
 
+const torch::Tensor& value_of(const NamedTensors& values, const std::string& name) {
+  for (const auto& [n, v] : values)
+    if (n == name) return v;
+  throw std::logic_error("attention: no value named " + name);
+}
+
+}  // namespace
+
+// Z = finish(sum_j term), A = alpha weight / Z over the allowed pairs (plan/normalizers.h), autograd through
+// the expressions: the kernels use the table's slopes instead, so this checks them. Online, the row max m is
+// held constant (its choice does not change A). Directly, a scale-free Z is taken as M Z(s / M, unit / M),
+// M = max |s| held constant: the same value and gradient, but terms of ratios in [0, 1] cannot overflow (the
+// p-norm's |s|^(p-1) of a denormal s, p < 1).
 AttentionOutput reference_attention(const AttentionConfig& cfg, const AttentionInputs& in, bool want_probe) {
   const int64_t T = in.q.size(2), dh = in.q.size(3);
   const double scale_qk = 1.0 / std::sqrt(static_cast<double>(dh));
   auto x = torch::matmul(in.q, in.k.transpose(-2, -1)) * scale_qk;
   if (in.bias) x = x + *in.bias;
   auto allowed = allowed_pairs(T, cfg.prefix, cfg.window).to(x.device());
-  // 1-based positions; the k* column sits at position 0.
+  // 1-based positions; the k* column and the sink logit sit at position 0.
   auto pos_i = torch::arange(1, T + 1, x.options()).unsqueeze(1);
   auto pos_j = torch::arange(1, T + 1, x.options()).unsqueeze(0);
+  auto add_column = [&](const torch::Tensor& column, bool first) {
+    auto seen = torch::ones({T, 1}, allowed.options());
+    auto zero = torch::zeros({1, 1}, x.options());
+    x = first ? torch::cat({column, x}, -1) : torch::cat({x, column}, -1);
+    allowed = first ? torch::cat({seen, allowed}, -1) : torch::cat({allowed, seen}, -1);
+    pos_j = first ? torch::cat({zero, pos_j}, -1) : torch::cat({pos_j, zero}, -1);
+  };
   if (in.k_star) {
     auto ks = in.k_star->unsqueeze(0).unsqueeze(2);  // [1, H|1, 1, dh]
-    auto x_star = (in.q * ks).sum(-1, true) * scale_qk;  // [B, H, T, 1]
-    x = torch::cat({x_star, x}, -1);
-    allowed = torch::cat({torch::ones({T, 1}, allowed.options()), allowed}, -1);
-    pos_j = torch::cat({torch::zeros({1, 1}, x.options()), pos_j}, -1);
+    add_column((in.q * ks).sum(-1, true) * scale_qk, true);  // [B, H, T, 1]
   }
-  torch::Tensor s, A, sink_share;
-  const double inf = std::numeric_limits<double>::infinity();
-  if (cfg.softmax) {
-    // exp(qk) / sum exp(qk), max-subtracted.
-    auto masked = x.masked_fill(allowed.logical_not(), -inf);
-    if (in.sink_logit) {
-      // One more column, b_h for every query, whose value is 0: dropped after the softmax.
-      auto b = in.sink_logit->to(x.scalar_type()).view({1, -1, 1, 1}).expand({x.size(0), x.size(1), T, 1});
-      auto with_sink = torch::softmax(torch::cat({b, masked}, -1), -1);
-      sink_share = with_sink.narrow(-1, 0, 1).squeeze(-1);
-      A = with_sink.narrow(-1, 1, masked.size(-1));
-    } else {
-      A = torch::softmax(masked, -1);
-    }
-    if (want_probe) s = torch::exp(masked - std::get<0>(masked.max(-1, true)));
-    if (cfg.scale != 1) A = A * cfg.scale;
-  } else if (cfg.softpick()) {
-    // (e^x - 1) e^-c with c = max(0, row max): the same ratios, and neither
-    // e^(x - c) nor e^-c can overflow. Masked pairs take no part in either sum.
-    auto masked = x.masked_fill(allowed.logical_not(), -inf);
-    auto c = std::get<0>(masked.max(-1, true)).clamp_min(0.0).detach();
-    // Near x = 0 the difference cancels: e^-c expm1(x) there (the kernels do the same).
-    auto near_zero = torch::expm1(masked.clamp(-0.5, 0.5)) * torch::exp(-c);
-    auto u = torch::where(masked.abs() < 0.5, near_zero, torch::exp(masked - c) - torch::exp(-c));
-    u = u.masked_fill(allowed.logical_not(), 0.0);
-    s = torch::relu(u);
-    auto Z = u.abs().sum(-1, true) + kSoftpickEps * torch::exp(-c);
-    A = s * (cfg.scale / Z);
+  // The sink logit: one more column, last, of no value.
+  const int64_t columns = x.size(-1);
+  if (in.sink_logit)
+    add_column(in.sink_logit->to(x.scalar_type()).view({1, -1, 1, 1}).expand({x.size(0), x.size(1), T, 1}), false);
+  const NormalizerForm norm = normalizer_form(normalizer_named(cfg.normalize), cfg.pnorm_p);
+  const auto hidden = allowed.logical_not();
+  NamedTensors column;
+  torch::Tensor scale;  // M of a scale-free row, taken directly
+  if (cfg.shifted_exp) {
+    // Masked pairs are -inf here: exp of x - m could be inf there, and its backward 0 * inf = NaN.
+    auto masked = x.masked_fill(hidden, -std::numeric_limits<double>::infinity());
+    auto m = std::get<0>(masked.max(-1, true)).clamp_min(norm.row->shift_floor).detach();
+    column = column_values(cfg, masked, m, pos_i, pos_j);
   } else {
-    // s / ||s||_p is the same for exp(x - m): with the row max m, exp cannot
-    // overflow however large the logits grow (kernel_spec.h, shifted_exp).
-    // Masked pairs are -inf here, not x - m: exp of that could be inf, and its
-    // backward 0 * inf = NaN although the pair is masked out below.
-    auto shifted = [&] {
-      auto masked = x.masked_fill(allowed.logical_not(), -std::numeric_limits<double>::infinity());
-      return masked - std::get<0>(masked.max(-1, true)).detach();
-    };
-    s = eval_score(cfg.score, cfg.shifted_exp ? shifted() : x, pos_i, pos_j);
-    s = s.expand_as(x).masked_fill(allowed.logical_not(), 0.0);
-    auto Z = normalize_rows(normalizer_form(normalizer_named(cfg.normalize), cfg.pnorm_p), s, allowed);
-    // An all-zero row (relu scores, say) has nothing to normalize.
-    Z = torch::where(Z.abs() < 1e-30, torch::ones_like(Z), Z);
-    A = s * (cfg.scale / Z);
+    column = column_values(cfg, x, {}, pos_i, pos_j);
+    column[0].second = column[0].second.masked_fill(hidden, 0.0);
+    if (norm.row->scale_free) {
+      scale = column[0].second.detach().abs().amax(-1, true);
+      scale = torch::where(scale == 0, torch::ones_like(scale), scale);
+      for (auto& [name, value] : column)
+        if (name != "x") value = value / scale;
+    }
+  }
+  auto terms = eval_expr(norm.term, column).expand_as(x).masked_fill(hidden, 0.0);
+  auto Z = eval_expr(norm.finish, {{"P", terms.sum(-1, true)}, {"unit", value_of(column, "unit")}});
+  if (scale.defined()) Z = Z * scale;
+  // An all-zero row (relu scores, say) has nothing to normalize.
+  Z = torch::where(Z.abs() < 1e-30, torch::ones_like(Z), Z);
+  auto w = eval_expr(norm.weight, column).expand_as(x).masked_fill(hidden, 0.0);
+  if (scale.defined()) w = w * scale;
+  auto A = w * (cfg.scale / Z);
+  torch::Tensor sink_share;
+  if (in.sink_logit) {
+    sink_share = (w.narrow(-1, columns, 1) / Z).squeeze(-1);
+    w = w.narrow(-1, 0, columns), A = A.narrow(-1, 0, columns), allowed = allowed.narrow(-1, 0, columns);
   }
   torch::Tensor out;
   if (in.k_star) {
@@ -114,10 +119,17 @@ AttentionOutput reference_attention(const AttentionConfig& cfg, const AttentionI
   AttentionOutput result{out, {}, {}};
   if (want_probe) {
     torch::NoGradGuard no_grad;
-    result.probe = metric_attention(cfg, s.detach(), A.detach(), allowed);
+    result.probe = metric_attention(cfg, w.detach(), A.detach(), allowed);
     if (sink_share.defined()) result.sink_share = sink_share.detach();
   }
   return result;
+}
+
+torch::Tensor sink_logit_share(const AttentionConfig& cfg, const torch::Tensor& b, const torch::Tensor& Z,
+                               const torch::Tensor& st1) {
+  const auto x = b.expand_as(Z), zero = torch::zeros_like(Z);
+  const NamedTensors column = column_values(cfg, x, cfg.shifted_exp ? st1 : torch::Tensor(), zero, zero);
+  return eval_expr(normalizer_form(normalizer_named(cfg.normalize), cfg.pnorm_p).weight, column).expand_as(Z) / Z;
 }
 
 }  // namespace sink::rt

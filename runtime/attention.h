@@ -3,8 +3,8 @@
 //
 //   x_ij = scale_qk <q_i, k_j> + g(i - j)     (q, k already through phi)
 //   s_ij = score(x_ij)                        masked entries contribute 0
-//   A_ij = alpha s_ij / Z_i                   Z: sum | 1 | max(|sum|, 1) | (sum |s|^p)^(1/p)
-//   softmax may add exp(b_h) to Z (a sink logit); softpick is relu(e^x - 1) / (sum |e^x - 1| + eps)
+//   A_ij = alpha w(s_ij) / Z_i                w, Z: the normaliser's (plan/normalizers.h)
+//   a sink logit b_h is one more column, of no value
 //   o_i  = sum_j A_ij v_j  (+ A_i* v* for the k* column)
 #pragma once
 #include <optional>
@@ -33,6 +33,11 @@ struct AttentionOutput {
 torch::Tensor allowed_pairs(int64_t T, int64_t prefix, int64_t window);
 
 AttentionOutput reference_attention(const AttentionConfig& cfg, const AttentionInputs& in, bool want_probe);
+
+// The sink logit b's share of each row, w(b) / Z ([B|1, H, T] like Z), from a kernel's row statistics Z and
+// st1 (the row max m in the online form).
+torch::Tensor sink_logit_share(const AttentionConfig& cfg, const torch::Tensor& b, const torch::Tensor& Z,
+                               const torch::Tensor& st1);
 
 // The attention a sink metric reads: A itself for sum-normalized non-negative
 // scores, otherwise the paper's proxy: s/(sum s + 1e-8), or |s|/sum|s| when

@@ -76,12 +76,12 @@ class GeneratedAttention : public torch::autograd::Function<GeneratedAttention> 
   }
 };
 
-// The probe's scores and Z as the metric reads them: A itself, or s scaled by 1 / Z.
+// The probe's weights w and Z as the metric reads them: A = alpha w / Z, or the weights themselves.
 torch::Tensor attention_from_probe(const AttentionConfig& cfg, const torch::Tensor& scores, const torch::Tensor& Z) {
   const int64_t T = scores.size(2);
   auto allowed = allowed_pairs(T, cfg.prefix, cfg.window).to(scores.device());
   if (scores.size(-1) > T) allowed = torch::cat({torch::ones({T, 1}, allowed.options()), allowed}, -1);
-  auto A = cfg.softmax ? scores : scores * (cfg.scale / Z.unsqueeze(-1));
+  auto A = scores * (cfg.scale / Z.unsqueeze(-1));
   return metric_attention(cfg, scores, A, allowed);
 }
 
@@ -109,8 +109,7 @@ AttentionProbe generated_probe(const KernelLauncher& launcher, const AttentionCo
   const torch::Tensor first = stats.select(2, 0).narrow(2, 0, T), second = stats.select(2, 1).narrow(2, 0, T);
   AttentionProbe probe;
   probe.attention = attention_from_probe(cfg, launcher.probe(in, stats), first);
-  // With a sink logit the form is shifted exp: first is the row max m, second the sum l.
-  if (in.sink.defined()) probe.sink_share = torch::exp(in.sink.view({1, -1, 1}) - first) / second;
+  if (in.sink.defined()) probe.sink_share = sink_logit_share(cfg, in.sink.view({1, -1, 1}), first, second);
   return probe;
 }
 

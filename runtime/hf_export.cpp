@@ -24,7 +24,7 @@ std::string refuse(const std::string& field, const std::string& value, const std
 // Fields that no stock class computes, whatever the rest of the model.
 std::string paper_variant(const ModelConfig& c) {
   const AttentionConfig& a = c.attention;
-  if (!a.softmax)
+  if (!is_softmax(a.score, a.normalize))
     return fmt::format("attention.score = {} with attention.normalize = {}: {} (softmax attention only)",
                        to_string(a.score), a.normalize, kNoClass);
   if (a.kernel != "identity") return refuse("attention.kernel", a.kernel);

@@ -59,7 +59,7 @@ Llama2cModel load_llama2c(const std::string& path) {
   c.tie_embeddings = shared;
   c.max_positions = seq_len;
   c.attention.score = ExprNode{ExprNode::Op::Call, 0, "exp", {ExprNode{ExprNode::Op::Var, 0, "qk", {}}}};
-  c.attention.softmax = true;
+  c.attention.shifted_exp = true;
 
   const int64_t expected = vocab * dim + layers * (2 * dim + dim * dim * 2 + 2 * dim * kv_dim + 3 * dim * hidden) + dim +
                            seq_len * dh + (shared ? 0 : vocab * dim);
@@ -107,7 +107,7 @@ std::string llama2c_unsupported(const ModelConfig& c) {
   if (c.sink_token) return only("model.sink_token", "true", "no sink token");
   if (c.biases != "none") return only("model.biases", c.biases, "no k* / v* attention biases");
   const AttentionConfig& a = c.attention;
-  if (!a.softmax)
+  if (!is_softmax(a.score, a.normalize))
     return fmt::format("attention.score = {} with attention.normalize = {}: llama2.c has softmax attention only "
                        "(score = exp(qk), normalize = sum)",
                        to_string(a.score), a.normalize);

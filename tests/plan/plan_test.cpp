@@ -76,7 +76,7 @@ TEST(PlanLibrary, RunConfigurationMakesEachDecisionOnce) {
   EXPECT_TRUE(c.model.key_column());
   EXPECT_TRUE(c.model.position_term());
   EXPECT_EQ(c.model.v_star, "fixed");
-  EXPECT_FALSE(c.model.attention.softmax);
+  EXPECT_FALSE(c.model.attention.shifted_exp);
   EXPECT_EQ(c.model.attention.window, 12);
   EXPECT_DOUBLE_EQ(c.model.attention.pnorm_p, 3);
   EXPECT_EQ(c.data.random_positions, (std::vector<int64_t>{2, 5}));
@@ -99,11 +99,11 @@ TEST(PlanLibrary, OneKernelDescriptionFromPlanOrConfig) {
   std::string text = unhashed(fixture_text());
   text = with_line(text, "score", "score = \"exp(qk)\"");
   text = with_line(text, "normalize", "normalize = \"sum\"");
-  EXPECT_TRUE(sink::kernels::kernel_spec(sink::plan_from_toml(text, "softmax")).softmax);
+  EXPECT_TRUE(sink::kernels::kernel_spec(sink::plan_from_toml(text, "softmax")).softmax());
   text = with_line(text, "normalize", "normalize = { form = \"pnorm\", p = 2 }");
   const auto shifted = sink::kernels::kernel_spec(sink::plan_from_toml(text, "pnorm"));
-  EXPECT_FALSE(shifted.softmax);
-  EXPECT_TRUE(shifted.shifted_exp());
+  EXPECT_FALSE(shifted.softmax());
+  EXPECT_TRUE(shifted.online);
 }
 
 TEST(PlanLibrary, PlansThatDoNotMatchTheSchemaAreClearErrors) {

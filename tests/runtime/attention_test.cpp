@@ -164,7 +164,7 @@ TEST(Attention, SoftmaxThreeByThreeByHand) {
   for (bool softmax : {true, false}) {
     SCOPED_TRACE(softmax ? "softmax path" : "generic exp(qk) / sum path");
     auto cfg = config(exp_qk());
-    cfg.softmax = softmax;
+    cfg.shifted_exp = softmax;
     auto r = reference_attention(cfg, {q, k, v, {}, {}, {}}, true);
     ASSERT_EQ(r.out.sizes(), (std::vector<int64_t>{1, 1, 3, 2}));
     ASSERT_EQ(r.probe.sizes(), (std::vector<int64_t>{1, 1, 3, 3}));
@@ -178,7 +178,7 @@ TEST(Attention, SoftmaxThreeByThreeByHand) {
 TEST(Attention, SoftmaxMultiHeadMatchesOracle) {
   auto in = random_inputs(2, 3, 5, 4, 1.0, 1);
   auto cfg = config(exp_qk());
-  cfg.softmax = true;
+  cfg.shifted_exp = true;
   auto r = reference_attention(cfg, {in.q, in.k, in.v, {}, {}, {}}, true);
   Oracle o;
   o.score = [](double x, int, int) { return std::exp(x); };
@@ -262,7 +262,7 @@ TEST(Attention, ScaleAlpha) {
   for (bool softmax : {true, false}) {
     SCOPED_TRACE(softmax ? "softmax" : "generic");
     auto cfg = config(exp_qk());
-    cfg.softmax = softmax;
+    cfg.shifted_exp = softmax;
     cfg.scale = 2.5;
     auto r = reference_attention(cfg, {in.q, in.k, in.v, {}, {}, {}}, true);
     Oracle o;
@@ -295,7 +295,7 @@ TEST(Attention, KStarColumnWithZeroAndNonZeroVStar) {
     for (int variant = 0; variant < 3; ++variant) {  // v* zero, v* per head, v* shared [1, dh] with k* shared
       SCOPED_TRACE(std::string(softmax ? "softmax" : "generic") + " variant " + std::to_string(variant));
       auto cfg = config(exp_qk());
-      cfg.softmax = softmax;
+      cfg.shifted_exp = softmax;
       torch::Tensor ks = variant == 2 ? k_star.narrow(0, 0, 1) : k_star;
       torch::Tensor vs = variant == 0 ? v_zero : variant == 1 ? v_star : v_star.narrow(0, 1, 1);
       auto r = reference_attention(cfg, {in.q, in.k, in.v, {}, ks, vs}, true);
@@ -312,7 +312,7 @@ TEST(Attention, KStarColumnWithZeroAndNonZeroVStar) {
   // With v* = 0 the k* column only takes mass away: out = (1 - A*) * plain attention on row 1
   // (query 1 sees key 1 and k* only).
   auto cfg = config(exp_qk());
-  cfg.softmax = true;
+  cfg.shifted_exp = true;
   auto with = reference_attention(cfg, {in.q, in.k, in.v, {}, k_star, v_zero}, true);
   auto a_star = with.probe.index({0, 0, 0, 0}).item<double>();
   for (int64_t c = 0; c < dh; ++c)
@@ -345,7 +345,7 @@ TEST(Attention, PrefixAndWindowMasks) {
       SCOPED_TRACE("prefix " + std::to_string(mc.prefix) + " window " + std::to_string(mc.window) +
                    (softmax ? " softmax" : " generic"));
       auto cfg = config(exp_qk());
-      cfg.softmax = softmax;
+      cfg.shifted_exp = softmax;
       cfg.prefix = mc.prefix;
       cfg.window = mc.window;
       auto r = reference_attention(cfg, {in.q, in.k, in.v, {}, {}, {}}, true);
@@ -363,7 +363,7 @@ TEST(Attention, PrefixAndWindowMasks) {
   }
   // Inside the prefix, query 1 attends to a later token.
   auto cfg = config(exp_qk());
-  cfg.softmax = true;
+  cfg.shifted_exp = true;
   cfg.prefix = 3;
   auto r = reference_attention(cfg, {in.q, in.k, in.v, {}, {}, {}}, true);
   EXPECT_GT(r.probe[0][0][0][2].item<double>(), 0.0);
@@ -401,7 +401,7 @@ TEST(Attention, PositionBiasIsAddedBeforeTheScore) {
     for (int64_t j = 0; j < T; ++j) g[0][0][i][j] = -0.5 * double(std::abs(i - j));
   for (bool softmax : {true, false}) {
     auto cfg = config(exp_qk());
-    cfg.softmax = softmax;
+    cfg.shifted_exp = softmax;
     auto r = reference_attention(cfg, {in.q, in.k, in.v, g, {}, {}}, false);
     Oracle o;
     o.score = [](double x, int, int) { return std::exp(x); };
@@ -413,9 +413,9 @@ TEST(Attention, PositionBiasIsAddedBeforeTheScore) {
 TEST(Attention, SoftmaxPathEqualsGenericPathOnModerateScores) {
   auto in = random_inputs(2, 3, 8, 8, 2.0, 11);
   auto soft = config(exp_qk());
-  soft.softmax = true;
+  soft.shifted_exp = true;
   auto generic = config(exp_qk());
-  generic.softmax = false;
+  generic.shifted_exp = false;
   auto a = reference_attention(soft, {in.q, in.k, in.v, {}, {}, {}}, true);
   auto b = reference_attention(generic, {in.q, in.k, in.v, {}, {}, {}}, true);
   EXPECT_TRUE(torch::allclose(a.out, b.out, 1e-12, 1e-12));
@@ -436,7 +436,7 @@ TEST(Attention, SoftmaxPathStaysFiniteOnHugeScores) {
   ASSERT_GT(x.abs().max().item<double>(), 5e3);
 
   auto soft = config(exp_qk());
-  soft.softmax = true;
+  soft.shifted_exp = true;
   auto r = reference_attention(soft, {in.q, in.k, in.v, {}, {}, {}}, true);
   EXPECT_TRUE(torch::isfinite(r.out).all().item<bool>());
   EXPECT_TRUE(torch::isfinite(r.probe).all().item<bool>());

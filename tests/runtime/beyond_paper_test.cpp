@@ -32,7 +32,7 @@ AttentionConfig attention_of(const std::string& normalize, const std::string& si
   AttentionConfig a;
   a.score = testing_variants::call("exp", {testing_variants::var("qk")});
   a.normalize = normalize;
-  a.softmax = is_softmax(a.score, a.normalize);
+  a.shifted_exp = is_shifted_exp(a.score, a.normalize);
   a.sink_logit = sink_logit;
   return a;
 }
@@ -49,7 +49,7 @@ TEST(BeyondThePaper, SoftpickByHand) {
   OneDim c;
   auto r = reference_attention(attention_of("softpick"), {c.tq(), c.tk(), c.v, {}, {}, {}, {}}, true);
   for (int i = 0; i < 3; ++i) {
-    double Z = kSoftpickEps, o = 0;
+    double Z = 1e-8, o = 0;  // the authors' eps
     for (int j = 0; j <= i; ++j) Z += std::abs(std::exp(c.q[i] * c.k[j]) - 1);
     for (int j = 0; j < 3; ++j) {
       const double A = j <= i ? std::max(std::exp(c.q[i] * c.k[j]) - 1, 0.0) / Z : 0.0;

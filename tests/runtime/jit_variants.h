@@ -45,7 +45,6 @@ inline AttentionConfig config_of(const Variant& v) {
   a.scale = v.alpha;
   a.prefix = v.prefix;
   a.window = v.window;
-  a.softmax = sink::is_softmax(v.score, v.normalize);
   a.shifted_exp = sink::is_shifted_exp(v.score, v.normalize);
   a.sink_logit = v.sink_logit ? "learned" : "none";
   return a;
@@ -166,16 +165,21 @@ inline std::vector<Variant> score_function_variants() {
 inline std::vector<Variant> normalizer_variants() {
   std::vector<Variant> out;
   for (const auto& row : sink::normalizers()) {
-    if (row.online_form) continue;  // softpick: its own variants (beyond_the_paper_variants)
+    // A row over the logit x itself (softpick) is defined for exp(qk) alone: its exp variants below, and its
+    // own (beyond_the_paper_variants).
+    const bool over_logit = sink::mentions_var(row.term, "x") || sink::mentions_var(row.weight, "x");
     for (double p : row.parameters.empty() ? std::vector<double>{1} : std::vector<double>{0.5, 3}) {
       const std::string tag = row.name + (row.parameters.empty() ? "" : " p=" + sink::format_number(p)) + ": ";
       const bool signed_ok = row.name == "none" || row.name == "abs_clamped";
       const ExprNode sig = call("sigmoid", {var("qk")}), relu = call("relu", {var("qk")});
-      out.push_back({.name = tag + "sigmoid", .score = sig, .normalize = row.name, .p = p});
-      out.push_back({.name = tag + "sigmoid, KV biases, window 3 + prefix 2", .score = sig, .normalize = row.name, .p = p,
-                     .prefix = 2, .window = 3, .key_bias = true, .learned_v = true});
-      out.push_back({.name = tag + (signed_ok ? "identity, ALiBi" : "relu, ALiBi"), .score = signed_ok ? var("qk") : relu,
-                     .normalize = row.name, .p = p, .position_bias = true, .T = 13});
+      if (!over_logit) {
+        out.push_back({.name = tag + "sigmoid", .score = sig, .normalize = row.name, .p = p});
+        out.push_back({.name = tag + "sigmoid, KV biases, window 3 + prefix 2", .score = sig, .normalize = row.name,
+                       .p = p, .prefix = 2, .window = 3, .key_bias = true, .learned_v = true});
+        out.push_back({.name = tag + (signed_ok ? "identity, ALiBi" : "relu, ALiBi"),
+                       .score = signed_ok ? var("qk") : relu, .normalize = row.name, .p = p, .position_bias = true,
+                       .T = 13});
+      }
       if (sink::is_shifted_exp(call("exp", {var("qk")}), row.name)) {
         out.push_back({.name = tag + "exp, max-shifted", .normalize = row.name, .p = p, .T = 11});
         out.push_back({.name = tag + "exp, max-shifted, large scores, KV biases", .normalize = row.name, .p = p,

@@ -111,7 +111,7 @@ TEST_P(ModelArch, ForwardShapesAndProbes) {
     // (a row whose scores are all zero, e.g. an MLP kernel whose ReLU kills a
     // query, has nothing to normalize and stays 0).
     auto rows = r.attention[l].to(torch::kDouble).sum(-1);
-    if (c.attention.softmax) {
+    if (sink::is_softmax(c.attention.score, c.attention.normalize)) {
       EXPECT_TRUE(torch::allclose(rows, torch::full_like(rows, c.attention.scale), 1e-5, 1e-5))
           << "layer " << l << " row sums " << rows.min().item<double>() << " .. " << rows.max().item<double>();
     } else {

@@ -19,10 +19,21 @@ namespace {
 using sink::NormalizerForm;
 using sink::rt::eval_expr;
 
+// What the expressions read of a row of scores s, under the online form's unit (1: unshifted): the logit x
+// with s = e^x unit, where a row reads it (the scores are then positive).
+sink::rt::NamedTensors column(const torch::Tensor& s, double unit = 1) {
+  return {{"s", s}, {"x", torch::log(s / unit)}, {"unit", torch::full({}, unit, s.options())}};
+}
+
 // Z = finish(sum_j term(s_j)) of one row of scores.
-torch::Tensor row_z(const NormalizerForm& n, const torch::Tensor& s) {
-  auto P = eval_expr(n.term, {{"s", s}}).expand_as(s).sum();
-  return eval_expr(n.finish, {{"P", P}});
+torch::Tensor row_z(const NormalizerForm& n, const torch::Tensor& s, double unit = 1) {
+  auto P = eval_expr(n.term, column(s, unit)).expand_as(s).sum();
+  return eval_expr(n.finish, {{"P", P}, {"unit", torch::full({}, unit, s.options())}});
+}
+
+// A row over the logit x itself (softpick) is defined for exp(qk), positive scores, alone.
+bool over_logit(const sink::Normalizer& n) {
+  return sink::mentions_var(n.term, "x") || sink::mentions_var(n.weight, "x");
 }
 
 // Each normaliser's Z as its formula says, written here apart from the table; none for a row not yet known.
@@ -32,14 +43,16 @@ std::optional<double> formula_z(const std::string& name, const torch::Tensor& s,
   if (name == "abs_clamped") return std::max(std::abs(s.sum().item<double>()), 1.0);
   if (name == "pnorm") return std::pow(s.abs().pow(p).sum().item<double>(), 1 / p);
   if (name == "count") return static_cast<double>(s.numel());
+  if (name == "softpick") return (s - 1).abs().sum().item<double>() + 1e-8;  // the authors' eps
   return std::nullopt;
 }
 
-// Rows of scores: positive, signed, with an exact zero, and one of a single key.
+// Rows of scores: positive, near 1 (softpick's e^x - 1 near 0), signed, with an exact zero, and one of a single key.
 std::vector<torch::Tensor> score_rows() {
   auto d = torch::kDouble;
-  return {torch::tensor({0.3, 1.7, 0.05, 2.4}, d), torch::tensor({-0.8, 1.1, 0.6, -0.2, 0.9}, d),
-          torch::tensor({0.0, 0.7, 1.3}, d), torch::tensor({0.45}, d), torch::tensor({-2.5, 0.5, -0.25}, d)};
+  return {torch::tensor({0.3, 1.7, 0.05, 2.4}, d), torch::tensor({1.2, 0.9, 1.05}, d),
+          torch::tensor({-0.8, 1.1, 0.6, -0.2, 0.9}, d), torch::tensor({0.0, 0.7, 1.3}, d), torch::tensor({0.45}, d),
+          torch::tensor({-2.5, 0.5, -0.25}, d)};
 }
 
 std::vector<double> parameters_of(const sink::Normalizer& n) {
@@ -50,10 +63,10 @@ std::vector<double> parameters_of(const sink::Normalizer& n) {
 void for_each_case(const std::function<void(const sink::Normalizer&, double, const NormalizerForm&,
                                             const torch::Tensor&)>& check) {
   for (const auto& row : sink::normalizers()) {
-    if (row.online_form) continue;
     for (double p : parameters_of(row)) {
       const NormalizerForm n = sink::normalizer_form(row, p);
       for (const auto& s : score_rows()) {
+        if (over_logit(row) && (s <= 0).any().item<bool>()) continue;
         SCOPED_TRACE(row.name + " p=" + std::to_string(p) + " s=" + torch::str(s));
         check(row, p, n, s);
       }
@@ -74,24 +87,31 @@ TEST(Normalizers, SlopesAgreeWithFiniteDifferencesAndAutograd) {
   for_each_case([&](const sink::Normalizer&, double, const NormalizerForm& n, const torch::Tensor& s0) {
     auto s = s0.clone().requires_grad_(true);
     auto Z = row_z(n, s);
-    auto P = eval_expr(n.term, {{"s", s0}}).expand_as(s0).sum();
+    auto P = eval_expr(n.term, column(s0)).expand_as(s0).sum();
     // A constant Z (none) is no function of s at all: its gradient is 0.
     auto autograd = Z.requires_grad() ? torch::autograd::grad({Z}, {s}, {}, false, false, true)[0] : torch::Tensor();
     if (!autograd.defined()) autograd = torch::zeros_like(s0);
-    auto slope = eval_expr(n.slope, {{"s", s0}, {"Z", Z.detach()}, {"P", P}}).expand_as(s0);
+    auto values = column(s0);
+    values.push_back({"Z", Z.detach()}), values.push_back({"P", P});
+    auto slope = eval_expr(n.slope, values).expand_as(s0);
+    auto weight_slope = eval_expr(n.weight_slope, values).expand_as(s0);
     for (int64_t j = 0; j < s0.numel(); ++j) {
       if (s0[j].item<double>() == 0) {
         // A zero score is an exp that underflowed: the slope there is 0 (the p-norm's limit through ds/dx = s).
         continue;
       }
-      auto shifted = [&](double by) {
+      auto moved = [&](double by) {
         auto t = s0.clone();
         t[j] += by;
-        return row_z(n, t).item<double>();
+        return t;
       };
-      const double central = (shifted(h) - shifted(-h)) / (2 * h);
+      const double central = (row_z(n, moved(h)).item<double>() - row_z(n, moved(-h)).item<double>()) / (2 * h);
       EXPECT_NEAR(slope[j].item<double>(), central, 1e-6 * std::max(1.0, std::abs(central))) << "key " << j;
       EXPECT_NEAR(autograd[j].item<double>(), central, 1e-6 * std::max(1.0, std::abs(central))) << "key " << j;
+      auto weight = [&](const torch::Tensor& t) { return eval_expr(n.weight, column(t)).expand_as(t)[j].item<double>(); };
+      const double weight_central = (weight(moved(h)) - weight(moved(-h))) / (2 * h);
+      EXPECT_NEAR(weight_slope[j].item<double>(), weight_central, 1e-6 * std::max(1.0, std::abs(weight_central)))
+          << "weight, key " << j;
     }
   });
 }
@@ -109,12 +129,13 @@ TEST(Normalizers, ScaleFreeRowsAreHomogeneousAndTheirSlopesReadNoP) {
       const NormalizerForm n = sink::normalizer_form(row, p);
       auto s = torch::tensor({0.3, 1.7, 0.05, 2.4}, torch::kDouble);
       const double c = 0.0371;
-      EXPECT_NEAR(row_z(n, s * c).item<double>(), c * row_z(n, s).item<double>(), 1e-12) << row.name << " p=" << p;
-      auto term = [&](const torch::Tensor& x) { return eval_expr(n.term, {{"s", x}}).expand_as(x); };
-      EXPECT_TRUE(torch::allclose(term(s * c), std::pow(c, n.term_degree) * term(s), 1e-12, 0)) << row.name;
+      // Scaled with unit: (c s, c unit), the logit x unchanged.
+      EXPECT_NEAR(row_z(n, s * c, c).item<double>(), c * row_z(n, s).item<double>(), 1e-12) << row.name << " p=" << p;
+      auto term = [&](const torch::Tensor& x, double unit) { return eval_expr(n.term, column(x, unit)).expand_as(x); };
+      EXPECT_TRUE(torch::allclose(term(s * c, c), std::pow(c, n.term_degree) * term(s, 1), 1e-12, 0)) << row.name;
     }
   }
-  EXPECT_GE(scale_free, 2);  // sum and pnorm at least
+  EXPECT_GE(scale_free, 3);  // sum, pnorm and softpick at least
 }
 
 TEST(Normalizers, TheSchemaOffersEveryRowWithItsParameters) {
