@@ -57,7 +57,8 @@ struct Variant {
   ExprNode score;
   std::string normalize = "sum";
   int64_t window = 0, prefix = 0;
-  std::string sink_logit = "none", pe = "rope";
+  SinkLogit sink_logit = SinkLogit::none;
+  PosEmbedding pe = PosEmbedding::rope;
   double scale = 1;
 };
 
@@ -75,10 +76,10 @@ std::vector<Variant> variants() {
                             {"sinklogit", "sink logit", exp_qk}};
   v[2].window = 32;
   v[3].prefix = 16;
-  v[4].pe = "alibi";
-  v[5].pe = "relative";
+  v[4].pe = PosEmbedding::alibi;
+  v[5].pe = PosEmbedding::relative;
   v[6].scale = 0.2;
-  v[8].sink_logit = "learned";
+  v[8].sink_logit = SinkLogit::learned;
   return v;
 }
 
@@ -109,13 +110,15 @@ Case make_case(const Variant& var, int64_t B, int64_t H, int64_t T, int64_t dh) 
   cfg.sink_logit = var.sink_logit;
   c.model.pe = var.pe;
   c.model.heads = H;
-  c.model.biases = "none";
+  c.model.biases = Biases::none;
   c.model.d_head = dh;
   c.spec = kernels::kernel_spec(c.model);
   if (cfg.has_sink_logit()) c.sink = torch::zeros({H}).requires_grad_(true);
   auto n = torch::arange(T, torch::kFloat);
-  if (var.pe == "alibi") c.g = -torch::pow(2.0, -8.0 * torch::arange(1, H + 1, torch::kFloat) / H).view({H, 1}) * n;
-  if (var.pe == "relative") {  // T5's learned table of 32 buckets up to distance 128, as a model's is read out
+  if (var.pe == PosEmbedding::alibi)
+    c.g = -torch::pow(2.0, -8.0 * torch::arange(1, H + 1, torch::kFloat) / H).view({H, 1}) * n;
+  // T5's learned table of 32 buckets up to distance 128, as a model's is read out
+  if (var.pe == PosEmbedding::relative) {
     std::vector<int64_t> buckets(T);
     for (int64_t d = 0; d < T; ++d) buckets[d] = relative_bucket(d, 32, 128);
     c.g = torch::randn({32, H}).index_select(0, torch::tensor(buckets)).t().contiguous().requires_grad_(true);

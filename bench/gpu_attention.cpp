@@ -91,12 +91,12 @@ int main(int argc, char** argv) {
       shaped.T = T, shaped.D = dh;
       ModelConfig model;
       model.attention = config_of(shaped);
-      model.attention.backend = "jit";
-      model.pe = "rope";
-      model.biases = v.key_bias ? "k" : "none";
+      model.attention.backend = Backend::jit;
+      model.pe = PosEmbedding::rope;
+      model.biases = v.key_bias ? Biases::k : Biases::none;
       model.d_head = dh;
       auto generated = make_attention_backend(model, dev, KernelChoice::Generated);
-      model.attention.backend = "reference";
+      model.attention.backend = Backend::reference;
       auto reference = make_attention_backend(model, dev);
 
       auto q = torch::randn({B, H, T, dh}, bf16).requires_grad_(), k = torch::randn({B, H, T, dh}, bf16).requires_grad_(),

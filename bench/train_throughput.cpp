@@ -61,7 +61,7 @@ double ours(RunConfig cfg, int steps) {
   // (bench/profile_summary.py sums it by operator).
   std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
   if (const char* path = getenv("SINKLAB_BENCH_PROFILE")) {
-    const std::string file = fmt::format("{}-{}.json", path, cfg.model.attention.backend);
+    const std::string file = fmt::format("{}-{}.json", path, name_of(cfg.model.attention.backend));
     profile = std::make_unique<torch::autograd::profiler::RecordProfile>(file);
   }
   auto t0 = std::chrono::steady_clock::now();

@@ -17,8 +17,13 @@ class RunView {
   }
   int64_t i(const std::string& path) const { auto* s = get(path); return s ? s->value.i : 0; }
   double f(const std::string& path) const { auto* s = get(path); return s ? s->value.number() : 0; }
-  std::string e(const std::string& path) const { auto* s = get(path); return s ? s->value.s : ""; }
   const Value* v(const std::string& path) const { auto* s = get(path); return s ? &s->value : nullptr; }
+  // Nothing when the field is unset or its value not a name of E.
+  template <class E>
+  std::optional<E> choice(const std::string& path) const {
+    auto* s = get(path);
+    return s ? find_choice<E>(s->value.s) : std::nullopt;
+  }
 
   // Reports at whichever of the paths was set last in source order within
   // the run's own files, so the caret lands on the line to change.
@@ -74,18 +79,20 @@ void check_run(const Run& run, Diagnostics& diags) {
   const bool d_head_ok = heads > 0 && d % heads == 0;
   if (d_head_ok && r.i("model.k_dims") > d_head)
     r.error({"model.k_dims", "model.d", "model.heads"}, fmt::format("k_dims = {} exceeds d_head = {}", r.i("model.k_dims"), d_head));
-  if (const Value* pe = r.v("model.pe"); pe && pe->s == "rope" && d_head_ok && d_head % 2 != 0)
+  if (r.choice<PosEmbedding>("model.pe") == PosEmbedding::rope && d_head_ok && d_head % 2 != 0)
     r.error({"model.pe", "model.d", "model.heads"}, fmt::format("RoPE rotates pairs of dimensions: d_head = {} is odd", d_head));
-  if (const Value* pe = r.v("model.pe"); pe && pe->s == "learned" && r.i("measure.T") > context)
+  if (r.choice<PosEmbedding>("model.pe") == PosEmbedding::learned && r.i("measure.T") > context)
     r.error({"measure.T", "train.context", "model.pe"},
             fmt::format("learned positions stop at context = {}: measure.T = {} cannot be measured", context, r.i("measure.T")));
-  const std::string biases = r.e("model.biases");
+  const std::optional<Biases> biases = r.choice<Biases>("model.biases");
+  const bool key_biases = biases == Biases::k || biases == Biases::kv;
   const Value* vstar = r.v("model.v_star");
-  if (vstar && vstar->kind == Value::Kind::Expr && biases != "k")
+  if (vstar && vstar->kind == Value::Kind::Expr && biases != Biases::k)
     r.error({"model.v_star", "model.biases"}, "a fixed v* vector needs biases = k");
-  if (vstar && vstar->kind == Value::Kind::Enum && vstar->s == "learned" && biases == "none")
+  if (vstar && vstar->kind == Value::Kind::Enum && find_choice<VStar>(vstar->s) == VStar::learned &&
+      biases == Biases::none)
     r.error({"model.v_star", "model.biases"}, fmt::format("v_star = {} has no effect with biases = none", vstar->s));
-  if (r.i("model.k_dims") > 0 && biases != "k" && biases != "kv")
+  if (r.i("model.k_dims") > 0 && !key_biases)
     r.error({"model.k_dims", "model.biases"}, "k_dims needs key biases (biases = k or kv)");
 
   // Attention operation.
@@ -103,7 +110,11 @@ void check_run(const Run& run, Diagnostics& diags) {
   // The designs beyond the paper, and what they presuppose.
   const bool exp_qk = score && score->expr && is_softmax(*score->expr, "sum");
   const bool softmax = exp_qk && norm && norm->s == "sum";
-  if (const Value* sl = r.v("attention.sink_logit"); sl && !(sl->kind == Value::Kind::Enum && sl->s == "none")) {
+  // A number there is a fixed logit, and so a sink logit.
+  const Value* sink_logit = r.v("attention.sink_logit");
+  const bool has_sink_logit = sink_logit && !(sink_logit->kind == Value::Kind::Enum &&
+                                              find_choice<SinkLogit>(sink_logit->s) == SinkLogit::none);
+  if (has_sink_logit) {
     if (!softmax)
       r.error({"attention.sink_logit", "attention.normalize", "attention.score"},
               fmt::format("sink_logit adds exp(b) to a softmax denominator: it needs score = exp(qk) and normalize = sum, "
@@ -123,14 +134,15 @@ void check_run(const Run& run, Diagnostics& diags) {
       r.error({"attention.differential", "model.d", "model.heads"},
               fmt::format("differential attention splits q and k into two halves of d_head / 2, rotated in pairs: "
                           "d_head = {} is not a multiple of 4", d_head));
-    if (biases == "k" || biases == "kv")
+    if (key_biases)
       r.error({"attention.differential", "model.biases"},
-              fmt::format("biases = {} adds one key k* per head, but differential attention splits every key in two", biases));
-    if (const Value* sl = r.v("attention.sink_logit"); sl && !(sl->kind == Value::Kind::Enum && sl->s == "none"))
+              fmt::format("biases = {} adds one key k* per head, but differential attention splits every key in two",
+                          name_of(*biases)));
+    if (has_sink_logit)
       r.error({"attention.differential", "attention.sink_logit"},
               "sink_logit with differential attention is not supported: they are two designs for the same sink; compare them "
               "as separate runs");
-    if (const Value* k = r.v("attention.kernel"); k && k->s == "mlp")
+    if (r.choice<AttnKernel>("attention.kernel") == AttnKernel::mlp)
       r.error({"attention.differential", "attention.kernel"},
               "kernel = mlp maps whole queries and keys; differential attention splits them in two");
   }
@@ -158,7 +170,9 @@ void check_run(const Run& run, Diagnostics& diags) {
   // specs/sec5_constant_token_tiny.sink moves it to position 2).
   int64_t vocab = r.i("model.vocab");
   std::string vocab_name = "vocab";
-  if (const Value* corpus = r.v("data.corpus"); vocab == 0 && corpus && corpus->s == "synthetic" && corpus->arg("vocab"))
+  const Value* corpus = r.v("data.corpus");
+  const std::optional<CorpusKind> corpus_kind = r.choice<CorpusKind>("data.corpus");
+  if (vocab == 0 && corpus_kind == CorpusKind::synthetic && corpus->arg("vocab"))
     vocab = corpus->arg("vocab")->i + 1, vocab_name = "synthetic vocab + BOS";
   if (const Value* fix = r.v("data.fix"); fix && vocab > 0) {
     for (const auto& p : fix->items)
@@ -185,8 +199,7 @@ void check_run(const Run& run, Diagnostics& diags) {
         if ((p.kind == Value::Kind::List ? p.items[1].i : p.i) == 1) return true;
       return false;
     };
-    const Value* first = r.v("data.first_token");
-    if (first && first->s == "random")
+    if (r.choice<FirstToken>("data.first_token") == FirstToken::random)
       r.warning({"data.first_token", "data.bos"}, "first_token = random replaces the BOS (positions count the BOS)",
                 "random at [2] randomizes the first token after the BOS");
     else if (at_one(r.v("data.random")))
@@ -196,7 +209,7 @@ void check_run(const Run& run, Diagnostics& diags) {
       r.warning({"data.fix", "data.bos"}, "a fixed token at position 1 replaces the BOS (positions count the BOS)",
                 "the first token after the BOS is position 2");
   }
-  if (const Value* corpus = r.v("data.corpus"); corpus && corpus->s == "synthetic") {
+  if (corpus_kind == CorpusKind::synthetic) {
     const Value* offsets = corpus->arg("offsets");
     const Value* triggers = corpus->arg("triggers");
     const Value* voc = corpus->arg("vocab");
@@ -206,9 +219,10 @@ void check_run(const Run& run, Diagnostics& diags) {
     if (voc && triggers && triggers->i >= voc->i)
       r.error({"data.corpus"}, fmt::format("synthetic: triggers = {} leaves no ordinary tokens in vocab = {}", triggers->i, voc->i));
   }
-  if (const Value* corpus = r.v("data.corpus"); corpus && corpus->s == "file" && corpus->arg("path")->s.empty())
+  if (corpus_kind == CorpusKind::file && corpus->arg("path")->s.empty())
     r.error({"data.corpus"}, "file(...) needs a path, e.g. file(\"data/*.jsonl.zst\")");
-  if (const Value* tok = r.v("data.tokenizer"); tok && tok->s == "llama2c" && tok->arg("path")->s.empty())
+  if (const Value* tok = r.v("data.tokenizer");
+      r.choice<TokenizerKind>("data.tokenizer") == TokenizerKind::llama2c && tok->arg("path")->s.empty())
     r.error({"data.tokenizer"}, "llama2c(...) needs the path of a tok*.bin file");
   if (const int64_t micro = r.i("train.micro_batch"); micro > 0 && r.i("train.batch") % micro != 0)
     r.error({"train.micro_batch", "train.batch"},

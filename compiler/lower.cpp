@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "plan/choices.h"
 #include "plan/schema.h"
 
 namespace sink {
@@ -31,12 +32,12 @@ std::vector<Plan> lower(const Program& program, Diagnostics& diags) {
     // Random positions: one sorted list, x1 included when first_token = random.
     std::vector<int64_t> random;
     for (const auto& v : fields["data.random"].items) random.push_back(v.i);
-    if (fields["data.first_token"].s == "random") random.push_back(1);
+    if (find_choice<FirstToken>(fields["data.first_token"].s) == FirstToken::random) random.push_back(1);
     std::sort(random.begin(), random.end());
     random.erase(std::unique(random.begin(), random.end()), random.end());
     fields["data.random"].items.clear();
     for (int64_t p : random) fields["data.random"].items.push_back(Value::of_int(p));
-    fields["data.first_token"] = Value::of_enum("natural");
+    fields["data.first_token"] = Value::of_enum(name_of(FirstToken::natural));
 
     // Fixed tokens sorted by position; a repeated identical statement is one.
     auto& fix = fields["data.fix"].items;
@@ -53,13 +54,17 @@ std::vector<Plan> lower(const Program& program, Diagnostics& diags) {
     for (int64_t p : positions) fields["measure.positions"].items.push_back(Value::of_int(p));
 
     if (fields["model.kv_heads"].i == 0) fields["model.kv_heads"] = fields["model.heads"];
-    const std::string biases = fields["model.biases"].s;
+    const bool no_biases = find_choice<Biases>(fields["model.biases"].s) == Biases::none;
     Value& vstar = fields["model.v_star"];
-    if (biases == "none") vstar = Value::of_enum("zero");
-    else if (vstar.kind == Value::Kind::Enum && vstar.s == "auto") vstar = Value::of_enum(biases == "k" ? "zero" : "learned");
+    if (no_biases) {
+      vstar = Value::of_enum(name_of(VStar::zero));
+    } else if (vstar.kind == Value::Kind::Enum && find_choice<VStar>(vstar.s) == VStar::auto_) {
+      const bool key_only = find_choice<Biases>(fields["model.biases"].s) == Biases::k;
+      vstar = Value::of_enum(name_of(key_only ? VStar::zero : VStar::learned));
+    }
     const int64_t d_head = fields["model.d"].i / std::max<int64_t>(1, fields["model.heads"].i);
-    if (biases == "none" || fields["model.k_dims"].i == 0) fields["model.k_dims"] = Value::of_int(biases == "none" ? 0 : d_head);
-    if (biases == "none") fields["model.bias_shared"] = Value::of_bool(false);
+    if (no_biases || fields["model.k_dims"].i == 0) fields["model.k_dims"] = Value::of_int(no_biases ? 0 : d_head);
+    if (no_biases) fields["model.bias_shared"] = Value::of_bool(false);
     plans.push_back(std::move(plan));
   }
   return plans;

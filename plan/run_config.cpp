@@ -26,7 +26,9 @@ bool is_shifted_exp(const ExprNode& score, const std::string& normalize) {
   return n && n->scale_free && score == exp_of_qk();
 }
 
-bool measures_with_bos(const std::string& mode, const DataConfig& data) { return mode == "with" || (mode == "auto" && data.bos); }
+bool measures_with_bos(MeasureBos mode, const DataConfig& data) {
+  return mode == MeasureBos::with || (mode == MeasureBos::auto_ && data.bos);
+}
 
 // Plans are lowered (compiler/lower.cpp): kv_heads, v_star, k_dims and the
 // random first token are already resolved, so they are read, not re-derived.
@@ -44,26 +46,27 @@ RunConfig read_config(const Plan& p) {
   if (m.kv_heads < 1 || m.heads % m.kv_heads != 0)
     throw PlanError(p.name + ": model.kv_heads must divide model.heads in a lowered plan");
   m.d_head = m.d / m.heads;
-  m.ffn = p.choice("model.ffn");
+  m.ffn = parse_choice<Ffn>(p.choice("model.ffn"));
   m.ffn_hidden = p.integer("model.ffn_hidden");
   const Value& pe = p.at("model.pe");
-  m.pe = pe.s;
-  if (m.pe == "relative") m.rel_buckets = pe.arg("buckets")->i, m.rel_max_distance = pe.arg("max_distance")->i;
-  if (m.pe == "rope") m.rope_theta = pe.arg("theta")->number();
-  m.norm = p.choice("model.norm");
+  m.pe = parse_choice<PosEmbedding>(pe.s);
+  if (m.pe == PosEmbedding::relative)
+    m.rel_buckets = pe.arg("buckets")->i, m.rel_max_distance = pe.arg("max_distance")->i;
+  if (m.pe == PosEmbedding::rope) m.rope_theta = pe.arg("theta")->number();
+  m.norm = parse_choice<NormKind>(p.choice("model.norm"));
   m.norm_eps = p.number("model.norm_eps");
-  m.placement = p.choice("model.placement");
-  m.heads_combine = p.choice("model.heads_combine");
+  m.placement = parse_choice<NormPlacement>(p.choice("model.placement"));
+  m.heads_combine = parse_choice<HeadsCombine>(p.choice("model.heads_combine"));
   m.sink_token = p.flag("model.sink_token");
-  m.biases = p.choice("model.biases");
+  m.biases = parse_choice<Biases>(p.choice("model.biases"));
   m.bias_shared = p.flag("model.bias_shared");
   m.k_dims = p.integer("model.k_dims");
   const Value& vstar = p.at("model.v_star");
   if (vstar.kind == Value::Kind::Expr) {
-    m.v_star = "fixed";
+    m.v_star = VStar::fixed;
     m.v_star_expr = *vstar.expr;
   } else {
-    m.v_star = vstar.s;
+    m.v_star = parse_choice<VStar>(vstar.s);
   }
   m.tie_embeddings = p.flag("model.tie_embeddings");
   m.init_std = p.number("model.init_std");
@@ -71,8 +74,8 @@ RunConfig read_config(const Plan& p) {
   AttentionConfig& a = m.attention;
   a.score = *p.at("attention.score").expr;
   const Value& kernel = p.at("attention.kernel");
-  a.kernel = kernel.s;
-  if (a.kernel == "mlp") a.kernel_hidden = kernel.arg("hidden")->i;
+  a.kernel = parse_choice<AttnKernel>(kernel.s);
+  if (a.kernel == AttnKernel::mlp) a.kernel_hidden = kernel.arg("hidden")->i;
   const Value& norm = p.at("attention.normalize");
   a.normalize = norm.s;
   if (const Value* p_arg = norm.arg("p")) a.pnorm_p = p_arg->number();
@@ -81,21 +84,21 @@ RunConfig read_config(const Plan& p) {
   a.prefix = p.integer("loss.prefix");
   const Value& window = p.at("loss.window");
   a.window = window.kind == Value::Kind::Int ? window.i : 0;
-  a.backend = p.choice("attention.backend");
-  a.gate = p.choice("attention.gate");
+  a.backend = parse_choice<Backend>(p.choice("attention.backend"));
+  a.gate = parse_choice<Gate>(p.choice("attention.gate"));
   const Value& sink_logit = p.at("attention.sink_logit");
-  a.sink_logit = sink_logit.kind == Value::Kind::Enum ? sink_logit.s : "fixed";
-  if (a.sink_logit == "fixed") a.sink_logit_value = sink_logit.number();
+  a.sink_logit = sink_logit.kind == Value::Kind::Enum ? parse_choice<SinkLogit>(sink_logit.s) : SinkLogit::fixed;
+  if (a.sink_logit == SinkLogit::fixed) a.sink_logit_value = sink_logit.number();
   a.differential = p.flag("attention.differential");
   a.lambda_init = p.number("attention.lambda_init");
 
   DataConfig& d = c.data;
   const Value& corpus = p.at("data.corpus");
-  d.corpus = corpus.s;
-  if (d.corpus == "builtin") d.corpus_arg = corpus.arg("name")->s;
-  if (d.corpus == "file") d.corpus_arg = corpus.arg("path")->s;
-  if (d.corpus == "synthetic") {
-    d.synthetic_kind = corpus.arg("kind")->s;
+  d.corpus = parse_choice<CorpusKind>(corpus.s);
+  if (d.corpus == CorpusKind::builtin) d.corpus_arg = corpus.arg("name")->s;
+  if (d.corpus == CorpusKind::file) d.corpus_arg = corpus.arg("path")->s;
+  if (d.corpus == CorpusKind::synthetic) {
+    d.synthetic_kind = parse_choice<SyntheticKind>(corpus.arg("kind")->s);
     d.synthetic_vocab = corpus.arg("vocab")->i;
     d.triggers = corpus.arg("triggers")->i;
     d.offsets = ints(*corpus.arg("offsets"));
@@ -103,9 +106,9 @@ RunConfig read_config(const Plan& p) {
     d.synthetic_seed = corpus.arg("seed")->i;
   }
   const Value& tok = p.at("data.tokenizer");
-  d.tokenizer = tok.s;
-  if (d.tokenizer == "sentencepiece") d.tokenizer_vocab = tok.arg("vocab")->i;
-  if (d.tokenizer == "llama2c") d.tokenizer_path = tok.arg("path")->s;
+  d.tokenizer = parse_choice<TokenizerKind>(tok.s);
+  if (d.tokenizer == TokenizerKind::sentencepiece) d.tokenizer_vocab = tok.arg("vocab")->i;
+  if (d.tokenizer == TokenizerKind::llama2c) d.tokenizer_path = tok.arg("path")->s;
   d.bos = p.flag("data.bos");
   d.amount = p.integer("data.amount");
   d.random_positions = ints(p.at("data.random"));
@@ -115,9 +118,9 @@ RunConfig read_config(const Plan& p) {
   TrainConfig& t = c.train;
   t.lr = p.number("optim.lr");
   const Value& schedule = p.at("optim.schedule");
-  t.schedule = schedule.s;
+  t.schedule = parse_choice<Schedule>(schedule.s);
   t.warmup = schedule.arg("warmup")->i;
-  t.min_lr = t.schedule == "cosine" ? schedule.arg("min_lr")->number() : t.lr;
+  t.min_lr = t.schedule == Schedule::cosine ? schedule.arg("min_lr")->number() : t.lr;
   t.weight_decay = p.number("optim.weight_decay");
   t.beta1 = p.at("optim.betas").items[0].number();
   t.beta2 = p.at("optim.betas").items[1].number();
@@ -129,9 +132,9 @@ RunConfig read_config(const Plan& p) {
   t.seed = p.integer("train.seed");
   t.checkpoint_every = p.integer("train.checkpoint_every");
   t.threads = p.integer("train.threads");
-  t.device = p.choice("train.device");
+  t.device = parse_choice<DeviceKind>(p.choice("train.device"));
   t.micro_batch = p.integer("train.micro_batch");
-  t.precision = p.choice("train.precision");
+  t.precision = parse_choice<Precision>(p.choice("train.precision"));
   m.max_positions = std::max(t.context, p.integer("measure.T")) + (m.sink_token ? 1 : 0);
 
   MeasureConfig& ms = c.measure;
@@ -140,8 +143,8 @@ RunConfig read_config(const Plan& p) {
   ms.T = p.integer("measure.T");
   ms.sequences = p.integer("measure.sequences");
   ms.positions = ints(p.at("measure.positions"));
-  ms.input = p.choice("measure.input");
-  ms.bos = p.choice("measure.bos");
+  ms.input = parse_choice<MeasureInput>(p.choice("measure.input"));
+  ms.bos = parse_choice<MeasureBos>(p.choice("measure.bos"));
   ms.massive_activations = p.flag("measure.massive_activations");
   return c;
 }

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "plan/choices.h"
 #include "plan/plan.h"
 
 namespace sink {
@@ -18,37 +19,39 @@ bool is_shifted_exp(const ExprNode& score, const std::string& normalize);
 struct AttentionConfig {
   ExprNode score;                  // over qk, i, j
   bool shifted_exp = false;        // is_shifted_exp(score, normalize); tests clear it to force the direct form
-  std::string kernel = "identity";  // identity | elu1 | mlp
+  AttnKernel kernel = AttnKernel::identity;
   int64_t kernel_hidden = 64;
   std::string normalize = "sum";   // a row of plan/normalizers.h
   double pnorm_p = 1;              // its parameter p, where it takes one
   double scale = 1;                // alpha
   int64_t prefix = 0;              // loss.prefix
   int64_t window = 0;              // 0 = full causal
-  std::string backend = "reference";
-  std::string gate = "none";       // none | elementwise | headwise
-  std::string sink_logit = "none"; // none | learned | fixed: a per-head logit in the softmax denominator
+  Backend backend = Backend::reference;
+  Gate gate = Gate::none;
+  SinkLogit sink_logit = SinkLogit::none;  // a per-head logit in the softmax denominator
   double sink_logit_value = 0;     // when fixed (0: softmax+1)
   bool differential = false;       // A1 - lambda A2 from the halves of q and k (Ye et al. 2025)
   double lambda_init = 0.8;
 
-  bool has_sink_logit() const { return sink_logit != "none"; }
+  bool has_sink_logit() const { return sink_logit != SinkLogit::none; }
 };
 
 struct ModelConfig {
   int64_t vocab = 0, d = 0, layers = 0, heads = 0, kv_heads = 0, d_head = 0;
-  std::string ffn;
+  Ffn ffn = Ffn::relu;
   int64_t ffn_hidden = 0;
-  std::string pe;  // nope | sinusoidal | learned | relative | alibi | rope
+  PosEmbedding pe = PosEmbedding::nope;
   int64_t rel_buckets = 32, rel_max_distance = 128;
   double rope_theta = 10000;
-  std::string norm, placement, heads_combine;
+  NormKind norm = NormKind::rmsnorm;
+  NormPlacement placement = NormPlacement::pre;
+  HeadsCombine heads_combine = HeadsCombine::concat;
   double norm_eps = 1e-5;
   bool sink_token = false;
-  std::string biases;  // none | kv | k | v
+  Biases biases = Biases::none;
   bool bias_shared = false;
   int64_t k_dims = 0;
-  std::string v_star;        // learned | zero | fixed
+  VStar v_star = VStar::zero;  // learned | zero | fixed (auto is lowered away)
   ExprNode v_star_expr;      // when fixed
   bool tie_embeddings = false;
   double init_std = 0.02;
@@ -56,20 +59,20 @@ struct ModelConfig {
   AttentionConfig attention;
 
   // K biases (k, kv) add one key column k* that every query sees.
-  bool key_column() const { return biases == "k" || biases == "kv"; }
+  bool key_column() const { return biases == Biases::k || biases == Biases::kv; }
   // ALiBi and T5 buckets add g(|i - j|) to the logits.
-  bool position_term() const { return pe == "alibi" || pe == "relative"; }
+  bool position_term() const { return pe == PosEmbedding::alibi || pe == PosEmbedding::relative; }
 };
 
 // Where tokens come from and how chunks are modified.
 struct DataConfig {
-  std::string corpus;        // builtin | file | synthetic
+  CorpusKind corpus = CorpusKind::builtin;
   std::string corpus_arg;    // name or path
-  std::string synthetic_kind;
+  SyntheticKind synthetic_kind = SyntheticKind::bigram_backcopy;
   int64_t synthetic_vocab = 64, triggers = 4, synthetic_seed = 0;
   std::vector<int64_t> offsets;
   double sparsity = 0.1;
-  std::string tokenizer;     // bytes | sentencepiece | llama2c
+  TokenizerKind tokenizer = TokenizerKind::bytes;
   int64_t tokenizer_vocab = 0;
   std::string tokenizer_path;
   bool bos = false;
@@ -81,21 +84,21 @@ struct DataConfig {
 
 struct TrainConfig {
   double lr = 4e-4, weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, clip = 1;
-  std::string schedule;
+  Schedule schedule = Schedule::constant;
   int64_t warmup = 0;
   double min_lr = 0;
   int64_t steps = 0, batch = 0, context = 0, seed = 0, checkpoint_every = 0, threads = 0;
   int64_t micro_batch = 0;  // 0: the whole batch in one pass
-  std::string device;
-  std::string precision = "fp32";
+  DeviceKind device = DeviceKind::cpu;
+  Precision precision = Precision::fp32;
 };
 
 struct MeasureConfig {
   int64_t every = 0, T = 64, sequences = 100;
   double eps = 0.3;
   std::vector<int64_t> positions;
-  std::string input = "natural";
-  std::string bos = "auto";
+  MeasureInput input = MeasureInput::natural;
+  MeasureBos bos = MeasureBos::auto_;
   bool massive_activations = true;
 };
 
@@ -109,7 +112,7 @@ struct RunConfig {
 
 // Whether sink measurement prepends the BOS: `with`, `without`, or `auto`
 // (as the training data does).
-bool measures_with_bos(const std::string& mode, const DataConfig& data);
+bool measures_with_bos(MeasureBos mode, const DataConfig& data);
 
 // model.vocab = 0 is filled in by the caller once the tokenizer is known.
 RunConfig read_config(const Plan& plan);

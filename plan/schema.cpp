@@ -3,6 +3,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include "plan/choices.h"
 #include "plan/normalizers.h"
 #include "plan/score_functions.h"
 
@@ -19,6 +20,8 @@ TypeSpec float_in(double lo, double hi, bool open = false) {
 TypeSpec boolean() { TypeSpec t; t.type = Type::Bool; return t; }
 TypeSpec text() { TypeSpec t; t.type = Type::String; return t; }
 TypeSpec one_of(std::vector<std::string> c) { TypeSpec t; t.type = Type::Enum; t.choices = std::move(c); return t; }
+template <class E>
+TypeSpec one_of() { return one_of(choice_names<E>()); }
 TypeSpec int_list(double lo, double hi, int len = 0) {
   TypeSpec t; t.type = Type::IntList; t.min = lo; t.max = hi; t.list_len = len; return t;
 }
@@ -33,7 +36,21 @@ TypeSpec variant(std::vector<TypeSpec::Form> forms) { TypeSpec t; t.type = Type:
 TypeSpec::Form form(std::string name, std::string doc, std::vector<Param> params = {}) {
   return {std::move(name), std::move(params), std::move(doc)};
 }
+template <class E>
+TypeSpec::Form form(E name, std::string doc, std::vector<Param> params = {}) {
+  return form(name_of(name), std::move(doc), std::move(params));
+}
 Param param(std::string name, TypeSpec spec, Value def) { return {std::move(name), std::move(spec), std::move(def)}; }
+template <class E>
+Value enum_value(E e) { return Value::of_enum(name_of(e)); }
+// The keywords of a field that also takes a number or an expression, which
+// the enum names `fixed`, its last value.
+template <class E>
+std::vector<std::string> keywords() {
+  std::vector<std::string> names = choice_names<E>();
+  names.pop_back();
+  return names;
+}
 
 // One form per row of the normaliser table (plan/normalizers.h).
 TypeSpec normalize_forms() {
@@ -52,7 +69,7 @@ std::vector<Field> build() {
   score.type = Type::ScoreExpr;
   TypeSpec vec;
   vec.type = Type::VectorExpr;
-  vec.choices = {"auto", "learned", "zero"};
+  vec.choices = keywords<VStar>();
   TypeSpec fixes;
   fixes.type = Type::FixList;
   fixes.min = 1;
@@ -65,25 +82,26 @@ std::vector<Field> build() {
       {"model.layers", int_in(1, 1024), "number of transformer blocks L"},
       {"model.heads", int_in(1, 1024), "attention heads H per block; d_head = d / H"},
       {"model.kv_heads", int_in(0, 1024), "key/value heads (grouped-query attention); 0 = same as heads"},
-      {"model.ffn", one_of({"relu", "gelu", "swish", "reglu", "geglu", "swiglu"}), "feed-forward activation (the *glu forms are gated)"},
+      {"model.ffn", one_of<Ffn>(), "feed-forward activation (the *glu forms are gated)"},
       {"model.ffn_hidden", int_in(1, 1e6), "feed-forward hidden size"},
       {"model.pe",
-       variant({form("nope", "no positional embedding"),
-                form("sinusoidal", "fixed absolute sinusoidal embedding added to the input"),
-                form("learned", "learned absolute embedding added to the input"),
-                form("relative", "T5 relative bias: learned per-head bucket table",
+       variant({form(PosEmbedding::nope, "no positional embedding"),
+                form(PosEmbedding::sinusoidal, "fixed absolute sinusoidal embedding added to the input"),
+                form(PosEmbedding::learned, "learned absolute embedding added to the input"),
+                form(PosEmbedding::relative, "T5 relative bias: learned per-head bucket table",
                      {param("buckets", int_in(1, 4096), Value::of_int(32)),
                       param("max_distance", int_in(1, 1e7), Value::of_int(128))}),
-                form("alibi", "ALiBi linear bias, slopes 2^(-8h/H)"),
-                form("rope", "rotary embedding of q and k",
+                form(PosEmbedding::alibi, "ALiBi linear bias, slopes 2^(-8h/H)"),
+                form(PosEmbedding::rope, "rotary embedding of q and k",
                      {param("theta", float_in(0, 1e12, true), Value::of_float(10000))})}),
        "positional embedding"},
-      {"model.norm", one_of({"rmsnorm", "layernorm"}), "normalization layer"},
+      {"model.norm", one_of<NormKind>(), "normalization layer"},
       {"model.norm_eps", float_in(0, 1, true), "epsilon of the normalization layer"},
-      {"model.placement", one_of({"pre", "post"}), "norm placement: pre-norm (paper eq. 2) or post-norm (eq. 3)"},
-      {"model.heads_combine", one_of({"concat", "add"}), "combine heads by concatenation + projection, or by addition"},
+      {"model.placement", one_of<NormPlacement>(), "norm placement: pre-norm (paper eq. 2) or post-norm (eq. 3)"},
+      {"model.heads_combine", one_of<HeadsCombine>(), "combine heads by concatenation + projection, or by addition"},
       {"model.sink_token", boolean(), "prepend a learnable sink token x* to every sequence"},
-      {"model.biases", one_of({"none", "kv", "k", "v"}), "attention biases: kv = learnable k* and v*; k = k* with v* fixed; v = o + v*"},
+      {"model.biases", one_of<Biases>(),
+       "attention biases: kv = learnable k* and v*; k = k* with v* fixed; v = o + v*"},
       {"model.bias_shared", boolean(), "one k*/v* per block shared by all heads instead of one per head"},
       {"model.k_dims", int_in(0, 65536), "learnable dimensions of k* (the rest fixed at 0); 0 = all d_head"},
       {"model.v_star", vec, "v* for K biases: auto (learned for kv/v, zero for k), learned, zero, or a fixed vector such as 5 * onehot(0) or 20 * ones / sqrt(d_head)"},
@@ -92,20 +110,21 @@ std::vector<Field> build() {
       // attention
       {"attention.score", score, "score s(x) of x = <phi(q_i), phi(k_j)>/sqrt(d_head) + g(i-j); softmax is exp(qk) with normalize = sum"},
       {"attention.kernel",
-       variant({form("identity", "phi(x) = x"), form("elu1", "phi(x) = elu(x) + 1"),
-                form("mlp", "phi = a two-layer MLP per head", {param("hidden", int_in(1, 65536), Value::of_int(64))})}),
+       variant({form(AttnKernel::identity, "phi(x) = x"), form(AttnKernel::elu1, "phi(x) = elu(x) + 1"),
+                form(AttnKernel::mlp, "phi = a two-layer MLP per head",
+                     {param("hidden", int_in(1, 65536), Value::of_int(64))})}),
        "kernel phi applied to q and k before the inner product"},
       {"attention.normalize", normalize_forms(), "row normalizer Z"},
       {"attention.scale", float_in(0, 1e6, true), "alpha: each row of normalized attention sums to alpha"},
-      {"attention.backend", one_of({"jit", "reference"}), "generated kernels, or the LibTorch reference path (the test oracle)"},
-      {"attention.gate", one_of({"none", "elementwise", "headwise"}),
+      {"attention.backend", one_of<Backend>(), "generated kernels, or the LibTorch reference path (the test oracle)"},
+      {"attention.gate", one_of<Gate>(),
        "gated attention (Qiu et al. 2025): each head's output times sigmoid(x W_g), x the attention's input; one gate per "
        "d_head channel (elementwise, G1) or per head (headwise)",
-       Value::of_enum("none")},
-      {"attention.sink_logit", number_or({"none", "learned"}, -1e4, 1e4),
+       enum_value(Gate::none)},
+      {"attention.sink_logit", number_or(keywords<SinkLogit>(), -1e4, 1e4),
        "a logit b_h per head added to the softmax denominator, exp(b_h) + sum_j exp(x_ij), its column carrying no value: "
        "learned (from 0, no weight decay; gpt-oss) or a fixed number (0 is softmax+1)",
-       Value::of_enum("none")},
+       enum_value(SinkLogit::none)},
       {"attention.differential", boolean(),
        "differential attention (Ye et al. 2025): A1 - lambda A2 from the two halves of q and k, each head's output "
        "RMS-normalized and scaled by 1 - lambda_init",
@@ -113,11 +132,13 @@ std::vector<Field> build() {
       {"attention.lambda_init", float_in(0, 1), "lambda_init of differential attention", Value::of_float(0.8)},
       // data
       {"data.corpus",
-       variant({form("builtin", "an embedded corpus assembled by the set-up", {param("name", text(), Value::of_string("default"))}),
-                form("file", "plain text, .jsonl (`text` field), .jsonl.zst, or uint16 .bin tokens; globs allowed",
+       variant({form(CorpusKind::builtin, "an embedded corpus assembled by the set-up",
+                     {param("name", text(), Value::of_string("default"))}),
+                form(CorpusKind::file,
+                     "plain text, .jsonl (`text` field), .jsonl.zst, or uint16 .bin tokens; globs allowed",
                      {param("path", text(), Value::of_string(""))}),
-                form("synthetic", "generated sequences",
-                     {param("kind", one_of({"random", "repeat", "bigram_backcopy"}), Value::of_enum("bigram_backcopy")),
+                form(CorpusKind::synthetic, "generated sequences",
+                     {param("kind", one_of<SyntheticKind>(), enum_value(SyntheticKind::bigram_backcopy)),
                       param("vocab", int_in(2, 1e6), Value::of_int(64)),
                       param("triggers", int_in(0, 1e6), Value::of_int(4)),
                       param("offsets", int_list(1, 4096), Value::of_list({Value::of_int(1), Value::of_int(2), Value::of_int(3), Value::of_int(4)})),
@@ -125,14 +146,16 @@ std::vector<Field> build() {
                       param("seed", int_in(0, 2147483647), Value::of_int(0))})}),
        "training and validation text"},
       {"data.tokenizer",
-       variant({form("bytes", "UTF-8 bytes (256 symbols plus BOS/EOS)"),
-                form("sentencepiece", "BPE trained on the corpus on first use, cached",
+       variant({form(TokenizerKind::bytes, "UTF-8 bytes (256 symbols plus BOS/EOS)"),
+                form(TokenizerKind::sentencepiece, "BPE trained on the corpus on first use, cached",
                      {param("vocab", int_in(64, 1e6), Value::of_int(2048))}),
-                form("llama2c", "a llama2.c tokenizer file (tok*.bin)", {param("path", text(), Value::of_string(""))})}),
+                form(TokenizerKind::llama2c, "a llama2.c tokenizer file (tok*.bin)",
+                     {param("path", text(), Value::of_string(""))})}),
        "tokenizer (ignored by synthetic corpora)"},
       {"data.bos", boolean(), "start every chunk with a BOS token"},
       {"data.amount", count_in(0, 1e15), "unique training tokens (e.g. 50M tokens); training cycles through them; 0 = the whole corpus"},
-      {"data.first_token", one_of({"natural", "random"}), "random: x1 of every chunk drawn uniformly from the vocabulary (same as random at [1])"},
+      {"data.first_token", one_of<FirstToken>(),
+       "random: x1 of every chunk drawn uniformly from the vocabulary (same as random at [1])"},
       {"data.random", int_list(1, kBig), "1-based positions whose token is drawn uniformly from the vocabulary in every chunk"},
       {"data.fix", fixes, "fixed tokens: `fix token 17 at 2` puts token 17 at position 2 of every chunk (on a synthetic corpus of vocab V, token V is its BOS)"},
       {"data.valid_fraction", float_in(0, 0.5, true), "share of the corpus held out for validation and measurement"},
@@ -142,8 +165,9 @@ std::vector<Field> build() {
       // optim
       {"optim.lr", float_in(0, 10, true), "peak learning rate"},
       {"optim.schedule",
-       variant({form("constant", "constant after linear warm-up", {param("warmup", int_in(0, kBig), Value::of_int(0))}),
-                form("cosine", "linear warm-up, then cosine decay to min_lr",
+       variant({form(Schedule::constant, "constant after linear warm-up",
+                     {param("warmup", int_in(0, kBig), Value::of_int(0))}),
+                form(Schedule::cosine, "linear warm-up, then cosine decay to min_lr",
                      {param("warmup", int_in(0, kBig), Value::of_int(100)), param("min_lr", float_in(0, 10), Value::of_float(0))})}),
        "learning-rate schedule"},
       {"optim.weight_decay", float_in(0, 100), "AdamW decoupled weight decay gamma"},
@@ -158,28 +182,28 @@ std::vector<Field> build() {
       {"train.seeds", int_in(1, 1000), "repeat the run with this many seeds (seed, seed+1, ...) for noise bars"},
       {"train.checkpoint_every", int_in(0, 1e9), "steps between checkpoints; 0 = only at the end"},
       {"train.threads", int_in(0, 1024), "CPU threads; 0 = all cores"},
-      {"train.device", one_of({"cpu", "cuda"}),
+      {"train.device", one_of<DeviceKind>(),
        "where to train; not part of the hash, so a run resumes on another device as the same run; which GPU is "
        "chosen when the run starts (sinkc run --gpu N, torchrun's LOCAL_RANK, one per --jobs place)",
        std::nullopt,
        "device = cuda; the GPU is picked when the run starts, not in the spec: sinkc run --gpu N (or "
        "CUDA_VISIBLE_DEVICES), so the same experiment keeps its hash on any GPU",
-       Value::of_enum("cpu")},
+       enum_value(DeviceKind::cpu)},
       {"train.micro_batch", int_in(0, 1e6),
        "sequences per forward/backward pass (per worker), gradients accumulated over train.batch; 0 = all at once",
        Value::of_int(0)},
-      {"train.precision", one_of({"fp32", "bf16"}),
+      {"train.precision", one_of<Precision>(),
        "bf16: the forward under LibTorch's autocast in bfloat16 (matmuls, generated attention kernels); weights, "
        "optimizer state, the loss and the measurements stay fp32",
-       Value::of_enum("fp32")},
+       enum_value(Precision::fp32)},
       // measure
       {"measure.every", int_in(0, 1e9), "steps between evaluations (valid loss, sink metrics); 0 = only at the end"},
       {"measure.eps", float_in(0, 1, true), "threshold eps of Sink_k^eps"},
       {"measure.T", int_in(2, 1e6), "length of the measured sequences"},
       {"measure.sequences", int_in(1, 1e6), "held-out sequences measured"},
       {"measure.positions", int_list(1, kBig), "1-based token positions k for Sink_k"},
-      {"measure.input", one_of({"natural", "random", "repeat"}), "held-out text, uniform random tokens, or one token repeated"},
-      {"measure.bos", one_of({"auto", "with", "without"}), "measure with a BOS first: auto = as the training data does"},
+      {"measure.input", one_of<MeasureInput>(), "held-out text, uniform random tokens, or one token repeated"},
+      {"measure.bos", one_of<MeasureBos>(), "measure with a BOS first: auto = as the training data does"},
       {"measure.massive_activations", boolean(), "record the first-token hidden-state norm ratio per layer"},
   };
 }

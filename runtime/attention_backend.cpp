@@ -59,7 +59,7 @@ class CpuJitBackend : public AttentionBackend {
  public:
   explicit CpuJitBackend(const ModelConfig& cfg) : cfg_(cfg.attention), kernel_(kernels::kernel_spec(cfg)) {}
   std::string name() const override { return "jit"; }
-  std::string kernel_source(const std::string&) const override { return kernels::emit_llvm(kernel_); }
+  std::string kernel_source(Precision) const override { return kernels::emit_llvm(kernel_); }
 
   torch::Tensor attend(const AttentionCall& call, AttentionProbe* probe) override {
     return attend_generated(jit_launcher(kernel_, call.q), cfg_, call, probe);
@@ -82,8 +82,8 @@ class CudaBackend : public AttentionBackend {
         sdpa_(choice == KernelChoice::Fastest && has_sdpa() && kernel_.plain_causal_softmax()) {}
   // summary.json says which one trained.
   std::string name() const override { return sdpa_ ? "cuda+sdpa" : "cuda"; }
-  std::string kernel_source(const std::string& precision) const override {
-    return kernels::emit_cuda(kernel_, kernels::training_storage(precision));
+  std::string kernel_source(Precision precision) const override {
+    return kernels::emit_cuda(kernel_, kernels::training_storage(name_of(precision)));
   }
   std::string kernel_file_name() const override { return "attention.cu"; }
 
@@ -115,19 +115,19 @@ torch::Tensor sdpa_causal_attention(const torch::Tensor&, const torch::Tensor&, 
 
 std::shared_ptr<AttentionBackend> make_attention_backend(const ModelConfig& cfg, const torch::Device& device,
                                                          KernelChoice choice) {
-  const std::string& wanted = cfg.attention.backend;
-  if (wanted == "reference") return std::make_shared<ReferenceBackend>(cfg.attention);
+  const Backend wanted = cfg.attention.backend;
+  if (wanted == Backend::reference) return std::make_shared<ReferenceBackend>(cfg.attention);
 #if SINKLAB_HAVE_JIT
-  if (wanted == "jit" && device.is_cpu()) return std::make_shared<CpuJitBackend>(cfg);
+  if (wanted == Backend::jit && device.is_cpu()) return std::make_shared<CpuJitBackend>(cfg);
 #else
-  if (wanted == "jit" && device.is_cpu())
+  if (wanted == Backend::jit && device.is_cpu())
     throw std::runtime_error("attention.backend = jit: this build has no CPU JIT (LLVM 19 was not found when it was "
                              "configured); set attention.backend = reference, or rebuild with llvm-19-dev");
 #endif
-  if (wanted == "jit" && device.is_cuda()) return std::make_shared<CudaBackend>(cfg, choice);
+  if (wanted == Backend::jit && device.is_cuda()) return std::make_shared<CudaBackend>(cfg, choice);
   throw std::runtime_error(fmt::format("attention.backend = {} has no kernels for device {} in this build; "
                                        "set attention.backend = reference to run there",
-                                       wanted, device.str()));
+                                       name_of(wanted), device.str()));
 }
 
 }  // namespace sink::rt

@@ -35,7 +35,7 @@ class AttentionBackend {
   // The generated source this backend trains with at train.precision (LLVM
   // IR for the CPU JIT, CUDA C++ for CUDA), or "" when it runs none. A run
   // writes it to its directory (attention.ll, attention.cu).
-  virtual std::string kernel_source(const std::string& precision = "fp32") const { return ""; }
+  virtual std::string kernel_source(Precision precision = Precision::fp32) const { return ""; }
   virtual std::string kernel_file_name() const { return "attention.ll"; }
 };
 

@@ -19,17 +19,17 @@ uint64_t mix(uint64_t a, uint64_t b) {
 
 Batches::Batches(const TokenData& data, const DataConfig& cfg, int64_t context, int64_t batch, int64_t seed)
     : data_(data), cfg_(cfg), context_(context), batch_(batch), seed_(seed) {
-  if (data_.synthetic.empty() && train_chunks() < 1)
+  if (!data_.synthetic && train_chunks() < 1)
     throw std::runtime_error("the training data is shorter than one context-length chunk");
 }
 
 int64_t Batches::train_chunks() const {
-  if (!data_.synthetic.empty()) return cfg_.amount > 0 ? std::max<int64_t>(1, cfg_.amount / context_) : 0;
+  if (data_.synthetic) return cfg_.amount > 0 ? std::max<int64_t>(1, cfg_.amount / context_) : 0;
   return (static_cast<int64_t>(data_.train.size()) - 1) / context_;
 }
 
 int64_t Batches::train_tokens() const {
-  return data_.synthetic.empty() ? static_cast<int64_t>(data_.train.size()) : train_chunks() * context_;
+  return !data_.synthetic ? static_cast<int64_t>(data_.train.size()) : train_chunks() * context_;
 }
 
 std::vector<int32_t> Batches::sequence(bool validation, int64_t index, int64_t length, bool bos, bool do_modify) const {
@@ -37,12 +37,12 @@ std::vector<int32_t> Batches::sequence(bool validation, int64_t index, int64_t l
   seq.reserve(length + 1);
   if (bos) seq.push_back(data_.bos);
   const int64_t body = length + 1 - (bos ? 1 : 0);
-  if (!data_.synthetic.empty()) {
+  if (data_.synthetic) {
     std::mt19937_64 rng(mix(static_cast<uint64_t>(seed_) ^ (validation ? kValidStream : 0), static_cast<uint64_t>(index)));
-    if (data_.synthetic == "bigram_backcopy") {
+    if (*data_.synthetic == SyntheticKind::bigram_backcopy) {
       auto s = data_.bigram->sample(body, rng);
       seq.insert(seq.end(), s.begin(), s.end());
-    } else if (data_.synthetic == "random") {
+    } else if (*data_.synthetic == SyntheticKind::random) {
       std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(data_.ordinary - 1));
       for (int64_t k = 0; k < body; ++k) seq.push_back(tok(rng));
     } else {  // repeat: a short random pattern, repeated
@@ -111,19 +111,19 @@ std::pair<torch::Tensor, torch::Tensor> Batches::valid(int64_t n) const {
   return {inputs, targets};
 }
 
-torch::Tensor Batches::measure_inputs(int64_t n, int64_t T, const std::string& input, bool bos) const {
+torch::Tensor Batches::measure_inputs(int64_t n, int64_t T, MeasureInput input, bool bos) const {
   auto x = torch::empty({n, T}, torch::kLong);
   auto acc = x.accessor<int64_t, 2>();
   std::mt19937_64 rng(mix(static_cast<uint64_t>(seed_), 0x5EED));
   std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(data_.ordinary - 1));
   for (int64_t b = 0; b < n; ++b) {
     std::vector<int32_t> seq;
-    if (input == "natural") {
+    if (input == MeasureInput::natural) {
       seq = sequence(true, b, T, bos, true);
     } else {
       if (bos) seq.push_back(data_.bos);
       int32_t repeated = tok(rng);
-      while (static_cast<int64_t>(seq.size()) < T) seq.push_back(input == "random" ? tok(rng) : repeated);
+      while (static_cast<int64_t>(seq.size()) < T) seq.push_back(input == MeasureInput::random ? tok(rng) : repeated);
     }
     for (int64_t t = 0; t < T; ++t) acc[b][t] = seq[t];
   }

@@ -18,8 +18,8 @@ class Batches {
   std::pair<torch::Tensor, torch::Tensor> train(int64_t step) const;
   // The first n validation sequences (modified like training chunks).
   std::pair<torch::Tensor, torch::Tensor> valid(int64_t n) const;
-  // Inputs for sink measurement: [n, T]; input natural | random | repeat.
-  torch::Tensor measure_inputs(int64_t n, int64_t T, const std::string& input, bool bos) const;
+  // Inputs for sink measurement: [n, T].
+  torch::Tensor measure_inputs(int64_t n, int64_t T, MeasureInput input, bool bos) const;
 
   int64_t train_chunks() const;  // distinct training sequences (0 = unlimited synthetic)
   int64_t train_tokens() const;

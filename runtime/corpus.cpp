@@ -141,20 +141,20 @@ std::vector<std::string> read_documents(const std::string& pattern, std::vector<
 
 TokenData load_data(const DataConfig& cfg, const std::string& cache_dir) {
   TokenData out;
-  if (cfg.corpus == "synthetic") {
+  if (cfg.corpus == CorpusKind::synthetic) {
     out.synthetic = cfg.synthetic_kind;
     out.ordinary = cfg.synthetic_vocab;
     out.bos = static_cast<int32_t>(cfg.synthetic_vocab);
     out.vocab = cfg.synthetic_vocab + 1;
-    if (cfg.synthetic_kind == "bigram_backcopy")
+    if (cfg.synthetic_kind == SyntheticKind::bigram_backcopy)
       out.bigram = std::make_shared<BigramBackcopy>(cfg.synthetic_vocab, cfg.triggers, cfg.offsets, cfg.sparsity,
                                                     static_cast<uint64_t>(cfg.synthetic_seed));
-    out.description = fmt::format("synthetic({}, vocab {})", cfg.synthetic_kind, cfg.synthetic_vocab);
+    out.description = fmt::format("synthetic({}, vocab {})", name_of(cfg.synthetic_kind), cfg.synthetic_vocab);
     return out;
   }
   std::vector<int32_t> pretokenized;
   std::vector<std::string> docs;
-  if (cfg.corpus == "builtin") {
+  if (cfg.corpus == CorpusKind::builtin) {
     docs = read_documents(builtin_corpus(cfg.corpus_arg).string(), nullptr);
   } else {
     docs = read_documents(cfg.corpus_arg, &pretokenized);
@@ -167,8 +167,8 @@ TokenData load_data(const DataConfig& cfg, const std::string& cache_dir) {
   // Whole documents go to validation: the split is disjoint by document.
   const size_t n_valid_docs = std::max<size_t>(1, static_cast<size_t>(docs.size() * cfg.valid_fraction));
 
-  if (cfg.tokenizer == "bytes") out.tokenizer = byte_tokenizer();
-  else if (cfg.tokenizer == "llama2c") out.tokenizer = llama2c_tokenizer(cfg.tokenizer_path, 0);
+  if (cfg.tokenizer == TokenizerKind::bytes) out.tokenizer = byte_tokenizer();
+  else if (cfg.tokenizer == TokenizerKind::llama2c) out.tokenizer = llama2c_tokenizer(cfg.tokenizer_path, 0);
   else {
     // Train on the training share only (the same split as below), so validation stays unseen.
     size_t n_train = docs.size() - std::min(docs.size(), n_valid_docs);
@@ -178,7 +178,7 @@ TokenData load_data(const DataConfig& cfg, const std::string& cache_dir) {
   out.vocab = out.tokenizer->vocab();
   out.bos = out.tokenizer->bos();
   out.eos = out.tokenizer->eos();
-  out.ordinary = cfg.tokenizer == "bytes" ? 256 : out.vocab;
+  out.ordinary = cfg.tokenizer == TokenizerKind::bytes ? 256 : out.vocab;
 
   if (!pretokenized.empty()) {
     size_t n_valid = static_cast<size_t>(pretokenized.size() * cfg.valid_fraction);
@@ -198,7 +198,7 @@ TokenData load_data(const DataConfig& cfg, const std::string& cache_dir) {
   }
   if (cfg.amount > 0 && static_cast<int64_t>(out.train.size()) > cfg.amount) out.train.resize(cfg.amount);
   out.description = fmt::format("{} ({} train / {} valid tokens, {} tokenizer, vocab {})",
-                                cfg.corpus == "builtin" ? "builtin(" + cfg.corpus_arg + ")" : cfg.corpus_arg,
+                                cfg.corpus == CorpusKind::builtin ? "builtin(" + cfg.corpus_arg + ")" : cfg.corpus_arg,
                                 out.train.size(), out.valid.size(), out.tokenizer->name(), out.vocab);
   return out;
 }

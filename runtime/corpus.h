@@ -3,6 +3,7 @@
 // synthetic generator of whole sequences.
 #pragma once
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -35,7 +36,7 @@ struct TokenData {
   int32_t bos = -1, eos = -1;
   std::vector<int32_t> train, valid;     // text: documents joined with EOS
   std::shared_ptr<BigramBackcopy> bigram;  // synthetic bigram_backcopy
-  std::string synthetic;                  // "", "random", "repeat", "bigram_backcopy"
+  std::optional<SyntheticKind> synthetic;  // none: text
   std::shared_ptr<Tokenizer> tokenizer;   // text corpora
   std::string description;                // for the log
 };

@@ -7,8 +7,8 @@ namespace sink::rt {
 
 int visible_gpus() { return torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0; }
 
-torch::Device training_device(const std::string& kind, int gpu) {
-  if (kind != "cuda") return torch::Device(kind);
+torch::Device training_device(DeviceKind kind, int gpu) {
+  if (kind != DeviceKind::cuda) return torch::kCPU;
   const int gpus = visible_gpus();
   const char* cpu_only = "Debian's LibTorch is CPU-only: build on the GPU node against its PyTorch, scripts/setup-gpu.sh";
   if (gpu >= 0 && gpus == 0) throw std::runtime_error(fmt::format("--gpu {}: this LibTorch sees no CUDA device ({})", gpu, cpu_only));

@@ -3,8 +3,9 @@
 // stays out of the plan and its hash: a run resumed on another GPU, or on
 // another node of the cluster, is the same run in the same run directory.
 #pragma once
-#include <string>
 #include <torch/torch.h>
+
+#include "plan/choices.h"
 
 namespace sink::rt {
 
@@ -17,6 +18,6 @@ int visible_gpus();
 // GPUs share them), a process alone takes GPU 0. Throws
 // std::runtime_error when cuda is asked for and no GPU is visible, or
 // --gpu names one past them.
-torch::Device training_device(const std::string& kind, int gpu);
+torch::Device training_device(DeviceKind kind, int gpu);
 
 }  // namespace sink::rt

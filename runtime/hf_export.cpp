@@ -27,24 +27,24 @@ std::string paper_variant(const ModelConfig& c) {
   if (!is_softmax(a.score, a.normalize))
     return fmt::format("attention.score = {} with attention.normalize = {}: {} (softmax attention only)",
                        to_string(a.score), a.normalize, kNoClass);
-  if (a.kernel != "identity") return refuse("attention.kernel", a.kernel);
-  if (a.gate != "none") return refuse("attention.gate", a.gate);
-  if (a.has_sink_logit()) return refuse("attention.sink_logit", a.sink_logit);
+  if (a.kernel != AttnKernel::identity) return refuse("attention.kernel", name_of(a.kernel));
+  if (a.gate != Gate::none) return refuse("attention.gate", name_of(a.gate));
+  if (a.has_sink_logit()) return refuse("attention.sink_logit", name_of(a.sink_logit));
   if (a.differential) return refuse("attention.differential", "true");
   if (a.scale != 1) return refuse("attention.scale", fmt::format("{}", a.scale));
   if (a.prefix != 0) return refuse("loss.prefix", std::to_string(a.prefix));
   if (c.sink_token) return refuse("model.sink_token", "true");
-  if (c.biases != "none") return refuse("model.biases", c.biases);
-  if (c.heads_combine != "concat") return refuse("model.heads_combine", c.heads_combine);
+  if (c.biases != Biases::none) return refuse("model.biases", name_of(c.biases));
+  if (c.heads_combine != HeadsCombine::concat) return refuse("model.heads_combine", name_of(c.heads_combine));
   return "";
 }
 
-bool gated(const std::string& ffn) { return ffn == "swiglu" || ffn == "geglu" || ffn == "reglu"; }
+bool gated(Ffn ffn) { return ffn == Ffn::swiglu || ffn == Ffn::geglu || ffn == Ffn::reglu; }
 
 // Hugging Face's activation names for sinklab's (ACT2FN: "gelu" is the exact, erf form, as torch::gelu).
-std::string activation(const std::string& ffn) {
-  if (ffn == "swiglu" || ffn == "swish") return "silu";
-  if (ffn == "geglu" || ffn == "gelu") return "gelu";
+std::string activation(Ffn ffn) {
+  if (ffn == Ffn::swiglu || ffn == Ffn::swish) return "silu";
+  if (ffn == Ffn::geglu || ffn == Ffn::gelu) return "gelu";
   return "relu";
 }
 
@@ -97,8 +97,9 @@ json byte_tokenizer_json(const HfTokens& tokens) {
 // GPT-2's and OPT's learned position table for sinklab's absolute positions: the learned table itself, the
 // fixed sinusoidal one as sinklab computes it, or zeros for none (adding nothing).
 torch::Tensor position_table(Transformer& model, int64_t rows) {
-  if (model.cfg.pe == "learned") return model.positions->weight.detach().to(torch::kCPU, torch::kFloat).contiguous();
-  if (model.cfg.pe == "sinusoidal") return sinusoidal_positions(rows, model.cfg.d);
+  if (model.cfg.pe == PosEmbedding::learned)
+    return model.positions->weight.detach().to(torch::kCPU, torch::kFloat).contiguous();
+  if (model.cfg.pe == PosEmbedding::sinusoidal) return sinusoidal_positions(rows, model.cfg.d);
   return torch::zeros({rows, model.cfg.d});
 }
 
@@ -117,48 +118,51 @@ std::string hf_model_type(const ModelConfig& c, std::string* why) {
     return std::string();
   };
   if (auto reason = paper_variant(c); !reason.empty()) return no(reason);
-  if (c.pe == "rope") {
-    if (c.placement != "pre")
-      return no(refuse("model.placement", c.placement, "RoPE models are exported as LLaMA or GPT-NeoX, both pre-norm"));
-    if (c.norm == "rmsnorm") {
+  if (c.pe == PosEmbedding::rope) {
+    if (c.placement != NormPlacement::pre)
+      return no(refuse("model.placement", name_of(c.placement),
+                       "RoPE models are exported as LLaMA or GPT-NeoX, both pre-norm"));
+    if (c.norm == NormKind::rmsnorm) {
       if (!gated(c.ffn))
-        return no(refuse("model.ffn", c.ffn, "RoPE + RMSNorm models are exported as LLaMA, whose FFN is gated (swiglu, "
-                                             "geglu, reglu)"));
+        return no(refuse("model.ffn", name_of(c.ffn),
+                         "RoPE + RMSNorm models are exported as LLaMA, whose FFN is gated (swiglu, geglu, reglu)"));
       return c.attention.window > 0 ? "mistral" : "llama";
     }
     // RoPE + LayerNorm: GPT-NeoX with every dimension rotating and the serial residual.
     if (gated(c.ffn))
-      return no(refuse("model.ffn", c.ffn, "RoPE + LayerNorm models are exported as GPT-NeoX, whose FFN is not gated"));
+      return no(refuse("model.ffn", name_of(c.ffn),
+                       "RoPE + LayerNorm models are exported as GPT-NeoX, whose FFN is not gated"));
     if (c.kv_heads != c.heads)
       return no(refuse("model.kv_heads", std::to_string(c.kv_heads), "GPT-NeoX has no grouped-query attention"));
     if (c.attention.window > 0)
       return no(refuse("loss.window", std::to_string(c.attention.window), "GPT-NeoX has no sliding window"));
     return "gpt_neox";
   }
-  if (c.pe == "learned" || c.pe == "nope" || c.pe == "sinusoidal") {
-    if (c.norm != "layernorm")
-      return no(refuse("model.norm", c.norm, "models with absolute or no positions are exported as GPT-2 or OPT, "
-                                             "which have LayerNorm"));
-    if (gated(c.ffn)) return no(refuse("model.ffn", c.ffn, "GPT-2's and OPT's FFN is not gated (gelu, relu, swish)"));
+  if (c.pe == PosEmbedding::learned || c.pe == PosEmbedding::nope || c.pe == PosEmbedding::sinusoidal) {
+    if (c.norm != NormKind::layernorm)
+      return no(refuse("model.norm", name_of(c.norm),
+                       "models with absolute or no positions are exported as GPT-2 or OPT, which have LayerNorm"));
+    if (gated(c.ffn))
+      return no(refuse("model.ffn", name_of(c.ffn), "GPT-2's and OPT's FFN is not gated (gelu, relu, swish)"));
     if (c.kv_heads != c.heads)
       return no(refuse("model.kv_heads", std::to_string(c.kv_heads), "GPT-2 and OPT have no grouped-query attention"));
     if (c.attention.window > 0)
       return no(refuse("loss.window", std::to_string(c.attention.window), "GPT-2 and OPT have no sliding window"));
-    if (c.placement == "pre") return "gpt2";
+    if (c.placement == NormPlacement::pre) return "gpt2";
     // OPT-350m's layout: each sublayer's LayerNorm after its residual sum, no final norm.
     if (c.norm_eps != 1e-5)
       return no(refuse("model.norm_eps", fmt::format("{}", c.norm_eps), "post-norm models are exported as OPT, whose "
                                                                          "LayerNorm has eps 1e-5"));
     return "opt";
   }
-  return no(refuse("model.pe", c.pe));
+  return no(refuse("model.pe", name_of(c.pe)));
 }
 
 HfTokens hf_tokens_of(const DataConfig& data) {
   HfTokens t;
-  if (data.corpus == "synthetic") {
+  if (data.corpus == CorpusKind::synthetic) {
     t.bos = data.synthetic_vocab;  // corpus.cpp: the one extra token
-  } else if (data.tokenizer == "bytes") {
+  } else if (data.tokenizer == TokenizerKind::bytes) {
     t.bos = 256, t.eos = 257, t.bytes = true;
   } else {
     t.bos = 1, t.eos = 2;  // SentencePiece and llama2.c tokenizers

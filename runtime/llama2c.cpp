@@ -46,16 +46,16 @@ Llama2cModel load_llama2c(const std::string& path) {
   c.heads = heads;
   c.kv_heads = kv_heads;
   c.d_head = dh;
-  c.ffn = "swiglu";
+  c.ffn = Ffn::swiglu;
   c.ffn_hidden = hidden;
-  c.pe = "rope";
+  c.pe = PosEmbedding::rope;
   c.rope_theta = 10000;
-  c.norm = "rmsnorm";
+  c.norm = NormKind::rmsnorm;
   c.norm_eps = 1e-5;
-  c.placement = "pre";
-  c.heads_combine = "concat";
-  c.biases = "none";
-  c.v_star = "zero";
+  c.placement = NormPlacement::pre;
+  c.heads_combine = HeadsCombine::concat;
+  c.biases = Biases::none;
+  c.v_star = VStar::zero;
   c.tie_embeddings = shared;
   c.max_positions = seq_len;
   c.attention.score = ExprNode{ExprNode::Op::Call, 0, "exp", {ExprNode{ExprNode::Op::Var, 0, "qk", {}}}};
@@ -97,23 +97,25 @@ std::string llama2c_unsupported(const ModelConfig& c) {
   auto only = [](const char* field, const std::string& value, const char* format_has) {
     return fmt::format("{} = {}: llama2.c has {}", field, value, format_has);
   };
-  if (c.pe != "rope") return only("model.pe", c.pe, "RoPE only");
+  if (c.pe != PosEmbedding::rope) return only("model.pe", name_of(c.pe), "RoPE only");
   if (c.rope_theta != 10000) return only("model.pe", fmt::format("rope(theta = {})", c.rope_theta), "theta = 10000 only");
-  if (c.norm != "rmsnorm") return only("model.norm", c.norm, "RMSNorm only");
+  if (c.norm != NormKind::rmsnorm) return only("model.norm", name_of(c.norm), "RMSNorm only");
   if (c.norm_eps != 1e-5) return only("model.norm_eps", fmt::format("{}", c.norm_eps), "1e-5 only");
-  if (c.placement != "pre") return only("model.placement", c.placement, "pre-norm only");
-  if (c.ffn != "swiglu") return only("model.ffn", c.ffn, "SwiGLU only");
-  if (c.heads_combine != "concat") return only("model.heads_combine", c.heads_combine, "concatenated heads only");
+  if (c.placement != NormPlacement::pre) return only("model.placement", name_of(c.placement), "pre-norm only");
+  if (c.ffn != Ffn::swiglu) return only("model.ffn", name_of(c.ffn), "SwiGLU only");
+  if (c.heads_combine != HeadsCombine::concat)
+    return only("model.heads_combine", name_of(c.heads_combine), "concatenated heads only");
   if (c.sink_token) return only("model.sink_token", "true", "no sink token");
-  if (c.biases != "none") return only("model.biases", c.biases, "no k* / v* attention biases");
+  if (c.biases != Biases::none) return only("model.biases", name_of(c.biases), "no k* / v* attention biases");
   const AttentionConfig& a = c.attention;
   if (!is_softmax(a.score, a.normalize))
     return fmt::format("attention.score = {} with attention.normalize = {}: llama2.c has softmax attention only "
                        "(score = exp(qk), normalize = sum)",
                        to_string(a.score), a.normalize);
-  if (a.kernel != "identity") return only("attention.kernel", a.kernel, "no feature map on q and k");
-  if (a.gate != "none") return only("attention.gate", a.gate, "no gate on the attention output");
-  if (a.has_sink_logit()) return only("attention.sink_logit", a.sink_logit, "nothing but the keys in the softmax denominator");
+  if (a.kernel != AttnKernel::identity) return only("attention.kernel", name_of(a.kernel), "no feature map on q and k");
+  if (a.gate != Gate::none) return only("attention.gate", name_of(a.gate), "no gate on the attention output");
+  if (a.has_sink_logit())
+    return only("attention.sink_logit", name_of(a.sink_logit), "nothing but the keys in the softmax denominator");
   if (a.differential) return only("attention.differential", "true", "one softmax map per head");
   if (a.scale != 1) return only("attention.scale", fmt::format("{}", a.scale), "attention weights summing to 1");
   if (a.prefix != 0) return only("loss.prefix", std::to_string(a.prefix), "causal attention at every position");

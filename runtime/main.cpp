@@ -210,8 +210,10 @@ int main(int argc, char** argv) {
   auto* measure = app.add_subcommand("measure", "sink metrics of a trained run, a llama2.c checkpoint or a Hugging Face model");
   measure->add_option("target", mo.target, "run directory, llama2.c .bin, or a folder with config.json + *.safetensors")
       ->required();
-  measure->add_option("--input", mo.input, "natural | random | repeat | ids")
-      ->check(CLI::IsMember({"natural", "random", "repeat", "ids"}));
+  // measure.input's names, and the command's own: token ids from a file.
+  std::vector<std::string> measure_inputs = choice_names<MeasureInput>();
+  measure_inputs.push_back("ids");
+  measure->add_option("--input", mo.input, "natural | random | repeat | ids")->check(CLI::IsMember(measure_inputs));
   measure->add_option("--text", mo.text, "natural input: this text (checkpoints)");
   measure->add_option("--text-file", mo.text_file, "natural input: this file's text (checkpoints)");
   measure->add_option("--ids", mo.ids_file, "pre-tokenized input: a file of whitespace-separated token ids (checkpoints)");
@@ -221,7 +223,7 @@ int main(int argc, char** argv) {
   measure->add_option("--positions", mo.positions, "1-based positions k of Sink_k");
   measure->add_option("--tokenizer", mo.tokenizer, "llama2.c tokenizer (tok*.bin) for natural input");
   measure->add_option("--bos", mo.bos, "with | without | auto (a run: as its measure.bos; a checkpoint: without)")
-      ->check(CLI::IsMember({"with", "without", "auto"}));
+      ->check(CLI::IsMember(choice_names<MeasureBos>()));
   measure->add_option("--format", mo.format, "text | json (every value at full precision)")
       ->check(CLI::IsMember({"text", "json"}));
 

@@ -74,7 +74,7 @@ torch::Tensor external_inputs(const MeasureOptions& o, const Vocabulary& vocab, 
   std::vector<int32_t> stream;
   if (o.input == "ids") {
     stream = read_ids(o.ids_file, vocab.size);
-  } else if (o.input == "natural") {
+  } else if (parse_choice<MeasureInput>(o.input) == MeasureInput::natural) {
     auto tokenizer = vocab.tokenizer();
     std::vector<std::string> docs;
     if (!o.text.empty()) docs = {o.text};
@@ -106,10 +106,11 @@ torch::Tensor external_inputs(const MeasureOptions& o, const Vocabulary& vocab, 
   }
   std::mt19937_64 rng(0);
   std::uniform_int_distribution<int64_t> tok(std::min<int64_t>(3, vocab.size - 1), vocab.size - 1);
+  const bool random = parse_choice<MeasureInput>(o.input) == MeasureInput::random;
   for (int64_t b = 0; b < o.n; ++b) {
     int64_t t = 0, repeated = tok(rng);
     if (bos) acc[b][t++] = vocab.bos;
-    for (; t < o.T; ++t) acc[b][t] = o.input == "random" ? tok(rng) : repeated;
+    for (; t < o.T; ++t) acc[b][t] = random ? tok(rng) : repeated;
   }
   return x;
 }
@@ -177,15 +178,20 @@ int measure_run(MeasureOptions& o) {
   TrainedModel trained = load_trained_model(o.target);
   if (!trained.warning.empty()) fmt::print(stderr, "sinkc: {}\n", trained.warning);
   Batches batches(data, cfg.data, cfg.train.context, 1, cfg.train.seed);
-  if (o.input.empty()) o.input = cfg.measure.input;
-  const bool bos = measures_with_bos(o.bos.empty() ? cfg.measure.bos : o.bos, cfg.data);
-  auto x = batches.measure_inputs(o.n, o.T, o.input, bos);
+  if (o.input.empty()) o.input = name_of(cfg.measure.input);
+  const bool bos = measures_with_bos(o.bos.empty() ? cfg.measure.bos : parse_choice<MeasureBos>(o.bos), cfg.data);
+  auto x = batches.measure_inputs(o.n, o.T, parse_choice<MeasureInput>(o.input), bos);
   std::vector<SinkReport> parts;
   for (int64_t b = 0; b < o.n; b += 25)
     parts.push_back(measure_model(*trained.model, x.narrow(0, b, std::min<int64_t>(25, o.n - b)), o.positions, o.eps, true));
   json about = {{"kind", "run"}, {"run", plan.name}, {"hash", plan.hash8()}, {"step", trained.step}};
   print(o, about, fmt::format("{} ({}), step {}", plan.name, plan.hash8(), trained.step), combine_chunks(parts), bos, "");
   return 0;
+}
+
+// A checkpoint has no training data for `auto` to follow: it measures without.
+bool checkpoint_bos(const MeasureOptions& o) {
+  return !o.bos.empty() && parse_choice<MeasureBos>(o.bos) == MeasureBos::with;
 }
 
 int measure_llama2c(MeasureOptions& o) {
@@ -196,7 +202,7 @@ int measure_llama2c(MeasureOptions& o) {
                          o.tokenizer.empty() ? (fs::path(o.target).parent_path() / "tok512.bin").string() : o.tokenizer;
                      return llama2c_tokenizer(path, c.vocab);
                    }};
-  const bool bos = o.bos == "with";
+  const bool bos = checkpoint_bos(o);
   std::string note;
   auto x = external_inputs(o, vocab, bos, note);
   json about = {{"kind", "llama2c"},
@@ -221,7 +227,7 @@ int measure_hf(MeasureOptions& o) {
                          "text with the model's tokenizer and pass the ids with --ids FILE",
                          o.target));
                    }};
-  const bool bos = o.bos == "with";
+  const bool bos = checkpoint_bos(o);
   std::string note;
   auto x = external_inputs(o, vocab, bos, note);
   json about = {{"kind", "huggingface"},
@@ -245,8 +251,9 @@ int measure_command(MeasureOptions o) {
   if (o.input == "ids" && o.ids_file.empty()) throw std::runtime_error("--input ids needs --ids FILE");
   if (!o.text.empty() || !o.text_file.empty()) {
     if (!o.text.empty() && !o.text_file.empty()) throw std::runtime_error("give --text or --text-file, not both");
-    if (!o.input.empty() && o.input != "natural") throw std::runtime_error("--text is natural input: leave out --input " + o.input);
-    o.input = "natural";
+    if (!o.input.empty() && o.input != name_of(MeasureInput::natural))
+      throw std::runtime_error("--text is natural input: leave out --input " + o.input);
+    o.input = name_of(MeasureInput::natural);
   }
   torch::manual_seed(0);
   const fs::path target(o.target);
@@ -255,8 +262,7 @@ int measure_command(MeasureOptions o) {
       throw std::runtime_error("--text and --ids are for checkpoints: a run measures inputs from its own data");
     return measure_run(o);
   }
-  if (o.input.empty()) o.input = "random";
-  if (o.bos == "auto") o.bos = "without";
+  if (o.input.empty()) o.input = name_of(MeasureInput::random);
   if (fs::is_directory(target) && fs::exists(target / "config.json")) return measure_hf(o);
   if (fs::is_directory(target))
     throw std::runtime_error(fmt::format("{}: neither a run directory (plan.toml) nor a Hugging Face model folder "

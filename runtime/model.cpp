@@ -8,7 +8,7 @@
 
 namespace sink::rt {
 
-Norm::Norm(const std::string& kind, int64_t d, double eps_) : rms(kind == "rmsnorm"), eps(eps_) {
+Norm::Norm(NormKind kind, int64_t d, double eps_) : rms(kind == NormKind::rmsnorm), eps(eps_) {
   weight = register_parameter("weight", torch::ones({d}));
   if (!rms) bias = register_parameter("bias", torch::zeros({d}));
 }
@@ -19,8 +19,8 @@ torch::Tensor Norm::forward(const torch::Tensor& x) {
 }
 
 FeedForward::FeedForward(const ModelConfig& c) {
-  gated = c.ffn == "reglu" || c.ffn == "geglu" || c.ffn == "swiglu";
-  act = c.ffn == "reglu" ? "relu" : c.ffn == "geglu" ? "gelu" : c.ffn == "swiglu" ? "swish" : c.ffn;
+  gated = c.ffn == Ffn::reglu || c.ffn == Ffn::geglu || c.ffn == Ffn::swiglu;
+  act = c.ffn == Ffn::reglu ? Ffn::relu : c.ffn == Ffn::geglu ? Ffn::gelu : c.ffn == Ffn::swiglu ? Ffn::swish : c.ffn;
   w1 = register_module("w1", torch::nn::Linear(torch::nn::LinearOptions(c.d, c.ffn_hidden).bias(false)));
   w2 = register_module("w2", torch::nn::Linear(torch::nn::LinearOptions(c.ffn_hidden, c.d).bias(false)));
   if (gated) w3 = register_module("w3", torch::nn::Linear(torch::nn::LinearOptions(c.d, c.ffn_hidden).bias(false)));
@@ -28,7 +28,7 @@ FeedForward::FeedForward(const ModelConfig& c) {
 
 torch::Tensor FeedForward::forward(const torch::Tensor& x) {
   auto h = w1(x);
-  h = act == "relu" ? torch::relu(h) : act == "gelu" ? torch::gelu(h) : torch::silu(h);
+  h = act == Ffn::relu ? torch::relu(h) : act == Ffn::gelu ? torch::gelu(h) : torch::silu(h);
   if (gated) h = h * w3(x);
   return w2(h);
 }
@@ -39,15 +39,17 @@ SelfAttention::SelfAttention(const ModelConfig& c, std::shared_ptr<AttentionBack
   wq = register_module("wq", linear(c.d, H * dh));
   wk = register_module("wk", linear(c.d, Hkv * dh));
   wv = register_module("wv", linear(c.d, Hkv * dh));
-  wo = register_module("wo", linear(c.heads_combine == "add" ? dh : H * dh, c.d));
-  if (c.attention.gate != "none") wg = register_module("wg", linear(c.d, c.attention.gate == "elementwise" ? H * dh : H));
-  if (c.attention.kernel == "mlp") {
+  wo = register_module("wo", linear(c.heads_combine == HeadsCombine::add ? dh : H * dh, c.d));
+  if (c.attention.gate != Gate::none)
+    wg = register_module("wg", linear(c.d, c.attention.gate == Gate::elementwise ? H * dh : H));
+  if (c.attention.kernel == AttnKernel::mlp) {
     kernel_w1 = register_parameter("kernel_w1", torch::randn({H, dh, c.attention.kernel_hidden}) / std::sqrt(double(dh)));
     kernel_w2 = register_parameter("kernel_w2", torch::randn({H, c.attention.kernel_hidden, dh}) /
                                                     std::sqrt(double(c.attention.kernel_hidden)));
   }
-  if (c.attention.sink_logit == "learned") sink_logit = register_parameter("sink_logit", torch::zeros({H}));
-  if (c.attention.sink_logit == "fixed") sink_logit = register_buffer("sink_logit", torch::full({H}, c.attention.sink_logit_value));
+  if (c.attention.sink_logit == SinkLogit::learned) sink_logit = register_parameter("sink_logit", torch::zeros({H}));
+  if (c.attention.sink_logit == SinkLogit::fixed)
+    sink_logit = register_buffer("sink_logit", torch::full({H}, c.attention.sink_logit_value));
   if (c.attention.differential) {
     // As the authors initialise them: N(0, 0.1) vectors of the half head, a unit gain.
     for (auto [name, slot] : {std::pair{"lambda_q1", &lambda_q1}, {"lambda_k1", &lambda_k1}, {"lambda_q2", &lambda_q2},
@@ -58,9 +60,9 @@ SelfAttention::SelfAttention(const ModelConfig& c, std::shared_ptr<AttentionBack
   const int64_t bias_heads = c.bias_shared ? 1 : H;
   if (c.key_column())
     k_star_learned = register_parameter("k_star", torch::randn({bias_heads, c.k_dims}) * c.init_std);
-  if (c.biases != "none") {
-    if (c.v_star == "learned") v_star = register_parameter("v_star", torch::zeros({bias_heads, dh}));
-    else if (c.v_star == "fixed")
+  if (c.biases != Biases::none) {
+    if (c.v_star == VStar::learned) v_star = register_parameter("v_star", torch::zeros({bias_heads, dh}));
+    else if (c.v_star == VStar::fixed)
       v_star = register_buffer("v_star", eval_vector(c.v_star_expr, dh).to(torch::kFloat).unsqueeze(0).expand({bias_heads, dh}).clone());
     else v_star = register_buffer("v_star", torch::zeros({bias_heads, dh}));
   }
@@ -121,10 +123,10 @@ torch::Tensor SelfAttention::forward(const torch::Tensor& x, const torch::Tensor
     k = k.repeat_interleave(H / Hkv, 1);
     v = v.repeat_interleave(H / Hkv, 1);
   }
-  if (cfg.attention.kernel == "elu1") {
+  if (cfg.attention.kernel == AttnKernel::elu1) {
     q = torch::elu(q) + 1;
     k = torch::elu(k) + 1;
-  } else if (cfg.attention.kernel == "mlp") {
+  } else if (cfg.attention.kernel == AttnKernel::mlp) {
     auto phi = [&](const torch::Tensor& t) {
       return torch::matmul(torch::relu(torch::matmul(t, kernel_w1.unsqueeze(0))), kernel_w2.unsqueeze(0));
     };
@@ -150,14 +152,14 @@ torch::Tensor SelfAttention::forward(const torch::Tensor& x, const torch::Tensor
     if (T - first >= 2) probe->geometry = first_token_geometry(q.narrow(2, first, T - first), k.narrow(2, first, T - first),
                                                                v.narrow(2, first, T - first));
   }
-  if (cfg.biases == "v") out = out + v_star.unsqueeze(0).unsqueeze(2);
+  if (cfg.biases == Biases::v) out = out + v_star.unsqueeze(0).unsqueeze(2);
   if (wg) {
     // Gated attention: each head's output (channel) scaled by sigmoid of a projection of the same input.
-    auto gate = torch::sigmoid(wg(x)).view({B, T, H, cfg.attention.gate == "elementwise" ? dh : 1}).transpose(1, 2);
+    auto gate = torch::sigmoid(wg(x)).view({B, T, H, cfg.attention.gate == Gate::elementwise ? dh : 1}).transpose(1, 2);
     out = out * gate;
     if (probe) probe->gate = gate.detach();
   }
-  if (cfg.heads_combine == "add") return wo(out.sum(1));
+  if (cfg.heads_combine == HeadsCombine::add) return wo(out.sum(1));
   return wo(out.transpose(1, 2).reshape({B, T, H * dh}));
 }
 
@@ -188,12 +190,15 @@ int64_t relative_bucket(int64_t n, int64_t buckets, int64_t max_distance) {
 Transformer::Transformer(const ModelConfig& c, torch::Device dev)
     : cfg(c), device(dev), backend(make_attention_backend(c, dev)) {
   embed = register_module("embed", torch::nn::Embedding(c.vocab, c.d));
-  if (c.pe == "learned") positions = register_module("positions", torch::nn::Embedding(c.max_positions, c.d));
-  if (c.pe == "relative") relative = register_module("relative", torch::nn::Embedding(c.rel_buckets, c.heads));
+  if (c.pe == PosEmbedding::learned)
+    positions = register_module("positions", torch::nn::Embedding(c.max_positions, c.d));
+  if (c.pe == PosEmbedding::relative)
+    relative = register_module("relative", torch::nn::Embedding(c.rel_buckets, c.heads));
   if (c.sink_token) sink_token = register_parameter("sink_token", torch::randn({c.d}) * c.init_std);
   for (int64_t l = 0; l < c.layers; ++l)
     blocks.push_back(register_module("block" + std::to_string(l), std::make_shared<Block>(c, backend)));
-  if (c.placement == "pre") final_norm = register_module("final_norm", std::make_shared<Norm>(c.norm, c.d, c.norm_eps));
+  if (c.placement == NormPlacement::pre)
+    final_norm = register_module("final_norm", std::make_shared<Norm>(c.norm, c.d, c.norm_eps));
   if (!c.tie_embeddings) head = register_module("head", torch::nn::Linear(torch::nn::LinearOptions(c.d, c.vocab).bias(false)));
 
   torch::NoGradGuard no_grad;
@@ -207,12 +212,12 @@ Transformer::Transformer(const ModelConfig& c, torch::Device dev)
 torch::Tensor Transformer::distance_bias(int64_t T) {
   const auto on_device = torch::TensorOptions().device(device);
   auto n = torch::arange(T, on_device.dtype(torch::kFloat));
-  if (cfg.pe == "alibi") {
+  if (cfg.pe == PosEmbedding::alibi) {
     auto slopes = torch::pow(2.0, -8.0 * torch::arange(1, cfg.heads + 1, on_device.dtype(torch::kFloat)) / cfg.heads)
                       .view({cfg.heads, 1});
     return -slopes * n.view({1, T});
   }
-  if (cfg.pe == "relative") {
+  if (cfg.pe == PosEmbedding::relative) {
     std::vector<int64_t> buckets(T);
     for (int64_t d = 0; d < T; ++d) buckets[d] = relative_bucket(d, cfg.rel_buckets, cfg.rel_max_distance);
     return relative(torch::tensor(buckets).to(device)).t();  // [H, T]
@@ -226,10 +231,12 @@ ForwardResult Transformer::forward(const torch::Tensor& tokens, bool probe, bool
   const int64_t B = x.size(0);
   if (cfg.sink_token) x = torch::cat({sink_token.view({1, 1, cfg.d}).expand({B, 1, cfg.d}), x}, 1);
   const int64_t T = x.size(1);
-  if (cfg.pe == "learned") x = x + positions(torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(device)));
-  if (cfg.pe == "sinusoidal") x = x + sinusoidal_positions(T, cfg.d).to(x.device());  // built on the CPU, moved once
+  if (cfg.pe == PosEmbedding::learned)
+    x = x + positions(torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(device)));
+  if (cfg.pe == PosEmbedding::sinusoidal)
+    x = x + sinusoidal_positions(T, cfg.d).to(x.device());  // built on the CPU, moved once
   torch::Tensor cos, sin;
-  if (cfg.pe == "rope") {
+  if (cfg.pe == PosEmbedding::rope) {
     auto inv = torch::pow(cfg.rope_theta, -torch::arange(0, cfg.d_head, 2, torch::kDouble) / double(cfg.d_head));
     auto angles = torch::arange(T, torch::kDouble).unsqueeze(1) * inv.unsqueeze(0);
     cos = torch::cos(angles).to(x.device(), torch::kFloat);
@@ -239,7 +246,7 @@ ForwardResult Transformer::forward(const torch::Tensor& tokens, bool probe, bool
   for (auto& blk : blocks) {
     LayerProbe p;
     LayerProbe* probe_slot = probe ? &p : nullptr;
-    if (cfg.placement == "pre") {
+    if (cfg.placement == NormPlacement::pre) {
       x = x + blk->attn->forward(blk->norm1->forward(x), cos, sin, g, probe_slot);
       x = x + blk->ffn->forward(blk->norm2->forward(x));
       if (want_hidden) r.hidden.push_back(x.detach());

@@ -9,7 +9,7 @@
 namespace sink::rt {
 
 struct Norm : torch::nn::Module {
-  Norm(const std::string& kind, int64_t d, double eps);
+  Norm(NormKind kind, int64_t d, double eps);
   torch::Tensor forward(const torch::Tensor& x);
   bool rms;
   double eps;
@@ -19,7 +19,7 @@ struct Norm : torch::nn::Module {
 struct FeedForward : torch::nn::Module {
   FeedForward(const ModelConfig& c);
   torch::Tensor forward(const torch::Tensor& x);
-  std::string act;
+  Ffn act;  // the activation alone: relu, gelu or swish
   bool gated;
   torch::nn::Linear w1{nullptr}, w2{nullptr}, w3{nullptr};
 };

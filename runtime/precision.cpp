@@ -46,8 +46,8 @@ void set_dtype(c10::DeviceType t, at::ScalarType d) {
 
 }  // namespace
 
-AutocastScope::AutocastScope(const std::string& precision, const torch::Device& device) {
-  if (precision != "bf16") return;
+AutocastScope::AutocastScope(Precision precision, const torch::Device& device) {
+  if (precision != Precision::bf16) return;
   if (!device.is_cpu() && !device.is_cuda())
     throw std::runtime_error("train.precision = bf16: autocast is set up for cpu and cuda, not " + device.str());
   active_ = true;

@@ -5,14 +5,15 @@
 // torch.autocast does. The scope restores what it found, so a caller's own
 // autocast setting survives.
 #pragma once
-#include <string>
 #include <torch/torch.h>
+
+#include "plan/choices.h"
 
 namespace sink::rt {
 
 class AutocastScope {
  public:
-  AutocastScope(const std::string& precision, const torch::Device& device);
+  AutocastScope(Precision precision, const torch::Device& device);
   ~AutocastScope();
   AutocastScope(const AutocastScope&) = delete;
   AutocastScope& operator=(const AutocastScope&) = delete;

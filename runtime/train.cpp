@@ -161,7 +161,7 @@ Training set_up(const Plan& plan, const RunOptions& options, RunDir& dir, RunRec
   summary[summary_key::kAttentionBackend] = backend;
   summary[summary_key::kThreads] = threads;
   summary[summary_key::kDevice] = t.device.str();
-  summary[summary_key::kPrecision] = cfg.train.precision;
+  summary[summary_key::kPrecision] = name_of(cfg.train.precision);
   if (cfg.train.micro_batch > 0) summary[summary_key::kMicroBatch] = cfg.train.micro_batch;
   if (options.workers) {
     summary[summary_key::kWorkers] = options.workers->size();

@@ -50,6 +50,8 @@ if ((tests)); then
   packages+=(chromium chromium-driver python3-selenium python3-pil)
   # `sinkc lsp` through a real editor's LSP client (tests/editors/neovim_test.py)
   packages+=(neovim)
+  # The C++ tree follows .clang-format (tests/style)
+  packages+=(clang-format-19)
 fi
 
 missing=()

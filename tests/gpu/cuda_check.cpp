@@ -127,8 +127,8 @@ void sdpa_dispatch() {
 // One model shape trained on both devices, and its checkpoints moved both ways.
 void train_on_both_devices(const std::string& shape, const RunConfig& cfg) {
   auto cpu_cfg = cfg.model, gpu_cfg = cfg.model;
-  cpu_cfg.attention.backend = "reference";
-  gpu_cfg.attention.backend = "jit";
+  cpu_cfg.attention.backend = Backend::reference;
+  gpu_cfg.attention.backend = Backend::jit;
   const auto dev = torch::Device(torch::kCUDA, 0);
   torch::manual_seed(0);
   Transformer cpu_model(cpu_cfg, torch::kCPU);
@@ -183,7 +183,7 @@ void training_matches_the_cpu(const std::string& source_dir) {
   grouped.model.kv_heads = cfg.model.heads / 2;
   grouped.model.sink_token = true;
   grouped.model.attention.window = 9;
-  grouped.model.biases = "k";
+  grouped.model.biases = Biases::k;
   train_on_both_devices(fmt::format("{} query heads on {} kv heads, sink token, window 9, k*", grouped.model.heads,
                                     grouped.model.kv_heads),
                         grouped);
@@ -238,7 +238,7 @@ void run_resumes_on_the_cpu(const std::string& source_dir) {
 
 void device_choice() {
   const int gpus = visible_gpus();
-  const auto chosen = [](int gpu) { return training_device("cuda", gpu).index(); };
+  const auto chosen = [](int gpu) { return training_device(DeviceKind::cuda, gpu).index(); };
   report("device: --gpu N takes GPU N", chosen(gpus - 1) == gpus - 1, fmt::format("{} GPUs visible", gpus));
   setenv("LOCAL_RANK", std::to_string(gpus + 1).c_str(), 1);
   const int by_rank = chosen(-1);

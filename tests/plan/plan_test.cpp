@@ -75,18 +75,18 @@ TEST(PlanLibrary, RunConfigurationMakesEachDecisionOnce) {
   EXPECT_EQ(c.model.d_head, 16);
   EXPECT_TRUE(c.model.key_column());
   EXPECT_TRUE(c.model.position_term());
-  EXPECT_EQ(c.model.v_star, "fixed");
+  EXPECT_EQ(c.model.v_star, sink::VStar::fixed);
   EXPECT_FALSE(c.model.attention.shifted_exp);
   EXPECT_EQ(c.model.attention.window, 12);
   EXPECT_DOUBLE_EQ(c.model.attention.pnorm_p, 3);
   EXPECT_EQ(c.data.random_positions, (std::vector<int64_t>{2, 5}));
   EXPECT_EQ(c.train.warmup, 10);
-  EXPECT_TRUE(sink::measures_with_bos("auto", c.data));
-  EXPECT_FALSE(sink::measures_with_bos("without", c.data));
+  EXPECT_TRUE(sink::measures_with_bos(sink::MeasureBos::auto_, c.data));
+  EXPECT_FALSE(sink::measures_with_bos(sink::MeasureBos::without, c.data));
   sink::DataConfig no_bos = c.data;
   no_bos.bos = false;
-  EXPECT_FALSE(sink::measures_with_bos("auto", no_bos));
-  EXPECT_TRUE(sink::measures_with_bos("with", no_bos));
+  EXPECT_FALSE(sink::measures_with_bos(sink::MeasureBos::auto_, no_bos));
+  EXPECT_TRUE(sink::measures_with_bos(sink::MeasureBos::with, no_bos));
 }
 
 TEST(PlanLibrary, OneKernelDescriptionFromPlanOrConfig) {
@@ -156,7 +156,7 @@ TEST(PlanLibrary, AFieldAddedLaterKeepsEarlierPlansHashes) {
   const sink::Plan earlier = sink::plan_from_toml(before, "a plan from before attention.gate");
   EXPECT_EQ(earlier.hash(), now.hash());
   EXPECT_EQ(earlier.at("attention.gate").s, "none");
-  EXPECT_EQ(sink::read_config(earlier).model.attention.gate, "none");
+  EXPECT_EQ(sink::read_config(earlier).model.attention.gate, sink::Gate::none);
   sink::Plan gated = now;
   gated.fields["attention.gate"] = sink::Value::of_enum("headwise");
   EXPECT_NE(gated.hash(), now.hash());

@@ -31,7 +31,8 @@ TEST(AttentionBackend, ChosenByPlanAndDevice) {
   EXPECT_EQ(cuda->name(), "cuda");
   EXPECT_EQ(cuda->kernel_source(), kernels::emit_cuda(kernels::kernel_spec(m)));
   // A bf16 run's attention.cu is the source its training passes run: bf16 storage.
-  EXPECT_EQ(cuda->kernel_source("bf16"), kernels::emit_cuda(kernels::kernel_spec(m), kernels::CudaStorage::BFloat16));
+  EXPECT_EQ(cuda->kernel_source(sink::Precision::bf16),
+            kernels::emit_cuda(kernels::kernel_spec(m), kernels::CudaStorage::BFloat16));
   EXPECT_EQ(cuda->kernel_file_name(), "attention.cu");
   // Plain causal softmax goes to LibTorch's SDPA where this LibTorch has one,
   // unless the generated kernels are asked for; anything more stays generated.

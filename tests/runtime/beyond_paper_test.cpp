@@ -28,7 +28,7 @@ ModelConfig model_of(const std::string& body) {
   return m;
 }
 
-AttentionConfig attention_of(const std::string& normalize, const std::string& sink_logit = "none") {
+AttentionConfig attention_of(const std::string& normalize, SinkLogit sink_logit = SinkLogit::none) {
   AttentionConfig a;
   a.score = testing_variants::call("exp", {testing_variants::var("qk")});
   a.normalize = normalize;
@@ -64,7 +64,7 @@ TEST(BeyondThePaper, SinkLogitByHand) {
   OneDim c;
   const double b = 0.7;
   auto sink = torch::tensor({b}, torch::kDouble);
-  auto r = reference_attention(attention_of("sum", "learned"), {c.tq(), c.tk(), c.v, {}, {}, {}, sink}, true);
+  auto r = reference_attention(attention_of("sum", SinkLogit::learned), {c.tq(), c.tk(), c.v, {}, {}, {}, sink}, true);
   for (int i = 0; i < 3; ++i) {
     double Z = std::exp(b), o = 0;
     for (int j = 0; j <= i; ++j) Z += std::exp(c.q[i] * c.k[j]);
@@ -73,7 +73,8 @@ TEST(BeyondThePaper, SinkLogitByHand) {
     EXPECT_NEAR(r.sink_share[0][0][i].item<double>(), std::exp(b) / Z, 1e-12) << "row " << i;
   }
   // softmax+1 is the fixed logit 0: the row sums to 1 - 1 / (1 + sum e^x).
-  auto zero = reference_attention(attention_of("sum", "fixed"), {c.tq(), c.tk(), c.v, {}, {}, {}, torch::zeros({1}, torch::kDouble)}, true);
+  auto zero = reference_attention(attention_of("sum", SinkLogit::fixed),
+                                  {c.tq(), c.tk(), c.v, {}, {}, {}, torch::zeros({1}, torch::kDouble)}, true);
   EXPECT_NEAR(zero.probe[0][0][0].sum().item<double>(), 1 - 1 / (1 + std::exp(c.q[0] * c.k[0])), 1e-12);
 }
 
@@ -82,7 +83,8 @@ TEST(BeyondThePaper, ReferenceGradientsMatchFiniteDifferences) {
     SCOPED_TRACE(design);
     torch::manual_seed(4);
     const int64_t B = 1, H = 2, T = 5, D = 4;
-    const AttentionConfig cfg = design == "softpick" ? attention_of("softpick") : attention_of("sum", "learned");
+    const AttentionConfig cfg =
+        design == "softpick" ? attention_of("softpick") : attention_of("sum", SinkLogit::learned);
     std::vector<torch::Tensor> params = {torch::randn({B, H, T, D}, torch::kDouble), torch::randn({B, H, T, D}, torch::kDouble),
                                          torch::randn({B, H, T, D}, torch::kDouble), torch::randn({H}, torch::kDouble)};
     auto w = torch::randn({B, H, T, D}, torch::kDouble);
@@ -124,9 +126,9 @@ TEST(BeyondThePaper, JitProbesMatchTheReference) {
     if (m.position_term()) call.g = torch::randn({H, T}) * 0.3;
     if (m.attention.has_sink_logit()) call.sink_logit = torch::randn({H});
     AttentionProbe jit, ref;
-    m.attention.backend = "jit";
+    m.attention.backend = Backend::jit;
     auto out_jit = make_attention_backend(m, torch::kCPU)->attend(call, &jit);
-    m.attention.backend = "reference";
+    m.attention.backend = Backend::reference;
     auto out_ref = make_attention_backend(m, torch::kCPU)->attend(call, &ref);
     EXPECT_TRUE(torch::allclose(out_jit, out_ref, 1e-4, 1e-5));
     EXPECT_TRUE(torch::allclose(jit.attention, ref.attention, 1e-4, 1e-6))
@@ -170,7 +172,7 @@ TEST(BeyondThePaper, DifferentialAttentionMatchesAForwardWrittenHere) {
   for (const char* backend : {"reference", "jit"}) {
     SCOPED_TRACE(backend);
     ModelConfig m = model_of(std::string("attention { differential = true  lambda_init = 0.6  backend = ") + backend + " }");
-    m.pe = "nope";
+    m.pe = PosEmbedding::nope;
     torch::manual_seed(9);
     SelfAttention layer(m, make_attention_backend(m, torch::kCPU));
     torch::NoGradGuard no_grad;
@@ -218,9 +220,9 @@ TEST(BeyondThePaper, EveryDesignTrainsThroughBothBackends) {
     ModelConfig m = model_of(std::string(d.body) + " model.pe = alibi");
     torch::manual_seed(1);
     auto tokens = torch::randint(0, m.vocab, {2, 8});
-    m.attention.backend = "jit";
+    m.attention.backend = Backend::jit;
     Transformer jit(m);
-    m.attention.backend = "reference";
+    m.attention.backend = Backend::reference;
     Transformer ref(m);
     {
       torch::NoGradGuard no_grad;
@@ -255,11 +257,11 @@ TEST(BeyondThePaper, EveryDesignTrainsThroughBothBackends) {
 // a million times closer, and in float the reference backend alone parts
 // from itself as far when its initial weights move by one float rounding.
 // Returns the largest difference between the two models' losses over `steps`.
-double softpick_training_apart(torch::ScalarType dtype, const std::string& second_backend, double perturbation,
+double softpick_training_apart(torch::ScalarType dtype, Backend second_backend, double perturbation,
                                int steps = 40) {
   ModelConfig m = model_of("attention.normalize = softpick");
   torch::manual_seed(3);
-  m.attention.backend = "reference";
+  m.attention.backend = Backend::reference;
   Transformer first(m);
   m.attention.backend = second_backend;
   Transformer second(m);
@@ -289,9 +291,9 @@ double softpick_training_apart(torch::ScalarType dtype, const std::string& secon
 }
 
 TEST(BeyondThePaper, SoftpickBackendsPartByRoundingNotByTheirMath) {
-  const double in_float = softpick_training_apart(torch::kFloat, "jit", 0);
-  const double in_double = softpick_training_apart(torch::kDouble, "jit", 0);
-  const double reference_nudged = softpick_training_apart(torch::kFloat, "reference", 1e-7);
+  const double in_float = softpick_training_apart(torch::kFloat, Backend::jit, 0);
+  const double in_double = softpick_training_apart(torch::kDouble, Backend::jit, 0);
+  const double reference_nudged = softpick_training_apart(torch::kFloat, Backend::reference, 1e-7);
   std::cout << "softpick over 40 AdamW steps, largest loss difference: jit vs reference " << in_float
             << " in float, " << in_double << " in double; the reference against itself with its weights moved by "
             << "1e-7: " << reference_nudged << " in float\n";

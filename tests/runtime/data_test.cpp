@@ -261,7 +261,8 @@ TEST(Batches, DeterministicBySeed) {
     for (int64_t s : steps) differ += !torch::equal(other.train(s).first, a.train(s).first);
     EXPECT_GT(differ, 0);
     EXPECT_TRUE(torch::equal(a.valid(4).first, b.valid(4).first));
-    EXPECT_TRUE(torch::equal(a.measure_inputs(4, 16, "random", false), b.measure_inputs(4, 16, "random", false)));
+    EXPECT_TRUE(torch::equal(a.measure_inputs(4, 16, sink::MeasureInput::random, false),
+                             b.measure_inputs(4, 16, sink::MeasureInput::random, false)));
   }
 }
 
@@ -277,7 +278,7 @@ TEST(Batches, ValidationIsDisjointFromTraining) {
   Batches batches(data, cfg.data, cfg.train.context, cfg.train.batch, 0);
   auto [vx, vy] = batches.valid(20);
   EXPECT_TRUE(((vx >= 33 + 36) | (vx == data.eos)).all().item<bool>());
-  auto mx = batches.measure_inputs(10, 16, "natural", false);
+  auto mx = batches.measure_inputs(10, 16, sink::MeasureInput::natural, false);
   EXPECT_TRUE(((mx >= 33 + 36) | (mx == data.eos)).all().item<bool>());
   for (int64_t step = 0; step < 20; ++step) {
     auto [x, y] = batches.train(step);

@@ -15,7 +15,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string error_of(const std::string& kind, int gpu) {
+std::string error_of(sink::DeviceKind kind, int gpu) {
   try {
     sink::rt::training_device(kind, gpu);
   } catch (const std::runtime_error& e) {
@@ -25,15 +25,15 @@ std::string error_of(const std::string& kind, int gpu) {
 }
 
 TEST(Device, CpuRunsTrainOnTheCpuWhateverGpuIsAsked) {
-  EXPECT_TRUE(sink::rt::training_device("cpu", -1).is_cpu());
-  EXPECT_TRUE(sink::rt::training_device("cpu", 3).is_cpu());
+  EXPECT_TRUE(sink::rt::training_device(sink::DeviceKind::cpu, -1).is_cpu());
+  EXPECT_TRUE(sink::rt::training_device(sink::DeviceKind::cpu, 3).is_cpu());
 }
 
 TEST(Device, CudaWithoutAGpuNamesWhatWasAskedFor) {
   if (sink::rt::visible_gpus() > 0) GTEST_SKIP() << "a GPU is visible: tests/gpu/cuda_check checks the choice";
-  EXPECT_NE(error_of("cuda", -1).find("train.device = cuda, but this LibTorch sees no CUDA device"), std::string::npos)
-      << error_of("cuda", -1);
-  EXPECT_NE(error_of("cuda", 2).find("--gpu 2: this LibTorch sees no CUDA device"), std::string::npos) << error_of("cuda", 2);
+  const std::string any = error_of(sink::DeviceKind::cuda, -1), second = error_of(sink::DeviceKind::cuda, 2);
+  EXPECT_NE(any.find("train.device = cuda, but this LibTorch sees no CUDA device"), std::string::npos) << any;
+  EXPECT_NE(second.find("--gpu 2: this LibTorch sees no CUDA device"), std::string::npos) << second;
 }
 
 // sinkc run --jobs 2 --gpu 1: sinkc hands --gpu to sinkc-runtime, which hands

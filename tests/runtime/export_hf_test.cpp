@@ -218,7 +218,7 @@ TEST(ExportHf, TransformersComputesTheRunsLogitsAttentionAndAlphaTable) {
     EXPECT_LE(alpha, 1e-5);
     // A post-norm run measures its residual stream before each block's last LayerNorm; a Hugging Face folder
     // after it (the layer's output): the massive ratios compare for pre-norm runs only.
-    for (size_t l = 0; l < run_report.massive.size() && ours.cfg.placement == "pre"; ++l)
+    for (size_t l = 0; l < run_report.massive.size() && ours.cfg.placement == sink::NormPlacement::pre; ++l)
       EXPECT_NEAR(measured["massive"][l].get<double>(), run_report.massive[l], 1e-5 * run_report.massive[l]);
     std::printf("[ export ] %-25s transformers against the run: |logits| %.1e, |attention| %.1e; measure DIR against "
                 "the run's alpha table %.1e\n",

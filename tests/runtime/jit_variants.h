@@ -46,7 +46,7 @@ inline AttentionConfig config_of(const Variant& v) {
   a.prefix = v.prefix;
   a.window = v.window;
   a.shifted_exp = sink::is_shifted_exp(v.score, v.normalize);
-  a.sink_logit = v.sink_logit ? "learned" : "none";
+  a.sink_logit = v.sink_logit ? SinkLogit::learned : SinkLogit::none;
   return a;
 }
 
@@ -54,8 +54,8 @@ inline AttentionConfig config_of(const Variant& v) {
 inline kernels::KernelSpec spec_of(const Variant& v) {
   ModelConfig m;
   m.attention = config_of(v);
-  m.pe = v.position_bias ? "alibi" : "rope";
-  m.biases = v.key_bias ? "k" : "none";
+  m.pe = v.position_bias ? PosEmbedding::alibi : PosEmbedding::rope;
+  m.biases = v.key_bias ? Biases::k : Biases::none;
   m.d_head = v.D;
   return sink::kernels::kernel_spec(m);
 }

@@ -76,7 +76,7 @@ constexpr int64_t kVocab = 20, kB = 2, kT = 8;
 ModelConfig model_config(const Arch& a) {
   auto cfg = sinktest::config_of(std::string("experiment a extends micro { model.vocab = 20  attention.backend = reference ") +
                                  a.body + " }");
-  EXPECT_EQ(cfg.model.attention.backend, "reference");
+  EXPECT_EQ(cfg.model.attention.backend, sink::Backend::reference);
   return cfg.model;
 }
 
@@ -100,7 +100,7 @@ TEST_P(ModelArch, ForwardShapesAndProbes) {
   EXPECT_EQ(r.logits.sizes(), (std::vector<int64_t>{kB, kT, kVocab}));
   EXPECT_TRUE(torch::isfinite(r.logits).all().item<bool>());
   const int64_t Tp = kT + (c.sink_token ? 1 : 0);
-  const int64_t S = Tp + ((c.biases == "k" || c.biases == "kv") ? 1 : 0);
+  const int64_t S = Tp + (c.key_column() ? 1 : 0);
   ASSERT_EQ(static_cast<int64_t>(r.attention.size()), c.layers);
   ASSERT_EQ(static_cast<int64_t>(r.hidden.size()), c.layers);
   for (int64_t l = 0; l < c.layers; ++l) {
@@ -193,7 +193,7 @@ TEST_P(ModelArch, JitBackendMatchesReference) {
   const Arch& a = GetParam();
   ModelConfig ref_cfg = model_config(a);
   ModelConfig jit_cfg = ref_cfg;
-  jit_cfg.attention.backend = "jit";
+  jit_cfg.attention.backend = sink::Backend::jit;
   torch::manual_seed(4);
   Transformer ref(ref_cfg);
   Transformer jit(jit_cfg);
@@ -366,7 +366,7 @@ TEST(Model, AutocastHandsTheBackendBf16Heads) {
     spy->inner = m.backend;
     for (auto& block : m.blocks) block->attn->backend = spy;
     {
-      AutocastScope bf16("bf16", torch::kCPU);
+      AutocastScope bf16(sink::Precision::bf16, torch::kCPU);
       m.forward(torch::randint(0, kVocab, {kB, kT}, torch::kLong));
     }
     ASSERT_EQ(spy->seen.size(), 3u * c.layers) << body;
