@@ -21,8 +21,8 @@
 #include <string>
 #include <torch/version.h>
 
-#include "runtime/attention.h"
-#include "runtime/jit_attention.h"
+#include "runtime/attention/attention.h"
+#include "runtime/attention/jit_attention.h"
 
 using namespace sink;
 using namespace sink::rt;
@@ -44,7 +44,7 @@ double seconds(const std::function<void()>& f, int repeats) {
 ExprNode var(const char* n) { return {ExprNode::Op::Var, 0, n, {}}; }
 ExprNode call(const char* f, ExprNode a) { return {ExprNode::Op::Call, 0, f, {std::move(a)}}; }
 
-int64_t relative_bucket(int64_t n, int64_t buckets, int64_t max_distance) {  // as runtime/model.cpp
+int64_t relative_bucket(int64_t n, int64_t buckets, int64_t max_distance) {  // as runtime/training/model.cpp
   const int64_t exact = std::max<int64_t>(1, buckets / 2);
   if (n < exact) return n;
   double scaled = std::log(double(n) / exact) / std::log(std::max(double(max_distance) / exact, 1.0 + 1e-9));

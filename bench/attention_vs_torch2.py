@@ -53,7 +53,7 @@ def prefix(b, h, q, kv):
     return (kv <= q) | (kv < PREFIX)
 
 
-def relative_bucket(n, buckets=32, max_distance=128):  # as runtime/model.cpp
+def relative_bucket(n, buckets=32, max_distance=128):  # as runtime/training/model.cpp
     import math
     exact = max(1, buckets // 2)
     if n < exact:

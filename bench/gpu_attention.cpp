@@ -14,8 +14,8 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
-#include "runtime/attention.h"
-#include "runtime/attention_backend.h"
+#include "runtime/attention/attention.h"
+#include "runtime/attention/attention_backend.h"
 #include "tests/runtime/jit_variants.h"
 
 using namespace sink;

@@ -20,12 +20,12 @@
 #include <torch/csrc/autograd/profiler_legacy.h>
 
 #include "compiler/pipeline.h"
-#include "runtime/batches.h"
+#include "runtime/data/batches.h"
 #include "plan/run_config.h"
-#include "runtime/corpus.h"
-#include "runtime/model.h"
-#include "runtime/optimizer.h"
-#include "runtime/process.h"
+#include "runtime/data/corpus.h"
+#include "runtime/training/model.h"
+#include "runtime/training/optimizer.h"
+#include "runtime/processes/process.h"
 
 using namespace sink;
 

@@ -67,7 +67,7 @@ int free_port() {
 }
 
 // `sinkc run --workers W`: torchrun starts W data-parallel workers on this
-// machine (runtime/data_parallel.h). The torchrun of the PyTorch the runtime
+// machine (runtime/processes/data_parallel.h). The torchrun of the PyTorch the runtime
 // was built with (its store and the runtime's c10d client must be one
 // version), else the one on PATH. --redirects/--tee: Debian's torchrun
 // (torch 1.13) dies at start without them, and knows only the underscore

@@ -4,7 +4,7 @@
 // milliseconds); the runtime parses, optimizes (O3, host CPU) and JITs it.
 //
 // Every function works on one (batch, head) slice; rows of q, k, v, o are
-// d_head elements apart. The C signatures are in runtime/jit_attention.cpp.
+// d_head elements apart. The C signatures are in runtime/attention/jit_attention.cpp.
 #pragma once
 #include <string>
 

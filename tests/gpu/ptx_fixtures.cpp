@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/emit_llvm.h"
-#include "runtime/attention.h"
+#include "runtime/attention/attention.h"
 #include "tests/runtime/jit_variants.h"
 
 using namespace sink;

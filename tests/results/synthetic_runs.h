@@ -1,5 +1,5 @@
 // Run directories with known numbers, written the way the runtime writes them
-// (runtime/train.cpp, runtime/run_dir.cpp): plan.toml, metrics.jsonl,
+// (runtime/training/train.cpp, runtime/training/run_dir.cpp): plan.toml, metrics.jsonl,
 // summary.json, log.txt. Shared by results_tests and results_fixture (the
 // browser test's input), so that neither needs LibTorch or a real training.
 #pragma once

@@ -9,9 +9,9 @@
 #include "kernels/emit_llvm.h"
 #include "kernels/emit_cuda.h"
 #include "plan/kernel_spec.h"
-#include "runtime/attention_backend.h"
-#include "runtime/model.h"
-#include "runtime/train.h"
+#include "runtime/attention/attention_backend.h"
+#include "runtime/training/model.h"
+#include "runtime/training/train.h"
 #include "runtime_test_util.h"
 
 using namespace sink;

@@ -11,8 +11,8 @@
 #include <vector>
 #include <torch/torch.h>
 
-#include "runtime/attention.h"
-#include "runtime/attention_backend.h"
+#include "runtime/attention/attention.h"
+#include "runtime/attention/attention_backend.h"
 #include "tests/runtime/jit_variants.h"
 
 namespace sink::testing_variants {

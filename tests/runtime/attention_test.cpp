@@ -7,7 +7,7 @@
 #include <functional>
 #include <optional>
 
-#include "runtime/attention.h"
+#include "runtime/attention/attention.h"
 #include "runtime_test_util.h"
 
 using namespace sink;

@@ -9,11 +9,11 @@
 #include <cmath>
 #include <iostream>
 
-#include "runtime/attention.h"
-#include "runtime/attention_backend.h"
-#include "runtime/geometry.h"
-#include "runtime/measure.h"
-#include "runtime/model.h"
+#include "runtime/attention/attention.h"
+#include "runtime/attention/attention_backend.h"
+#include "runtime/measurement/geometry.h"
+#include "runtime/measurement/measure.h"
+#include "runtime/training/model.h"
 #include "runtime_test_util.h"
 #include "tests/runtime/jit_variants.h"
 

@@ -12,9 +12,9 @@
 #include <filesystem>
 #include <sys/resource.h>
 
-#include "runtime/checkpoint.h"
-#include "runtime/run_dir.h"
-#include "runtime/train.h"
+#include "runtime/training/checkpoint.h"
+#include "runtime/training/run_dir.h"
+#include "runtime/training/train.h"
 #include "runtime_test_util.h"
 
 using namespace sink::rt;

@@ -2,7 +2,7 @@
 // C++ compiler with tests/runtime/cuda_on_cpu.h, each block's threads as
 // std::threads. An oracle for everything above the hardware: the emitted
 // arithmetic, the tiling and barriers, the argument lists and the autograd
-// wrapper (runtime/cuda_attention.cpp). Not for speed, and not a GPU: NVRTC's
+// wrapper (runtime/attention/cuda_attention.cpp). Not for speed, and not a GPU: NVRTC's
 // own compile is tested separately (PTX + ptxas).
 //
 // A block's threads run together (as a GPU's would, in an order nobody
@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "kernels/kernel_abi.h"
-#include "runtime/cuda_attention.h"
+#include "runtime/attention/cuda_attention.h"
 
 namespace sink::testing_variants {
 

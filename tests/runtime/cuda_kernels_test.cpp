@@ -22,9 +22,9 @@
 
 #include "kernels/cuda_source.h"
 #include "kernels/emit_cuda.h"
-#include "runtime/attention.h"
-#include "runtime/cuda_attention.h"
-#include "runtime/cuda_driver.h"
+#include "runtime/attention/attention.h"
+#include "runtime/attention/cuda_attention.h"
+#include "runtime/attention/cuda_driver.h"
 #include "tests/runtime/attention_oracle_expect.h"
 #include "tests/runtime/cuda_emulator.h"
 #include "tests/runtime/jit_variants.h"

@@ -12,11 +12,11 @@
 #include <sys/socket.h>
 #include <thread>
 
-#include "runtime/checkpoint.h"
-#include "runtime/model.h"
-#include "runtime/process.h"
-#include "runtime/run_dir.h"
-#include "runtime/train.h"
+#include "runtime/training/checkpoint.h"
+#include "runtime/training/model.h"
+#include "runtime/processes/process.h"
+#include "runtime/training/run_dir.h"
+#include "runtime/training/train.h"
 #include "runtime_test_util.h"
 
 using sinktest::TempDir;

@@ -8,9 +8,9 @@
 #include <set>
 #include <zstd.h>
 
-#include "runtime/batches.h"
-#include "runtime/corpus.h"
-#include "runtime/tokenizer.h"
+#include "runtime/data/batches.h"
+#include "runtime/data/corpus.h"
+#include "runtime/data/tokenizer.h"
 #include "runtime_test_util.h"
 
 using namespace sink;

@@ -1,4 +1,4 @@
-// Which device a run trains on (runtime/device.h): the plan's kind, the GPU
+// Which device a run trains on (runtime/training/device.h): the plan's kind, the GPU
 // chosen by the process. On a machine without a GPU the choice is checked
 // through its errors, which must name what was asked for and reach every
 // process of a parallel sweep; tests/gpu/cuda_check checks the choice itself.
@@ -6,8 +6,8 @@
 
 #include <filesystem>
 
-#include "runtime/device.h"
-#include "runtime/run_dir.h"
+#include "runtime/training/device.h"
+#include "runtime/training/run_dir.h"
 #include "runtime_test_util.h"
 
 using sinktest::TempDir;

@@ -9,12 +9,12 @@
 #include <fmt/format.h>
 
 #include "hf_python.h"
-#include "runtime/checkpoint.h"
-#include "runtime/hf_export.h"
-#include "runtime/hf_tokenizer.h"
-#include "runtime/measure.h"
-#include "runtime/safetensors.h"
-#include "runtime/train.h"
+#include "runtime/training/checkpoint.h"
+#include "runtime/interop/hf_export.h"
+#include "runtime/data/hf_tokenizer.h"
+#include "runtime/measurement/measure.h"
+#include "runtime/interop/safetensors.h"
+#include "runtime/training/train.h"
 #include "runtime_test_util.h"
 
 using namespace sink::rt;

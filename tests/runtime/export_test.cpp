@@ -11,10 +11,10 @@
 #include <functional>
 #include <sys/wait.h>
 
-#include "runtime/checkpoint.h"
-#include "runtime/llama2c.h"
-#include "runtime/model.h"
-#include "runtime/train.h"
+#include "runtime/training/checkpoint.h"
+#include "runtime/interop/llama2c.h"
+#include "runtime/training/model.h"
+#include "runtime/training/train.h"
 #include "runtime_test_util.h"
 
 using namespace sink::rt;

@@ -6,8 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/hf_model.h"
-#include "runtime/safetensors.h"
+#include "runtime/interop/hf_model.h"
+#include "runtime/interop/safetensors.h"
 #include "runtime_test_util.h"
 
 namespace fs = std::filesystem;

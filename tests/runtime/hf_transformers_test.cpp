@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 
 #include "hf_python.h"
-#include "runtime/hf_tokenizer.h"
+#include "runtime/data/hf_tokenizer.h"
 #include "runtime_test_util.h"
 
 namespace fs = std::filesystem;

@@ -11,7 +11,7 @@
 #include "plan/normalizers.h"
 #include "plan/run_config.h"
 #include "plan/score_functions.h"
-#include "runtime/jit_attention.h"
+#include "runtime/attention/jit_attention.h"
 
 namespace sink::testing_variants {
 

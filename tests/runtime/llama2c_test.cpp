@@ -4,9 +4,9 @@
 
 #include <cstdio>
 
-#include "runtime/llama2c.h"
-#include "runtime/measure.h"
-#include "runtime/tokenizer.h"
+#include "runtime/interop/llama2c.h"
+#include "runtime/measurement/measure.h"
+#include "runtime/data/tokenizer.h"
 #include "runtime_test_util.h"
 
 using namespace sink;

@@ -1,8 +1,8 @@
 // Sink metric oracles on hand-built attention matrices.
 #include <gtest/gtest.h>
 
-#include "runtime/attention.h"
-#include "runtime/measure.h"
+#include "runtime/attention/attention.h"
+#include "runtime/measurement/measure.h"
 
 using namespace sink;
 using namespace sink::rt;

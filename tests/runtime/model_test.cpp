@@ -5,9 +5,9 @@
 
 #include <cmath>
 
-#include "runtime/measure.h"
-#include "runtime/model.h"
-#include "runtime/precision.h"
+#include "runtime/measurement/measure.h"
+#include "runtime/training/model.h"
+#include "runtime/training/precision.h"
 #include "runtime_test_util.h"
 
 using namespace sink;

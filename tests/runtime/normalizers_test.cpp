@@ -12,7 +12,7 @@
 
 #include "plan/normalizers.h"
 #include "plan/schema.h"
-#include "runtime/score.h"
+#include "runtime/attention/score.h"
 
 namespace {
 

@@ -3,8 +3,8 @@
 // held until a read.
 #include <gtest/gtest.h>
 
-#include "runtime/optimizer.h"
-#include "runtime/pending_losses.h"
+#include "runtime/training/optimizer.h"
+#include "runtime/training/pending_losses.h"
 
 using namespace sink::rt;
 

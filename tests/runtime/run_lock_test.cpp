@@ -9,9 +9,9 @@
 #include <sys/wait.h>
 #include <thread>
 
-#include "runtime/process.h"
-#include "runtime/run_dir.h"
-#include "runtime/run_lock.h"
+#include "runtime/processes/process.h"
+#include "runtime/training/run_dir.h"
+#include "runtime/processes/run_lock.h"
 #include "runtime_test_util.h"
 
 using namespace sink::rt;

@@ -19,7 +19,7 @@ extern char** environ;
 
 #include "compiler/pipeline.h"
 #include "plan/run_config.h"
-#include "runtime/train.h"
+#include "runtime/training/train.h"
 
 namespace sinktest {
 

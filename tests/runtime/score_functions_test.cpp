@@ -10,7 +10,7 @@
 #include "plan/symbolic.h"
 #include "plan/schema.h"
 #include "plan/score_functions.h"
-#include "runtime/score.h"
+#include "runtime/attention/score.h"
 
 namespace {
 

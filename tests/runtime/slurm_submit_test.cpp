@@ -9,7 +9,7 @@
 #include <regex>
 #include <thread>
 
-#include "runtime/run_dir.h"
+#include "runtime/training/run_dir.h"
 #include "runtime_test_util.h"
 
 using sinktest::TempDir;

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "runtime/run_dir.h"
+#include "runtime/training/run_dir.h"
 #include "runtime_test_util.h"
 
 using sinktest::TempDir;

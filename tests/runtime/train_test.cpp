@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <sys/wait.h>
 
-#include "runtime/interrupt.h"
-#include "runtime/run_dir.h"
-#include "runtime/train.h"
+#include "runtime/processes/interrupt.h"
+#include "runtime/training/run_dir.h"
+#include "runtime/training/train.h"
 #include "runtime_test_util.h"
 
 using namespace sink;

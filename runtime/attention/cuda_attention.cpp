@@ -1,0 +1,188 @@
+#include "runtime/attention/cuda_attention.h"
+
+#include <fmt/format.h>
+#include <map>
+#include <mutex>
+
+#include "kernels/emit_cuda.h"
+#include "kernels/kernel_abi.h"
+#include "runtime/attention/generated_attention.h"
+
+namespace sink::rt {
+namespace {
+
+using kernels::abi::slot;
+
+// bf16 and half stay as they are (float arithmetic), double stays double, the rest computes in float.
+torch::ScalarType storage_dtype(const torch::Tensor& q) {
+  const auto t = q.scalar_type();
+  return t == torch::kBFloat16 || t == torch::kHalf || t == torch::kDouble ? t : torch::kFloat;
+}
+kernels::CudaStorage layout_of(torch::ScalarType storage) {
+  return storage == torch::kBFloat16 ? kernels::CudaStorage::BFloat16
+         : storage == torch::kHalf   ? kernels::CudaStorage::Float16
+                                     : kernels::CudaStorage::Real;
+}
+torch::ScalarType real_dtype(torch::ScalarType storage) { return storage == torch::kDouble ? torch::kDouble : torch::kFloat; }
+
+KernelBuffer buffer(const torch::Tensor& t) {
+  return t.defined() && t.numel() > 0 ? KernelBuffer{t.data_ptr(), t.nbytes()} : KernelBuffer{};
+}
+
+torch::Tensor as(const torch::Tensor& t, torch::ScalarType dtype) {
+  return t.defined() && t.numel() > 0 ? t.to(dtype).contiguous() : torch::Tensor();
+}
+
+unsigned blocks(int64_t n, int per) { return static_cast<unsigned>((n + per - 1) / per); }
+
+// The sizes every kernel takes after its pointers (abi::kCudaSizes): T, H and
+// the steps between heads of g [H|1, T] and of k*, v* [H|1, D] (0: shared by all heads).
+struct Slices {
+  int64_t B, H, T, D;
+  std::array<int64_t, 4> sizes;
+  Slices(const torch::Tensor& q, const torch::Tensor& g, const torch::Tensor& k_star)
+      : B(q.size(0)), H(q.size(1)), T(q.size(2)), D(q.size(3)) {
+    sizes = {T, H, g.defined() && g.size(0) > 1 ? g.size(1) : 0, k_star.defined() && k_star.size(0) > 1 ? D : 0};
+    if (B * H > 65535) throw std::runtime_error(fmt::format("CUDA attention: {} x {} slices exceed a grid's 65535 rows; lower train.micro_batch", B, H));
+  }
+  LaunchShape shape(int64_t items, int threads) const {
+    return {blocks(items, threads), static_cast<unsigned>(B * H), static_cast<unsigned>(threads)};
+  }
+};
+
+// One variant compiled for one storage type and device, launched on the call's tensors.
+class CudaLauncher : public KernelLauncher {
+ public:
+  CudaLauncher(const kernels::KernelSpec& spec, torch::ScalarType storage, std::shared_ptr<KernelModule> module,
+               std::string key)
+      : spec_(spec), storage_(storage), tiles_(kernels::cuda_tiles(spec)), module_(std::move(module)),
+        key_(std::move(key)) {}
+  const std::string& key() const override { return key_; }
+
+  KernelTensors prepare(const AttentionCall& call) const override {
+    const auto real = real_dtype(storage_);
+    return {as(call.q, storage_),    as(call.k, storage_),      as(call.v, storage_),         as(call.g, real),
+            as(call.k_star, real),   as(call.v_star, real),     as(call.sink_logit, real)};
+  }
+
+  std::pair<torch::Tensor, torch::Tensor> forward(const KernelTensors& in) const override {
+    const Slices s(in.q, in.g, in.k_star);
+    auto o = torch::empty_like(in.q);
+    auto stats = torch::empty({s.B, s.H, 2, s.T}, in.q.options().dtype(real_dtype(storage_)));
+    constexpr auto& F = kernels::abi::kCudaForward;
+    std::array<KernelBuffer, F.size()> a{};
+    a[slot(F, "q")] = buffer(in.q), a[slot(F, "k")] = buffer(in.k), a[slot(F, "v")] = buffer(in.v);
+    a[slot(F, "g")] = buffer(in.g), a[slot(F, "kstar")] = buffer(in.k_star), a[slot(F, "vstar")] = buffer(in.v_star);
+    a[slot(F, "sink")] = buffer(in.sink), a[slot(F, "o")] = buffer(o), a[slot(F, "stats")] = buffer(stats);
+    module_->launch(kernels::abi::kForwardSymbol, s.shape(s.T, tiles_.forward_rows), a, s.sizes);
+    return {o, stats};
+  }
+
+  SliceGradients backward(const KernelTensors& in, const torch::Tensor& o, const torch::Tensor& stats,
+                          const torch::Tensor& dout) const override {
+    const auto real = stats.scalar_type();
+    const Slices s(in.q, in.g, in.k_star);
+    auto rows = [&](bool wanted) { return wanted ? torch::empty({s.B, s.H, s.T}, stats.options()) : torch::Tensor(); };
+    auto delta = rows(true), astar = rows(spec_.key_bias), sdxstar = rows(spec_.key_bias);
+    SliceGradients d;
+    d.dsink = rows(spec_.sink_logit);
+    {
+      constexpr auto& R = kernels::abi::kCudaBackwardRows;
+      std::array<KernelBuffer, R.size()> a{};
+      a[slot(R, "q")] = buffer(in.q), a[slot(R, "kstar")] = buffer(in.k_star), a[slot(R, "vstar")] = buffer(in.v_star);
+      a[slot(R, "sink")] = buffer(in.sink), a[slot(R, "o")] = buffer(o), a[slot(R, "stats")] = buffer(stats);
+      a[slot(R, "dout")] = buffer(dout), a[slot(R, "delta")] = buffer(delta), a[slot(R, "astar")] = buffer(astar);
+      a[slot(R, "sdxstar")] = buffer(sdxstar), a[slot(R, "dsink")] = buffer(d.dsink);
+      module_->launch(kernels::abi::kCudaBackwardRowsSymbol, s.shape(s.T, tiles_.row_threads), a, s.sizes);
+    }
+    d.dk = torch::empty_like(in.k), d.dv = torch::empty_like(in.v);
+    d.dg = spec_.position_bias ? torch::zeros({s.B, s.H, s.T}, stats.options()) : torch::Tensor();
+    {
+      constexpr auto& K = kernels::abi::kCudaBackwardKeys;
+      std::array<KernelBuffer, K.size()> a{};
+      a[slot(K, "q")] = buffer(in.q), a[slot(K, "k")] = buffer(in.k), a[slot(K, "v")] = buffer(in.v);
+      a[slot(K, "g")] = buffer(in.g), a[slot(K, "stats")] = buffer(stats), a[slot(K, "dout")] = buffer(dout);
+      a[slot(K, "delta")] = buffer(delta), a[slot(K, "dk")] = buffer(d.dk), a[slot(K, "dv")] = buffer(d.dv);
+      a[slot(K, "dg")] = buffer(d.dg);
+      module_->launch(kernels::abi::kCudaBackwardKeysSymbol, s.shape(s.T, tiles_.key_rows), a, s.sizes);
+    }
+    d.dq = torch::empty_like(in.q);
+    {
+      constexpr auto& Q = kernels::abi::kCudaBackwardQueries;
+      std::array<KernelBuffer, Q.size()> a{};
+      a[slot(Q, "q")] = buffer(in.q), a[slot(Q, "k")] = buffer(in.k), a[slot(Q, "v")] = buffer(in.v);
+      a[slot(Q, "g")] = buffer(in.g), a[slot(Q, "kstar")] = buffer(in.k_star), a[slot(Q, "stats")] = buffer(stats);
+      a[slot(Q, "dout")] = buffer(dout), a[slot(Q, "delta")] = buffer(delta), a[slot(Q, "sdxstar")] = buffer(sdxstar);
+      a[slot(Q, "dq")] = buffer(d.dq);
+      module_->launch(kernels::abi::kCudaBackwardQueriesSymbol, s.shape(s.T, tiles_.query_rows), a, s.sizes);
+    }
+    // k* and v*'s per-slice terms: sums over the rows.
+    if (in.k_star.defined()) {
+      d.dk_star = torch::einsum("bht,bhtd->bhd", {sdxstar, in.q.to(real)});
+      d.dv_star = torch::einsum("bht,bhtd->bhd", {astar, dout.to(real)});
+    }
+    return d;
+  }
+
+  torch::Tensor probe(const KernelTensors& in, const torch::Tensor& stats) const override {
+    const Slices s(in.q, in.g, in.k_star);
+    const int64_t S = s.T + (spec_.key_bias ? 1 : 0);
+    auto scores = torch::empty({s.B, s.H, s.T, S}, stats.options());
+    constexpr auto& P = kernels::abi::kCudaProbe;
+    std::array<KernelBuffer, P.size()> a{};
+    a[slot(P, "q")] = buffer(in.q), a[slot(P, "k")] = buffer(in.k), a[slot(P, "g")] = buffer(in.g);
+    a[slot(P, "kstar")] = buffer(in.k_star), a[slot(P, "stats")] = buffer(stats), a[slot(P, "out")] = buffer(scores);
+    module_->launch(kernels::abi::kProbeSymbol, s.shape(s.T * S, tiles_.row_threads), a, s.sizes);
+    return scores;
+  }
+
+ private:
+  kernels::KernelSpec spec_;
+  torch::ScalarType storage_;
+  kernels::CudaTiles tiles_;
+  std::shared_ptr<KernelModule> module_;
+  std::string key_;
+};
+
+}  // namespace
+
+std::string cuda_source_for(kernels::KernelSpec spec, torch::ScalarType storage) {
+  spec.f64 = storage == torch::kDouble;
+  return kernels::emit_cuda(spec, layout_of(storage));
+}
+
+KernelModules cuda_modules() {
+  return {"nvrtc", [](const std::string& source, const torch::Device& device) -> std::shared_ptr<KernelModule> {
+            if (!device.is_cuda()) throw std::logic_error("cuda_modules: tensors on " + device.str());
+            return cuda::module_for(source, device.has_index() ? device.index() : 0);
+          }};
+}
+
+// Every layer calls this every step: emit and load once per variant.
+std::shared_ptr<const KernelLauncher> cuda_launcher(kernels::KernelSpec spec, const torch::Tensor& q,
+                                                    const KernelModules& modules) {
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<const KernelLauncher>> known;
+  const auto storage = storage_dtype(q);
+  spec.f64 = storage == torch::kDouble;
+  std::string key = fmt::format("cuda {} storage={} device={} loader={}", spec.describe(), c10::toString(storage),
+                                q.device().str(), modules.name);
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = known.find(key);
+  if (it == known.end()) {
+    auto module = modules.load(cuda_source_for(spec, storage), q.device());
+    it = known.emplace(key, std::make_shared<CudaLauncher>(spec, storage, std::move(module), key)).first;
+  }
+  return it->second;
+}
+
+torch::Tensor cuda_attention(const kernels::KernelSpec& spec, const AttentionCall& call, const KernelModules& modules) {
+  return generated_attention(cuda_launcher(spec, call.q, modules), call);
+}
+
+AttentionProbe cuda_probe(const kernels::KernelSpec& spec, const AttentionConfig& cfg, const AttentionCall& call,
+                          const KernelModules& modules) {
+  return generated_probe(*cuda_launcher(spec, call.q, modules), cfg, call);
+}
+
+}  // namespace sink::rt

@@ -1,0 +1,41 @@
+// Attention through the generated CUDA kernels (kernels/emit_cuda.h),
+// launched on the call's tensors; the autograd function and the probe are
+// runtime/attention/generated_attention.h's. bf16 and half inputs run the
+// 16-bit-storage kernels (float arithmetic), double the double ones,
+// anything else float.
+#pragma once
+#include <functional>
+#include <memory>
+#include <torch/torch.h>
+
+#include "plan/kernel_spec.h"
+#include "runtime/attention/attention_backend.h"
+#include "runtime/attention/cuda_driver.h"
+#include "runtime/attention/generated_attention.h"
+
+namespace sink::rt {
+
+// Where a generated source runs for tensors on `device`: a loaded module.
+// The name is part of the key under which a variant's module is kept, so
+// one variant loaded by two loaders (the GPU, a CPU emulation) stays two.
+struct KernelModules {
+  std::string name;
+  std::function<std::shared_ptr<KernelModule>(const std::string& source, const torch::Device& device)> load;
+};
+
+// CUDA devices: NVRTC and the driver (cuda::module_for).
+KernelModules cuda_modules();
+
+// The CUDA source of `spec`'s kernels for tensors of dtype `storage`, as the
+// backend compiles it (gpu-check fills the kernel cache with these ahead of time).
+std::string cuda_source_for(kernels::KernelSpec spec, torch::ScalarType storage);
+
+// The launcher of `spec`'s kernels for tensors like q, loaded by `modules`.
+std::shared_ptr<const KernelLauncher> cuda_launcher(kernels::KernelSpec spec, const torch::Tensor& q,
+                                                    const KernelModules& modules);
+
+torch::Tensor cuda_attention(const kernels::KernelSpec& spec, const AttentionCall& call, const KernelModules& modules);
+AttentionProbe cuda_probe(const kernels::KernelSpec& spec, const AttentionConfig& cfg, const AttentionCall& call,
+                          const KernelModules& modules);
+
+}  // namespace sink::rt

@@ -1,0 +1,390 @@
+#include "runtime/attention/cuda_driver.h"
+
+#if SINKLAB_HAVE_CUDA_TOOLKIT
+#include <cuda.h>
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <dlfcn.h>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <link.h>
+#include <map>
+#include <mutex>
+#include <nvrtc.h>
+#include <stdexcept>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include "plan/installation.h"
+
+namespace sink::rt::cuda {
+namespace {
+
+namespace fs = std::filesystem;
+
+void* open_first(const std::vector<std::string>& names, std::string& tried) {
+  for (const std::string& n : names) {
+    if (void* h = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL)) return h;
+    tried += fmt::format("{}{} ({})", tried.empty() ? "" : ", ", n, dlerror());
+  }
+  return nullptr;
+}
+
+template <typename Fn>
+Fn symbol(void* lib, const char* name) {
+  void* f = dlsym(lib, name);
+  if (!f) throw std::runtime_error(fmt::format("CUDA: {} not found in its library", name));
+  return reinterpret_cast<Fn>(f);
+}
+
+// The file the loader opened for `lib` (a soname may resolve anywhere on its path).
+std::string opened_file(void* lib) {
+  link_map* map = nullptr;
+  return dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name ? map->l_name : "?";
+}
+
+// Where a pip PyTorch keeps its CUDA libraries: beside torch/ in site-packages,
+// found from the torch libraries this process has loaded.
+std::vector<fs::path> site_packages_of_loaded_torch() {
+  std::vector<fs::path> found;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* out) {
+        const std::string_view path = info->dlpi_name ? info->dlpi_name : "";
+        if (const size_t at = path.find("/torch/lib/"); at != std::string_view::npos) {
+          auto& sites = *static_cast<std::vector<fs::path>*>(out);
+          const fs::path site(path.substr(0, at));
+          if (std::find(sites.begin(), sites.end(), site) == sites.end()) sites.push_back(site);
+        }
+        return 0;
+      },
+      &found);
+  return found;
+}
+
+struct Nvrtc {
+  decltype(&nvrtcCreateProgram) create;
+  decltype(&nvrtcCompileProgram) compile;
+  decltype(&nvrtcGetProgramLogSize) log_size;
+  decltype(&nvrtcGetProgramLog) log;
+  decltype(&nvrtcGetPTXSize) ptx_size;
+  decltype(&nvrtcGetPTX) ptx;
+  decltype(&nvrtcDestroyProgram) destroy;
+  decltype(&nvrtcGetErrorString) error;
+  decltype(&nvrtcVersion) version;
+  decltype(&nvrtcGetCUBINSize) cubin_size;          // null before NVRTC 11.1
+  decltype(&nvrtcGetCUBIN) cubin;
+  decltype(&nvrtcGetNumSupportedArchs) arch_count;  // null before NVRTC 11.2
+  decltype(&nvrtcGetSupportedArchs) archs;
+  std::string file;  // the library opened
+  std::string missing;  // why it could not be opened, or ""
+};
+
+const Nvrtc& nvrtc() {
+  static const Nvrtc api = [] {
+    Nvrtc a{};
+    std::string tried;
+    void* lib = open_first(nvrtc_candidates(), tried);
+    if (!lib) {
+      a.missing = "NVRTC could not be opened (SINKLAB_NVRTC may name libnvrtc.so): " + tried;
+      return a;
+    }
+    a.file = opened_file(lib);
+    a.create = symbol<decltype(a.create)>(lib, "nvrtcCreateProgram");
+    a.compile = symbol<decltype(a.compile)>(lib, "nvrtcCompileProgram");
+    a.log_size = symbol<decltype(a.log_size)>(lib, "nvrtcGetProgramLogSize");
+    a.log = symbol<decltype(a.log)>(lib, "nvrtcGetProgramLog");
+    a.ptx_size = symbol<decltype(a.ptx_size)>(lib, "nvrtcGetPTXSize");
+    a.ptx = symbol<decltype(a.ptx)>(lib, "nvrtcGetPTX");
+    a.destroy = symbol<decltype(a.destroy)>(lib, "nvrtcDestroyProgram");
+    a.error = symbol<decltype(a.error)>(lib, "nvrtcGetErrorString");
+    a.version = reinterpret_cast<decltype(a.version)>(dlsym(lib, "nvrtcVersion"));
+    a.cubin_size = reinterpret_cast<decltype(a.cubin_size)>(dlsym(lib, "nvrtcGetCUBINSize"));
+    a.cubin = reinterpret_cast<decltype(a.cubin)>(dlsym(lib, "nvrtcGetCUBIN"));
+    a.arch_count = reinterpret_cast<decltype(a.arch_count)>(dlsym(lib, "nvrtcGetNumSupportedArchs"));
+    a.archs = reinterpret_cast<decltype(a.archs)>(dlsym(lib, "nvrtcGetSupportedArchs"));
+    return a;
+  }();
+  return api;
+}
+
+struct Driver {
+  decltype(&cuInit) init;
+  decltype(&cuDeviceGet) device_get;
+  decltype(&cuDeviceGetAttribute) attribute;
+  decltype(&cuDevicePrimaryCtxRetain) retain;
+  decltype(&cuCtxGetCurrent) get_current;
+  decltype(&cuCtxSetCurrent) set_current;
+  decltype(&cuModuleLoadData) load;
+  decltype(&cuModuleGetFunction) function;
+  decltype(&cuLaunchKernel) launch;
+  decltype(&cuGetErrorString) error;
+  decltype(&cuDriverGetVersion) version;
+  std::string file;  // the library opened
+};
+
+const Driver& driver() {
+  static const Driver api = [] {
+    std::string tried;
+    void* lib = open_first({"libcuda.so.1", "libcuda.so"}, tried);
+    if (!lib) throw std::runtime_error("CUDA: the driver library could not be opened: " + tried);
+    Driver a{};
+    a.init = symbol<decltype(a.init)>(lib, "cuInit");
+    a.device_get = symbol<decltype(a.device_get)>(lib, "cuDeviceGet");
+    a.attribute = symbol<decltype(a.attribute)>(lib, "cuDeviceGetAttribute");
+    a.retain = symbol<decltype(a.retain)>(lib, "cuDevicePrimaryCtxRetain");
+    a.get_current = symbol<decltype(a.get_current)>(lib, "cuCtxGetCurrent");
+    a.set_current = symbol<decltype(a.set_current)>(lib, "cuCtxSetCurrent");
+    a.load = symbol<decltype(a.load)>(lib, "cuModuleLoadData");
+    a.function = symbol<decltype(a.function)>(lib, "cuModuleGetFunction");
+    a.launch = symbol<decltype(a.launch)>(lib, "cuLaunchKernel");
+    a.error = symbol<decltype(a.error)>(lib, "cuGetErrorString");
+    a.version = symbol<decltype(a.version)>(lib, "cuDriverGetVersion");
+    a.file = opened_file(lib);
+    return a;
+  }();
+  return api;
+}
+
+void check(CUresult r, const char* what) {
+  if (r == CUDA_SUCCESS) return;
+  const char* text = nullptr;
+  driver().error(r, &text);
+  throw std::runtime_error(fmt::format("CUDA: {} failed: {} ({})", what, text ? text : "unknown error", static_cast<int>(r)));
+}
+
+void check(nvrtcResult r, const char* what) {
+  if (r != NVRTC_SUCCESS) throw std::runtime_error(fmt::format("NVRTC: {} failed: {}", what, nvrtc().error(r)));
+}
+
+class DriverModule : public KernelModule {
+ public:
+  DriverModule(const std::string& source, int device) {
+    const Driver& d = driver();
+    check(d.init(0), "cuInit");
+    check(d.device_get(&device_, device), "cuDeviceGet");
+    check(d.retain(&context_, device_), "cuDevicePrimaryCtxRetain");
+    make_current();
+    int major = 0, minor = 0;
+    check(d.attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device_), "cuDeviceGetAttribute");
+    check(d.attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device_), "cuDeviceGetAttribute");
+    const std::string image = loadable_image(source, major * 10 + minor);
+    check(d.load(&module_, image.data()), "cuModuleLoadData");
+  }
+
+  void launch(std::string_view symbol_name, LaunchShape shape, std::span<const KernelBuffer> buffers,
+              std::span<const int64_t> sizes) override {
+    const Driver& d = driver();
+    make_current();  // autograd runs backward on its own thread
+    CUfunction f = function(std::string(symbol_name));
+    std::vector<void*> args;
+    for (const KernelBuffer& b : buffers) args.push_back(const_cast<void**>(&b.data));
+    for (const int64_t& s : sizes) args.push_back(const_cast<int64_t*>(&s));
+    if (shape.grid_x == 0 || shape.grid_y == 0) return;
+    check(d.launch(f, shape.grid_x, shape.grid_y, 1, shape.threads, 1, 1, 0, nullptr, args.data(), nullptr),
+          "cuLaunchKernel");
+  }
+
+ private:
+  CUdevice device_{};
+  CUcontext context_{};
+  CUmodule module_{};
+  std::mutex mutex_;
+  std::map<std::string, CUfunction> functions_;
+
+  void make_current() {
+    CUcontext now = nullptr;
+    check(driver().get_current(&now), "cuCtxGetCurrent");
+    if (now != context_) check(driver().set_current(context_), "cuCtxSetCurrent");
+  }
+  CUfunction function(const std::string& name) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto [it, fresh] = functions_.try_emplace(name);
+    if (fresh) check(driver().function(&it->second, module_, name.c_str()), "cuModuleGetFunction");
+    return it->second;
+  }
+};
+
+std::atomic<int> compilations{0};
+
+// What NVRTC makes of `source` for compute capability `arch`: machine code
+// (sm_XX; the driver loads it as is) or PTX (compute_XX; the driver
+// translates it, and refuses PTX newer than itself).
+std::string compile(const std::string& source, int arch, bool machine_code) {
+  const Nvrtc& n = nvrtc();
+  if (!n.missing.empty()) throw std::runtime_error(n.missing);
+  ++compilations;
+  nvrtcProgram program = nullptr;
+  check(n.create(&program, source.c_str(), "sinklab_attention.cu", 0, nullptr, nullptr), "nvrtcCreateProgram");
+  const std::string arch_option = fmt::format("--gpu-architecture={}_{}", machine_code ? "sm" : "compute", arch);
+  // No fast math: the kernels are checked against the reference at 1e-5.
+  const char* options[] = {arch_option.c_str(), "--std=c++17"};
+  nvrtcResult compiled = n.compile(program, 2, options);
+  size_t log_size = 0;
+  n.log_size(program, &log_size);
+  std::string log(log_size, '\0');
+  if (log_size > 1) n.log(program, log.data());
+  if (compiled != NVRTC_SUCCESS) {
+    n.destroy(&program);
+    throw std::runtime_error(fmt::format("NVRTC could not compile the attention kernel for sm_{}:\n{}", arch, log));
+  }
+  size_t size = 0;
+  std::string out;
+  if (machine_code) {
+    check(n.cubin_size(program, &size), "nvrtcGetCUBINSize");
+    out.resize(size);
+    check(n.cubin(program, out.data()), "nvrtcGetCUBIN");
+  } else {
+    check(n.ptx_size(program, &size), "nvrtcGetPTXSize");
+    out.resize(size);
+    check(n.ptx(program, out.data()), "nvrtcGetPTX");
+    if (!out.empty() && out.back() == '\0') out.pop_back();
+  }
+  n.destroy(&program);
+  return out;
+}
+
+// The newest architecture this NVRTC compiles for, up to `arch`, or 0 when it cannot say.
+int newest_known_arch(int arch) {
+  const Nvrtc& n = nvrtc();
+  int count = 0;
+  if (!n.arch_count || !n.archs || n.arch_count(&count) != NVRTC_SUCCESS || count <= 0) return 0;
+  std::vector<int> archs(count);
+  if (n.archs(archs.data()) != NVRTC_SUCCESS) return 0;
+  int best = 0;
+  for (int a : archs)
+    if (a <= arch) best = std::max(best, a);
+  return best;
+}
+
+}  // namespace
+
+std::vector<std::string> nvrtc_candidates() {
+  std::vector<std::string> names;
+  if (const char* named = std::getenv("SINKLAB_NVRTC"); named && *named) names.push_back(named);
+  for (const char* soname : {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"}) names.push_back(soname);
+  std::vector<fs::path> dirs;
+  for (const char* var : {"CUDA_HOME", "CUDA_PATH"})
+    if (const char* home = std::getenv(var); home && *home) dirs.push_back(fs::path(home) / "lib64");
+  dirs.push_back("/usr/local/cuda/lib64");
+  for (const auto& site : site_packages_of_loaded_torch())
+    for (const char* sub : {"nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib"}) dirs.push_back(site / sub);
+  for (const auto& dir : dirs) {
+    std::error_code ec;
+    std::vector<std::string> here;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      const std::string file = entry.path().filename().string();
+      if (file.rfind("libnvrtc.so", 0) == 0) here.push_back(entry.path().string());
+    }
+    std::sort(here.begin(), here.end());
+    names.insert(names.end(), here.begin(), here.end());
+  }
+  return names;
+}
+
+bool nvrtc_available(std::string* why) {
+  const std::string& missing = nvrtc().missing;
+  if (why) *why = missing;
+  return missing.empty();
+}
+
+std::string compile_ptx(const std::string& source, int arch) { return compile(source, arch, false); }
+
+std::string compile_cubin(const std::string& source, int arch) {
+  if (!nvrtc().missing.empty()) throw std::runtime_error(nvrtc().missing);
+  if (!nvrtc().cubin) throw std::runtime_error("NVRTC: this NVRTC is older than 11.1 and writes no machine code");
+  return compile(source, arch, true);
+}
+
+std::string loadable_image(const std::string& source, int arch) {
+  const int known = newest_known_arch(arch);
+  const bool machine_code = nvrtc().cubin && (known == arch || known == 0);
+  // A GPU newer than this NVRTC (or an NVRTC too old to say): PTX for the
+  // newest architecture it knows, which the driver translates for the GPU.
+  const int target = machine_code || known == 0 ? arch : known;
+  int major = 0, minor = 0;
+  if (nvrtc().version) nvrtc().version(&major, &minor);
+  // Named by what decides the bytes: the source, the target and NVRTC's version.
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : fmt::format("{}\nsm_{} {} nvrtc {}.{}", source, target, machine_code ? "cubin" : "ptx", major, minor))
+    h = (h ^ c) * 0x100000001b3ull;
+  const fs::path file = kernel_cache_dir() / fmt::format("cuda-{:016x}.{}", h, machine_code ? "cubin" : "ptx");
+  if (std::ifstream in{file, std::ios::binary}) {
+    std::string image{std::istreambuf_iterator<char>(in), {}};
+    if (!image.empty()) return image;
+  }
+  std::string image = machine_code ? compile_cubin(source, target) : compile_ptx(source, target);
+  // Another process may write the same file at once: each renames a whole one.
+  std::error_code ec;
+  fs::create_directories(file.parent_path(), ec);
+  const fs::path tmp = fmt::format("{}.{}.{}.tmp", file.string(), getpid(), std::hash<std::thread::id>()(std::this_thread::get_id()));
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out.write(image.data(), static_cast<std::streamsize>(image.size()));
+    if (!out) ec = std::make_error_code(std::errc::io_error);
+  }
+  if (ec) fs::remove(tmp, ec);  // no cached file: the next process compiles again
+  else fs::rename(tmp, file, ec);
+  return image;
+}
+
+int nvrtc_compilations() { return compilations.load(); }
+
+std::string describe_libraries() {
+  std::string nvrtc_text = nvrtc().missing;
+  if (nvrtc_text.empty()) {
+    int major = 0, minor = 0;
+    if (nvrtc().version) nvrtc().version(&major, &minor);
+    nvrtc_text = fmt::format("NVRTC {}.{} from {}", major, minor, nvrtc().file);
+  }
+  std::string driver_text;
+  try {
+    int version = 0;
+    driver().version(&version);
+    driver_text = fmt::format("CUDA driver {}.{} from {}", version / 1000, version % 1000 / 10, driver().file);
+  } catch (const std::exception& e) {
+    driver_text = e.what();
+  }
+  return nvrtc_text + "; " + driver_text;
+}
+
+std::shared_ptr<KernelModule> module_for(const std::string& source, int device) {
+  static std::mutex mutex;
+  static std::map<std::pair<std::string, int>, std::shared_ptr<KernelModule>> loaded;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto [it, fresh] = loaded.try_emplace({source, device});
+  if (fresh) {
+    try {
+      it->second = std::make_shared<DriverModule>(source, device);
+    } catch (...) {
+      loaded.erase(it);
+      throw;
+    }
+  }
+  return it->second;
+}
+
+}  // namespace sink::rt::cuda
+#else  // built without the CUDA toolkit's headers
+#include <stdexcept>
+
+namespace sink::rt::cuda {
+namespace {
+const char* kMissing = "this sinkc-runtime was built without the CUDA toolkit (cuda.h, nvrtc.h were not found when it "
+                       "was configured): rebuild where the toolkit is (scripts/setup-gpu.sh)";
+}
+bool nvrtc_available(std::string* why) {
+  if (why) *why = kMissing;
+  return false;
+}
+std::vector<std::string> nvrtc_candidates() { return {}; }
+std::string compile_ptx(const std::string&, int) { throw std::runtime_error(kMissing); }
+std::string compile_cubin(const std::string&, int) { throw std::runtime_error(kMissing); }
+std::string loadable_image(const std::string&, int) { throw std::runtime_error(kMissing); }
+int nvrtc_compilations() { return 0; }
+std::string describe_libraries() { return kMissing; }
+std::shared_ptr<KernelModule> module_for(const std::string&, int) { throw std::runtime_error(kMissing); }
+}  // namespace sink::rt::cuda
+#endif

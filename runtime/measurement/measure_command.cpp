@@ -1,0 +1,274 @@
+#include "runtime/measurement/measure_command.h"
+
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "plan/installation.h"
+#include "plan/run_config.h"
+#include "runtime/training/checkpoint.h"
+#include "runtime/data/corpus.h"
+#include "runtime/interop/hf_model.h"
+#include "runtime/data/hf_tokenizer.h"
+#include "runtime/interop/llama2c.h"
+#include "runtime/measurement/measure.h"
+#include "runtime/training/run_dir.h"
+#include "runtime/data/tokenizer.h"
+#include "runtime/training/train.h"
+
+namespace sink::rt {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// What an external checkpoint (not a run) needs from the input builder.
+struct Vocabulary {
+  int64_t size = 0;
+  int64_t bos = -1;  // -1: the checkpoint names no BOS
+  std::function<std::unique_ptr<Tokenizer>()> tokenizer;  // for natural input; throws when there is none
+};
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(fmt::format("--text-file {}: cannot read", path));
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+std::vector<int32_t> read_ids(const std::string& path, int64_t vocab) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(fmt::format("--ids {}: cannot read", path));
+  std::vector<int32_t> ids;
+  std::string word;
+  for (int64_t count = 1; in >> word; ++count) {
+    std::replace(word.begin(), word.end(), ',', ' ');
+    std::istringstream parts(word);
+    for (std::string part; parts >> part;) {
+      size_t used = 0;
+      long long id = -1;
+      try {
+        id = std::stoll(part, &used);
+      } catch (const std::exception&) {
+      }
+      if (used != part.size() || id < 0 || id >= vocab)
+        throw std::runtime_error(fmt::format("--ids {}: entry {} ('{}') is not a token id in [0, {})", path, count, part, vocab));
+      ids.push_back(static_cast<int32_t>(id));
+    }
+  }
+  if (ids.empty()) throw std::runtime_error(fmt::format("--ids {}: no token ids", path));
+  return ids;
+}
+
+// n sequences of T tokens from a checkpoint's vocabulary. Natural text and
+// ids are cut into consecutive windows (repeated when they are too short,
+// which the header says); a BOS, when asked for, takes each window's first slot.
+torch::Tensor external_inputs(const MeasureOptions& o, const Vocabulary& vocab, bool bos, std::string& note) {
+  if (bos && vocab.bos < 0)
+    throw std::runtime_error("--bos with: the checkpoint names no BOS token (config.json has no bos_token_id)");
+  const int64_t content = o.T - (bos ? 1 : 0);
+  auto x = torch::empty({o.n, o.T}, torch::kLong);
+  auto acc = x.accessor<int64_t, 2>();
+  std::vector<int32_t> stream;
+  if (o.input == "ids") {
+    stream = read_ids(o.ids_file, vocab.size);
+  } else if (parse_choice<MeasureInput>(o.input) == MeasureInput::natural) {
+    auto tokenizer = vocab.tokenizer();
+    std::vector<std::string> docs;
+    if (!o.text.empty()) docs = {o.text};
+    else if (!o.text_file.empty()) docs = {read_text_file(o.text_file)};
+    else {
+      // Held-out prose, not text the model was trained on.
+      docs = read_documents(builtin_corpus("default").string(), nullptr);
+      note = "text: the builtin corpus";
+    }
+    // Batches of documents: a tokenizer run as a process pays its start-up once per batch.
+    constexpr size_t kBatch = 64;
+    for (size_t at = 0; at < docs.size() && static_cast<int64_t>(stream.size()) <= o.n * content; at += kBatch) {
+      std::vector<std::string> batch;
+      for (size_t d = at; d < std::min(docs.size(), at + kBatch); ++d)
+        batch.push_back(docs.size() == 1 ? docs[d] : docs[d].substr(0, 4000));
+      for (const auto& ids : tokenizer->encode_all(batch)) stream.insert(stream.end(), ids.begin(), ids.end());
+    }
+    if (stream.empty()) throw std::runtime_error("the text tokenizes to no tokens");
+  }
+  if (!stream.empty()) {
+    if (static_cast<int64_t>(stream.size()) < o.n * content)
+      note += fmt::format("{}{} tokens for {} x {}: the windows repeat", note.empty() ? "" : "; ", stream.size(), o.n, content);
+    for (int64_t b = 0; b < o.n; ++b) {
+      int64_t t = 0;
+      if (bos) acc[b][t++] = vocab.bos;
+      for (int64_t c = 0; t < o.T; ++t, ++c) acc[b][t] = stream[static_cast<size_t>(b * content + c) % stream.size()];
+    }
+    return x;
+  }
+  std::mt19937_64 rng(0);
+  std::uniform_int_distribution<int64_t> tok(std::min<int64_t>(3, vocab.size - 1), vocab.size - 1);
+  const bool random = parse_choice<MeasureInput>(o.input) == MeasureInput::random;
+  for (int64_t b = 0; b < o.n; ++b) {
+    int64_t t = 0, repeated = tok(rng);
+    if (bos) acc[b][t++] = vocab.bos;
+    for (; t < o.T; ++t) acc[b][t] = random ? tok(rng) : repeated;
+  }
+  return x;
+}
+
+void print_text(const std::string& header, const SinkReport& r, double eps) {
+  fmt::print("{}\n", header);
+  fmt::print("alpha_1 per layer (rows) and head (columns), eps = {}\n", eps);
+  for (size_t l = 0; l < r.alpha.size(); ++l) {
+    fmt::print("  L{:<3}", l);
+    for (double a : r.alpha[l]) fmt::print(" {:7.4f}", a);
+    fmt::print("\n");
+  }
+  for (auto& [k, v] : r.sink) fmt::print("Sink_{}^{} = {:.3f} %\n", k, eps, v);
+  if (r.sink_star >= 0) fmt::print("Sink_*^{} = {:.3f} %\n", eps, r.sink_star);
+  if (r.sink_logit >= 0) fmt::print("Sink_logit^{} = {:.3f} %\n", eps, r.sink_logit);
+  auto per_layer = [](const char* what, const std::vector<double>& values) {
+    if (values.empty()) return;
+    fmt::print("{} per layer:", what);
+    for (double v : values) fmt::print(" {:.3f}", v);
+    fmt::print("\n");
+  };
+  per_layer("massive-activation ratio |h_1| / mean |h_t>1|", r.massive);
+  per_layer("max |activation|", r.max_activation);
+  per_layer("mean gate", r.gate);
+  auto per_head = [](const char* what, const std::vector<std::vector<double>>& table) {
+    if (table.empty()) return;
+    fmt::print("{} per layer (rows) and head (columns)\n", what);
+    for (size_t l = 0; l < table.size(); ++l) {
+      fmt::print("  L{:<3}", l);
+      for (double v : table[l]) fmt::print(" {:7.4f}", v);
+      fmt::print("\n");
+    }
+  };
+  per_head("sink-logit share of each row", r.sink_logit_share);
+  per_head("token 1: |k_1| / mean |k_t>1|", r.key_norm_ratio);
+  per_head("token 1: |v_1| / mean |v_t>1|", r.value_norm_ratio);
+  per_head("token 1: mean cos(q_t, k_1)", r.query_key_cos);
+}
+
+void print(const MeasureOptions& o, json about, const std::string& header, const SinkReport& r, bool bos,
+           const std::string& note) {
+  if (o.format == "json") {
+    about["target"] = o.target;
+    about["input"] = o.input;
+    about["T"] = o.T;
+    about["n"] = o.n;
+    about["bos"] = bos;
+    about["eps"] = o.eps;
+    about["positions"] = o.positions;
+    if (!note.empty()) about["note"] = note;
+    about.update(report_json(r));
+    fmt::print("{}\n", about.dump(2));
+    return;
+  }
+  print_text(fmt::format("{}, input {}, T = {}, {} sequences, {} BOS{}", header, o.input, o.T, o.n, bos ? "with" : "without",
+                         note.empty() ? "" : " (" + note + ")"),
+             r, o.eps);
+}
+
+int measure_run(MeasureOptions& o) {
+  Plan plan = read_plan((fs::path(o.target) / "plan.toml").string());
+  auto cfg = read_config(plan);
+  auto data = load_data(cfg.data, (fs::path(o.target).parent_path() / ".cache").string());
+  // The latest usable checkpoint: a corrupt latest falls back to the previous, as --resume does.
+  TrainedModel trained = load_trained_model(o.target);
+  if (!trained.warning.empty()) fmt::print(stderr, "sinkc: {}\n", trained.warning);
+  Batches batches(data, cfg.data, cfg.train.context, 1, cfg.train.seed);
+  if (o.input.empty()) o.input = name_of(cfg.measure.input);
+  const bool bos = measures_with_bos(o.bos.empty() ? cfg.measure.bos : parse_choice<MeasureBos>(o.bos), cfg.data);
+  auto x = batches.measure_inputs(o.n, o.T, parse_choice<MeasureInput>(o.input), bos);
+  std::vector<SinkReport> parts;
+  for (int64_t b = 0; b < o.n; b += 25)
+    parts.push_back(measure_model(*trained.model, x.narrow(0, b, std::min<int64_t>(25, o.n - b)), o.positions, o.eps, true));
+  json about = {{"kind", "run"}, {"run", plan.name}, {"hash", plan.hash8()}, {"step", trained.step}};
+  print(o, about, fmt::format("{} ({}), step {}", plan.name, plan.hash8(), trained.step), combine_chunks(parts), bos, "");
+  return 0;
+}
+
+// A checkpoint has no training data for `auto` to follow: it measures without.
+bool checkpoint_bos(const MeasureOptions& o) {
+  return !o.bos.empty() && parse_choice<MeasureBos>(o.bos) == MeasureBos::with;
+}
+
+int measure_llama2c(MeasureOptions& o) {
+  auto loaded = load_llama2c(o.target);
+  const auto& c = loaded.config;
+  Vocabulary vocab{c.vocab, 1, [&] {
+                     std::string path =
+                         o.tokenizer.empty() ? (fs::path(o.target).parent_path() / "tok512.bin").string() : o.tokenizer;
+                     return llama2c_tokenizer(path, c.vocab);
+                   }};
+  const bool bos = checkpoint_bos(o);
+  std::string note;
+  auto x = external_inputs(o, vocab, bos, note);
+  json about = {{"kind", "llama2c"},
+                {"model", {{"d", c.d}, {"layers", c.layers}, {"heads", c.heads}, {"kv_heads", c.kv_heads}, {"vocab", c.vocab}}}};
+  auto header = fmt::format("{} (llama2.c: d {}, {} layers, {} heads, {} kv heads)", o.target, c.d, c.layers, c.heads, c.kv_heads);
+  print(o, about, header, measure_model(*loaded.model, x, o.positions, o.eps, true), bos, note);
+  return 0;
+}
+
+int measure_hf(MeasureOptions& o) {
+  HfModel model(o.target);
+  const auto& c = model.config();
+  // SentencePiece's tokenizer.model when there is one (LLaMA 1/2, Mistral), else Hugging Face's tokenizer.json
+  // through its own library (byte-level BPE: GPT-2, Pythia, OPT).
+  Vocabulary vocab{c.vocab, c.bos_id, [&]() -> std::unique_ptr<Tokenizer> {
+                     const fs::path spm = fs::path(o.target) / "tokenizer.model";
+                     const fs::path hf = fs::path(o.target) / "tokenizer.json";
+                     if (fs::exists(spm)) return sentencepiece_model_tokenizer(spm.string(), c.vocab);
+                     if (fs::exists(hf)) return hf_tokenizer(hf.string(), c.vocab);
+                     throw std::runtime_error(fmt::format(
+                         "{} has no SentencePiece tokenizer.model and no Hugging Face tokenizer.json: tokenize the "
+                         "text with the model's tokenizer and pass the ids with --ids FILE",
+                         o.target));
+                   }};
+  const bool bos = checkpoint_bos(o);
+  std::string note;
+  auto x = external_inputs(o, vocab, bos, note);
+  json about = {{"kind", "huggingface"},
+                {"model",
+                 {{"model_type", c.model_type}, {"d", c.d}, {"layers", c.layers}, {"heads", c.heads},
+                  {"kv_heads", c.kv_heads}, {"head_dim", c.head_dim}, {"vocab", c.vocab}}}};
+  auto header = fmt::format("{} (Hugging Face {}: d {}, {} layers, {} heads, {} kv heads)", o.target, c.model_type, c.d,
+                            c.layers, c.heads, c.kv_heads);
+  print(o, about, header, measure_hf_model(model, x, o.positions, o.eps), bos, note);
+  return 0;
+}
+
+}  // namespace
+
+int measure_command(MeasureOptions o) {
+  if (o.positions.empty()) o.positions = {1};
+  if (!o.ids_file.empty()) {
+    if (!o.input.empty() && o.input != "ids") throw std::runtime_error("--ids FILE is an input: leave out --input " + o.input);
+    o.input = "ids";
+  }
+  if (o.input == "ids" && o.ids_file.empty()) throw std::runtime_error("--input ids needs --ids FILE");
+  if (!o.text.empty() || !o.text_file.empty()) {
+    if (!o.text.empty() && !o.text_file.empty()) throw std::runtime_error("give --text or --text-file, not both");
+    if (!o.input.empty() && o.input != name_of(MeasureInput::natural))
+      throw std::runtime_error("--text is natural input: leave out --input " + o.input);
+    o.input = name_of(MeasureInput::natural);
+  }
+  torch::manual_seed(0);
+  const fs::path target(o.target);
+  if (fs::is_directory(target) && fs::exists(target / "plan.toml")) {
+    if (!o.text.empty() || !o.text_file.empty() || o.input == "ids")
+      throw std::runtime_error("--text and --ids are for checkpoints: a run measures inputs from its own data");
+    return measure_run(o);
+  }
+  if (o.input.empty()) o.input = name_of(MeasureInput::random);
+  if (fs::is_directory(target) && fs::exists(target / "config.json")) return measure_hf(o);
+  if (fs::is_directory(target))
+    throw std::runtime_error(fmt::format("{}: neither a run directory (plan.toml) nor a Hugging Face model folder "
+                                         "(config.json + *.safetensors)",
+                                         o.target));
+  return measure_llama2c(o);
+}
+
+}  // namespace sink::rt

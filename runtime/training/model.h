@@ -1,0 +1,94 @@
+// The transformer, configured only from the Plan: LLaMA-style by default
+// (RoPE, pre-RMSNorm, SwiGLU) with every knob the paper ablates.
+#pragma once
+#include <torch/torch.h>
+
+#include "plan/run_config.h"
+#include "runtime/attention/attention_backend.h"
+
+namespace sink::rt {
+
+struct Norm : torch::nn::Module {
+  Norm(NormKind kind, int64_t d, double eps);
+  torch::Tensor forward(const torch::Tensor& x);
+  bool rms;
+  double eps;
+  torch::Tensor weight, bias;
+};
+
+struct FeedForward : torch::nn::Module {
+  FeedForward(const ModelConfig& c);
+  torch::Tensor forward(const torch::Tensor& x);
+  Ffn act;  // the activation alone: relu, gelu or swish
+  bool gated;
+  torch::nn::Linear w1{nullptr}, w2{nullptr}, w3{nullptr};
+};
+
+// What a probed forward of one layer's attention gives a measurement.
+struct LayerProbe {
+  torch::Tensor attention;   // [B, H, T', S] metric attention
+  torch::Tensor sink_share;  // [B, H, T'] the sink logit's share, when there is one
+  torch::Tensor gate;        // [B, H, T', dh|1] gate values of a gated model
+  torch::Tensor geometry;    // [3, H] first_token_geometry (runtime/measurement/geometry.h)
+};
+
+struct SelfAttention : torch::nn::Module {
+  SelfAttention(const ModelConfig& c, std::shared_ptr<AttentionBackend> backend);
+  // g: the position term by distance [H, T], or undefined. probe: filled when given.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& rope_cos, const torch::Tensor& rope_sin,
+                        const torch::Tensor& g, LayerProbe* probe);
+  ModelConfig cfg;
+  std::shared_ptr<AttentionBackend> backend;
+  torch::nn::Linear wq{nullptr}, wk{nullptr}, wv{nullptr}, wo{nullptr};
+  torch::Tensor kernel_w1, kernel_w2;  // mlp kernel, per head
+  torch::Tensor k_star_learned;        // [H|1, k_dims]
+  torch::Tensor v_star;                // learned parameter or fixed buffer, [H|1, dh]
+  torch::nn::Linear wg{nullptr};       // gated attention: x -> H * dh (elementwise) or H (headwise) gate logits
+  torch::Tensor sink_logit;            // [H]: learned parameter or fixed buffer
+  // Differential attention: lambda = exp(<lq1, lk1>) - exp(<lq2, lk2>) + lambda_init; the output's RMS-norm gain.
+  torch::Tensor lambda_q1, lambda_k1, lambda_q2, lambda_k2, out_norm_weight;
+
+ private:
+  torch::Tensor differential(const AttentionCall& call, LayerProbe* probe);
+};
+
+struct Block : torch::nn::Module {
+  Block(const ModelConfig& c, std::shared_ptr<AttentionBackend> backend);
+  ModelConfig cfg;
+  std::shared_ptr<Norm> norm1, norm2;
+  std::shared_ptr<SelfAttention> attn;
+  std::shared_ptr<FeedForward> ffn;
+};
+
+struct ForwardResult {
+  torch::Tensor logits;                    // [B, T, vocab] (sink token removed)
+  std::vector<torch::Tensor> attention;    // per layer [B, H, T', S] metric attention, when probing
+  std::vector<torch::Tensor> hidden;       // per layer [B, T', d] (before the LN for post-norm), when asked
+  std::vector<torch::Tensor> gates;        // per layer gate values [B, H, T', dh|1] when probing a gated model
+  std::vector<torch::Tensor> sink_shares;  // per layer [B, H, T'] when probing a model with a sink logit
+  std::vector<torch::Tensor> geometry;     // per layer [3, H] when probing (runtime/measurement/geometry.h)
+};
+
+// Built on `device`, with the attention backend the plan and the device select.
+struct Transformer : torch::nn::Module {
+  explicit Transformer(const ModelConfig& c, torch::Device device = torch::kCPU);
+  ForwardResult forward(const torch::Tensor& tokens, bool probe = false, bool hidden = false);
+  torch::Tensor distance_bias(int64_t T);  // ALiBi or T5 bucket bias by distance |i - j|: [H, T], or undefined
+  // Parameters AdamW decays: weight matrices and embeddings, not gains, k*, v*, x*.
+  std::vector<torch::Tensor> decayed_parameters();
+  std::vector<torch::Tensor> other_parameters();
+
+  ModelConfig cfg;
+  torch::Device device;
+  std::shared_ptr<AttentionBackend> backend;  // shared by the layers
+  torch::nn::Embedding embed{nullptr}, positions{nullptr}, relative{nullptr};
+  torch::nn::Linear head{nullptr};
+  torch::Tensor sink_token;
+  std::vector<std::shared_ptr<Block>> blocks;
+  std::shared_ptr<Norm> final_norm;
+};
+
+// T5's bucket of a distance n >= 0.
+int64_t relative_bucket(int64_t n, int64_t buckets, int64_t max_distance);
+
+}  // namespace sink::rt

@@ -1,0 +1,113 @@
+#include "runtime/training/run_ledger.h"
+
+#include <filesystem>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "plan/run_record.h"
+#include "runtime/training/checkpoint.h"
+#include "runtime/processes/data_parallel.h"
+#include "runtime/processes/process.h"
+
+namespace sink::rt {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+namespace key = run_record::summary;
+using run_record::RunStatus;
+
+namespace {
+
+bool completed(const std::optional<json>& summary, const Plan& plan) {
+  return summary && summary->value(key::kStatus, "") == status_name(RunStatus::Completed) &&
+         summary->value(key::kHash, "") == plan.hash();
+}
+
+// The cache is by content: the same plan under another name (a sweep point
+// equal to a named experiment) reuses the completed run through a link.
+void link_a_completed_twin(const Plan& plan, const std::string& out, const std::string& own) {
+  std::error_code ec;
+  if (fs::exists(own, ec) || !fs::is_directory(out, ec)) return;
+  for (const auto& e : fs::directory_iterator(out, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_directory(ec) || name.size() < 9 || name.substr(name.size() - 9) != std::string(1, '-') + plan.hash8()) continue;
+    if (completed(RunDir(e.path().string()).summary(), plan)) {
+      fs::create_directory_symlink(e.path().filename(), own, ec);
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+RunClaim claim_run(const Plan& plan, const RunOptions& options) {
+  RunClaim claim;
+  claim.dir = fmt::format("{}/{}", options.out, plan.dir_name());
+  DataParallel* workers = options.workers;
+  claim.leader = !workers || workers->leader();
+  // One owner per run directory: a second process skips it (or waits). With
+  // data-parallel workers rank 0 decides, and every worker follows.
+  enum Decision : int64_t { kTrain, kElsewhere, kCached };
+  int64_t decision = kTrain;
+  if (claim.leader) {
+    link_a_completed_twin(plan, options.out, claim.dir);
+    std::error_code ec;
+    fs::create_directories(claim.dir, ec);
+    claim.lock = RunLock::acquire(claim.dir, options.wait);
+    if (!claim.lock) decision = kElsewhere;
+    else if (completed(RunDir::read_summary(claim.dir), plan)) decision = kCached;
+  }
+  if (workers) decision = workers->broadcast({decision})[0];
+  if (decision == kElsewhere) {
+    claim.skipped = RunResult{"running elsewhere", claim.dir,
+                              {{key::kReason, claim.leader ? RunLock::holder(claim.dir) : std::string("rank 0 skipped it")}}};
+  } else if (decision == kCached) {
+    claim.skipped = RunResult{"cached", claim.dir, claim.leader ? *RunDir::read_summary(claim.dir) : json()};
+  }
+  return claim;
+}
+
+RunRecord::RunRecord(RunDir& dir, const Plan& plan, DataParallel* workers)
+    : dir_(dir), workers_(workers), leader_(!workers || workers->leader()), started_(std::chrono::steady_clock::now()) {
+  if (leader_) write_atomically(dir.file("plan.toml"), to_toml(plan));
+  summary_ = {{key::kName, plan.name}, {key::kHash, plan.hash()}, {key::kStatus, status_name(RunStatus::Running)}};
+  // Who is running it: a reader on this host can then tell a run in
+  // progress from one whose process was killed (SIGKILL, power loss).
+  summary_[key::kProcess] = {{key::kHost, host_name()}, {key::kPid, static_cast<int64_t>(getpid())}};
+  dir.write_summary(summary_);
+}
+
+void RunRecord::record_progress(int64_t steps, int64_t tokens_per_step) {
+  summary_[key::kStepsDone] = steps;
+  summary_[key::kTokens] = steps * tokens_per_step;
+}
+
+void RunRecord::leader_writes(const std::function<void()>& write) {
+  std::string failure;
+  if (leader_) {
+    try {
+      write();
+    } catch (const std::exception& e) {
+      failure = error_text(e);
+    }
+  }
+  if (workers_ && workers_->broadcast({failure.empty() ? 0 : 1})[0] && failure.empty())
+    failure = "rank 0 could not write the run directory";
+  if (!failure.empty()) throw std::runtime_error(failure);
+}
+
+RunResult RunRecord::finish(RunStatus final_status, const std::string& reason) {
+  const std::string status = status_name(final_status);
+  summary_.erase(key::kProcess);
+  summary_[key::kStatus] = status;
+  if (!reason.empty()) summary_[key::kReason] = reason;
+  summary_[key::kWallS] = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  try {
+    dir_.write_summary(summary_);
+  } catch (const std::exception& e) {  // the disk that failed the run may refuse this too
+    fmt::print(stderr, "sinkc: {}: status {} not recorded: {}\n", dir_.path(), status, e.what());
+  }
+  dir_.log(fmt::format("status: {}{}", status, reason.empty() ? "" : " (" + reason + ")"));
+  return {status, dir_.path(), summary_};
+}
+
+}  // namespace sink::rt

@@ -1,0 +1,51 @@
+// The bookkeeping around training one run: who trains it (the cache by plan
+// hash, the run lock, rank 0's decision for data-parallel workers), and its
+// summary.json, from "running" with the process that runs it to the final
+// status and its reason. Training itself is runtime/training/train.cpp.
+#pragma once
+#include <chrono>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "plan/plan.h"
+#include "plan/run_record.h"
+#include "runtime/training/run_dir.h"
+#include "runtime/processes/run_lock.h"
+#include "runtime/training/train.h"
+
+namespace sink::rt {
+
+// Whether this process trains `plan`: the run directory, the lock held while
+// it does, or the result when it does not (cached, or running elsewhere).
+struct RunClaim {
+  std::string dir;
+  bool leader = true;  // rank 0, or a process alone: it writes the run directory
+  std::optional<RunLock> lock;
+  std::optional<RunResult> skipped;
+};
+RunClaim claim_run(const Plan& plan, const RunOptions& options);
+
+// summary.json of the run being trained, and the writes only rank 0 makes.
+class RunRecord {
+ public:
+  RunRecord(RunDir& dir, const Plan& plan, DataParallel* workers);
+  nlohmann::json& summary() { return summary_; }
+  // Steps done and the tokens they trained, for a run that ends early.
+  void record_progress(int64_t steps, int64_t tokens_per_step);
+  // Runs `write` on rank 0; every worker learns whether it failed, so all
+  // stop together. Throws std::runtime_error with the failure.
+  void leader_writes(const std::function<void()>& write);
+  // The final status and its reason, written to summary.json and log.txt.
+  RunResult finish(run_record::RunStatus status, const std::string& reason = "");
+
+ private:
+  RunDir& dir_;
+  DataParallel* workers_;
+  bool leader_;
+  nlohmann::json summary_;
+  std::chrono::steady_clock::time_point started_;
+};
+
+}  // namespace sink::rt

@@ -1,0 +1,394 @@
+#include "runtime/training/train.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fmt/format.h>
+#include <thread>
+#include <memory>
+#include <optional>
+#include <unistd.h>
+
+#include "plan/run_record.h"
+#include "plan/run_config.h"
+#include "runtime/data/batches.h"
+#include "runtime/data/corpus.h"
+#include "runtime/processes/data_parallel.h"
+#include "runtime/training/device.h"
+#include "runtime/processes/interrupt.h"
+#include "runtime/measurement/measure.h"
+#include "runtime/training/model.h"
+#include "runtime/training/optimizer.h"
+#include "runtime/training/pending_losses.h"
+#include "runtime/training/precision.h"
+#include "runtime/processes/process.h"
+#include "runtime/training/checkpoint.h"
+#include "runtime/training/run_dir.h"
+#include "runtime/training/run_ledger.h"
+
+namespace sink::rt {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+namespace eval_key = run_record::eval;
+namespace summary_key = run_record::summary;
+using run_record::RunStatus;
+
+namespace {
+
+std::string duration(double s) {
+  if (s < 60) return fmt::format("{:.0f}s", s);
+  if (s < 3600) return fmt::format("{}m{:02}s", int(s) / 60, int(s) % 60);
+  return fmt::format("{}h{:02}m", int(s) / 3600, (int(s) % 3600) / 60);
+}
+
+// Cross-entropy over the positions that carry loss: prefix-LM excludes the
+// targets inside the prefix.
+torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& cpu_targets, int64_t prefix) {
+  auto targets = cpu_targets.to(logits.device());
+  auto flat = logits.reshape({-1, logits.size(-1)});
+  if (prefix <= 1) return torch::nn::functional::cross_entropy(flat, targets.reshape({-1}));
+  // Target t (0-based input index) is token t+2 (1-based): inside the prefix when t + 2 <= prefix.
+  auto keep = torch::arange(targets.size(1), targets.options()) + 2 > prefix;
+  auto per = torch::nn::functional::cross_entropy(
+      flat, targets.reshape({-1}), torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+  auto mask = keep.unsqueeze(0).expand_as(targets).reshape({-1}).to(per.dtype());
+  return (per * mask).sum() / mask.sum().clamp_min(1);
+}
+
+json evaluate(Transformer& model, const Batches& batches, const RunConfig& cfg) {
+  torch::NoGradGuard no_grad;
+  model.eval();
+  json m;
+  const int64_t n_valid = std::min<int64_t>(cfg.measure.sequences, 64);
+  auto [x, y] = batches.valid(n_valid);
+  double loss = 0;
+  int64_t chunks = 0;
+  for (int64_t b = 0; b < n_valid; b += 16, ++chunks) {
+    int64_t n = std::min<int64_t>(16, n_valid - b);
+    loss += lm_loss(model.forward(x.narrow(0, b, n)).logits, y.narrow(0, b, n), cfg.model.attention.prefix).item<double>();
+  }
+  m[eval_key::kValidLoss] = loss / std::max<int64_t>(1, chunks);
+
+  const bool bos = measures_with_bos(cfg.measure.bos, cfg.data);
+  auto inputs = batches.measure_inputs(cfg.measure.sequences, cfg.measure.T, cfg.measure.input, bos);
+  std::vector<SinkReport> parts;
+  for (int64_t b = 0; b < inputs.size(0); b += 25)
+    parts.push_back(measure_model(model, inputs.narrow(0, b, std::min<int64_t>(25, inputs.size(0) - b)),
+                                  cfg.measure.positions, cfg.measure.eps, cfg.measure.massive_activations));
+  auto report = report_json(combine_chunks(parts));
+  report.erase(eval_key::kSequences);
+  m.update(report);
+  model.train();
+  return m;
+}
+
+// The attention of the heads with the largest alpha_1 on the first measurement
+// sequence (at most 32 tokens, 4 heads), for the report's maps.
+json attention_maps(Transformer& model, const Batches& batches, const RunConfig& cfg, bool bos) {
+  torch::NoGradGuard no_grad;
+  const int64_t T = std::min<int64_t>(32, cfg.measure.T);
+  auto x = batches.measure_inputs(1, T, cfg.measure.input, bos);
+  model.eval();
+  ForwardResult f = model.forward(x, /*probe=*/true);
+  model.train();
+  const bool k_column = cfg.model.key_column();
+  std::vector<std::tuple<double, int64_t, int64_t>> heads;  // (alpha_1, layer, head)
+  std::vector<torch::Tensor> maps;
+  for (size_t l = 0; l < f.attention.size(); ++l) {
+    auto A = f.attention[l][0];  // [H, T', S]
+    if (cfg.model.sink_token) A = A.narrow(1, 1, A.size(1) - 1).narrow(2, 1, A.size(2) - 1);
+    if (k_column) A = A.narrow(2, 1, A.size(2) - 1);
+    maps.push_back(A);
+    for (int64_t h = 0; h < A.size(0); ++h) heads.emplace_back(A[h].select(1, 0).mean().item<double>(), l, h);
+  }
+  std::sort(heads.rbegin(), heads.rend());
+  json out = {{"tokens", std::vector<int64_t>(x.data_ptr<int64_t>(), x.data_ptr<int64_t>() + T)}, {"maps", json::array()}};
+  for (size_t k = 0; k < std::min<size_t>(4, heads.size()); ++k) {
+    auto [alpha, l, h] = heads[k];
+    auto A = maps[l][h].to(torch::kCPU, torch::kDouble).contiguous();
+    std::vector<std::vector<double>> rows(A.size(0));
+    for (int64_t i = 0; i < A.size(0); ++i) rows[i].assign(A[i].data_ptr<double>(), A[i].data_ptr<double>() + A.size(1));
+    out["maps"].push_back({{"layer", l}, {"head", h}, {"A", rows}});
+  }
+  return out;
+}
+
+// Everything a run trains with, built from its plan.
+struct Training {
+  RunConfig cfg;
+  torch::Device device = torch::kCPU;
+  std::unique_ptr<TokenData> data;  // (Batches reads it in place)
+  std::unique_ptr<Batches> batches;
+  std::shared_ptr<Transformer> model;
+  std::unique_ptr<torch::optim::AdamW> opt;
+  int64_t tokens_per_step() const { return cfg.train.batch * cfg.train.context; }
+};
+
+Training set_up(const Plan& plan, const RunOptions& options, RunDir& dir, RunRecord& record, bool leader) {
+  Training t;
+  t.cfg = read_config(plan);
+  RunConfig& cfg = t.cfg;
+  const int64_t threads = cfg.train.threads > 0    ? cfg.train.threads
+                          : options.auto_threads > 0 ? options.auto_threads
+                                                     : std::max(1u, std::thread::hardware_concurrency());
+  at::set_num_threads(static_cast<int>(threads));
+  t.device = training_device(cfg.train.device, options.gpu);
+
+  t.data = std::make_unique<TokenData>(
+      load_data(cfg.data, options.data_cache.empty() ? options.out + "/.cache" : options.data_cache));
+  if (cfg.model.vocab == 0) cfg.model.vocab = t.data->vocab;
+  if (cfg.model.vocab < t.data->vocab)
+    throw std::runtime_error(fmt::format("model.vocab = {} is smaller than the data's vocabulary ({})", cfg.model.vocab, t.data->vocab));
+  for (auto [token, pos] : cfg.data.fixed)
+    if (token >= cfg.model.vocab) throw std::runtime_error(fmt::format("fixed token {} is outside the vocabulary ({})", token, cfg.model.vocab));
+  t.batches = std::make_unique<Batches>(*t.data, cfg.data, cfg.train.context, cfg.train.batch, cfg.train.seed);
+
+  torch::manual_seed(static_cast<uint64_t>(cfg.train.seed));
+  t.model = std::make_shared<Transformer>(cfg.model, t.device);
+  t.opt = make_optimizer(*t.model, cfg.train);
+  int64_t params = 0;
+  for (auto& p : t.model->parameters()) params += p.numel();
+  const std::string backend = t.model->backend->name();
+  // The kernel the run executes, from the same kernels::kernel_spec that `sinkc compile` uses.
+  if (const std::string source = t.model->backend->kernel_source(cfg.train.precision); leader && !source.empty())
+    write_atomically(dir.file(t.model->backend->kernel_file_name()), source);
+  dir.log(fmt::format("run {} ({}), {} parameters, data {}", plan.name, plan.hash8(), params, t.data->description));
+  dir.log(fmt::format("attention backend: {}", backend));
+  json& summary = record.summary();
+  summary[summary_key::kParameters] = params;
+  summary[summary_key::kAttentionBackend] = backend;
+  summary[summary_key::kThreads] = threads;
+  summary[summary_key::kDevice] = t.device.str();
+  summary[summary_key::kPrecision] = name_of(cfg.train.precision);
+  if (cfg.train.micro_batch > 0) summary[summary_key::kMicroBatch] = cfg.train.micro_batch;
+  if (options.workers) {
+    summary[summary_key::kWorkers] = options.workers->size();
+    dir.log(fmt::format("data parallel: {} workers, {} sequences each per step", options.workers->size(),
+                        cfg.train.batch / options.workers->size()));
+  }
+  summary[summary_key::kTrainTokensUnique] = t.batches->train_tokens();
+  return t;
+}
+
+// The run's checkpoints: where --resume continues from, and the ones it writes.
+class Checkpoints {
+ public:
+  Checkpoints(RunDir& dir, Training& t, const RunOptions& options, bool leader)
+      : dir_(dir), t_(t), options_(options), leader_(leader) {}
+
+  // Rank 0 first (it may set a bad latest checkpoint aside), then the others
+  // from the same files; the broadcast is the barrier between them.
+  Checkpoint restore() {
+    Checkpoint state;
+    DataParallel* workers = options_.workers;
+    if (leader_) state = restore_here();
+    if (workers) {
+      const int64_t leader_step = workers->broadcast({state.step})[0];
+      if (!leader_) state = restore_here();
+      if (state.step != leader_step)
+        throw std::runtime_error(fmt::format("worker {} resumed at step {}, rank 0 at step {}: the checkpoint changed "
+                                             "under them", workers->rank(), state.step, leader_step));
+      workers->broadcast_parameters(t_.model->parameters());
+    }
+    saved_step_ = options_.resume ? state.step : -1;
+    return state;
+  }
+
+  // A checkpoint that cannot be written (a full disk) fails the run, and
+  // the ones already on disk stay as they were for --resume.
+  void write(const Checkpoint& state, RunRecord& record) {
+    if (state.step == saved_step_) return;
+    try {
+      if (leader_) save_checkpoint(dir_, *t_.model, *t_.opt, state);
+    } catch (const std::exception& e) {
+      record.record_progress(state.step, t_.tokens_per_step());
+      throw std::runtime_error(fmt::format(
+          "checkpoint of step {} not written: {}; {}", state.step, error_text(e),
+          saved_step_ > 0 ? fmt::format("the checkpoint of step {} is intact, continue with --resume", saved_step_)
+                          : std::string("there is no earlier checkpoint")));
+    }
+    saved_step_ = state.step;
+  }
+
+ private:
+  Checkpoint restore_here() {
+    std::error_code ec;
+    if (!options_.resume || !(fs::exists(dir_.checkpoint(), ec) || fs::exists(dir_.previous_checkpoint(), ec))) {
+      dir_.clear_metrics();
+      return {};
+    }
+    auto resumed = load_latest_checkpoint(dir_.checkpoint(), dir_.previous_checkpoint(), *t_.model, t_.opt.get());
+    if (!resumed.warning.empty()) {
+      dir_.log("warning: " + resumed.warning);
+      fmt::print(stderr, "sinkc: warning: {}\n", resumed.warning);
+      // Else the next checkpoint would rotate the bad file into the
+      // previous slot, leaving one good checkpoint instead of two.
+      dir_.set_aside_latest_checkpoint();
+    }
+    dir_.truncate_metrics(resumed.state.step);
+    dir_.log(fmt::format("resumed at step {}", resumed.state.step));
+    return resumed.state;
+  }
+
+  RunDir& dir_;
+  Training& t_;
+  const RunOptions& options_;
+  bool leader_;
+  int64_t saved_step_ = -1;
+};
+
+// One step's forward and backward, over micro-batches of equal size, each
+// loss weighted by its share: the accumulated gradient is the whole batch's
+// (every sequence carries the same number of loss positions). Returns the
+// step's loss, on the device, unread.
+torch::Tensor accumulate_gradients(Training& t, int64_t step, DataParallel* workers) {
+  auto [x, y] = t.batches->train(step);
+  if (workers) x = workers->shard(x), y = workers->shard(y);
+  // From page-locked memory the copy is queued; from pageable memory the
+  // host would first wait for the GPU to finish the previous step.
+  if (t.device.is_cuda()) x = x.pin_memory().to(t.device, true), y = y.pin_memory().to(t.device, true);
+  t.opt->zero_grad();
+  const int64_t rows = x.size(0), micro = t.cfg.train.micro_batch > 0 ? std::min(t.cfg.train.micro_batch, rows) : rows;
+  torch::Tensor step_loss;
+  for (int64_t at = 0; at < rows; at += micro) {
+    const int64_t n = std::min(micro, rows - at);
+    torch::Tensor loss;
+    {
+      AutocastScope autocast(t.cfg.train.precision, t.device);
+      loss = lm_loss(t.model->forward(x.narrow(0, at, n)).logits, y.narrow(0, at, n), t.cfg.model.attention.prefix);
+    }
+    loss = loss.to(torch::kFloat) * (static_cast<double>(n) / rows);
+    loss.backward();
+    step_loss = step_loss.defined() ? step_loss + loss.detach() : loss.detach();
+  }
+  return step_loss;
+}
+
+// The losses pending since they were last read, into the state's running
+// sum. Workers agree on the loss and on stopping: a signal one of them
+// missed would leave the others waiting in the next all-reduce. Returns the
+// step whose loss was not finite, if one was.
+std::optional<int64_t> read_losses(PendingLosses& pending, DataParallel* workers, int64_t step, bool& stop,
+                                   Checkpoint& state, double& last_loss) {
+  auto losses = pending.read();
+  std::optional<int64_t> diverged_at = losses.first_non_finite;
+  if (workers) {
+    auto agreed = workers->sum({diverged_at ? NAN : losses.last, stop ? 1.0 : 0.0});
+    losses.last = losses.sum = agreed[0] / workers->size();
+    losses.count = 1;
+    stop = agreed[1] > 0;
+    if (!std::isfinite(losses.last)) diverged_at = step;
+  }
+  if (diverged_at) return diverged_at;
+  state.loss_sum += losses.sum;
+  state.loss_count += losses.count;
+  last_loss = losses.last;
+  return std::nullopt;
+}
+
+// A line of metrics.jsonl: the validation loss and the sink metrics now, and
+// the training loss since the last one (which it resets).
+json measurement(Training& t, Checkpoint& state, double lr, double elapsed, double tokens_per_s) {
+  json m = evaluate(*t.model, *t.batches, t.cfg);
+  m[eval_key::kStep] = state.step;
+  m[eval_key::kTokens] = state.step * t.tokens_per_step();
+  m[eval_key::kLr] = lr;
+  m[eval_key::kTrainLoss] = state.loss_sum / std::max<int64_t>(1, state.loss_count);
+  m[eval_key::kElapsedS] = elapsed;
+  m[eval_key::kTokensPerS] = tokens_per_s;
+  state.loss_sum = 0;
+  state.loss_count = 0;
+  return m;
+}
+
+}  // namespace
+
+// Claim the run, build what it trains with, restore its checkpoint, then
+// step: read the losses when something shows or keeps them, measure and
+// checkpoint when due, and end with a status that says how it ended.
+RunResult run_plan(const Plan& plan, const RunOptions& options) {
+  RunClaim claim = claim_run(plan, options);
+  if (claim.skipped) return *claim.skipped;
+  DataParallel* workers = options.workers;
+  RunDir dir(claim.dir, claim.leader);
+  RunRecord record(dir, plan, workers);
+  try {
+    Training t = set_up(plan, options, dir, record, claim.leader);
+    Checkpoints checkpoints(dir, t, options, claim.leader);
+    Checkpoint state = checkpoints.restore();
+    const int64_t steps = t.cfg.train.steps, first_step = state.step, tokens_per_step = t.tokens_per_step();
+    const bool tty = options.progress && isatty(2);
+    const auto loop_start = Clock::now();
+    auto last_progress = loop_start;
+    double last_loss = NAN;
+    PendingLosses pending;
+    for (int64_t step = state.step; step < steps; ++step) {
+      if (options.stop_after >= 0 && step - first_step >= options.stop_after)
+        return record.finish(RunStatus::Stopped, fmt::format("stopped after step {}", step));
+      const double lr = learning_rate(t.cfg.train, step);
+      set_learning_rate(*t.opt, lr);
+      pending.add(step, accumulate_gradients(t, step, workers));
+      bool stop = interrupt_requested();
+      const bool final_step = step + 1 == steps;
+      const int64_t every = t.cfg.measure.every, checkpoint_every = t.cfg.train.checkpoint_every;
+      const bool measure_due = final_step || (every > 0 && (step + 1) % every == 0);
+      const bool checkpoint_due = final_step || (checkpoint_every > 0 && (step + 1) % checkpoint_every == 0);
+      const bool log_due = (step + 1) % std::max<int64_t>(1, steps / 10) == 0;
+      const bool progress_due = tty && Clock::now() - last_progress > std::chrono::milliseconds(250);
+      // Alone, the losses are read when something shows or keeps them, and a
+      // non-finite one is found there, before anything is written.
+      if (workers || stop || measure_due || checkpoint_due || log_due || progress_due) {
+        if (auto diverged_at = read_losses(pending, workers, step, stop, state, last_loss)) {
+          record.record_progress(*diverged_at, tokens_per_step);
+          return record.finish(RunStatus::Diverged, fmt::format("non-finite loss at step {}", *diverged_at + 1));
+        }
+        last_progress = Clock::now();
+      }
+      if (workers) workers->average_gradients(t.model->parameters());
+      if (t.cfg.train.clip > 0) clip_gradient_norm(t.model->parameters(), t.cfg.train.clip);
+      t.opt->step();
+      state.step = step + 1;
+
+      const double elapsed = std::chrono::duration<double>(Clock::now() - loop_start).count();
+      const double tps = (state.step - first_step) * tokens_per_step / std::max(elapsed, 1e-9);
+      const double eta = (steps - state.step) * tokens_per_step / std::max(tps, 1e-9);
+      std::string line = fmt::format("{} step {}/{} loss {:.4f} lr {:.2e} {:.1f}k tok/s ETA {}", plan.name, state.step,
+                                     steps, last_loss, lr, tps / 1000, duration(eta));
+      if (progress_due) fmt::print(stderr, "\r{:<100}", line);
+      if (log_due) dir.log(line);
+      if (measure_due) {
+        json m = measurement(t, state, lr, elapsed, tps);
+        record.leader_writes([&] { dir.append_metrics(m); });
+        record.summary()[summary_key::kFinal] = m;
+        if (!std::isfinite(m[eval_key::kValidLoss].get<double>())) {
+          record.summary()[summary_key::kStepsDone] = state.step;
+          return record.finish(RunStatus::Diverged, fmt::format("non-finite validation loss at step {}", state.step));
+        }
+      }
+      if (checkpoint_due) record.leader_writes([&] { checkpoints.write(state, record); });
+      if (stop && !final_step) {
+        record.leader_writes([&] { checkpoints.write(state, record); });
+        if (tty) fmt::print(stderr, "\n");
+        record.record_progress(state.step, tokens_per_step);
+        return record.finish(RunStatus::Interrupted,
+                             fmt::format("interrupted after step {}; continue with --resume", state.step));
+      }
+    }
+    if (tty) fmt::print(stderr, "\n");
+    const bool bos = measures_with_bos(t.cfg.measure.bos, t.cfg.data);
+    record.leader_writes([&] {
+      write_atomically(dir.file("attention_maps.json"), attention_maps(*t.model, *t.batches, t.cfg, bos).dump() + "\n");
+    });
+    const double elapsed = std::chrono::duration<double>(Clock::now() - loop_start).count();
+    record.record_progress(steps, tokens_per_step);
+    record.summary()[summary_key::kTrainWallS] = elapsed;
+    record.summary()[summary_key::kTokensPerS] = (steps - first_step) * tokens_per_step / std::max(elapsed, 1e-9);
+    return record.finish(RunStatus::Completed);
+  } catch (const std::exception& e) {
+    return record.finish(RunStatus::Failed, error_text(e).substr(0, 2000));
+  }
+}
+
+}  // namespace sink::rt
