@@ -13,8 +13,8 @@
 // "fwd share": the forward kernel's part of the JIT's forward + backward time.
 #include <ATen/ATen.h>
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <fmt/format.h>
 #include <functional>
@@ -134,7 +134,6 @@ Case make_case(const Variant& var, int64_t B, int64_t H, int64_t T, int64_t dh) 
   return c;
 }
 
-
 // LibTorch's fused attention: public from 2.0, internal in 1.13.
 torch::Tensor causal_sdpa(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
 #if TORCH_VERSION_MAJOR >= 2
@@ -161,12 +160,14 @@ int run_cases(const std::string& key, const std::string& shapes, int repeats) {
     const int64_t T = std::atoll(shape.c_str()), dh = std::atoll(shape.c_str() + shape.find(':') + 1);
     Case c = make_case(*v, 16, 4, T, dh);
     const double fwd_bwd = seconds([&] { jit_attention(c.spec, c.jit_in).backward(c.dout); }, repeats);
-    const double fwd = seconds([&] {
-      torch::NoGradGuard no_grad;
-      (void)jit_attention(c.spec, c.jit_in);
-    }, repeats);
-    fmt::print("{{\"variant\": \"{}\", \"T\": {}, \"dh\": {}, \"fwd_ms\": {:.4f}, \"fwd_bwd_ms\": {:.4f}}}\n", key,
-               T, dh, fwd * 1e3, fwd_bwd * 1e3);
+    const double fwd = seconds(
+        [&] {
+          torch::NoGradGuard no_grad;
+          (void)jit_attention(c.spec, c.jit_in);
+        },
+        repeats);
+    fmt::print("{{\"variant\": \"{}\", \"T\": {}, \"dh\": {}, \"fwd_ms\": {:.4f}, \"fwd_bwd_ms\": {:.4f}}}\n", key, T,
+               dh, fwd * 1e3, fwd_bwd * 1e3);
   }
   return 0;
 }
@@ -203,20 +204,20 @@ int main(int argc, char** argv) {
              "jit ms", "jit/ref", "sdpa ms", "jit/sdpa", "jit GF/s", "fwd share");
   const int64_t B = 16, H = 4;  // batch x heads of the tiny presets
   for (const auto& v : variants()) {
-    if (!only_variant.empty() && std::string(v.name).find(only_variant) == std::string::npos &&
-        only_variant != v.key)
+    if (!only_variant.empty() && std::string(v.name).find(only_variant) == std::string::npos && only_variant != v.key)
       continue;
     for (int64_t T : {64, 128, 256, 512}) {
       for (int64_t dh : {16, 32, 64}) {
         Case c = make_case(v, B, H, T, dh);
-        auto ref = seconds([&] {
-          reference_attention(c.model.attention, c.reference_inputs(), false).out.backward(c.dout);
-        }, repeats);
+        auto ref = seconds(
+            [&] { reference_attention(c.model.attention, c.reference_inputs(), false).out.backward(c.dout); }, repeats);
         auto jit = seconds([&] { jit_attention(c.spec, c.jit_in).backward(c.dout); }, repeats);
-        auto jit_fwd = seconds([&] {
-          torch::NoGradGuard no_grad;
-          (void)jit_attention(c.spec, c.jit_in);
-        }, repeats);
+        auto jit_fwd = seconds(
+            [&] {
+              torch::NoGradGuard no_grad;
+              (void)jit_attention(c.spec, c.jit_in);
+            },
+            repeats);
         std::string sdpa_ms = "-", sdpa_ratio = "-";
         if (c.spec.plain_causal_softmax()) {
           auto sdpa = seconds([&] { causal_sdpa(c.q, c.k, c.v).backward(c.dout); }, repeats);
@@ -226,8 +227,8 @@ int main(int argc, char** argv) {
         // Causal: half of the T x T pairs; forward 2 products, backward 4, each 2 flops per multiply-add.
         const double pairs = v.window ? double(T) * std::min<int64_t>(T, v.window) : double(T) * (T + 1) / 2;
         const double flops = B * H * pairs * dh * 2 * 6;
-        fmt::print("{:<20} {:>4} {:>3} | {:>9.2f} {:>9.2f} {:>6.2f}x | {:>9} {:>7} | {:>7.1f} {:>7.0f}%\n", v.name, T, dh,
-                   ref * 1e3, jit * 1e3, ref / jit, sdpa_ms, sdpa_ratio, flops / jit / 1e9, 100 * jit_fwd / jit);
+        fmt::print("{:<20} {:>4} {:>3} | {:>9.2f} {:>9.2f} {:>6.2f}x | {:>9} {:>7} | {:>7.1f} {:>7.0f}%\n", v.name, T,
+                   dh, ref * 1e3, jit * 1e3, ref / jit, sdpa_ms, sdpa_ratio, flops / jit / 1e9, 100 * jit_fwd / jit);
       }
     }
   }

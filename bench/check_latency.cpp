@@ -62,7 +62,8 @@ std::string make_spec(int& experiments, int& sweep_points) {
     lines.push_back(std::string("    normalize = ") + norms[k % 4]);
     lines.push_back("  }");
     lines.push_back(std::string("  model { pe = ") + pes[k % 4] + "  biases = " + (k % 2 ? "k" : "none") + " }");
-    lines.push_back("  data { fix token " + std::to_string(3 + k % 7) + " at 2  random at [" + std::to_string(3 + k % 4) + "] }");
+    lines.push_back("  data { fix token " + std::to_string(3 + k % 7) + " at 2  random at [" +
+                    std::to_string(3 + k % 4) + "] }");
     lines.push_back("  optim.weight_decay = " + std::to_string(k % 5) + ".0e-1");
     lines.push_back("  train.seed = " + std::to_string(k));
     lines.push_back("}");
@@ -132,11 +133,16 @@ int main(int argc, char** argv) {
   bool print_spec = false;
   for (int k = 1; k < argc; ++k) {
     std::string a = argv[k];
-    if (a == "--runs" && k + 1 < argc) runs = std::max(1, std::atoi(argv[++k]));
-    else if (a == "--process-runs" && k + 1 < argc) process_runs = std::max(1, std::atoi(argv[++k]));
-    else if (a == "--sinkc" && k + 1 < argc) sinkc = argv[++k];
-    else if (a == "--print-spec") print_spec = true;
-    else return usage(argv[0]);
+    if (a == "--runs" && k + 1 < argc)
+      runs = std::max(1, std::atoi(argv[++k]));
+    else if (a == "--process-runs" && k + 1 < argc)
+      process_runs = std::max(1, std::atoi(argv[++k]));
+    else if (a == "--sinkc" && k + 1 < argc)
+      sinkc = argv[++k];
+    else if (a == "--print-spec")
+      print_spec = true;
+    else
+      return usage(argv[0]);
   }
   const std::string stdlib = std::string(SINKLAB_SOURCE_DIR) + "/stdlib";
 
@@ -169,8 +175,10 @@ int main(int argc, char** argv) {
       return 1;
     }
     plans = c.plans().size();
-    if (k == 0) first_ms = ms;
-    else in_process.push_back(ms);
+    if (k == 0)
+      first_ms = ms;
+    else
+      in_process.push_back(ms);
   }
 
   // Whole processes, interleaved so that machine load affects both alike.
@@ -201,7 +209,8 @@ int main(int argc, char** argv) {
                 s.median, s.p10, s.p90, s.median / bl.median);
   };
   row("in process: Compilation, warm", in, runs);
-  std::printf("%-38s %10.3f %10s %10s %12.1f\n", "in process: first run (cold DFA)", first_ms, "", "", first_ms / bl.median);
+  std::printf("%-38s %10.3f %10s %10s %12.1f\n", "in process: first run (cold DFA)", first_ms, "", "",
+              first_ms / bl.median);
   row("process: sinkc check", pr, process_runs);
   row("process: /bin/true (baseline)", bl, process_runs);
   std::printf("process start-up and exit of sinkc beyond its work: %.3f ms (process median - warm in-process median)\n",

@@ -99,7 +99,8 @@ int main(int argc, char** argv) {
       model.attention.backend = Backend::reference;
       auto reference = make_attention_backend(model, dev);
 
-      auto q = torch::randn({B, H, T, dh}, bf16).requires_grad_(), k = torch::randn({B, H, T, dh}, bf16).requires_grad_(),
+      auto q = torch::randn({B, H, T, dh}, bf16).requires_grad_(),
+           k = torch::randn({B, H, T, dh}, bf16).requires_grad_(),
            val = torch::randn({B, H, T, dh}, bf16).requires_grad_(), dout = torch::randn({B, H, T, dh}, bf16);
       AttentionCall call{q, k, val, {}, {}, {}, {}};
       if (v.key_bias) {

@@ -68,17 +68,22 @@ int main(int argc, char** argv) {
         const size_t word = body.find_first_not_of(" ", at);
         const long character = static_cast<long>(word == std::string::npos ? 0 : word - at) + 1;
         const json where = {{"textDocument", {{"uri", uri}}}, {"position", {{"line", line}, {"character", character}}}};
-        for (const char* m : {"textDocument/hover", "textDocument/completion", "textDocument/definition"}) timed(m, where);
+        for (const char* m : {"textDocument/hover", "textDocument/completion", "textDocument/definition"})
+          timed(m, where);
         if (body.find('\n', at) == std::string::npos) break;
       }
       timed("textDocument/documentSymbol", {{"textDocument", {{"uri", uri}}}});
       timed("textDocument/formatting", {{"textDocument", {{"uri", uri}}}});
-      const json insert = {{"range", {{"start", {{"line", 0}, {"character", 0}}}, {"end", {{"line", 0}, {"character", 0}}}}},
-                           {"text", "// edited\n"}};
-      const json remove = {{"range", {{"start", {{"line", 0}, {"character", 0}}}, {"end", {{"line", 1}, {"character", 0}}}}},
-                           {"text", ""}};
-      timed("textDocument/didChange", {{"textDocument", {{"uri", uri}, {"version", 2}}}, {"contentChanges", {insert}}}, false);
-      timed("textDocument/didChange", {{"textDocument", {{"uri", uri}, {"version", 3}}}, {"contentChanges", {remove}}}, false);
+      const json insert = {
+          {"range", {{"start", {{"line", 0}, {"character", 0}}}, {"end", {{"line", 0}, {"character", 0}}}}},
+          {"text", "// edited\n"}};
+      const json remove = {
+          {"range", {{"start", {{"line", 0}, {"character", 0}}}, {"end", {{"line", 1}, {"character", 0}}}}},
+          {"text", ""}};
+      timed("textDocument/didChange", {{"textDocument", {{"uri", uri}, {"version", 2}}}, {"contentChanges", {insert}}},
+            false);
+      timed("textDocument/didChange", {{"textDocument", {{"uri", uri}, {"version", 3}}}, {"contentChanges", {remove}}},
+            false);
     }
   std::printf("%zu specs, %d rounds\n\n%-40s %8s %10s %10s\n", specs.size(), rounds, "message", "answers", "median ms",
               "max ms");

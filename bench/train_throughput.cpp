@@ -12,20 +12,20 @@
 //   build/bench/train_throughput [steps=20] [threads=1] [rounds=3] [shapes=tiny,tiny_text,ctx256]
 // The environment variable SINKLAB_PYTHON overrides the Python the build was configured with;
 // SINKLAB_BENCH_PROFILE=PREFIX writes PREFIX-reference.json and PREFIX-jit.json (profiler traces).
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <torch/csrc/autograd/profiler_legacy.h>
 
 #include "compiler/pipeline.h"
-#include "runtime/data/batches.h"
 #include "plan/run_config.h"
+#include "runtime/data/batches.h"
 #include "runtime/data/corpus.h"
+#include "runtime/processes/process.h"
 #include "runtime/training/model.h"
 #include "runtime/training/optimizer.h"
-#include "runtime/processes/process.h"
 
 using namespace sink;
 

@@ -40,8 +40,10 @@ Plan with_changes(const Plan& a, const Plan& b, const std::vector<ChangeGroup>& 
   for (size_t g : applied)
     for (const auto& f : groups[g].fields) {
       auto it = b.fields.find(f.path);
-      if (it == b.fields.end()) p.fields.erase(f.path);
-      else p.fields[f.path] = it->second;
+      if (it == b.fields.end())
+        p.fields.erase(f.path);
+      else
+        p.fields[f.path] = it->second;
     }
   return p;
 }
@@ -80,9 +82,8 @@ std::vector<ChangeGroup> group_changes(const Plan& a, const Plan& b, const std::
   }
   std::vector<ChangeGroup> groups;
   for (auto& [leader_index, g] : by_leader) groups.push_back(std::move(g));
-  std::sort(groups.begin(), groups.end(), [](const ChangeGroup& x, const ChangeGroup& y) {
-    return x.fields.front().path < y.fields.front().path;
-  });
+  std::sort(groups.begin(), groups.end(),
+            [](const ChangeGroup& x, const ChangeGroup& y) { return x.fields.front().path < y.fields.front().path; });
   for (size_t g = 0; g < groups.size(); ++g) groups[g].id = fmt::format("c{}", g + 1);
   return groups;
 }
@@ -203,20 +204,21 @@ std::string attribution(const BisectResult& r, const Bisection& s) {
     for (size_t g : c) out += (out.empty() ? "" : " and ") + s.groups[g].text();
     return out;
   };
-  const std::string moves = fmt::format("{} from A's side ({}) to B's ({})", s.metric.label,
-                                        format_aggregate(s.end_a, s.metric.decimals),
-                                        format_aggregate(s.end_b, s.metric.decimals));
+  const std::string moves =
+      fmt::format("{} from A's side ({}) to B's ({})", s.metric.label, format_aggregate(s.end_a, s.metric.decimals),
+                  format_aggregate(s.end_b, s.metric.decimals));
   std::string out;
   if (r.from_a.changes.size() == 1 && r.from_a.one_minimal) {
     out = fmt::format("{} alone moves {}", changes(r.from_a.changes), moves);
   } else if (r.from_a.one_minimal) {
-    out = fmt::format("{} together move {}; {}", changes(r.from_a.changes), moves,
-                      r.no_single_change ? "no single change does (an interaction)"
-                                         : "without any one of them they do not");
+    out = fmt::format(
+        "{} together move {}; {}", changes(r.from_a.changes), moves,
+        r.no_single_change ? "no single change does (an interaction)" : "without any one of them they do not");
   } else {
-    out = fmt::format("within --max-runs {}, the smallest set found that moves {} is {}; whether fewer changes do "
-                      "was not decided: raise --max-runs",
-                      s.options.max_runs, moves, changes(r.from_a.changes));
+    out = fmt::format(
+        "within --max-runs {}, the smallest set found that moves {} is {}; whether fewer changes do "
+        "was not decided: raise --max-runs",
+        s.options.max_runs, moves, changes(r.from_a.changes));
   }
   if (r.from_b.found && r.from_b.one_minimal) {
     out += r.from_b.changes == r.from_a.changes
@@ -245,7 +247,7 @@ BisectionRecord record_of(const BisectResult& r, const Bisection& s, const std::
     row.side = side_name(t.side);
     row.given = t.given;
     row.mean = t.value.mean, row.std = t.value.std, row.seeds = t.value.n();
-    row.value = t.value.n() > 0 ? format_aggregate(t.value, s.metric.decimals)
+    row.value = t.value.n() > 0            ? format_aggregate(t.value, s.metric.decimals)
                 : t.side == Side::Rejected ? "not trained"
                                            : t.value.missing;
     row.note = t.note;
@@ -279,8 +281,8 @@ int bisect(const std::string& target_a, const std::string& target_b, const Bisec
     s.groups = group_changes(s.a, s.b, changes);
 
     // The ends, at --seeds seeds each, as ordinary runs.
-    auto ends = s.run({seed_plans(s.a, seed_base(s.a.name), options.seeds),
-                       seed_plans(s.b, seed_base(s.b.name), options.seeds)});
+    auto ends = s.run(
+        {seed_plans(s.a, seed_base(s.a.name), options.seeds), seed_plans(s.b, seed_base(s.b.name), options.seeds)});
     s.end_a = aggregate(ends[0], s.metric.id);
     s.end_b = aggregate(ends[1], s.metric.id);
     if (s.end_a.n() < 2 || s.end_b.n() < 2)
@@ -295,12 +297,13 @@ int bisect(const std::string& target_a, const std::string& target_b, const Bisec
     if (!beyond_noise(s.end_a, s.end_b)) {
       r = bisect(0, end_a, end_b, {}, 0);
       sentence = fmt::format("A ({}) and B ({}) do not differ in {} beyond seed noise: nothing to attribute.",
-                             format_aggregate(s.end_a, s.metric.decimals),
-                             format_aggregate(s.end_b, s.metric.decimals), s.metric.label);
+                             format_aggregate(s.end_a, s.metric.decimals), format_aggregate(s.end_b, s.metric.decimals),
+                             s.metric.label);
     } else {
       const size_t max_trials = static_cast<size_t>(std::max(0, options.max_runs)) / static_cast<size_t>(options.seeds);
-      r = bisect(s.groups.size(), end_a, end_b, [&](const std::vector<ChangeSet>& batch) { return s.evaluate(batch); },
-                 max_trials);
+      r = bisect(
+          s.groups.size(), end_a, end_b, [&](const std::vector<ChangeSet>& batch) { return s.evaluate(batch); },
+          max_trials);
       sentence = attribution(r, s);
     }
     auto label = [](const std::string& target, const Plan& p) {
@@ -308,10 +311,11 @@ int bisect(const std::string& target_a, const std::string& target_b, const Bisec
     };
     BisectionRecord record = record_of(r, s, label(target_a, s.a), label(target_b, s.b));
     record.attribution = sentence;
-    const std::string kept =
-        save_bisection(record, options.out, seed_base(s.a.name) + "-vs-" + seed_base(s.b.name));
-    if (options.format == "json") fmt::print("{}\n", to_json(record).dump(2));
-    else fmt::print("{}", render_text(record, options.format == "markdown"));
+    const std::string kept = save_bisection(record, options.out, seed_base(s.a.name) + "-vs-" + seed_base(s.b.name));
+    if (options.format == "json")
+      fmt::print("{}\n", to_json(record).dump(2));
+    else
+      fmt::print("{}", render_text(record, options.format == "markdown"));
     fmt::print(stderr, "sinkc bisect: kept in {} (`sinkc report {}` shows it)\n", kept, options.out);
     return 0;
   } catch (const Interrupted&) {

@@ -41,8 +41,8 @@ struct SubmitOptions {
   std::string partition;  // empty: the cluster's default
   std::string time;       // Slurm's --time, e.g. 4:00:00
   int gpus_per_run = 0;
-  int cpus_per_run = 0;   // 0: Slurm's default; the run's threads follow it
-  int max_parallel = 0;   // the array's %limit; 0: none
+  int cpus_per_run = 0;                  // 0: Slurm's default; the run's threads follow it
+  int max_parallel = 0;                  // the array's %limit; 0: none
   std::vector<std::string> sbatch_args;  // passed through as #SBATCH lines
   bool dry_run = false;
   bool wait = false;  // sbatch --wait: return once the array has ended, messages on stderr (sinkc bisect)
@@ -56,13 +56,13 @@ int compile_file(Compilation& c, const std::string& file, const CommonOptions& c
 // directories, never LibTorch. A target is a run directory, a folder of runs,
 // or a spec whose runs are looked up in `out` by name and plan hash.
 struct ResultsOptions {
-  std::string out = "runs";           // where `sinkc run` wrote the runs of a spec
-  std::string format = "text";        // text, markdown or json (diff, table)
-  std::vector<std::string> runs;      // --run: one for every spec target, or one for A and one for B
+  std::string out = "runs";       // where `sinkc run` wrote the runs of a spec
+  std::string format = "text";    // text, markdown or json (diff, table)
+  std::vector<std::string> runs;  // --run: one for every spec target, or one for A and one for B
 };
 int diff(const std::string& a, const std::string& b, const ResultsOptions& options, const CommonOptions& common);
-int table(const std::vector<std::string>& targets, const std::vector<std::string>& metrics, const ResultsOptions& options,
-          const CommonOptions& common);
+int table(const std::vector<std::string>& targets, const std::vector<std::string>& metrics,
+          const ResultsOptions& options, const CommonOptions& common);
 int report(const std::vector<std::string>& targets, const std::string& output, const std::string& title,
            const ResultsOptions& options, const CommonOptions& common);
 // `sinkc bisect A B --metric ID` (cli/bisect.cpp): the fields that move the
@@ -73,7 +73,7 @@ struct BisectOptions {
   int seeds = 2;
   int max_runs = 64;  // training runs beyond A's and B's own
   std::string out = "runs";
-  std::string format = "text";  // text, markdown or json
+  std::string format = "text";    // text, markdown or json
   std::vector<std::string> runs;  // --run, as for diff
 };
 using Trainer = std::function<int(const std::vector<std::string>& plan_files)>;

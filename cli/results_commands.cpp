@@ -6,11 +6,11 @@
 #include <set>
 
 #include "cli/commands.h"
+#include "cli/targets.h"
 #include "results/bisection_record.h"
 #include "results/metric_diff.h"
 #include "results/report_html.h"
 #include "results/table.h"
-#include "cli/targets.h"
 #include "results/tensorboard.h"
 
 namespace sink::cli {
@@ -70,15 +70,18 @@ int diff(const std::string& a, const std::string& b, const ResultsOptions& optio
     hint_not_run("B", b, gb, options);
     std::string name_a = ga.name, name_b = gb.name;
     RunDiff d = diff_runs({side_label(a, name_a), std::move(ga)}, {side_label(b, name_b), std::move(gb)});
-    if (options.format == "json") fmt::print("{}\n", to_json(d).dump(2));
-    else if (options.format == "markdown") fmt::print("{}", render_markdown(d));
-    else fmt::print("{}", render_text(d));
+    if (options.format == "json")
+      fmt::print("{}\n", to_json(d).dump(2));
+    else if (options.format == "markdown")
+      fmt::print("{}", render_markdown(d));
+    else
+      fmt::print("{}", render_text(d));
     return 0;
   });
 }
 
-int table(const std::vector<std::string>& targets, const std::vector<std::string>& metrics, const ResultsOptions& options,
-          const CommonOptions& common) {
+int table(const std::vector<std::string>& targets, const std::vector<std::string>& metrics,
+          const ResultsOptions& options, const CommonOptions& common) {
   return guarded([&] {
     for (const auto& m : metrics) metric_by_id(m);  // a typo fails before anything is read
     auto runs = resolve_runs(targets, options.runs, target_options(options, common));
@@ -86,9 +89,12 @@ int table(const std::vector<std::string>& targets, const std::vector<std::string
     // A spec lists its runs in sweep order already; a folder lists them by name.
     if (!any_spec(targets)) sort_like_sweeps(groups);
     ResultTable t = build_table(groups, metrics);
-    if (options.format == "json") fmt::print("{}\n", t.json().dump(2));
-    else if (options.format == "markdown") fmt::print("{}", t.text_table().markdown());
-    else fmt::print("{}", t.text_table().text());
+    if (options.format == "json")
+      fmt::print("{}\n", t.json().dump(2));
+    else if (options.format == "markdown")
+      fmt::print("{}", t.text_table().markdown());
+    else
+      fmt::print("{}", t.text_table().text());
     return 0;
   });
 }
@@ -112,8 +118,10 @@ int report(const std::vector<std::string>& targets, const std::string& output, c
     // Bisections kept beside the runs: in a folder named, or in --out for a spec.
     std::set<std::string> folders;
     for (const auto& t : targets)
-      if (is_spec_file(t)) folders.insert(options.out);
-      else if (fs::is_directory(t) && !is_run_dir(t)) folders.insert(t);
+      if (is_spec_file(t))
+        folders.insert(options.out);
+      else if (fs::is_directory(t) && !is_run_dir(t))
+        folders.insert(t);
     for (const auto& folder : folders) {
       std::vector<std::string> skipped;
       for (auto& b : load_bisections(folder, &skipped)) ro.bisections.push_back(std::move(b));
@@ -132,7 +140,8 @@ int report(const std::vector<std::string>& targets, const std::string& output, c
     if (ec) throw ResultsError(fmt::format("cannot write {}: {}", output, ec.message()));
     size_t charts = 0;
     for (size_t pos = 0; (pos = html.find("<figure class=\"chart\"", pos)) != std::string::npos; ++pos) ++charts;
-    fmt::print("wrote {} ({} run{}, {} chart{})\n", output, runs.size(), runs.size() == 1 ? "" : "s", charts, charts == 1 ? "" : "s");
+    fmt::print("wrote {} ({} run{}, {} chart{})\n", output, runs.size(), runs.size() == 1 ? "" : "s", charts,
+               charts == 1 ? "" : "s");
     return 0;
   });
 }

@@ -2,16 +2,16 @@
 // answer in milliseconds; training commands are forwarded to sinkc-runtime.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <arpa/inet.h>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <fmt/format.h>
 #include <iostream>
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <csignal>
-#include <cerrno>
-#include <cstdio>
 #include <unistd.h>
 
 #include "cli/commands.h"
@@ -41,7 +41,8 @@ std::string runtime_version() {
 int exec_runtime(const std::string& command, std::vector<std::string> args) {
   fs::path runtime = runtime_path();
   if (!fs::exists(runtime)) {
-    fmt::print(stderr, "sinkc: '{}' needs the runtime, which was not built ({} is missing)\n", command, runtime.string());
+    fmt::print(stderr, "sinkc: '{}' needs the runtime, which was not built ({} is missing)\n", command,
+               runtime.string());
     return 2;
   }
   args.insert(args.begin(), {runtime.string(), command});
@@ -80,10 +81,11 @@ int exec_torchrun(int workers, const std::vector<std::string>& runtime_args) {
   const std::string torch_python = SINKLAB_TORCH_PYTHON;
   if (!torch_python.empty() && access(torch_python.c_str(), X_OK) == 0)
     argv = {torch_python, "-m", "torch.distributed.run"};
-  else argv = {"torchrun"};
+  else
+    argv = {"torchrun"};
   argv.insert(argv.end(), {"--nnodes", "1", "--nproc_per_node", std::to_string(workers), "--master_addr", "127.0.0.1",
-                           "--master_port", std::to_string(free_port()), "--no_python", "--redirects", "1", "--tee", "1",
-                           runtime_path().string(), "run"});
+                           "--master_port", std::to_string(free_port()), "--no_python", "--redirects", "1", "--tee",
+                           "1", runtime_path().string(), "run"});
   argv.insert(argv.end(), runtime_args.begin(), runtime_args.end());
   std::vector<char*> raw;
   for (auto& a : argv) raw.push_back(a.data());
@@ -133,7 +135,7 @@ int train_with_runtime(const std::vector<std::string>& plan_files, const std::st
   }
   // Ctrl-C reaches the whole process group: the runtime checkpoints and exits 130, and this process, which
   // must not die first, says how to go on.
-  struct sigaction ignore {}, previous {};
+  struct sigaction ignore{}, previous{};
   ignore.sa_handler = SIG_IGN;
   sigaction(SIGINT, &ignore, &previous);
   int status = 0;
@@ -162,8 +164,9 @@ int main(int argc, char** argv) {
     const bool llama2c = names_option(rest, "--llama2c"), hf = names_option(rest, "--hf"),
                tensorboard = names_option(rest, "--tensorboard");
     if (int(llama2c) + int(hf) + int(tensorboard) > 1) {
-      fmt::print(stderr, "sinkc export: --llama2c, --hf and --tensorboard are different exports: give one of them per "
-                         "command\n");
+      fmt::print(stderr,
+                 "sinkc export: --llama2c, --hf and --tensorboard are different exports: give one of them per "
+                 "command\n");
       return 2;
     }
     if (llama2c || hf) return exec_runtime(command, rest);
@@ -191,7 +194,8 @@ int main(int argc, char** argv) {
   add_common(check);
 
   std::string plan_file, plan_run, plan_format = "toml";
-  auto* plan = app.add_subcommand("plan", "print resolved plans (every default filled, sweeps expanded) with their hashes");
+  auto* plan =
+      app.add_subcommand("plan", "print resolved plans (every default filled, sweeps expanded) with their hashes");
   plan->add_option("file", plan_file, "spec file")->required();
   plan->add_option("--run", plan_run, "only this run (and its seeds, NAME.seed=K)");
   plan->add_option("--format", plan_format, "toml or json")->check(CLI::IsMember({"toml", "json"}));
@@ -207,15 +211,19 @@ int main(int argc, char** argv) {
 
   std::vector<std::string> fmt_targets;
   bool fmt_check = false, fmt_write = false;
-  auto* fmt_cmd = app.add_subcommand("fmt", "reprint specs in the one canonical layout (comments kept, plans unchanged)");
+  auto* fmt_cmd =
+      app.add_subcommand("fmt", "reprint specs in the one canonical layout (comments kept, plans unchanged)");
   fmt_cmd->add_option("files", fmt_targets, "spec files or folders of them")->required();
-  auto* fmt_check_flag = fmt_cmd->add_flag("--check", fmt_check, "list the files not formatted; exit 1 if there are any");
+  auto* fmt_check_flag =
+      fmt_cmd->add_flag("--check", fmt_check, "list the files not formatted; exit 1 if there are any");
   fmt_cmd->add_flag("--write", fmt_write, "rewrite the files not formatted in place")->excludes(fmt_check_flag);
 
   std::vector<std::string> run_targets;
   std::string run_only, run_out = "runs";
-  auto* run_cmd = app.add_subcommand("run", "train and measure every run of specs or plans; runs already completed are cached");
-  run_cmd->add_option("targets", run_targets, "spec files, folders of specs, or plan.toml files and folders of them")->required();
+  auto* run_cmd =
+      app.add_subcommand("run", "train and measure every run of specs or plans; runs already completed are cached");
+  run_cmd->add_option("targets", run_targets, "spec files, folders of specs, or plan.toml files and folders of them")
+      ->required();
   run_cmd->add_option("--run", run_only, "only this run (and its seeds, NAME.seed=K)");
   run_cmd->add_option("--out", run_out, "folder of run directories")->capture_default_str();
   bool run_resume = false, run_wait = false;
@@ -225,17 +233,22 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--jobs", run_jobs, "train up to N runs at once, each in its own process with cores / N threads")
       ->check(CLI::Range(1, 1024));
   int run_workers = 1;
-  run_cmd->add_option("--workers", run_workers, "train each run data-parallel on W processes of this machine (torchrun)")
+  run_cmd
+      ->add_option("--workers", run_workers, "train each run data-parallel on W processes of this machine (torchrun)")
       ->check(CLI::Range(1, 1024));
   int run_gpu = -1;
-  run_cmd->add_option("--gpu", run_gpu, "cuda runs train on GPU N (default: torchrun's LOCAL_RANK, or 0; with --jobs, "
-                                       "each of the runs at once on a GPU of its own)")
+  run_cmd
+      ->add_option("--gpu", run_gpu,
+                   "cuda runs train on GPU N (default: torchrun's LOCAL_RANK, or 0; with --jobs, "
+                   "each of the runs at once on a GPU of its own)")
       ->check(CLI::Range(0, 1023));
   run_cmd->allow_extras();
   add_common(run_cmd);
 
   std::string compile_file, compile_out;
-  auto* compile = app.add_subcommand("compile", "write DIR/<run>/plan.toml, attention.ll and attention.cu (the generated kernels, CPU and CUDA) for every run");
+  auto* compile = app.add_subcommand(
+      "compile",
+      "write DIR/<run>/plan.toml, attention.ll and attention.cu (the generated kernels, CPU and CUDA) for every run");
   compile->add_option("file", compile_file, "spec file")->required();
   compile->add_option("-o,--out", compile_out, "output folder")->required();
   add_common(compile);
@@ -256,7 +269,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 4096));
   submit->add_option("--max-parallel", submit_options.max_parallel, "at most this many runs at once")
       ->check(CLI::Range(0, 100000));
-  submit->add_option("--sbatch-arg", submit_options.sbatch_args, "an extra #SBATCH line, e.g. --sbatch-arg=--account=lab")
+  submit
+      ->add_option("--sbatch-arg", submit_options.sbatch_args, "an extra #SBATCH line, e.g. --sbatch-arg=--account=lab")
       ->allow_extra_args(false);
   submit->add_flag("--dry-run", submit_options.dry_run, "print the batch script and the runs; submit nothing");
   add_common(submit);
@@ -264,16 +278,20 @@ int main(int argc, char** argv) {
   // Results: read run directories only, so they stay here, not in the runtime.
   sink::cli::ResultsOptions results;
   auto add_results = [&](CLI::App* cmd, bool with_format) {
-    cmd->add_option("--run", results.runs, "only this run and its seeds (table, report: repeatable; diff: once for every spec, or once for A and once for B)")
+    cmd->add_option("--run", results.runs,
+                    "only this run and its seeds (table, report: repeatable; diff: once for every spec, or once for A "
+                    "and once for B)")
         ->allow_extra_args(false);
     cmd->add_option("--out", results.out, "folder where `sinkc run` wrote the runs of a spec")->capture_default_str();
     if (with_format)
-      cmd->add_option("--format", results.format, "text, markdown or json")->check(CLI::IsMember({"text", "markdown", "json"}));
+      cmd->add_option("--format", results.format, "text, markdown or json")
+          ->check(CLI::IsMember({"text", "markdown", "json"}));
     add_common(cmd);
   };
 
   std::string diff_a, diff_b;
-  auto* diff = app.add_subcommand("diff", "plan diff, metric deltas against seed noise, and alpha_1 moves between two runs");
+  auto* diff =
+      app.add_subcommand("diff", "plan diff, metric deltas against seed noise, and alpha_1 moves between two runs");
   diff->add_option("a", diff_a, "run directory, or spec file (with --run)")->required();
   diff->add_option("b", diff_b, "run directory, or spec file (with --run)")->required();
   add_results(diff, true);
@@ -282,16 +300,20 @@ int main(int argc, char** argv) {
   sink::cli::BisectOptions bisect_options;
   bool bisect_resume = false;
   int bisect_jobs = 1;
-  auto* bisect = app.add_subcommand("bisect", "which of the fields that differ between two runs move a metric: delta "
-                                              "debugging over the differences, every configuration an ordinary run");
+  auto* bisect = app.add_subcommand("bisect",
+                                    "which of the fields that differ between two runs move a metric: delta "
+                                    "debugging over the differences, every configuration an ordinary run");
   bisect->add_option("a", bisect_a, "run directory, or spec file (with --run)")->required();
   bisect->add_option("b", bisect_b, "run directory, or spec file (with --run)")->required();
   bisect->add_option("--metric", bisect_options.metric, "the metric: " + sink::results::metric_ids_help())->required();
-  bisect->add_option("--seeds", bisect_options.seeds, "seeds per configuration")->capture_default_str()
+  bisect->add_option("--seeds", bisect_options.seeds, "seeds per configuration")
+      ->capture_default_str()
       ->check(CLI::Range(2, 100));
   bisect->add_option("--max-runs", bisect_options.max_runs, "at most this many training runs besides A's and B's")
-      ->capture_default_str()->check(CLI::Range(0, 100000));
-  bisect->add_option("--jobs", bisect_jobs, "train up to N runs at once, each in its own process")->check(CLI::Range(1, 1024));
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100000));
+  bisect->add_option("--jobs", bisect_jobs, "train up to N runs at once, each in its own process")
+      ->check(CLI::Range(1, 1024));
   bisect->add_flag("--resume", bisect_resume, "continue runs an interrupted bisection left from their last checkpoint");
   bisect->add_option("--run", bisect_options.runs, "with spec files: the run of A and of B (once for both, or twice)");
   bisect->add_option("--out", bisect_options.out, "folder of run directories (A's, B's and the bisection's)")
@@ -303,13 +325,16 @@ int main(int argc, char** argv) {
   bisect->add_flag("--slurm", bisect_slurm, "train each round as a Slurm job array (sbatch --wait), as `sinkc submit`");
   bisect->add_option("--partition", bisect_submit.partition, "with --slurm: the partition");
   bisect->add_option("--time", bisect_submit.time, "with --slurm: time limit per run (e.g. 4:00:00)");
-  bisect->add_option("--gpus-per-run", bisect_submit.gpus_per_run, "with --slurm: GPUs per run")->check(CLI::Range(0, 64));
+  bisect->add_option("--gpus-per-run", bisect_submit.gpus_per_run, "with --slurm: GPUs per run")
+      ->check(CLI::Range(0, 64));
   bisect->add_option("--cpus-per-run", bisect_submit.cpus_per_run, "with --slurm: CPU cores per run")
       ->check(CLI::Range(0, 1024));
   add_common(bisect);
 
   std::vector<std::string> table_targets, table_metrics;
-  auto* table = app.add_subcommand("table", "one row per run (seeds aggregated); columns: the sweep axes and up to 3 other fields the runs differ in");
+  auto* table = app.add_subcommand(
+      "table",
+      "one row per run (seeds aggregated); columns: the sweep axes and up to 3 other fields the runs differ in");
   table->add_option("targets", table_targets, "folder of runs, run directories, or spec files")->required();
   table->add_option("--metric", table_metrics, "only these metrics: " + sink::results::metric_ids_help())
       ->allow_extra_args(false);
@@ -317,7 +342,8 @@ int main(int argc, char** argv) {
 
   std::vector<std::string> report_targets;
   std::string report_output, report_title;
-  auto* report = app.add_subcommand("report", "one self-contained HTML file: curves, alpha_1 heatmaps, massive activations, run table, plan diff");
+  auto* report = app.add_subcommand(
+      "report", "one self-contained HTML file: curves, alpha_1 heatmaps, massive activations, run table, plan diff");
   report->add_option("targets", report_targets, "run directories, folders of runs, or spec files")->required();
   report->add_option("-o,--output", report_output, "the HTML file to write")->required();
   report->add_option("--title", report_title, "the report's title");
@@ -326,8 +352,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> export_targets;
   std::string export_tensorboard;
   auto* export_cmd = app.add_subcommand(
-      "export", "a run's curves as TensorBoard event files (--tensorboard DIR), or its model as a llama2.c checkpoint "
-                "(RUN --llama2c FILE) or a Hugging Face model folder (RUN --hf DIR), both answered by sinkc-runtime");
+      "export",
+      "a run's curves as TensorBoard event files (--tensorboard DIR), or its model as a llama2.c checkpoint "
+      "(RUN --llama2c FILE) or a Hugging Face model folder (RUN --hf DIR), both answered by sinkc-runtime");
   export_cmd->add_option("targets", export_targets, "run directories, folders of runs, or spec files");
   export_cmd->add_option("--tensorboard", export_tensorboard,
                          "write DIR/<run>/events.out.tfevents.*, for `tensorboard --logdir DIR`");
@@ -348,7 +375,9 @@ int main(int argc, char** argv) {
       if (run_jobs > 1) flags.insert(flags.end(), {"--jobs", std::to_string(run_jobs)});
       if (run_gpu >= 0) flags.insert(flags.end(), {"--gpu", std::to_string(run_gpu)});
       if (run_workers > 1 && run_jobs > 1) {
-        fmt::print(stderr, "sinkc: --workers and --jobs do not mix: one trains a run on W processes, the other W runs at once\n");
+        fmt::print(
+            stderr,
+            "sinkc: --workers and --jobs do not mix: one trains a run on W processes, the other W runs at once\n");
         return 2;
       }
       return run(run_targets, run_only, run_out, flags, run_workers, common);
@@ -387,8 +416,9 @@ int main(int argc, char** argv) {
     if (*table) return sink::cli::table(table_targets, table_metrics, results, common);
     if (*export_cmd) {
       if (export_tensorboard.empty()) {
-        fmt::print(stderr, "sinkc export: say what to write: --tensorboard DIR (every run's curves), --llama2c FILE or "
-                           "--hf DIR (one run's model)\n");
+        fmt::print(stderr,
+                   "sinkc export: say what to write: --tensorboard DIR (every run's curves), --llama2c FILE or "
+                   "--hf DIR (one run's model)\n");
         return 2;
       }
       if (export_targets.empty()) {

@@ -31,8 +31,8 @@ bool completed(const fs::path& run_dir) {
   std::ifstream in(run_dir / "summary.json");
   if (!in) return false;
   auto j = nlohmann::json::parse(in, nullptr, false);
-  return !j.is_discarded() && j.is_object() && j.value(sink::run_record::summary::kStatus, "") ==
-                                                       status_name(sink::run_record::RunStatus::Completed);
+  return !j.is_discarded() && j.is_object() &&
+         j.value(sink::run_record::summary::kStatus, "") == status_name(sink::run_record::RunStatus::Completed);
 }
 
 bool selected(const std::string& name, const std::string& only) {
@@ -96,7 +96,8 @@ int submit_slurm(const std::vector<std::string>& targets, const SubmitOptions& o
   }
   const std::string stem =
       targets.size() == 1 ? fs::path(targets[0]).stem().string() : fmt::format("{}-specs", targets.size());
-  const auto stamp = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const auto stamp =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   const fs::path slurm_dir = out / ".slurm";
   const fs::path tasks = slurm_dir / fmt::format("{}-{}.tasks", stem, stamp);
   const fs::path script_path = slurm_dir / fmt::format("{}-{}.sbatch", stem, stamp);
@@ -139,14 +140,15 @@ int submit_slurm(const std::vector<std::string>& targets, const SubmitOptions& o
   }
   if (status != 0) {
     fmt::print(stderr, "sinkc: sbatch failed ({}){}\n  the script is {}; `sinkc submit --dry-run` prints it\n",
-               reply.empty() ? "is this a Slurm login node?" : reply, WEXITSTATUS(status) == 127 ? " (sbatch not found)" : "",
-               script_path.string());
+               reply.empty() ? "is this a Slurm login node?" : reply,
+               WEXITSTATUS(status) == 127 ? " (sbatch not found)" : "", script_path.string());
     return 2;
   }
-  fmt::print("submitted job array {} ({} task{}, {} already completed)\n  script {}\n  logs   {}/\n"
-             "  then: sinkc table {}   (or sinkc report {} -o report.html)\n",
-             reply, pending.size(), pending.size() == 1 ? "" : "s", done, script_path.string(), slurm_dir.string(),
-             out.string(), out.string());
+  fmt::print(
+      "submitted job array {} ({} task{}, {} already completed)\n  script {}\n  logs   {}/\n"
+      "  then: sinkc table {}   (or sinkc report {} -o report.html)\n",
+      reply, pending.size(), pending.size() == 1 ? "" : "s", done, script_path.string(), slurm_dir.string(),
+      out.string(), out.string());
   return 0;
 }
 

@@ -62,12 +62,12 @@ RunData find_run(const Plan& plan, const TargetOptions& options) {
   }
   std::sort(others.begin(), others.end());
   if (!others.empty())
-    r.reason = fmt::format("{} holds {} from another plan (the spec changed, or it ran with other --set/--base); "
-                           "name that directory to use it",
-                           options.out, others.front());
+    r.reason = fmt::format(
+        "{} holds {} from another plan (the spec changed, or it ran with other --set/--base); "
+        "name that directory to use it",
+        options.out, others.front());
   return r;
 }
-
 
 }  // namespace
 
@@ -102,7 +102,8 @@ RunGroup resolve_group(const std::string& target, const std::string& run, const 
     if (p.answers_to(want)) runs.push_back(find_run(p, options));
   if (runs.empty()) {
     std::string guess = closest(want, names);
-    throw ResultsError(fmt::format("no run named '{}' in {}{}", want, target, guess.empty() ? "" : fmt::format(" (did you mean '{}'?)", guess)));
+    throw ResultsError(fmt::format("no run named '{}' in {}{}", want, target,
+                                   guess.empty() ? "" : fmt::format(" (did you mean '{}'?)", guess)));
   }
   auto groups = group_seeds(runs);
   return groups.front();
@@ -111,7 +112,8 @@ RunGroup resolve_group(const std::string& target, const std::string& run, const 
 std::vector<RunData> resolve_runs(const std::vector<std::string>& targets, const std::vector<std::string>& run_names,
                                   const TargetOptions& options) {
   auto wanted = [&](const Plan& p) {
-    return run_names.empty() || std::any_of(run_names.begin(), run_names.end(), [&](const auto& n) { return p.answers_to(n); });
+    return run_names.empty() ||
+           std::any_of(run_names.begin(), run_names.end(), [&](const auto& n) { return p.answers_to(n); });
   };
   std::vector<RunData> out;
   auto add = [&](RunData r) {

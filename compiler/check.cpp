@@ -55,7 +55,6 @@ std::optional<double> fold(const ast::Expr& e, bool& integral, bool& tokens) {
   }
 }
 
-
 std::string range_text(const TypeSpec& spec) {
   TypeSpec t = spec;
   t.type = Type::Float;
@@ -63,14 +62,15 @@ std::string range_text(const TypeSpec& spec) {
   return d.substr(d.find(' ') + 4);  // drop "float in "
 }
 
-std::optional<Value> type_number(const TypeSpec& spec, const ast::Expr& e, const std::string& what, Diagnostics& diags) {
+std::optional<Value> type_number(const TypeSpec& spec, const ast::Expr& e, const std::string& what,
+                                 Diagnostics& diags) {
   bool integral = true, tokens = false;
   auto v = fold(e, integral, tokens);
   bool want_int = spec.type != Type::Float && spec.type != Type::FloatList && spec.type != Type::NumberOr;
   const std::string want = spec.type == Type::OptionalInt ? "an integer or none"
-                           : spec.type == Type::NumberOr ? fmt::format("{} or a number", fmt::join(spec.choices, ", "))
-                           : want_int                    ? "an integer"
-                                                         : "a number";
+                           : spec.type == Type::NumberOr  ? fmt::format("{} or a number", fmt::join(spec.choices, ", "))
+                           : want_int                     ? "an integer"
+                                                          : "a number";
   if (!v) {
     diags.error(e.span, fmt::format("'{}' expects {}, got {}", what, want, describe(e)));
     return std::nullopt;
@@ -100,7 +100,8 @@ std::optional<Value> type_list(const TypeSpec& spec, const ast::Expr& e, const s
     return std::nullopt;
   }
   if (spec.list_len && static_cast<int>(e.children.size()) != spec.list_len) {
-    diags.error(e.span, fmt::format("'{}' expects a list of {} values, got {}", what, spec.list_len, e.children.size()));
+    diags.error(e.span,
+                fmt::format("'{}' expects a list of {} values, got {}", what, spec.list_len, e.children.size()));
     return std::nullopt;
   }
   TypeSpec item = spec;
@@ -109,14 +110,17 @@ std::optional<Value> type_list(const TypeSpec& spec, const ast::Expr& e, const s
   bool ok = true;
   for (const auto& c : e.children) {
     auto v = type_number(item, c, what, diags);
-    if (v) items.push_back(*v);
-    else ok = false;
+    if (v)
+      items.push_back(*v);
+    else
+      ok = false;
   }
   if (!ok) return std::nullopt;
   return Value::of_list(std::move(items));
 }
 
-std::optional<Value> type_variant(const TypeSpec& spec, const ast::Expr& e, const std::string& what, Diagnostics& diags) {
+std::optional<Value> type_variant(const TypeSpec& spec, const ast::Expr& e, const std::string& what,
+                                  Diagnostics& diags) {
   std::vector<std::string> names;
   for (const auto& f : spec.forms) names.push_back(f.name);
   if (e.kind != Kind::Name && e.kind != Kind::Call) {
@@ -126,8 +130,9 @@ std::optional<Value> type_variant(const TypeSpec& spec, const ast::Expr& e, cons
   const TypeSpec::Form* form = spec.form(e.text);
   if (!form) {
     std::string guess = closest(e.text, names);
-    diags.error(e.span, fmt::format("unknown value '{}' for '{}'", e.text, what),
-                guess.empty() ? fmt::format("expected one of {}", spec.describe()) : fmt::format("did you mean '{}'?", guess));
+    diags.error(
+        e.span, fmt::format("unknown value '{}' for '{}'", e.text, what),
+        guess.empty() ? fmt::format("expected one of {}", spec.describe()) : fmt::format("did you mean '{}'?", guess));
     return std::nullopt;
   }
   Value out;
@@ -154,7 +159,8 @@ std::optional<Value> type_variant(const TypeSpec& spec, const ast::Expr& e, cons
         continue;
       }
     } else if (slot >= form->params.size()) {
-      diags.error(e.children[k].span, fmt::format("too many arguments to '{}' (it takes {})", form->name, form->params.size()));
+      diags.error(e.children[k].span,
+                  fmt::format("too many arguments to '{}' (it takes {})", form->name, form->params.size()));
       ok = false;
       continue;
     }
@@ -190,7 +196,8 @@ bool check_expr(const ast::Expr& e, const ExprRules& rules, const std::string& w
         if (v == e.text) return true;
       std::string guess = closest(e.text, rules.vars);
       diags.error(e.span, fmt::format("unknown variable '{}' in '{}'", e.text, what),
-                  guess.empty() ? fmt::format("variables: {}", fmt::join(rules.vars, ", ")) : fmt::format("did you mean '{}'?", guess));
+                  guess.empty() ? fmt::format("variables: {}", fmt::join(rules.vars, ", "))
+                                : fmt::format("did you mean '{}'?", guess));
       return false;
     }
     case Kind::Call: {
@@ -203,13 +210,14 @@ bool check_expr(const ast::Expr& e, const ExprRules& rules, const std::string& w
       if (!fn) {
         std::string guess = closest(e.text, names);
         diags.error(e.span, fmt::format("unknown function '{}' in '{}'", e.text, what),
-                    guess.empty() ? fmt::format("functions: {}", fmt::join(names, ", ")) : fmt::format("did you mean '{}'?", guess));
+                    guess.empty() ? fmt::format("functions: {}", fmt::join(names, ", "))
+                                  : fmt::format("did you mean '{}'?", guess));
         return false;
       }
       bool ok = true;
       if (static_cast<int>(e.children.size()) != fn->arity) {
-        diags.error(e.span, fmt::format("'{}' takes {} argument{}, got {}", fn->name, fn->arity, fn->arity == 1 ? "" : "s",
-                                        e.children.size()));
+        diags.error(e.span, fmt::format("'{}' takes {} argument{}, got {}", fn->name, fn->arity,
+                                        fn->arity == 1 ? "" : "s", e.children.size()));
         ok = false;
       }
       for (size_t k = 0; k < e.children.size(); ++k) {
@@ -227,9 +235,7 @@ bool check_expr(const ast::Expr& e, const ExprRules& rules, const std::string& w
       bool b = check_expr(e.children[1], rules, what, diags);
       return a && b;
     }
-    default:
-      diags.error(e.span, fmt::format("'{}' expects an expression, got {}", what, describe(e)));
-      return false;
+    default: diags.error(e.span, fmt::format("'{}' expects an expression, got {}", what, describe(e))); return false;
   }
 }
 
@@ -262,7 +268,8 @@ std::optional<bool> vector_valued(const ast::Expr& e, const std::string& what, D
   }
 }
 
-std::optional<Value> type_vector(const TypeSpec& spec, const ast::Expr& e, const std::string& what, Diagnostics& diags) {
+std::optional<Value> type_vector(const TypeSpec& spec, const ast::Expr& e, const std::string& what,
+                                 Diagnostics& diags) {
   if (e.kind == Kind::Name)
     for (const auto& c : spec.choices)
       if (c == e.text) return Value::of_enum(c);
@@ -290,13 +297,25 @@ std::optional<Value> type_vector(const TypeSpec& spec, const ast::Expr& e, const
 ExprNode to_expr_node(const ast::Expr& e) {
   ExprNode n;
   switch (e.kind) {
-    case Kind::Number: n.op = ExprNode::Op::Number; n.number = e.number; break;
-    case Kind::Name: n.op = ExprNode::Op::Var; n.name = e.text; break;
-    case Kind::Call: n.op = ExprNode::Op::Call; n.name = e.text; break;
+    case Kind::Number:
+      n.op = ExprNode::Op::Number;
+      n.number = e.number;
+      break;
+    case Kind::Name:
+      n.op = ExprNode::Op::Var;
+      n.name = e.text;
+      break;
+    case Kind::Call:
+      n.op = ExprNode::Op::Call;
+      n.name = e.text;
+      break;
     case Kind::Neg: n.op = ExprNode::Op::Neg; break;
     case Kind::Binary:
-      n.op = e.text == "+" ? ExprNode::Op::Add : e.text == "-" ? ExprNode::Op::Sub : e.text == "*" ? ExprNode::Op::Mul
-           : e.text == "/" ? ExprNode::Op::Div : ExprNode::Op::Pow;
+      n.op = e.text == "+"   ? ExprNode::Op::Add
+             : e.text == "-" ? ExprNode::Op::Sub
+             : e.text == "*" ? ExprNode::Op::Mul
+             : e.text == "/" ? ExprNode::Op::Div
+                             : ExprNode::Op::Pow;
       break;
     default: break;
   }
@@ -317,8 +336,9 @@ std::optional<Value> type_value(const TypeSpec& spec, const ast::Expr& e, const 
         for (const auto& c : spec.choices)
           if (c == e.text) return Value::of_enum(c);
         std::string guess = closest(e.text, spec.choices);
-        diags.error(e.span, fmt::format("unknown value '{}' for '{}'", e.text, what),
-                    guess.empty() ? fmt::format("expected {}", spec.describe()) : fmt::format("did you mean '{}'?", guess));
+        diags.error(
+            e.span, fmt::format("unknown value '{}' for '{}'", e.text, what),
+            guess.empty() ? fmt::format("expected {}", spec.describe()) : fmt::format("did you mean '{}'?", guess));
         return std::nullopt;
       }
       return type_number(spec, e, what, diags);
@@ -378,7 +398,8 @@ const Field* lookup(const std::string& path, Span span, Diagnostics& diags) {
   std::string hint;
   if (std::find(blocks.begin(), blocks.end(), block) == blocks.end() && path.find('.') != std::string::npos) {
     std::string guess = closest(block, blocks);
-    hint = guess.empty() ? fmt::format("blocks: {}", fmt::join(blocks, ", ")) : fmt::format("did you mean '{}'?", path.substr(0, 0) + guess + path.substr(block.size()));
+    hint = guess.empty() ? fmt::format("blocks: {}", fmt::join(blocks, ", "))
+                         : fmt::format("did you mean '{}'?", path.substr(0, 0) + guess + path.substr(block.size()));
   } else {
     std::string guess = closest(path, field_paths());
     if (guess.empty() && path.find('.') == std::string::npos) {
@@ -396,7 +417,8 @@ void check_statement(Program& p, const ast::Statement& s, Diagnostics& diags) {
   using SK = ast::Statement::Kind;
   if (s.kind == SK::Fix || s.kind == SK::Random) {
     if (s.path != "data.fix" && s.path != "data.random") {
-      diags.error(s.span, fmt::format("`{}` statements belong in a data block", s.kind == SK::Fix ? "fix token" : "random at"));
+      diags.error(s.span,
+                  fmt::format("`{}` statements belong in a data block", s.kind == SK::Fix ? "fix token" : "random at"));
       return;
     }
   }
@@ -448,7 +470,8 @@ void check(Program& program, Diagnostics& diags) {
           hint = fmt::format("blocks do not nest inside '{}'", path.substr(0, dot));
         } else {
           std::string guess = closest(path, blocks);
-          hint = guess.empty() ? fmt::format("blocks: {}", fmt::join(blocks, ", ")) : fmt::format("did you mean '{}'?", guess);
+          hint = guess.empty() ? fmt::format("blocks: {}", fmt::join(blocks, ", "))
+                               : fmt::format("did you mean '{}'?", guess);
         }
         diags.error(span, fmt::format("unknown block '{}'", path), hint);
       }

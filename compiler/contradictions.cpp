@@ -15,9 +15,18 @@ class RunView {
     auto it = run_.fields.find(path);
     return it == run_.fields.end() ? nullptr : &it->second;
   }
-  int64_t i(const std::string& path) const { auto* s = get(path); return s ? s->value.i : 0; }
-  double f(const std::string& path) const { auto* s = get(path); return s ? s->value.number() : 0; }
-  const Value* v(const std::string& path) const { auto* s = get(path); return s ? &s->value : nullptr; }
+  int64_t i(const std::string& path) const {
+    auto* s = get(path);
+    return s ? s->value.i : 0;
+  }
+  double f(const std::string& path) const {
+    auto* s = get(path);
+    return s ? s->value.number() : 0;
+  }
+  const Value* v(const std::string& path) const {
+    auto* s = get(path);
+    return s ? &s->value : nullptr;
+  }
   // Nothing when the field is unset or its value not a name of E.
   template <class E>
   std::optional<E> choice(const std::string& path) const {
@@ -47,8 +56,10 @@ class RunView {
     // Inherited from a preset: say which run of this spec it breaks.
     std::string where = best.file == run_.name_span.file ? "" : fmt::format("in run '{}'", run_.name);
     std::string full_hint = hint.empty() ? where : where.empty() ? hint : where + "; " + hint;
-    if (severity == Severity::Error) diags_.error(best, message, full_hint);
-    else diags_.warning(best, message, full_hint);
+    if (severity == Severity::Error)
+      diags_.error(best, message, full_hint);
+    else
+      diags_.warning(best, message, full_hint);
   }
 
   // Origins in the run's own file beat origins in presets; later beats earlier.
@@ -72,18 +83,22 @@ void check_run(const Run& run, Diagnostics& diags) {
   if (heads > 0 && d % heads != 0)
     r.error({"model.heads", "model.d"}, fmt::format("heads = {} does not divide d = {}", heads, d));
   const int64_t d_head = heads > 0 ? d / heads : d;
-  if (kv > heads) r.error({"model.kv_heads", "model.heads"}, fmt::format("kv_heads = {} exceeds heads = {}", kv, heads));
+  if (kv > heads)
+    r.error({"model.kv_heads", "model.heads"}, fmt::format("kv_heads = {} exceeds heads = {}", kv, heads));
   else if (kv > 0 && heads % kv != 0)
     r.error({"model.kv_heads", "model.heads"}, fmt::format("kv_heads = {} does not divide heads = {}", kv, heads));
   // With heads not dividing d, d_head is meaningless: say the one error.
   const bool d_head_ok = heads > 0 && d % heads == 0;
   if (d_head_ok && r.i("model.k_dims") > d_head)
-    r.error({"model.k_dims", "model.d", "model.heads"}, fmt::format("k_dims = {} exceeds d_head = {}", r.i("model.k_dims"), d_head));
+    r.error({"model.k_dims", "model.d", "model.heads"},
+            fmt::format("k_dims = {} exceeds d_head = {}", r.i("model.k_dims"), d_head));
   if (r.choice<PosEmbedding>("model.pe") == PosEmbedding::rope && d_head_ok && d_head % 2 != 0)
-    r.error({"model.pe", "model.d", "model.heads"}, fmt::format("RoPE rotates pairs of dimensions: d_head = {} is odd", d_head));
+    r.error({"model.pe", "model.d", "model.heads"},
+            fmt::format("RoPE rotates pairs of dimensions: d_head = {} is odd", d_head));
   if (r.choice<PosEmbedding>("model.pe") == PosEmbedding::learned && r.i("measure.T") > context)
     r.error({"measure.T", "train.context", "model.pe"},
-            fmt::format("learned positions stop at context = {}: measure.T = {} cannot be measured", context, r.i("measure.T")));
+            fmt::format("learned positions stop at context = {}: measure.T = {} cannot be measured", context,
+                        r.i("measure.T")));
   const std::optional<Biases> biases = r.choice<Biases>("model.biases");
   const bool key_biases = biases == Biases::k || biases == Biases::kv;
   const Value* vstar = r.v("model.v_star");
@@ -102,10 +117,12 @@ void check_run(const Run& run, Diagnostics& diags) {
   if (score && score->expr && normalizer && !normalizer->bounds_scores && grows_without_bound(*score->expr))
     r.error({"attention.normalize", "attention.score"},
             fmt::format("score {} {} grows without bound and diverges", score->str(),
-                        norm->s == "none" ? "without normalization" : "under normalize = " + norm->s + " (" + normalizer->formula + ")"),
+                        norm->s == "none" ? "without normalization"
+                                          : "under normalize = " + norm->s + " (" + normalizer->formula + ")"),
             "use normalize = sum (softmax), or a bounded score such as sigmoid(qk)");
   if (score && score->expr && !mentions_var(*score->expr, "qk"))
-    r.error({"attention.score"}, fmt::format("score {} does not depend on qk: attention would ignore the content", score->str()));
+    r.error({"attention.score"},
+            fmt::format("score {} does not depend on qk: attention would ignore the content", score->str()));
 
   // The designs beyond the paper, and what they presuppose.
   const bool exp_qk = score && score->expr && is_softmax(*score->expr, "sum");
@@ -116,11 +133,12 @@ void check_run(const Run& run, Diagnostics& diags) {
                                               find_choice<SinkLogit>(sink_logit->s) == SinkLogit::none);
   if (has_sink_logit) {
     if (!softmax)
-      r.error({"attention.sink_logit", "attention.normalize", "attention.score"},
-              fmt::format("sink_logit adds exp(b) to a softmax denominator: it needs score = exp(qk) and normalize = sum, "
-                          "not score = {} with normalize = {}",
-                          score ? score->str() : "?", norm ? norm->str() : "?"),
-              exp_qk ? "" : "for sigmoid attention, a bias inside the score does the same: score = sigmoid(qk - log(64))");
+      r.error(
+          {"attention.sink_logit", "attention.normalize", "attention.score"},
+          fmt::format("sink_logit adds exp(b) to a softmax denominator: it needs score = exp(qk) and normalize = sum, "
+                      "not score = {} with normalize = {}",
+                      score ? score->str() : "?", norm ? norm->str() : "?"),
+          exp_qk ? "" : "for sigmoid attention, a bias inside the score does the same: score = sigmoid(qk - log(64))");
   }
   if (norm && norm->s == "softpick" && !exp_qk)
     r.error({"attention.normalize", "attention.score"},
@@ -133,14 +151,16 @@ void check_run(const Run& run, Diagnostics& diags) {
     if (d_head_ok && d_head % 4 != 0)
       r.error({"attention.differential", "model.d", "model.heads"},
               fmt::format("differential attention splits q and k into two halves of d_head / 2, rotated in pairs: "
-                          "d_head = {} is not a multiple of 4", d_head));
+                          "d_head = {} is not a multiple of 4",
+                          d_head));
     if (key_biases)
       r.error({"attention.differential", "model.biases"},
               fmt::format("biases = {} adds one key k* per head, but differential attention splits every key in two",
                           name_of(*biases)));
     if (has_sink_logit)
       r.error({"attention.differential", "attention.sink_logit"},
-              "sink_logit with differential attention is not supported: they are two designs for the same sink; compare them "
+              "sink_logit with differential attention is not supported: they are two designs for the same sink; "
+              "compare them "
               "as separate runs");
     if (r.choice<AttnKernel>("attention.kernel") == AttnKernel::mlp)
       r.error({"attention.differential", "attention.kernel"},
@@ -158,8 +178,7 @@ void check_run(const Run& run, Diagnostics& diags) {
     if (!list) return;
     for (const auto& p : list->items) {
       int64_t pos = p.kind == Value::Kind::List ? p.items[1].i : p.i;
-      if (pos > limit)
-        r.error({path, limit_name}, fmt::format("position {} is past {} = {}", pos, limit_name, limit));
+      if (pos > limit) r.error({path, limit_name}, fmt::format("position {} is past {} = {}", pos, limit_name, limit));
     }
   };
   check_positions("data.random", r.v("data.random"), context, "train.context");
@@ -189,7 +208,8 @@ void check_run(const Run& run, Diagnostics& diags) {
     }
     if (const Value* rnd = r.v("data.random"))
       for (const auto& q : rnd->items)
-        if (at.count(q.i)) r.error({"data.random", "data.fix"}, fmt::format("position {} is both fixed and random", q.i));
+        if (at.count(q.i))
+          r.error({"data.random", "data.fix"}, fmt::format("position {} is both fixed and random", q.i));
   }
   // Positions count the BOS: with bos = true, position 1 is the BOS itself.
   if (const Value* bos = r.v("data.bos"); bos && bos->b) {
@@ -217,7 +237,8 @@ void check_run(const Run& run, Diagnostics& diags) {
       r.error({"data.corpus"}, fmt::format("synthetic: give one offset or one per trigger ({} triggers, {} offsets)",
                                            triggers->i, offsets->items.size()));
     if (voc && triggers && triggers->i >= voc->i)
-      r.error({"data.corpus"}, fmt::format("synthetic: triggers = {} leaves no ordinary tokens in vocab = {}", triggers->i, voc->i));
+      r.error({"data.corpus"},
+              fmt::format("synthetic: triggers = {} leaves no ordinary tokens in vocab = {}", triggers->i, voc->i));
   }
   if (corpus_kind == CorpusKind::file && corpus->arg("path")->s.empty())
     r.error({"data.corpus"}, "file(...) needs a path, e.g. file(\"data/*.jsonl.zst\")");
@@ -225,13 +246,14 @@ void check_run(const Run& run, Diagnostics& diags) {
       r.choice<TokenizerKind>("data.tokenizer") == TokenizerKind::llama2c && tok->arg("path")->s.empty())
     r.error({"data.tokenizer"}, "llama2c(...) needs the path of a tok*.bin file");
   if (const int64_t micro = r.i("train.micro_batch"); micro > 0 && r.i("train.batch") % micro != 0)
-    r.error({"train.micro_batch", "train.batch"},
-            fmt::format("micro_batch = {} does not divide batch = {}: every pass must hold the same number of sequences",
-                        micro, r.i("train.batch")));
+    r.error(
+        {"train.micro_batch", "train.batch"},
+        fmt::format("micro_batch = {} does not divide batch = {}: every pass must hold the same number of sequences",
+                    micro, r.i("train.batch")));
   if (r.i("measure.every") > 0 && r.i("measure.every") > r.i("train.steps"))
     r.warning({"measure.every", "train.steps"},
-                  fmt::format("measure.every = {} is past train.steps = {}: only the final measurement runs",
-                              r.i("measure.every"), r.i("train.steps")));
+              fmt::format("measure.every = {} is past train.steps = {}: only the final measurement runs",
+                          r.i("measure.every"), r.i("train.steps")));
 }
 
 }  // namespace

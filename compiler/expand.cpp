@@ -87,14 +87,17 @@ void expand(Program& program, Diagnostics& diags) {
         AxisValues av{a.path, {}};
         for (const auto& v : a.values.children) {
           auto t = program.typed_axis_values.find(&v);
-          if (t == program.typed_axis_values.end()) ok = false;
-          else av.values.emplace_back(t->second, v.span);
+          if (t == program.typed_axis_values.end())
+            ok = false;
+          else
+            av.values.emplace_back(t->second, v.span);
         }
         if (av.values.empty()) ok = false;
         axes.push_back(std::move(av));
       }
       if (!ok || axes.empty()) {
-        if (axes.empty() && !x.syntax_error) diags.error(x.name_span, fmt::format("sweep '{}' has no axis (`path in [ ... ]`)", x.name));
+        if (axes.empty() && !x.syntax_error)
+          diags.error(x.name_span, fmt::format("sweep '{}' has no axis (`path in [ ... ]`)", x.name));
         continue;
       }
       size_t points = 1;
@@ -104,8 +107,10 @@ void expand(Program& program, Diagnostics& diags) {
         sizes += (sizes.empty() ? "" : " x ") + std::to_string(a.values.size());
       }
       if (runs.size() + points > kMaxRuns) {
-        diags.error(x.name_span, fmt::format("sweep '{}' makes the spec more than {} runs (its axes: {} values)", x.name, kMaxRuns, sizes),
-                    "split it into smaller sweeps, or sweep fewer values at once");
+        diags.error(
+            x.name_span,
+            fmt::format("sweep '{}' makes the spec more than {} runs (its axes: {} values)", x.name, kMaxRuns, sizes),
+            "split it into smaller sweeps, or sweep fewer values at once");
         continue;
       }
       std::vector<size_t> index(axes.size(), 0);
@@ -131,7 +136,9 @@ void expand(Program& program, Diagnostics& diags) {
       for (const auto& x : program.modules[m].experiments)
         for (const auto& axis : x.axes)
           if (axis.path == s.path)
-            diags.warning(s.path_span, fmt::format("--set {} overrides an axis of sweep '{}': its runs become identical", s.path, x.name));
+            diags.warning(
+                s.path_span,
+                fmt::format("--set {} overrides an axis of sweep '{}': its runs become identical", s.path, x.name));
   for (auto& run : runs)
     for (const auto& s : program.overrides) apply(program, s, run.fields);
 
@@ -147,7 +154,8 @@ void expand(Program& program, Diagnostics& diags) {
     const int64_t n = seeds_of(run);
     total += static_cast<size_t>(std::max<int64_t>(1, n));
     if (n > 1 && total > kMaxRuns) {
-      diags.error(run.name_span, fmt::format("with train.seeds = {}, '{}' makes the spec more than {} runs", n, run.name, kMaxRuns),
+      diags.error(run.name_span,
+                  fmt::format("with train.seeds = {}, '{}' makes the spec more than {} runs", n, run.name, kMaxRuns),
                   "fewer seeds, or fewer runs in this spec");
       return;
     }

@@ -22,8 +22,10 @@ std::vector<Comment> comments_of(const std::string& text) {
   std::vector<Comment> out;
   int line = 1, col = 1;
   auto advance = [&](size_t& i) {
-    if (text[i] == '\n') ++line, col = 1;
-    else ++col;
+    if (text[i] == '\n')
+      ++line, col = 1;
+    else
+      ++col;
     ++i;
   };
   for (size_t i = 0; i < text.size();) {
@@ -71,10 +73,14 @@ int precedence(const ast::Expr& e) {
 std::string quoted(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\', out += c;
-    else if (c == '\n') out += "\\n";
-    else if (c == '\t') out += "\\t";
-    else out += c;
+    if (c == '"' || c == '\\')
+      out += '\\', out += c;
+    else if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
+    else
+      out += c;
   }
   return out + "\"";
 }
@@ -167,8 +173,8 @@ std::vector<size_t> aligned_widths(const std::vector<LayoutNode>& siblings, cons
     const LayoutNode& n = siblings[k];
     const bool alone = (k == 0 || siblings[k - 1].span.end_line != n.span.line) &&
                        (k + 1 == siblings.size() || siblings[k + 1].span.line != n.span.end_line);
-    const bool kind_ok = n.kind == LayoutNode::Kind::Assign ||
-                         (n.kind == LayoutNode::Kind::Experiment && !n.base.empty());
+    const bool kind_ok =
+        n.kind == LayoutNode::Kind::Assign || (n.kind == LayoutNode::Kind::Experiment && !n.base.empty());
     if (!alone || !kind_ok || n.span.line != n.span.end_line || n.span.line < 1 ||
         static_cast<size_t>(n.span.line) > line_starts.size())
       return -1;
@@ -219,8 +225,8 @@ class Formatter {
       return;
     }
     const std::string flat = one_line(n, width);
-    const bool on_one_line = (n.open.line == n.close.line || n.children.empty()) &&
-                             !comment_between(n.open, n.close) && indent_ * 2 + flat.size() <= kWidth;
+    const bool on_one_line = (n.open.line == n.close.line || n.children.empty()) && !comment_between(n.open, n.close) &&
+                             indent_ * 2 + flat.size() <= kWidth;
     if (on_one_line) {
       write(flat);
       last_line_ = n.close.end_line;
@@ -343,10 +349,10 @@ class Formatter {
   }
 
   struct Trail {
-    size_t line;    // of the output
-    size_t code;    // the output line's length before the comment
-    int source_col; // the comment's column in the source
-    bool padded;    // the source put more than two spaces before it
+    size_t line;     // of the output
+    size_t code;     // the output line's length before the comment
+    int source_col;  // the comment's column in the source
+    bool padded;     // the source put more than two spaces before it
   };
   const SourceFile& source_;
   std::vector<Trail> trails_;

@@ -2,8 +2,8 @@
 // random positions, `v_star = auto`, kv_heads = 0) so that one computation has
 // one canonical plan and one hash.
 #pragma once
-#include "plan/plan.h"
 #include "compiler/program.h"
+#include "plan/plan.h"
 
 namespace sink {
 

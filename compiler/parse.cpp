@@ -6,22 +6,23 @@
 #include <fmt/format.h>
 #include <set>
 
-#include "compiler/source_text.h"
-#include "plan/schema.h"
 #include "SinkLexer.h"
 #include "SinkParser.h"
+#include "compiler/source_text.h"
+#include "plan/schema.h"
 
 namespace sink {
 namespace {
 
-constexpr int kMaxNesting = 64;          // brackets and blocks
+constexpr int kMaxNesting = 64;             // brackets and blocks
 constexpr int kMaxOperatorsPerValue = 500;  // keeps recursion (ANTLR's and ours) shallow
 
 struct TooManyErrors {};
 
 class ErrorCollector : public antlr4::BaseErrorListener {
  public:
-  ErrorCollector(int file, const Columns& columns, Diagnostics& diags) : file_(file), columns_(columns), diags_(diags) {}
+  ErrorCollector(int file, const Columns& columns, Diagnostics& diags)
+      : file_(file), columns_(columns), diags_(diags) {}
   void syntaxError(antlr4::Recognizer* recognizer, antlr4::Token* offending, size_t line, size_t col,
                    const std::string& msg, std::exception_ptr) override {
     Span s{file_, static_cast<int>(line), static_cast<int>(col) + 1, static_cast<int>(line), static_cast<int>(col) + 2};
@@ -72,7 +73,8 @@ class ErrorCollector : public antlr4::BaseErrorListener {
   // ("expecting {'import', 'experiment', ..., IDENT}"); say it in words.
   static std::string rephrase(antlr4::Parser* parser, antlr4::Token* offending, const std::string& msg) {
     if (!parser || !offending) return tidy(msg);
-    std::string what = offending->getType() == antlr4::Token::EOF ? "end of file" : "'" + tidy(offending->getText()) + "'";
+    std::string what =
+        offending->getType() == antlr4::Token::EOF ? "end of file" : "'" + tidy(offending->getText()) + "'";
     auto starts = [&](const char* prefix) { return msg.rfind(prefix, 0) == 0; };
     std::string expected;
     if (starts("missing ") || starts("mismatched input ") || starts("extraneous input ")) {
@@ -95,8 +97,8 @@ class ErrorCollector : public antlr4::BaseErrorListener {
       ordered.push_back(n);
     }
     // Keywords that are also names (see `ident` in the grammar) hide behind "a name".
-    static const std::set<std::string> keyword_names = {"'random'", "'fix'",  "'token'",      "'at'",
-                                                        "'in'",     "'over'", "'tokens'",     "'import'",
+    static const std::set<std::string> keyword_names = {"'random'",     "'fix'",   "'token'",  "'at'",
+                                                        "'in'",         "'over'",  "'tokens'", "'import'",
                                                         "'experiment'", "'sweep'", "'extends'"};
     static const std::set<std::string> value_starts = {"'('", "'['", "'-'", "NUMBER", "STRING", "IDENT"};
     const bool name = names.count("IDENT") > 0;
@@ -108,8 +110,11 @@ class ErrorCollector : public antlr4::BaseErrorListener {
       if (name && keyword_names.count(n)) continue;
       if (value && value_starts.count(n)) continue;
       if (n == "<EOF>" && ordered.size() > 1) continue;
-      out.push_back(n == "IDENT" ? "a name" : n == "NUMBER" ? "a number" : n == "STRING" ? "a string"
-                    : n == "<EOF>" ? "end of file" : n);
+      out.push_back(n == "IDENT"    ? "a name"
+                    : n == "NUMBER" ? "a number"
+                    : n == "STRING" ? "a string"
+                    : n == "<EOF>"  ? "end of file"
+                                    : n);
     }
     if (out.empty()) return "";
     std::string text = out[0];
@@ -121,11 +126,16 @@ class ErrorCollector : public antlr4::BaseErrorListener {
   static std::string tidy(const std::string& msg) {
     std::string out;
     for (unsigned char c : msg) {
-      if (c == '\n') out += "\\n";
-      else if (c == '\r') out += "\\r";
-      else if (c == '\t') out += "\\t";
-      else if (c < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", c);
-      else out += static_cast<char>(c);
+      if (c == '\n')
+        out += "\\n";
+      else if (c == '\r')
+        out += "\\r";
+      else if (c == '\t')
+        out += "\\t";
+      else if (c < 0x20 || c == 0x7f)
+        out += fmt::format("\\x{:02x}", c);
+      else
+        out += static_cast<char>(c);
     }
     if (out.size() > 200) out = out.substr(0, 200) + "...";
     return out;
@@ -207,8 +217,10 @@ bool lexical_ok(const Columns& columns, antlr4::CommonTokenStream& tokens, Diagn
     const bool first_on_line = k == 0 || all[k - 1]->getLine() != t->getLine();
     if ((open.empty() || first_on_line) && (text == "experiment" || text == "sweep" || text == "import"))
       decl_starts.push_back(k);
-    if (text == "(" || text == "[" || text == "{") open.push_back(t);
-    else if ((text == ")" || text == "]" || text == "}") && !open.empty()) open.pop_back();
+    if (text == "(" || text == "[" || text == "{")
+      open.push_back(t);
+    else if ((text == ")" || text == "]" || text == "}") && !open.empty())
+      open.pop_back();
   }
   if (!open.empty()) {
     antlr4::Token* t = open.back();
@@ -302,9 +314,12 @@ class Builder {
     }
     e.kind = ast::Expr::Kind::Binary;
     std::vector<SinkParser::ExprContext*> operands;
-    if (auto* b = dynamic_cast<SinkParser::PowExprContext*>(ctx)) e.text = "^", operands = b->expr();
-    else if (auto* b = dynamic_cast<SinkParser::MulExprContext*>(ctx)) e.text = b->op->getText(), operands = b->expr();
-    else if (auto* b = dynamic_cast<SinkParser::AddExprContext*>(ctx)) e.text = b->op->getText(), operands = b->expr();
+    if (auto* b = dynamic_cast<SinkParser::PowExprContext*>(ctx))
+      e.text = "^", operands = b->expr();
+    else if (auto* b = dynamic_cast<SinkParser::MulExprContext*>(ctx))
+      e.text = b->op->getText(), operands = b->expr();
+    else if (auto* b = dynamic_cast<SinkParser::AddExprContext*>(ctx))
+      e.text = b->op->getText(), operands = b->expr();
     for (auto* o : operands) e.children.push_back(expr(o));
     if (e.children.size() != 2) e.kind = ast::Expr::Kind::Name, e.text = "<error>";
     return e;
@@ -363,8 +378,10 @@ class Builder {
     blocks_ = &x.blocks;
     for (auto* item : ctx->sweepItem()) {
       if (auto* a = dynamic_cast<SinkParser::SweepAxisContext*>(item)) {
-        if (has_syntax_error(a)) x.syntax_error = true;
-        else x.axes.push_back({path(a->path()), span(a->path()), expr(a->expr())});
+        if (has_syntax_error(a))
+          x.syntax_error = true;
+        else
+          x.axes.push_back({path(a->path()), span(a->path()), expr(a->expr())});
       } else if (auto* s = dynamic_cast<SinkParser::SweepStatementContext*>(item)) {
         statement(s->statement(), "", x.statements);
       }
@@ -400,11 +417,16 @@ class Builder {
     double scale = 1;
     for (char c : e.text) {
       if (c == '_') continue;
-      if (c == 'K') scale = 1e3;
-      else if (c == 'M') scale = 1e6;
-      else if (c == 'B') scale = 1e9;
-      else if (c == 'T') scale = 1e12;
-      else digits += c;
+      if (c == 'K')
+        scale = 1e3;
+      else if (c == 'M')
+        scale = 1e6;
+      else if (c == 'B')
+        scale = 1e9;
+      else if (c == 'T')
+        scale = 1e12;
+      else
+        digits += c;
     }
     // Overflow gives inf, underflow 0: the checker reports either against the field's range.
     e.number = std::strtod(digits.c_str(), nullptr) * scale;

@@ -4,8 +4,8 @@
 #pragma once
 #include <memory>
 
-#include "plan/plan.h"
 #include "compiler/program.h"
+#include "plan/plan.h"
 
 namespace sink {
 

@@ -2,8 +2,8 @@
 // statements, expanded runs. Owned by the pipeline; plain data.
 #pragma once
 #include <map>
-#include <set>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,9 +33,9 @@ struct Run {
 };
 
 struct Options {
-  std::string stdlib_dir;                 // folder of defaults.sink and presets.sink
-  std::vector<std::string> overrides;     // --set path=value, applied to every run
-  std::string base;                       // --base PRESET: replaces the preset at the root of every chain
+  std::string stdlib_dir;              // folder of defaults.sink and presets.sink
+  std::vector<std::string> overrides;  // --set path=value, applied to every run
+  std::string base;                    // --base PRESET: replaces the preset at the root of every chain
 };
 
 struct Program {
@@ -43,11 +43,11 @@ struct Program {
   Options options;
   SourceManager sources;
   std::vector<ast::Module> modules;
-  std::vector<int> root_modules;  // the files named on the command line: their experiments are the runs
-  std::vector<ast::Statement> overrides;  // parsed --set statements
+  std::vector<int> root_modules;            // the files named on the command line: their experiments are the runs
+  std::vector<ast::Statement> overrides;    // parsed --set statements
   std::map<std::string, int> loaded_paths;  // canonical path -> module
-  int prelude_modules = 0;                   // modules [0, n) are the installed stdlib
-  std::set<std::string> preset_names;        // its presets (what --base swaps), by name
+  int prelude_modules = 0;                  // modules [0, n) are the installed stdlib
+  std::set<std::string> preset_names;       // its presets (what --base swaps), by name
 
   // resolve
   std::map<std::string, ExperimentRef> experiments;

@@ -96,8 +96,10 @@ class Loader {
       std::error_code ec;
       if (!fs::is_regular_file(c, ec)) continue;
       int r = load(c.string(), c.lexically_normal().string());
-      if (r == -2) diags_.error(imp.span, "import cycle: " + take_cycle());
-      else if (r == -1) diags_.error(imp.span, fmt::format("cannot read imported file '{}'", c.string()));
+      if (r == -2)
+        diags_.error(imp.span, "import cycle: " + take_cycle());
+      else if (r == -1)
+        diags_.error(imp.span, fmt::format("cannot read imported file '{}'", c.string()));
       return;
     }
     diags_.error(imp.span, fmt::format("unknown import \"{}\"", imp.path),
@@ -254,8 +256,7 @@ void resolve(Program& program, Diagnostics& diags) {
   // last preset of the old chain.
   const std::vector<ExperimentRef> base_chain = program.chains[program.options.base];
   for (auto& [name, chain] : program.chains) {
-    if (name == program.options.base || is_preset(chain.back()) ||
-        program.experiment(chain.back()).name == "defaults")
+    if (name == program.options.base || is_preset(chain.back()) || program.experiment(chain.back()).name == "defaults")
       continue;
     size_t after = 1;  // skip `defaults`
     for (size_t k = 0; k < chain.size(); ++k)

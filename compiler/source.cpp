@@ -45,8 +45,7 @@ void Diagnostics::warning(Span span, std::string message, std::string hint) {
 void Diagnostics::add(Diagnostic d) {
   // The same contradiction can surface once per run of a sweep; say it once.
   for (const auto& e : items_)
-    if (e.message == d.message && e.span.file == d.span.file && e.span.line == d.span.line &&
-        e.span.col == d.span.col)
+    if (e.message == d.message && e.span.file == d.span.file && e.span.line == d.span.line && e.span.col == d.span.col)
       return;
   if (d.severity == Severity::Error) ++errors_;
   if (static_cast<int>(items_.size()) >= kMaxReported) {
@@ -85,8 +84,8 @@ std::string Diagnostics::render(bool color) const {
       out += fmt::format("{}{}{}{}: {}{}\n", bold, where, kind_color, kind, reset, d->message);
     } else {
       const SourceFile& f = sources_.file(d->span.file);
-      out += fmt::format("{}{}:{}:{}: {}{}:{}{} {}{}\n", bold, f.path, d->span.line, d->span.col, kind_color, kind, reset,
-                         bold, d->message, reset);
+      out += fmt::format("{}{}:{}:{}: {}{}:{}{} {}{}\n", bold, f.path, d->span.line, d->span.col, kind_color, kind,
+                         reset, bold, d->message, reset);
       std::string line = printable(f.line(d->span.line));
       if (line.size() > 240) line = line.substr(0, 240) + "...";
       out += "  " + line + "\n";

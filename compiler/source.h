@@ -16,7 +16,7 @@ struct Span {
 };
 
 struct SourceFile {
-  std::string path;     // as given (or as resolved for imports)
+  std::string path;  // as given (or as resolved for imports)
   std::string text;
   std::vector<size_t> line_starts;
   std::string line(int n) const;  // 1-based, without the newline

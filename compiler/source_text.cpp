@@ -75,8 +75,10 @@ std::string sanitized_utf8(int file, const SourceManager& sources, Diagnostics& 
       continue;
     }
     out.append(in, i, len);
-    if (c == '\n') ++line, col = 1;
-    else col += static_cast<int>(len);
+    if (c == '\n')
+      ++line, col = 1;
+    else
+      col += static_cast<int>(len);
     i += len;
   }
   columns.byte_of_cp.push_back(static_cast<uint32_t>(in.size()));

@@ -262,7 +262,8 @@ std::string cuda_backward_keys_body() {
   q += bh * T * D, k += bh * T * D, v += bh * T * D, dout += bh * T * D, dk += bh * T * D, dv += bh * T * D;
   stats += bh * 2 * T, delta += bh * T, dg += bh * T;
   if (POSITION_BIAS) g += head * g_step;
-  for (int d = 0; d < D; ++d) k_own[threadIdx.x][d] = load(k, key * D + d), v_own[threadIdx.x][d] = load(v, key * D + d);
+  for (int d = 0; d < D; ++d)
+    k_own[threadIdx.x][d] = load(k, key * D + d), v_own[threadIdx.x][d] = load(v, key * D + d);
   real dk_acc[D], dv_acc[D];
 #pragma unroll
   for (int d = 0; d < D; ++d) dk_acc[d] = 0, dv_acc[d] = 0;
@@ -288,7 +289,8 @@ std::string cuda_backward_keys_body() {
       if (!is_key || key < lo || key > hi) continue;
       real x = 0, dA = 0;
 #pragma unroll
-      for (int d = 0; d < D; ++d) x += q_tile[r][d] * k_own[threadIdx.x][d], dA += do_tile[r][d] * v_own[threadIdx.x][d];
+      for (int d = 0; d < D; ++d)
+        x += q_tile[r][d] * k_own[threadIdx.x][d], dA += do_tile[r][d] * v_own[threadIdx.x][d];
       x *= SCALE_QK;
       if (POSITION_BIAS) x += g[distance(i, key)];
       real A, dx;
@@ -318,7 +320,8 @@ std::string cuda_backward_queries_body() {
   q += bh * T * D, k += bh * T * D, v += bh * T * D, dout += bh * T * D, dq += bh * T * D;
   stats += bh * 2 * T, delta += bh * T;
   if (POSITION_BIAS) g += head * g_step;
-  for (int d = 0; d < D; ++d) q_own[threadIdx.x][d] = load(q, row * D + d), do_own[threadIdx.x][d] = load(dout, row * D + d);
+  for (int d = 0; d < D; ++d)
+    q_own[threadIdx.x][d] = load(q, row * D + d), do_own[threadIdx.x][d] = load(dout, row * D + d);
   const real Dd = delta[row], st0 = stats[row], st1 = stats[T + row], fi = (real)(row + 1);
   real dq_acc[D];
 #pragma unroll
@@ -337,7 +340,8 @@ std::string cuda_backward_queries_body() {
       if (!is_row || j < lo || j > hi) continue;
       real x = 0, dA = 0;
 #pragma unroll
-      for (int d = 0; d < D; ++d) x += q_own[threadIdx.x][d] * k_tile[c][d], dA += do_own[threadIdx.x][d] * v_tile[c][d];
+      for (int d = 0; d < D; ++d)
+        x += q_own[threadIdx.x][d] * k_tile[c][d], dA += do_own[threadIdx.x][d] * v_tile[c][d];
       x *= SCALE_QK;
       if (POSITION_BIAS) x += g[distance(row, j)];
       real A, dx;

@@ -18,9 +18,8 @@ int key_rows(int64_t d_head) { return d_head >= 64 ? 2 : 4; }
 
 std::string Generator::backward() {
   IrText b = body();
-  std::string out =
-      "; backward: dq, dk, dv, the position-bias gradient by distance, dk*, dv* and the sink logit's\n" +
-      abi::host_signature(abi::kBackwardSymbol, abi::kBackward) + " {\nentry:\n";
+  std::string out = "; backward: dq, dk, dv, the position-bias gradient by distance, dk*, dv* and the sink logit's\n" +
+                    abi::host_signature(abi::kBackwardSymbol, abi::kBackward) + " {\nentry:\n";
   weights_buffer(b);
   backward_rows(b);
   backward_columns(b);
@@ -87,7 +86,8 @@ void Generator::backward_columns(IrText& b) {
   open_loop(b, "qb", first, "kg.body", "icmp sle i64 %qb, " + last, carried);
   std::vector<std::string> rows = clamped_lanes(b, "%qb", last_row);
   std::string lanes = lane_indices(b, "%qb");
-  std::string ipos = b.op("sitofp " + vt + " " + b.op("add " + vt + " " + lanes + ", " + lane_ints(1, 0)) + " to " + L.ir);
+  std::string ipos =
+      b.op("sitofp " + vt + " " + b.op("add " + vt + " " + lanes + ", " + lane_ints(1, 0)) + " to " + L.ir);
   std::vector<std::string> x = block_dots(b, "%k", g, "%qt", "%qb");
   std::vector<std::string> dA = block_dots(b, "%v", g, "%doutt", "%qb");
   std::string st0 = b.load_lanes(b.element_ptr("%stats", "%qb"));
@@ -98,12 +98,14 @@ void Generator::backward_columns(IrText& b) {
   if (spec.prefix > 0) {
     std::string prefix_last = splat_int(b, std::to_string(spec.prefix - 1));
     std::string later = b.op("icmp sgt " + vt + " " + lanes + ", " + prefix_last);
-    hi = b.op("select <" + std::to_string(kKeyBlock) + " x i1> " + later + ", " + vt + " " + lanes + ", " + vt + " " + prefix_last);
+    hi = b.op("select <" + std::to_string(kKeyBlock) + " x i1> " + later + ", " + vt + " " + lanes + ", " + vt + " " +
+              prefix_last);
   }
   if (spec.window > 0) {
     std::string start = b.op("sub " + vt + " " + lanes + ", " + splat_int(b, std::to_string(spec.window - 1)));
     std::string pos = b.op("icmp sgt " + vt + " " + start + ", zeroinitializer");
-    lo = b.op("select <" + std::to_string(kKeyBlock) + " x i1> " + pos + ", " + vt + " " + start + ", " + vt + " zeroinitializer");
+    lo = b.op("select <" + std::to_string(kKeyBlock) + " x i1> " + pos + ", " + vt + " " + start + ", " + vt +
+              " zeroinitializer");
   }
   std::string in_T = b.op("icmp slt " + vt + " " + lanes + ", " + splat_int(b, "%T"));
   std::vector<std::string> A(R), sdx(R), sdx_once(R);
@@ -116,8 +118,9 @@ void Generator::backward_columns(IrText& b) {
       xr = b.bin("fadd", L, xr, bias);
     }
     auto [A_all, dx_all] = column_grad(b, L, xr, ipos, b.splat(L, fj[r]), dA[r], D, st0, st1);
-    std::string seen = b.op(fmt::format("and <{} x i1> {}, {}", kKeyBlock, b.op("icmp sle " + vt + " " + key + ", " + hi),
-                                        b.op("icmp sge " + vt + " " + key + ", " + lo)));
+    std::string seen =
+        b.op(fmt::format("and <{} x i1> {}, {}", kKeyBlock, b.op("icmp sle " + vt + " " + key + ", " + hi),
+                         b.op("icmp sge " + vt + " " + key + ", " + lo)));
     std::string valid = b.op(fmt::format("and <{} x i1> {}, {}", kKeyBlock, seen, in_T), "valid");
     A[r] = b.select(valid, L, A_all, b.zero(L));
     std::string dx = b.select(valid, L, dx_all, b.zero(L));

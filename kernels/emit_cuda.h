@@ -31,10 +31,10 @@ enum class CudaStorage { Real, BFloat16, Float16 };
 // the element size so each kernel's shared memory stays within 40 KiB (no
 // opt-in needed on any GPU). The launcher and the emitter both read these.
 struct CudaTiles {
-  int forward_rows = 64, forward_keys = 32;   // threads (query rows); key rows per tile
-  int key_rows = 32, key_queries = 32;        // backward_keys: threads (key rows); query rows per tile
-  int query_rows = 32, query_keys = 32;       // backward_queries: threads (query rows); key rows per tile
-  int row_threads = 128;                      // backward_rows and probe: threads per block
+  int forward_rows = 64, forward_keys = 32;  // threads (query rows); key rows per tile
+  int key_rows = 32, key_queries = 32;       // backward_keys: threads (key rows); query rows per tile
+  int query_rows = 32, query_keys = 32;      // backward_queries: threads (query rows); key rows per tile
+  int row_threads = 128;                     // backward_rows and probe: threads per block
 };
 CudaTiles cuda_tiles(const KernelSpec& spec);
 

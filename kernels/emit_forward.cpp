@@ -25,10 +25,11 @@ std::string Generator::forward(bool nvptx) {
     // T and d_head for per-head tensors, 0 for head-shared ones.
     static constexpr std::array<std::string_view, 4> kSliceSizes = {"slices", "heads", "g_step", "star_step"};
     head = abi::ptx_signature(abi::kForwardSymbol, abi::kForward, kSliceSizes) + " {\nentry:\n";
-    b.text += "  %tid = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()\n  %ctaid = call i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()\n"
-              "  %ntid = call i32 @llvm.nvvm.read.ptx.sreg.ntid.x()\n  %base = mul i32 %ctaid, %ntid\n"
-              "  %slice32 = add i32 %base, %tid\n  %slice = zext i32 %slice32 to i64\n"
-              "  %inside = icmp slt i64 %slice, %slices\n  br i1 %inside, label %start, label %exit\nstart:\n";
+    b.text +=
+        "  %tid = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()\n  %ctaid = call i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()\n"
+        "  %ntid = call i32 @llvm.nvvm.read.ptx.sreg.ntid.x()\n  %base = mul i32 %ctaid, %ntid\n"
+        "  %slice32 = add i32 %base, %tid\n  %slice = zext i32 %slice32 to i64\n"
+        "  %inside = icmp slt i64 %slice, %slices\n  br i1 %inside, label %start, label %exit\nstart:\n";
     b.text += fmt::format("  %rows = mul i64 %slice, %T\n  %elems = mul i64 %rows, {}\n", spec.d_head);
     for (const char* p : {"q", "v", "o"})
       b.text += fmt::format("  %{0} = getelementptr inbounds {1}, ptr %{0}0, i64 %elems\n", p, b.F);
@@ -36,8 +37,9 @@ std::string Generator::forward(bool nvptx) {
     b.text += "  %kt = getelementptr inbounds " + b.F + ", ptr %kt0, i64 %kt.offset\n";
     b.text += "  %stats.offset = mul i64 %slice, %Tp\n  %stats.offset2 = mul i64 %stats.offset, 2\n";
     b.text += "  %stats = getelementptr inbounds " + b.F + ", ptr %stats0, i64 %stats.offset2\n";
-    b.text += "  %head = urem i64 %slice, %heads\n  %g.offset = mul i64 %head, %g_step\n"
-              "  %star.offset = mul i64 %head, %star_step\n";
+    b.text +=
+        "  %head = urem i64 %slice, %heads\n  %g.offset = mul i64 %head, %g_step\n"
+        "  %star.offset = mul i64 %head, %star_step\n";
     b.text += "  %g = getelementptr inbounds " + b.F + ", ptr %g0, i64 %g.offset\n";
     for (const char* p : {"kstar", "vstar"})
       b.text += fmt::format("  %{0} = getelementptr inbounds {1}, ptr %{0}0, i64 %star.offset\n", p, b.F);
@@ -84,7 +86,8 @@ std::string Generator::forward(bool nvptx) {
   std::vector<std::string> cols = clamped_lanes(b, "%kb", hi[R - 1]);
   std::string lanes = lane_indices(b, "%kb");
   const std::string vt = fmt::format("<{} x i64>", kKeyBlock);
-  std::string jpos = b.op("sitofp " + vt + " " + b.op("add " + vt + " " + lanes + ", " + lane_ints(1, 0)) + " to " + L.ir);
+  std::string jpos =
+      b.op("sitofp " + vt + " " + b.op("add " + vt + " " + lanes + ", " + lane_ints(1, 0)) + " to " + L.ir);
   std::vector<std::string> x = block_dots(b, "%q", g, "%kt", "%kb");
   std::vector<std::string> weights(R), acc(R);
   std::vector<std::pair<std::string, std::string>> next;
@@ -124,10 +127,11 @@ std::string Generator::forward(bool nvptx) {
     b.label("exit");
   }
   b.line("ret void");
-  std::string decl = nvptx ? "declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()\ndeclare i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()\n"
-                             "declare i32 @llvm.nvvm.read.ptx.sreg.ntid.x()\n\n!nvvm.annotations = !{!0}\n"
-                             "!0 = !{ptr @sink_forward, !\"kernel\", i32 1}\n"
-                           : "";
+  std::string decl =
+      nvptx ? "declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()\ndeclare i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()\n"
+              "declare i32 @llvm.nvvm.read.ptx.sreg.ntid.x()\n\n!nvvm.annotations = !{!0}\n"
+              "!0 = !{ptr @sink_forward, !\"kernel\", i32 1}\n"
+            : "";
   return head + finish(b) + "}\n" + decl;
 }
 

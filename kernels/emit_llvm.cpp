@@ -33,7 +33,8 @@ std::string Generator::module(Target target) {
   out += spec.sink_logit ? "; a sink logit b per head: one more column, of no value\n" : "";
   out += "; rows: query i sees keys j in [lo(i), hi(i)] (causal" + std::string(spec.prefix ? ", prefix" : "") +
          (spec.window ? ", window" : "") + ")" + (spec.key_bias ? "; the k* column comes first" : "") + "\n";
-  out += fmt::format("; keys in blocks of {} lanes: one vector of logits, one vectorized exp per block and row\n", kKeyBlock);
+  out += fmt::format("; keys in blocks of {} lanes: one vector of logits, one vectorized exp per block and row\n",
+                     kKeyBlock);
   out += "; layout: rows [T, D]; kt, vt, qt, doutt transposed [D, Tp] (zero padded); stats [2, Tp]; delta [Tp]\n\n";
   if (target == Target::NVPTX) {
     out += "target triple = \"nvptx64-nvidia-cuda\"\n\n";
@@ -48,9 +49,9 @@ std::string Generator::module(Target target) {
 std::string Generator::probe() {
   IrText b = body();
   const int64_t cols = spec.key_bias ? 1 : 0;
-  std::string out =
-      "; probe: row i of the weights w (A = alpha w / Z) the sink metric reads, [T, T + k* column]\n" +
-      abi::host_signature(abi::kProbeSymbol, abi::kProbe) + " {\nentry:\n  %width = add i64 %T, " + std::to_string(cols) + "\n";
+  std::string out = "; probe: row i of the weights w (A = alpha w / Z) the sink metric reads, [T, T + k* column]\n" +
+                    abi::host_signature(abi::kProbeSymbol, abi::kProbe) + " {\nentry:\n  %width = add i64 %T, " +
+                    std::to_string(cols) + "\n";
   open_loop(b, "i", "0", "entry", "icmp slt i64 %i, %T");
   auto [lo, hi] = key_range(b, "%i");
   std::string qi = b.load_row("%q", "%i");

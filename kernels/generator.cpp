@@ -76,7 +76,8 @@ void Generator::open_loop(IrText& b, const std::string& name, const std::string&
   b.label(name + ".head");
   b.line(fmt::format("%{0} = phi i64 [ {1}, %{2} ], [ %{0}.next, %{0}.latch ]", name, start, from_label));
   for (const auto& c : carried)
-    b.line(fmt::format("{0} = phi {1} [ {2}, %{3} ], [ {0}.next, %{4}.latch ]", c.name, c.type, c.init, from_label, name));
+    b.line(
+        fmt::format("{0} = phi {1} [ {2}, %{3} ], [ {0}.next, %{4}.latch ]", c.name, c.type, c.init, from_label, name));
   b.line("%" + name + ".more = " + condition_rhs);
   b.line(fmt::format("br i1 %{0}.more, label %{0}.body, label %{0}.exit", name));
   b.label(name + ".body");
@@ -86,7 +87,8 @@ void Generator::close_loop(IrText& b, const std::string& name, int64_t step,
                            const std::vector<std::pair<std::string, std::string>>& next) {
   for (const auto& [carried, value] : next) {
     const std::string placeholder = carried + ".next";
-    for (size_t at = b.text.find(placeholder); at != std::string::npos; at = b.text.find(placeholder, at + value.size()))
+    for (size_t at = b.text.find(placeholder); at != std::string::npos;
+         at = b.text.find(placeholder, at + value.size()))
       b.text.replace(at, placeholder.size(), value);
   }
   b.line("br label %" + name + ".latch");
@@ -178,7 +180,8 @@ std::vector<std::string> Generator::block_dots(IrText& b, const std::string& row
   std::vector<std::vector<std::string>> acc(R, std::vector<std::string>(chains, b.zero(L)));
   for (int64_t d = 0; d < spec.d_head; ++d) {
     std::string offset = b.op(fmt::format("mul i64 %Tp, {}", d));
-    std::string column = b.load_lanes(b.op(fmt::format("getelementptr inbounds {}, ptr {}, i64 {}", b.F, base, offset), "p"));
+    std::string column =
+        b.load_lanes(b.op(fmt::format("getelementptr inbounds {}, ptr {}, i64 {}", b.F, base, offset), "p"));
     for (size_t r = 0; r < R; ++r) {
       std::string element = b.load(row_ptrs[r], std::to_string(d));  // broadcast from memory
       std::string& a = acc[r][d % chains];
@@ -204,7 +207,8 @@ void Generator::weights_buffer(IrText& b) {
 
 std::vector<std::vector<std::string>> Generator::weighted_rows(IrText& b, const std::string& name,
                                                                const std::string& from_label, const std::string& start,
-                                                               const std::string& last, const std::vector<WeightedSum>& sums,
+                                                               const std::string& last,
+                                                               const std::vector<WeightedSum>& sums,
                                                                const Scatter* scatter) {
   const size_t R = sums[0].weights.size();
   const size_t groups = sums.size() + (scatter ? 1 : 0);
@@ -275,8 +279,8 @@ Folded Generator::fold_columns(IrText& b, const Ty& t, const RowState& row, cons
     const std::string shift = shift_of(b, out.row.m);
     out.rescale = b.exp(b.scalar, b.fsub(row.m, shift));
     // The weights scale by the rescale, the terms by its term_degree-th power (p-th powers under the p-norm).
-    std::string term_rescale = norm.term_degree == 1 ? out.rescale
-                                                     : b.exp(b.scalar, b.fmul(b.fsub(row.m, shift), b.num(norm.term_degree)));
+    std::string term_rescale =
+        norm.term_degree == 1 ? out.rescale : b.exp(b.scalar, b.fmul(b.fsub(row.m, shift), b.num(norm.term_degree)));
     s = emit_expr(b, t, spec.score, {b.bin("fsub", t, masked, lanes(shift)), fi, fj});
     unit = lanes(b.exp(b.scalar, b.fneg(b.scalar, shift)));
     out.row.P = b.fmul(row.P, term_rescale);
@@ -300,7 +304,8 @@ std::string Generator::column_weight(IrText& b, const Ty& t, const std::string& 
                                      const std::string& fj, const std::string& st1) {
   const std::string xe = spec.online ? b.bin("fsub", t, x, st1) : x;
   const std::string unit = spec.online ? b.exp(t, b.fneg(t, st1)) : b.num(1, t);
-  return emit_expr(b, t, norm.weight, named_values({{"s", emit_expr(b, t, spec.score, {xe, fi, fj})}, {"x", x}, {"unit", unit}}));
+  return emit_expr(b, t, norm.weight,
+                   named_values({{"s", emit_expr(b, t, spec.score, {xe, fi, fj})}, {"x", x}, {"unit", unit}}));
 }
 
 std::pair<std::string, std::string> Generator::column_grad(IrText& b, const Ty& t, const std::string& x,

@@ -116,8 +116,8 @@ class Generator {
 
   // out[r] = <rows[index_r], columns start..start+W-1 of transposed>: each
   // column vector is loaded once for all R rows.
-  std::vector<std::string> block_dots(IrText& b, const std::string& rows, const RowGroup& g, const std::string& transposed,
-                                      const std::string& start);
+  std::vector<std::string> block_dots(IrText& b, const std::string& rows, const RowGroup& g,
+                                      const std::string& transposed, const std::string& start);
 
   // The weighted sums of a block, columns start..min(start + W - 1, last), as
   // a loop over the columns that reads each row once for every accumulator

@@ -86,7 +86,8 @@ std::string IrText::select_gt0(const Ty& t, const std::string& x, const std::str
   return select(fcmp("ogt", t, x, zero(t)), t, yes, no);
 }
 
-std::string IrText::per_lane(const Ty& t, const std::string& a, const std::function<std::string(const std::string&)>& f) {
+std::string IrText::per_lane(const Ty& t, const std::string& a,
+                             const std::function<std::string(const std::string&)>& f) {
   if (!t.vector()) return f(a);
   std::string out = "poison";
   for (int k = 0; k < t.lanes; ++k) out = insert(out, f(extract(a, k)), k);
@@ -103,7 +104,8 @@ std::string IrText::exp_polynomial(const Ty& t, const std::string& a) {
   std::string r = bin("fsub", t, x, bin("fmul", t, n, num(0.693145751953125, t)));
   r = bin("fsub", t, r, bin("fmul", t, n, num(1.4286067653302e-06, t)));
   std::string p = num(1.0 / 5040, t);
-  for (double c : {1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0, 1.0}) p = bin("fadd", t, bin("fmul", t, p, r), num(c, t));
+  for (double c : {1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0, 1.0})
+    p = bin("fadd", t, bin("fmul", t, p, r), num(c, t));
   const std::string ints = t.vector() ? fmt::format("<{} x i32>", t.lanes) : "i32";
   std::string ni = op("fptosi " + t.ir + " " + n + " to " + ints);
   auto int_const = [&](int v) {
@@ -171,7 +173,8 @@ std::string IrText::splat(const Ty& t, const std::string& scalar_value) {
 // Reassociation lets LLVM reduce in a tree: the only fast-math flag we use.
 std::string IrText::reduce_add(const Ty& t, const std::string& vec) {
   declared_ += "declare " + F + " @llvm.vector.reduce.fadd." + t.suffix + "(" + F + ", " + t.ir + ")\n";
-  return op("call reassoc " + F + " @llvm.vector.reduce.fadd." + t.suffix + "(" + F + " " + num(0) + ", " + t.ir + " " + vec + ")");
+  return op("call reassoc " + F + " @llvm.vector.reduce.fadd." + t.suffix + "(" + F + " " + num(0) + ", " + t.ir + " " +
+            vec + ")");
 }
 
 std::string IrText::reduce_max(const Ty& t, const std::string& vec) {
@@ -185,7 +188,9 @@ std::string IrText::row_ptr(const std::string& base, const std::string& index) {
   return op("getelementptr inbounds " + F + ", ptr " + base + ", i64 " + off, "p");
 }
 
-std::string IrText::load_row(const std::string& base, const std::string& index) { return load_vec(row_ptr(base, index)); }
+std::string IrText::load_row(const std::string& base, const std::string& index) {
+  return load_vec(row_ptr(base, index));
+}
 
 std::string IrText::load_vec(const std::string& ptr) {
   return op("load " + V + ", ptr " + ptr + ", align " + align(), "row");

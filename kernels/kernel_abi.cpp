@@ -34,8 +34,10 @@ bool is_written(std::string_view p) {
 std::string cuda_signature(std::string_view symbol, Params params, int threads) {
   std::string out = fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(", threads, symbol);
   for (const auto& p : params)
-    out += fmt::format("{}{}* __restrict__ {}, ", is_written(p) ? "" : "const ", is_activation(p) ? "store_t" : "real", p);
-  for (size_t k = 0; k < kCudaSizes.size(); ++k) out += fmt::format("long long {}{}", kCudaSizes[k], k + 1 < kCudaSizes.size() ? ", " : ")");
+    out +=
+        fmt::format("{}{}* __restrict__ {}, ", is_written(p) ? "" : "const ", is_activation(p) ? "store_t" : "real", p);
+  for (size_t k = 0; k < kCudaSizes.size(); ++k)
+    out += fmt::format("long long {}{}", kCudaSizes[k], k + 1 < kCudaSizes.size() ? ", " : ")");
   return out;
 }
 

@@ -15,10 +15,11 @@ namespace sink::kernels::abi {
 
 using Params = std::span<const std::string_view>;
 
-inline constexpr std::array<std::string_view, 9> kForward = {"q", "kt", "v", "g", "kstar", "vstar", "sink", "o", "stats"};
+inline constexpr std::array<std::string_view, 9> kForward = {"q",     "kt",   "v", "g",    "kstar",
+                                                             "vstar", "sink", "o", "stats"};
 inline constexpr std::array<std::string_view, 22> kBackward = {
-    "q",     "qt",   "k",     "kt", "v",  "vt", "g",  "kstar", "vstar",  "sink", "o",
-    "stats", "dout", "doutt", "delta", "dq", "dk", "dv", "dg",  "dkstar", "dvstar", "dsink"};
+    "q",     "qt",   "k",     "kt",    "v",  "vt", "g",  "kstar", "vstar",  "sink",   "o",
+    "stats", "dout", "doutt", "delta", "dq", "dk", "dv", "dg",    "dkstar", "dvstar", "dsink"};
 inline constexpr std::array<std::string_view, 6> kProbe = {"q", "k", "g", "kstar", "stats", "out"};
 
 inline constexpr std::string_view kForwardSymbol = "sink_forward";
@@ -35,12 +36,13 @@ consteval size_t slot(const std::array<std::string_view, N>& params, std::string
 
 // The CUDA kernels (kernels/emit_cuda.h): the pointers, then kCudaSizes.
 // Each works on [B x H] slices of [T, D] rows; stats are [2, T] per slice.
-inline constexpr std::array<std::string_view, 9> kCudaForward = {"q", "k", "v", "g", "kstar", "vstar", "sink", "o", "stats"};
+inline constexpr std::array<std::string_view, 9> kCudaForward = {"q",     "k",    "v", "g",    "kstar",
+                                                                 "vstar", "sink", "o", "stats"};
 inline constexpr std::array<std::string_view, 11> kCudaBackwardRows = {
     "q", "kstar", "vstar", "sink", "o", "stats", "dout", "delta", "astar", "sdxstar", "dsink"};
 inline constexpr std::array<std::string_view, 10> kCudaBackwardKeys = {"q",    "k",     "v",  "g",  "stats",
                                                                        "dout", "delta", "dk", "dv", "dg"};
-inline constexpr std::array<std::string_view, 10> kCudaBackwardQueries = {"q",    "k",     "v",       "g",  "kstar",
+inline constexpr std::array<std::string_view, 10> kCudaBackwardQueries = {"q",     "k",    "v",     "g",       "kstar",
                                                                           "stats", "dout", "delta", "sdxstar", "dq"};
 inline constexpr std::array<std::string_view, 6> kCudaProbe = {"q", "k", "g", "kstar", "stats", "out"};
 inline constexpr std::array<std::string_view, 4> kCudaSizes = {"T", "H", "g_step", "star_step"};

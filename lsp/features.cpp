@@ -72,8 +72,8 @@ json item(const std::string& label, int kind, const std::string& detail = "", co
 }
 
 // LSP CompletionItemKind.
-constexpr int kFunction = 3, kField = 5, kVariable = 6, kClass = 7, kModule = 9, kValue = 12, kKeyword = 14,
-              kFile = 17, kEnumMember = 20;
+constexpr int kFunction = 3, kField = 5, kVariable = 6, kClass = 7, kModule = 9, kValue = 12, kKeyword = 14, kFile = 17,
+              kEnumMember = 20;
 
 json values_of(const Field& f) {
   json out = json::array();

@@ -1,8 +1,8 @@
 #include "lsp/server.h"
 
 #include <filesystem>
-#include <set>
 #include <fmt/format.h>
+#include <set>
 
 #include "compiler/format.h"
 #include "plan/installation.h"
@@ -110,9 +110,8 @@ json Server::dispatch(const std::string& method, const json& params, std::vector
     return nullptr;
   }
   static const std::set<std::string> about_a_document = {"textDocument/documentSymbol", "textDocument/formatting",
-                                                         "textDocument/codeAction",
-                                                         "textDocument/hover", "textDocument/completion",
-                                                         "textDocument/definition"};
+                                                         "textDocument/codeAction",     "textDocument/hover",
+                                                         "textDocument/completion",     "textDocument/definition"};
   if (!about_a_document.count(method)) throw RpcError{kMethodNotFound, "sinkc lsp does not answer " + method};
   const Document* doc = document(params);
   if (method == "textDocument/documentSymbol") return symbols(*doc);

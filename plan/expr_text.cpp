@@ -54,17 +54,23 @@ class Reader {
   ExprNode sum() {
     ExprNode e = product();
     for (;;) {
-      if (accept('+')) e = binary(Op::Add, std::move(e), product());
-      else if (accept('-')) e = binary(Op::Sub, std::move(e), product());
-      else return e;
+      if (accept('+'))
+        e = binary(Op::Add, std::move(e), product());
+      else if (accept('-'))
+        e = binary(Op::Sub, std::move(e), product());
+      else
+        return e;
     }
   }
   ExprNode product() {
     ExprNode e = unary();
     for (;;) {
-      if (accept('*')) e = binary(Op::Mul, std::move(e), unary());
-      else if (accept('/')) e = binary(Op::Div, std::move(e), unary());
-      else return e;
+      if (accept('*'))
+        e = binary(Op::Mul, std::move(e), unary());
+      else if (accept('/'))
+        e = binary(Op::Div, std::move(e), unary());
+      else
+        return e;
     }
   }
   // `-a^b` is -(a^b); `a^-b` is a^(-b).

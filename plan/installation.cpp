@@ -48,18 +48,20 @@ fs::path stdlib_dir() {
 fs::path builtin_corpus(const std::string& name) {
   fs::path home = data_home();
   if (home.empty())
-    throw std::runtime_error(fmt::format("builtin corpus '{}': sinklab's data folder was not found (looked in {}); "
-                                         "set SINKLAB_HOME to the folder holding stdlib/ and data/",
-                                         name, searched_places()));
+    throw std::runtime_error(
+        fmt::format("builtin corpus '{}': sinklab's data folder was not found (looked in {}); "
+                    "set SINKLAB_HOME to the folder holding stdlib/ and data/",
+                    name, searched_places()));
   fs::path file = home / "data" / "builtin" / (name + ".jsonl");
   std::error_code ec;
   if (!fs::is_regular_file(file, ec)) {
     // The names scripts/build_corpus.py knows; the large one is never assembled by default (245 MB, apt packages).
     const bool large = name == "large";
     throw std::runtime_error(fmt::format(
-        "builtin corpus '{}' not found at {}: {} in the sources (or scripts/build_corpus.py {}{}) to assemble it{}", name,
-        file.string(), large ? "run scripts/setup.sh --large-corpus" : "run scripts/setup.sh", large ? "--large " : "",
-        file.string(), large || name == "default" ? "" : " (the builtin corpora are \"default\" and \"large\")"));
+        "builtin corpus '{}' not found at {}: {} in the sources (or scripts/build_corpus.py {}{}) to assemble it{}",
+        name, file.string(), large ? "run scripts/setup.sh --large-corpus" : "run scripts/setup.sh",
+        large ? "--large " : "", file.string(),
+        large || name == "default" ? "" : " (the builtin corpora are \"default\" and \"large\")"));
   }
   return file;
 }

@@ -7,9 +7,11 @@
 namespace sink::kernels {
 
 std::string KernelSpec::describe() const {
-  return fmt::format("score={} softmax={} normalize={} p={} alpha={} prefix={} window={} position_bias={} key_bias={} d_head={} {}",
-                     to_string(score), softmax(), norm->name, format_number(p), format_number(alpha), prefix, window,
-                     position_bias, key_bias, d_head, f64 ? "f64" : "f32") +
+  return fmt::format(
+             "score={} softmax={} normalize={} p={} alpha={} prefix={} window={} position_bias={} key_bias={} "
+             "d_head={} {}",
+             to_string(score), softmax(), norm->name, format_number(p), format_number(alpha), prefix, window,
+             position_bias, key_bias, d_head, f64 ? "f64" : "f32") +
          (sink_logit ? " sink_logit" : "") +  // (absent before the field existed: earlier kernels keep their names)
          (!online && is_shifted_exp(score, norm->name) ? " direct" : "");  // (the direct form, forced by a test)
 }

@@ -12,18 +12,18 @@
 namespace sink::kernels {
 
 struct KernelSpec {
-  ExprNode score;            // over qk, i, j (1-based positions)
+  ExprNode score;  // over qk, i, j (1-based positions)
   // The online form: s = exp(qk - m), with the running row maximum m (plan/normalizers.h).
   bool online = false;
   const Normalizer* norm = &normalizer_named("sum");  // the row of attention.normalize
-  double p = 1;              // its parameter, where it takes one
-  double alpha = 1;          // rows sum to alpha
+  double p = 1;                                       // its parameter, where it takes one
+  double alpha = 1;                                   // rows sum to alpha
   int64_t prefix = 0, window = 0;
   bool position_bias = false;  // g(i - j) from a per-head table indexed by distance (ALiBi, T5)
   bool key_bias = false;       // the k* column (with v*)
   bool sink_logit = false;     // a per-head logit b_h: one more column, of no value (the online form)
   int64_t d_head = 0;
-  bool f64 = false;            // double precision (finite-difference checks), else float
+  bool f64 = false;  // double precision (finite-difference checks), else float
 
   bool softmax() const { return online && is_softmax(score, norm->name); }
   NormalizerForm normalizer() const { return normalizer_form(*norm, p); }

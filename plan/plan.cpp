@@ -56,9 +56,12 @@ namespace {
 std::string toml_string(const std::string& s) {
   std::string out = "\"";
   for (unsigned char c : s) {
-    if (c == '"' || c == '\\') out += '\\', out += static_cast<char>(c);
-    else if (c < 0x20 || c == 0x7f) out += fmt::format("\\u{:04x}", c);
-    else out += static_cast<char>(c);
+    if (c == '"' || c == '\\')
+      out += '\\', out += static_cast<char>(c);
+    else if (c < 0x20 || c == 0x7f)
+      out += fmt::format("\\u{:04x}", c);
+    else
+      out += static_cast<char>(c);
   }
   return out + "\"";
 }
@@ -116,16 +119,21 @@ nlohmann::ordered_json to_json_value(const Value& v) {
 // Structural, so the plan needs no grammar: expressions are read back from
 // their canonical text (plan/expr_text.h), everything else from TOML types.
 
-[[noreturn]] void bad(const std::string& key, const std::string& why) { throw PlanError(fmt::format("'{}': {}", key, why)); }
+[[noreturn]] void bad(const std::string& key, const std::string& why) {
+  throw PlanError(fmt::format("'{}': {}", key, why));
+}
 
 double checked_number(const toml::node& node, const TypeSpec& spec, bool whole, const std::string& key) {
   double v = 0;
-  if (auto i = node.as_integer()) v = static_cast<double>(i->get());
-  else if (auto f = node.as_floating_point(); f && !whole) v = f->get();
-  else bad(key, whole ? "expected an integer" : "expected a number");
+  if (auto i = node.as_integer())
+    v = static_cast<double>(i->get());
+  else if (auto f = node.as_floating_point(); f && !whole)
+    v = f->get();
+  else
+    bad(key, whole ? "expected an integer" : "expected a number");
   if (!spec.admits(v))
-    bad(key, fmt::format("{} is out of range: expected {}", whole ? std::to_string(static_cast<int64_t>(v)) : format_number(v),
-                         spec.describe()));
+    bad(key, fmt::format("{} is out of range: expected {}",
+                         whole ? std::to_string(static_cast<int64_t>(v)) : format_number(v), spec.describe()));
   return v;
 }
 
@@ -176,7 +184,8 @@ Value read_value(const toml::node& node, const TypeSpec& spec, const std::string
       out.s = form->name;
       for (const auto& param : form->params) {
         const toml::node* given = table ? (*table)[param.name].node() : nullptr;
-        out.args.emplace_back(param.name, given ? read_value(*given, param.spec, key + "." + param.name) : param.default_value);
+        out.args.emplace_back(param.name,
+                              given ? read_value(*given, param.spec, key + "." + param.name) : param.default_value);
       }
       if (table)
         for (const auto& [k, n] : *table)
@@ -196,7 +205,8 @@ Value read_value(const toml::node& node, const TypeSpec& spec, const std::string
     case Type::FloatList: {
       const auto* a = node.as_array();
       if (!a) bad(key, "expected an array");
-      if (spec.list_len && static_cast<int>(a->size()) != spec.list_len) bad(key, fmt::format("expected {} values", spec.list_len));
+      if (spec.list_len && static_cast<int>(a->size()) != spec.list_len)
+        bad(key, fmt::format("expected {} values", spec.list_len));
       TypeSpec item = spec;
       item.type = spec.type == Type::IntList ? Type::Int : Type::Float;
       Value out = Value::of_list({});
@@ -209,8 +219,10 @@ Value read_value(const toml::node& node, const TypeSpec& spec, const std::string
       Value out = Value::of_list({});
       for (const auto& pair : *a) {
         const auto* p = pair.as_array();
-        if (!p || p->size() != 2 || !(*p)[0].is_integer() || !(*p)[1].is_integer()) bad(key, "expected [token, position] pairs");
-        out.items.push_back(Value::of_list({Value::of_int((*p)[0].as_integer()->get()), Value::of_int((*p)[1].as_integer()->get())}));
+        if (!p || p->size() != 2 || !(*p)[0].is_integer() || !(*p)[1].is_integer())
+          bad(key, "expected [token, position] pairs");
+        out.items.push_back(
+            Value::of_list({Value::of_int((*p)[0].as_integer()->get()), Value::of_int((*p)[1].as_integer()->get())}));
       }
       return out;
     }
@@ -287,7 +299,8 @@ Plan plan_from_toml(const std::string& text, const std::string& origin) {
   }
   std::string stored = root["hash"].value_or(std::string());
   if (!stored.empty() && stored != plan.hash())
-    throw PlanError(fmt::format("{}: hash {} does not match the plan's content ({}): edited by hand?", origin, stored, plan.hash()));
+    throw PlanError(fmt::format("{}: hash {} does not match the plan's content ({}): edited by hand?", origin, stored,
+                                plan.hash()));
   return plan;
 }
 
@@ -303,7 +316,8 @@ std::optional<int64_t> seed_suffix(const std::string& run_name) {
   auto pos = run_name.rfind(".seed=");
   if (pos == std::string::npos) return std::nullopt;
   std::string digits = run_name.substr(pos + 6);
-  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); })) return std::nullopt;
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); }))
+    return std::nullopt;
   return std::stoll(digits);
 }
 

@@ -15,8 +15,8 @@ namespace sink {
 
 struct Plan {
   std::string name;
-  std::string source;  // the spec file it came from (not hashed)
-  std::map<std::string, Value> fields;  // every schema field, by dotted path
+  std::string source;                                      // the spec file it came from (not hashed)
+  std::map<std::string, Value> fields;                     // every schema field, by dotted path
   std::vector<std::pair<std::string, Value>> sweep_point;  // axis values (not hashed: they are in fields)
 
   const Value& at(const std::string& path) const;
@@ -30,7 +30,7 @@ struct Plan {
   // The same, with the fields that say where a run trains (schema's
   // hashed_as: train.device) at one value: what the hash reads.
   std::string hashed_text() const;
-  std::string hash() const;        // 16 hex digits
+  std::string hash() const;  // 16 hex digits
   std::string hash8() const { return hash().substr(0, 8); }
   std::string dir_name() const { return name + "-" + hash8(); }
   bool operator==(const Plan& o) const { return name == o.name && fields == o.fields; }

@@ -20,7 +20,9 @@ std::vector<int64_t> ints(const Value& list) {
 
 }  // namespace
 
-bool is_softmax(const ExprNode& score, const std::string& normalize) { return normalize == "sum" && score == exp_of_qk(); }
+bool is_softmax(const ExprNode& score, const std::string& normalize) {
+  return normalize == "sum" && score == exp_of_qk();
+}
 bool is_shifted_exp(const ExprNode& score, const std::string& normalize) {
   const Normalizer* n = find_normalizer(normalize);
   return n && n->scale_free && score == exp_of_qk();

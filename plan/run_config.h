@@ -17,20 +17,20 @@ bool is_softmax(const ExprNode& score, const std::string& normalize);
 bool is_shifted_exp(const ExprNode& score, const std::string& normalize);
 
 struct AttentionConfig {
-  ExprNode score;                  // over qk, i, j
-  bool shifted_exp = false;        // is_shifted_exp(score, normalize); tests clear it to force the direct form
+  ExprNode score;            // over qk, i, j
+  bool shifted_exp = false;  // is_shifted_exp(score, normalize); tests clear it to force the direct form
   AttnKernel kernel = AttnKernel::identity;
   int64_t kernel_hidden = 64;
-  std::string normalize = "sum";   // a row of plan/normalizers.h
-  double pnorm_p = 1;              // its parameter p, where it takes one
-  double scale = 1;                // alpha
-  int64_t prefix = 0;              // loss.prefix
-  int64_t window = 0;              // 0 = full causal
+  std::string normalize = "sum";  // a row of plan/normalizers.h
+  double pnorm_p = 1;             // its parameter p, where it takes one
+  double scale = 1;               // alpha
+  int64_t prefix = 0;             // loss.prefix
+  int64_t window = 0;             // 0 = full causal
   Backend backend = Backend::reference;
   Gate gate = Gate::none;
   SinkLogit sink_logit = SinkLogit::none;  // a per-head logit in the softmax denominator
-  double sink_logit_value = 0;     // when fixed (0: softmax+1)
-  bool differential = false;       // A1 - lambda A2 from the halves of q and k (Ye et al. 2025)
+  double sink_logit_value = 0;             // when fixed (0: softmax+1)
+  bool differential = false;               // A1 - lambda A2 from the halves of q and k (Ye et al. 2025)
   double lambda_init = 0.8;
 
   bool has_sink_logit() const { return sink_logit != SinkLogit::none; }
@@ -52,7 +52,7 @@ struct ModelConfig {
   bool bias_shared = false;
   int64_t k_dims = 0;
   VStar v_star = VStar::zero;  // learned | zero | fixed (auto is lowered away)
-  ExprNode v_star_expr;      // when fixed
+  ExprNode v_star_expr;        // when fixed
   bool tie_embeddings = false;
   double init_std = 0.02;
   int64_t max_positions = 0;  // learned/sinusoidal table size
@@ -67,7 +67,7 @@ struct ModelConfig {
 // Where tokens come from and how chunks are modified.
 struct DataConfig {
   CorpusKind corpus = CorpusKind::builtin;
-  std::string corpus_arg;    // name or path
+  std::string corpus_arg;  // name or path
   SyntheticKind synthetic_kind = SyntheticKind::bigram_backcopy;
   int64_t synthetic_vocab = 64, triggers = 4, synthetic_seed = 0;
   std::vector<int64_t> offsets;
@@ -77,8 +77,8 @@ struct DataConfig {
   std::string tokenizer_path;
   bool bos = false;
   int64_t amount = 0;
-  std::vector<int64_t> random_positions;                  // 1-based
-  std::vector<std::pair<int64_t, int64_t>> fixed;         // (token, 1-based position)
+  std::vector<int64_t> random_positions;           // 1-based
+  std::vector<std::pair<int64_t, int64_t>> fixed;  // (token, 1-based position)
   double valid_fraction = 0.05;
 };
 

@@ -19,13 +19,13 @@ inline constexpr const char* kTrainLoss = "train_loss";
 inline constexpr const char* kValidLoss = "valid_loss";
 inline constexpr const char* kElapsedS = "elapsed_s";
 inline constexpr const char* kTokensPerS = "tokens_per_s";
-inline constexpr const char* kSink = "sink";            // {"position": Sink_k in %}
-inline constexpr const char* kSinkStar = "sink_star";   // Sink_* in %
-inline constexpr const char* kAlpha = "alpha";          // [layer][head] alpha_1
-inline constexpr const char* kAlphaStar = "alpha_star"; // [layer][head]
-inline constexpr const char* kMassive = "massive";      // per layer
-inline constexpr const char* kGate = "gate";            // per layer
-inline constexpr const char* kSinkLogit = "sink_logit"; // Sink_logit^eps in %
+inline constexpr const char* kSink = "sink";                     // {"position": Sink_k in %}
+inline constexpr const char* kSinkStar = "sink_star";            // Sink_* in %
+inline constexpr const char* kAlpha = "alpha";                   // [layer][head] alpha_1
+inline constexpr const char* kAlphaStar = "alpha_star";          // [layer][head]
+inline constexpr const char* kMassive = "massive";               // per layer
+inline constexpr const char* kGate = "gate";                     // per layer
+inline constexpr const char* kSinkLogit = "sink_logit";          // Sink_logit^eps in %
 inline constexpr const char* kMaxActivation = "max_activation";  // per layer
 // [layer][head] tables.
 inline constexpr const char* kSinkLogitShare = "sink_logit_share";
@@ -36,10 +36,10 @@ inline constexpr const char* kQueryKeyCos = "query_key_cos";
 inline constexpr const char* kSequences = "sequences";
 
 inline constexpr std::array<std::string_view, 4> kHeadTables = {kSinkLogitShare, kKeyNormRatio, kValueNormRatio,
-                                                                 kQueryKeyCos};
+                                                                kQueryKeyCos};
 inline constexpr std::array<std::string_view, 19> kKeys = {
-    kStep,  kTokens,     kLr,       kTrainLoss, kValidLoss,     kElapsedS,       kTokensPerS,
-    kSink,  kSinkStar,   kAlpha,    kAlphaStar, kMassive,       kGate,           kSinkLogit,
+    kStep,          kTokens,         kLr,           kTrainLoss,      kValidLoss,  kElapsedS, kTokensPerS,
+    kSink,          kSinkStar,       kAlpha,        kAlphaStar,      kMassive,    kGate,     kSinkLogit,
     kMaxActivation, kSinkLogitShare, kKeyNormRatio, kValueNormRatio, kQueryKeyCos};
 }  // namespace eval
 
@@ -68,9 +68,9 @@ inline constexpr const char* kWorkers = "workers";
 inline constexpr const char* kTrainTokensUnique = "train_tokens_unique";
 
 inline constexpr std::array<std::string_view, 19> kKeys = {
-    kName,  kHash,       kStatus,     kReason,      kProcess,   kStepsDone,       kTokens,
-    kWallS, kTrainWallS, kTokensPerS, kFinal,       kParameters, kAttentionBackend, kThreads,
-    kDevice, kPrecision, kMicroBatch, kWorkers,     kTrainTokensUnique};
+    kName,   kHash,       kStatus,     kReason,  kProcess,          kStepsDone,        kTokens,
+    kWallS,  kTrainWallS, kTokensPerS, kFinal,   kParameters,       kAttentionBackend, kThreads,
+    kDevice, kPrecision,  kMicroBatch, kWorkers, kTrainTokensUnique};
 }  // namespace summary
 
 // summary.json's "status", from a run's start to its end.
@@ -82,9 +82,8 @@ enum class RunStatus {
   Diverged,
   Failed,
 };
-inline constexpr std::array<RunStatus, 6> kStatuses = {RunStatus::Running,     RunStatus::Completed,
-                                                       RunStatus::Stopped,     RunStatus::Interrupted,
-                                                       RunStatus::Diverged,    RunStatus::Failed};
+inline constexpr std::array<RunStatus, 6> kStatuses = {RunStatus::Running,     RunStatus::Completed, RunStatus::Stopped,
+                                                       RunStatus::Interrupted, RunStatus::Diverged,  RunStatus::Failed};
 
 constexpr const char* status_name(RunStatus s) {
   switch (s) {

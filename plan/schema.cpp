@@ -12,27 +12,85 @@ namespace {
 
 constexpr double kBig = 1e15;
 
-TypeSpec int_in(double lo, double hi) { TypeSpec t; t.type = Type::Int; t.min = lo; t.max = hi; return t; }
-TypeSpec count_in(double lo, double hi) { TypeSpec t; t.type = Type::Count; t.min = lo; t.max = hi; return t; }
-TypeSpec float_in(double lo, double hi, bool open = false) {
-  TypeSpec t; t.type = Type::Float; t.min = lo; t.max = hi; t.min_open = open; return t;
+TypeSpec int_in(double lo, double hi) {
+  TypeSpec t;
+  t.type = Type::Int;
+  t.min = lo;
+  t.max = hi;
+  return t;
 }
-TypeSpec boolean() { TypeSpec t; t.type = Type::Bool; return t; }
-TypeSpec text() { TypeSpec t; t.type = Type::String; return t; }
-TypeSpec one_of(std::vector<std::string> c) { TypeSpec t; t.type = Type::Enum; t.choices = std::move(c); return t; }
+TypeSpec count_in(double lo, double hi) {
+  TypeSpec t;
+  t.type = Type::Count;
+  t.min = lo;
+  t.max = hi;
+  return t;
+}
+TypeSpec float_in(double lo, double hi, bool open = false) {
+  TypeSpec t;
+  t.type = Type::Float;
+  t.min = lo;
+  t.max = hi;
+  t.min_open = open;
+  return t;
+}
+TypeSpec boolean() {
+  TypeSpec t;
+  t.type = Type::Bool;
+  return t;
+}
+TypeSpec text() {
+  TypeSpec t;
+  t.type = Type::String;
+  return t;
+}
+TypeSpec one_of(std::vector<std::string> c) {
+  TypeSpec t;
+  t.type = Type::Enum;
+  t.choices = std::move(c);
+  return t;
+}
 template <class E>
-TypeSpec one_of() { return one_of(choice_names<E>()); }
+TypeSpec one_of() {
+  return one_of(choice_names<E>());
+}
 TypeSpec int_list(double lo, double hi, int len = 0) {
-  TypeSpec t; t.type = Type::IntList; t.min = lo; t.max = hi; t.list_len = len; return t;
+  TypeSpec t;
+  t.type = Type::IntList;
+  t.min = lo;
+  t.max = hi;
+  t.list_len = len;
+  return t;
 }
 TypeSpec float_list(double lo, double hi, int len = 0) {
-  TypeSpec t; t.type = Type::FloatList; t.min = lo; t.max = hi; t.list_len = len; return t;
+  TypeSpec t;
+  t.type = Type::FloatList;
+  t.min = lo;
+  t.max = hi;
+  t.list_len = len;
+  return t;
 }
-TypeSpec optional_int(double lo, double hi) { TypeSpec t; t.type = Type::OptionalInt; t.min = lo; t.max = hi; return t; }
+TypeSpec optional_int(double lo, double hi) {
+  TypeSpec t;
+  t.type = Type::OptionalInt;
+  t.min = lo;
+  t.max = hi;
+  return t;
+}
 TypeSpec number_or(std::vector<std::string> keywords, double lo, double hi) {
-  TypeSpec t; t.type = Type::NumberOr; t.choices = std::move(keywords); t.min = lo; t.max = hi; return t;
+  TypeSpec t;
+  t.type = Type::NumberOr;
+  t.choices = std::move(keywords);
+  t.min = lo;
+  t.max = hi;
+  return t;
 }
-TypeSpec variant(std::vector<TypeSpec::Form> forms) { TypeSpec t; t.type = Type::Variant; t.forms = std::move(forms); return t; }
+TypeSpec variant(std::vector<TypeSpec::Form> forms) {
+  TypeSpec t;
+  t.type = Type::Variant;
+  t.forms = std::move(forms);
+  return t;
+}
 TypeSpec::Form form(std::string name, std::string doc, std::vector<Param> params = {}) {
   return {std::move(name), std::move(params), std::move(doc)};
 }
@@ -42,7 +100,9 @@ TypeSpec::Form form(E name, std::string doc, std::vector<Param> params = {}) {
 }
 Param param(std::string name, TypeSpec spec, Value def) { return {std::move(name), std::move(spec), std::move(def)}; }
 template <class E>
-Value enum_value(E e) { return Value::of_enum(name_of(e)); }
+Value enum_value(E e) {
+  return Value::of_enum(name_of(e));
+}
 // The keywords of a field that also takes a number or an expression, which
 // the enum names `fixed`, its last value.
 template <class E>
@@ -57,7 +117,8 @@ TypeSpec normalize_forms() {
   std::vector<TypeSpec::Form> forms;
   for (const Normalizer& n : normalizers()) {
     std::vector<Param> params;
-    for (const auto& p : n.parameters) params.push_back(param(p.name, float_in(p.low, p.high, true), Value::of_float(p.default_value)));
+    for (const auto& p : n.parameters)
+      params.push_back(param(p.name, float_in(p.low, p.high, true), Value::of_float(p.default_value)));
     std::string doc = n.formula + (n.source == "the paper" ? "" : " (" + n.source + ")");
     forms.push_back(form(n.name, doc, std::move(params)));
   }
@@ -104,11 +165,14 @@ std::vector<Field> build() {
        "attention biases: kv = learnable k* and v*; k = k* with v* fixed; v = o + v*"},
       {"model.bias_shared", boolean(), "one k*/v* per block shared by all heads instead of one per head"},
       {"model.k_dims", int_in(0, 65536), "learnable dimensions of k* (the rest fixed at 0); 0 = all d_head"},
-      {"model.v_star", vec, "v* for K biases: auto (learned for kv/v, zero for k), learned, zero, or a fixed vector such as 5 * onehot(0) or 20 * ones / sqrt(d_head)"},
+      {"model.v_star", vec,
+       "v* for K biases: auto (learned for kv/v, zero for k), learned, zero, or a fixed vector such as 5 * onehot(0) "
+       "or 20 * ones / sqrt(d_head)"},
       {"model.tie_embeddings", boolean(), "share the input embedding with the output projection"},
       {"model.init_std", float_in(0, 10, true), "standard deviation of the normal weight initialization"},
       // attention
-      {"attention.score", score, "score s(x) of x = <phi(q_i), phi(k_j)>/sqrt(d_head) + g(i-j); softmax is exp(qk) with normalize = sum"},
+      {"attention.score", score,
+       "score s(x) of x = <phi(q_i), phi(k_j)>/sqrt(d_head) + g(i-j); softmax is exp(qk) with normalize = sum"},
       {"attention.kernel",
        variant({form(AttnKernel::identity, "phi(x) = x"), form(AttnKernel::elu1, "phi(x) = elu(x) + 1"),
                 form(AttnKernel::mlp, "phi = a two-layer MLP per head",
@@ -118,11 +182,13 @@ std::vector<Field> build() {
       {"attention.scale", float_in(0, 1e6, true), "alpha: each row of normalized attention sums to alpha"},
       {"attention.backend", one_of<Backend>(), "generated kernels, or the LibTorch reference path (the test oracle)"},
       {"attention.gate", one_of<Gate>(),
-       "gated attention (Qiu et al. 2025): each head's output times sigmoid(x W_g), x the attention's input; one gate per "
+       "gated attention (Qiu et al. 2025): each head's output times sigmoid(x W_g), x the attention's input; one gate "
+       "per "
        "d_head channel (elementwise, G1) or per head (headwise)",
        enum_value(Gate::none)},
       {"attention.sink_logit", number_or(keywords<SinkLogit>(), -1e4, 1e4),
-       "a logit b_h per head added to the softmax denominator, exp(b_h) + sum_j exp(x_ij), its column carrying no value: "
+       "a logit b_h per head added to the softmax denominator, exp(b_h) + sum_j exp(x_ij), its column carrying no "
+       "value: "
        "learned (from 0, no weight decay; gpt-oss) or a fixed number (0 is softmax+1)",
        enum_value(SinkLogit::none)},
       {"attention.differential", boolean(),
@@ -141,7 +207,8 @@ std::vector<Field> build() {
                      {param("kind", one_of<SyntheticKind>(), enum_value(SyntheticKind::bigram_backcopy)),
                       param("vocab", int_in(2, 1e6), Value::of_int(64)),
                       param("triggers", int_in(0, 1e6), Value::of_int(4)),
-                      param("offsets", int_list(1, 4096), Value::of_list({Value::of_int(1), Value::of_int(2), Value::of_int(3), Value::of_int(4)})),
+                      param("offsets", int_list(1, 4096),
+                            Value::of_list({Value::of_int(1), Value::of_int(2), Value::of_int(3), Value::of_int(4)})),
                       param("sparsity", float_in(0, 1e6, true), Value::of_float(0.1)),
                       param("seed", int_in(0, 2147483647), Value::of_int(0))})}),
        "training and validation text"},
@@ -153,14 +220,19 @@ std::vector<Field> build() {
                      {param("path", text(), Value::of_string(""))})}),
        "tokenizer (ignored by synthetic corpora)"},
       {"data.bos", boolean(), "start every chunk with a BOS token"},
-      {"data.amount", count_in(0, 1e15), "unique training tokens (e.g. 50M tokens); training cycles through them; 0 = the whole corpus"},
+      {"data.amount", count_in(0, 1e15),
+       "unique training tokens (e.g. 50M tokens); training cycles through them; 0 = the whole corpus"},
       {"data.first_token", one_of<FirstToken>(),
        "random: x1 of every chunk drawn uniformly from the vocabulary (same as random at [1])"},
-      {"data.random", int_list(1, kBig), "1-based positions whose token is drawn uniformly from the vocabulary in every chunk"},
-      {"data.fix", fixes, "fixed tokens: `fix token 17 at 2` puts token 17 at position 2 of every chunk (on a synthetic corpus of vocab V, token V is its BOS)"},
+      {"data.random", int_list(1, kBig),
+       "1-based positions whose token is drawn uniformly from the vocabulary in every chunk"},
+      {"data.fix", fixes,
+       "fixed tokens: `fix token 17 at 2` puts token 17 at position 2 of every chunk (on a synthetic corpus of vocab "
+       "V, token V is its BOS)"},
       {"data.valid_fraction", float_in(0, 0.5, true), "share of the corpus held out for validation and measurement"},
       // loss
-      {"loss.prefix", int_in(0, kBig), "prefix-LM length p: the first p tokens attend bidirectionally and carry no loss; 0 = none"},
+      {"loss.prefix", int_in(0, kBig),
+       "prefix-LM length p: the first p tokens attend bidirectionally and carry no loss; 0 = none"},
       {"loss.window", optional_int(1, kBig), "sliding window w: query i sees keys i-w < j <= i; none = full causal"},
       // optim
       {"optim.lr", float_in(0, 10, true), "peak learning rate"},
@@ -168,7 +240,8 @@ std::vector<Field> build() {
        variant({form(Schedule::constant, "constant after linear warm-up",
                      {param("warmup", int_in(0, kBig), Value::of_int(0))}),
                 form(Schedule::cosine, "linear warm-up, then cosine decay to min_lr",
-                     {param("warmup", int_in(0, kBig), Value::of_int(100)), param("min_lr", float_in(0, 10), Value::of_float(0))})}),
+                     {param("warmup", int_in(0, kBig), Value::of_int(100)),
+                      param("min_lr", float_in(0, 10), Value::of_float(0))})}),
        "learning-rate schedule"},
       {"optim.weight_decay", float_in(0, 100), "AdamW decoupled weight decay gamma"},
       {"optim.betas", float_list(0, 0.999999, 2), "AdamW betas"},
@@ -252,7 +325,8 @@ std::string TypeSpec::describe() const {
     case Type::NumberOr: return fmt::format("{} or a float in {}", fmt::join(choices, "|"), range());
     case Type::IntList:
     case Type::FloatList:
-      return fmt::format("{}{} in {}", type_name(type), list_len ? fmt::format(" of length {}", list_len) : "", range());
+      return fmt::format("{}{} in {}", type_name(type), list_len ? fmt::format(" of length {}", list_len) : "",
+                         range());
     case Type::Enum: return "one of " + fmt::format("{}", fmt::join(choices, "|"));
     case Type::Variant: {
       std::vector<std::string> names;

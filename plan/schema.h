@@ -12,18 +12,18 @@
 namespace sink {
 
 enum class Type {
-  Int,         // whole number, count suffixes allowed (2K)
+  Int,  // whole number, count suffixes allowed (2K)
   Float,
-  Count,       // whole number of tokens: suffixes and the unit word `tokens`
+  Count,  // whole number of tokens: suffixes and the unit word `tokens`
   Bool,
-  Enum,        // one of `choices`
+  Enum,  // one of `choices`
   String,
   Variant,     // one of `forms`: a bare name or a call with named arguments
   ScoreExpr,   // attention score: expression of qk, i, j and constants
   VectorExpr,  // a vector of d_head values (onehot(k), ones, d_head), or one of `choices`
   IntList,
   FloatList,
-  FixList,     // (token, position) pairs, from `fix token T at P`
+  FixList,      // (token, position) pairs, from `fix token T at P`
   OptionalInt,  // `none` or a whole number
   NumberOr      // one of the keywords `choices`, or a number in range
 };
@@ -42,9 +42,9 @@ struct TypeSpec {
     std::string doc;
   };
   std::vector<Form> forms;
-  int list_len = 0;  // lists: exact length, 0 = any
+  int list_len = 0;              // lists: exact length, 0 = any
   std::string describe() const;  // "int in [1, 65536]", "one of relu|gelu|..."
-  bool admits(double v) const;    // inside [min, max] (min excluded when min_open); never NaN
+  bool admits(double v) const;   // inside [min, max] (min excluded when min_open); never NaN
   const Form* form(const std::string& name) const;
 };
 

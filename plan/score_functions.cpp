@@ -45,8 +45,8 @@ const std::vector<ScoreFunction>& score_functions() {
   static const std::vector<ScoreFunction> table = [] {
     std::vector<ScoreFunction> out;
     for (const Row& r : rows)
-      out.push_back({r.name, r.arity, r.positive, read_expr(r.value), *r.derivative ? read_expr(r.derivative) : ExprNode{},
-                     r.description});
+      out.push_back({r.name, r.arity, r.positive, read_expr(r.value),
+                     *r.derivative ? read_expr(r.derivative) : ExprNode{}, r.description});
     return out;
   }();
   return table;
@@ -60,8 +60,8 @@ const ScoreFunction* find_score_function(const std::string& name) {
 
 int primitive_arity(const std::string& name) {
   static const std::pair<const char*, int> primitives[] = {{"__exp", 1},  {"__expm1", 1}, {"__log", 1}, {"__log1p", 1},
-                                                           {"__tanh", 1}, {"__sqrt", 1}, {"__abs", 1},
-                                                           {"__min", 2},  {"__max", 2}, {"__if_pos", 3}};
+                                                           {"__tanh", 1}, {"__sqrt", 1},  {"__abs", 1}, {"__min", 2},
+                                                           {"__max", 2},  {"__if_pos", 3}};
   for (const auto& [p, arity] : primitives)
     if (name == p) return arity;
   return 0;
@@ -77,7 +77,8 @@ ExprNode expand_score_functions(const ExprNode& e) {
 }
 
 ExprNode score_function_derivative(const ScoreFunction& f, const ExprNode& argument) {
-  if (f.arity != 1) throw std::logic_error("score_function_derivative: '" + f.name + "' takes " + std::to_string(f.arity));
+  if (f.arity != 1)
+    throw std::logic_error("score_function_derivative: '" + f.name + "' takes " + std::to_string(f.arity));
   return substitute(f.derivative, {argument});
 }
 

@@ -39,8 +39,7 @@ ExprNode derivative(const ExprNode& e, const std::string& var) {
     case Op::Neg: return neg(derivative(e.args[0], var));
     case Op::Add: return add(derivative(e.args[0], var), derivative(e.args[1], var));
     case Op::Sub: return sub(derivative(e.args[0], var), derivative(e.args[1], var));
-    case Op::Mul:
-      return add(mul(derivative(e.args[0], var), e.args[1]), mul(e.args[0], derivative(e.args[1], var)));
+    case Op::Mul: return add(mul(derivative(e.args[0], var), e.args[1]), mul(e.args[0], derivative(e.args[1], var)));
     case Op::Div: {
       const auto& a = e.args[0];
       const auto& b = e.args[1];

@@ -30,23 +30,58 @@ struct Value {
   int64_t i = 0;
   double f = 0;
   bool b = false;
-  std::string s;  // Enum and String text; Call name
-  std::vector<Value> items;                          // List
+  std::string s;                                    // Enum and String text; Call name
+  std::vector<Value> items;                         // List
   std::vector<std::pair<std::string, Value>> args;  // Call, every parameter named
-  std::shared_ptr<const ExprNode> expr;              // Expr
+  std::shared_ptr<const ExprNode> expr;             // Expr
 
   // User-provided: with the implicit one, clang and libstdc++ recurse through
   // std::pair<std::string, Value> (for `args`) while Value is being defined.
   Value() {}
 
   static Value none() { return Value(); }
-  static Value of_int(int64_t v) { Value x; x.kind = Kind::Int; x.i = v; return x; }
-  static Value of_float(double v) { Value x; x.kind = Kind::Float; x.f = v; return x; }
-  static Value of_bool(bool v) { Value x; x.kind = Kind::Bool; x.b = v; return x; }
-  static Value of_enum(std::string v) { Value x; x.kind = Kind::Enum; x.s = std::move(v); return x; }
-  static Value of_string(std::string v) { Value x; x.kind = Kind::String; x.s = std::move(v); return x; }
-  static Value of_list(std::vector<Value> v) { Value x; x.kind = Kind::List; x.items = std::move(v); return x; }
-  static Value of_expr(ExprNode e) { Value x; x.kind = Kind::Expr; x.expr = std::make_shared<ExprNode>(std::move(e)); return x; }
+  static Value of_int(int64_t v) {
+    Value x;
+    x.kind = Kind::Int;
+    x.i = v;
+    return x;
+  }
+  static Value of_float(double v) {
+    Value x;
+    x.kind = Kind::Float;
+    x.f = v;
+    return x;
+  }
+  static Value of_bool(bool v) {
+    Value x;
+    x.kind = Kind::Bool;
+    x.b = v;
+    return x;
+  }
+  static Value of_enum(std::string v) {
+    Value x;
+    x.kind = Kind::Enum;
+    x.s = std::move(v);
+    return x;
+  }
+  static Value of_string(std::string v) {
+    Value x;
+    x.kind = Kind::String;
+    x.s = std::move(v);
+    return x;
+  }
+  static Value of_list(std::vector<Value> v) {
+    Value x;
+    x.kind = Kind::List;
+    x.items = std::move(v);
+    return x;
+  }
+  static Value of_expr(ExprNode e) {
+    Value x;
+    x.kind = Kind::Expr;
+    x.expr = std::make_shared<ExprNode>(std::move(e));
+    return x;
+  }
 
   // Numeric view of Int and Float.
   double number() const { return kind == Kind::Int ? static_cast<double>(i) : f; }

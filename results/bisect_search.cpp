@@ -163,8 +163,7 @@ BisectResult bisect(size_t changes, const Trial& a, const Trial& b, const Evalua
   if (changes == 0) return r;
   const ChangeSet all = search.all();
   r.from_a = search.ddmin([](const ChangeSet& c) { return c; }, Side::B);
-  if (!r.budget_exhausted)
-    r.from_b = search.ddmin([&](const ChangeSet& c) { return minus(all, c); }, Side::A);
+  if (!r.budget_exhausted) r.from_b = search.ddmin([&](const ChangeSet& c) { return minus(all, c); }, Side::A);
   // A set of two or more: is there truly no single change that does it (ddmin's minimum is local)?
   if (!r.budget_exhausted && r.from_a.found && r.from_a.changes.size() > 1) {
     r.no_single_change = search.no_single_change();

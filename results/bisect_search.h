@@ -27,18 +27,18 @@ using ChangeSet = std::vector<size_t>;  // indices of changes, ascending
 struct Trial {
   ChangeSet applied;  // A with these of B's changes
   Side side = Side::Failed;
-  Aggregate value;    // the metric over the seeds, when measured
-  std::string note;   // why rejected or failed
-  bool given = false; // A or B themselves: measured before the search
+  Aggregate value;     // the metric over the seeds, when measured
+  std::string note;    // why rejected or failed
+  bool given = false;  // A or B themselves: measured before the search
 };
 
 // Evaluates a batch of configurations (distinct, none asked for before); one Trial each, in order.
 using Evaluate = std::function<std::vector<Trial>(const std::vector<ChangeSet>& batch)>;
 
 struct MinimalSet {
-  ChangeSet changes;        // empty: not found
-  bool found = false;       // the set lands on the wanted side (tried)
-  bool one_minimal = false; // and every set with one change fewer was tried and does not
+  ChangeSet changes;         // empty: not found
+  bool found = false;        // the set lands on the wanted side (tried)
+  bool one_minimal = false;  // and every set with one change fewer was tried and does not
 };
 
 struct BisectResult {

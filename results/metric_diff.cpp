@@ -14,7 +14,9 @@ std::string signed_number(double v, int decimals) {
   return fmt::format("{:+.{}f}", v, decimals);
 }
 
-std::string plain_number(double v, int decimals) { return std::isfinite(v) ? fmt::format("{:.{}f}", v, decimals) : "-"; }
+std::string plain_number(double v, int decimals) {
+  return std::isfinite(v) ? fmt::format("{:.{}f}", v, decimals) : "-";
+}
 
 // Element-wise mean of the contributing seeds' alpha_1 tables; empty when
 // there is none or the seeds disagree on the shape.
@@ -24,8 +26,10 @@ std::vector<std::vector<double>> mean_alpha(const RunGroup& g, bool* partial) {
   for (const RunData* r : contributing_runs(g, partial)) {
     const auto& alpha = r->last()->alpha;
     if (alpha.empty()) continue;
-    if (n == 0) sum = alpha;
-    else if (alpha.size() != sum.size()) return {};
+    if (n == 0)
+      sum = alpha;
+    else if (alpha.size() != sum.size())
+      return {};
     else
       for (size_t l = 0; l < alpha.size(); ++l) {
         if (alpha[l].size() != sum[l].size()) return {};
@@ -62,15 +66,18 @@ void diff_alpha(RunDiff& d, size_t top) {
   if (pa || pb) d.alpha_note = "from unfinished runs: values at their last evaluation";
 }
 
-std::string side_line(const DiffSide& s) { return fmt::format("{} ({}): {}", s.target, s.group.name, group_status(s.group)); }
+std::string side_line(const DiffSide& s) {
+  return fmt::format("{} ({}): {}", s.target, s.group.name, group_status(s.group));
+}
 
 TextTable metric_table(const RunDiff& d) {
   TextTable t;
   t.header = {"metric", "A", "B", "delta (B - A)", "seed noise", "beyond noise?"};
   t.right = {false, true, true, true, true, false};
   for (const auto& m : d.metrics)
-    t.rows.push_back({m.metric.label, format_aggregate(m.a, m.metric.decimals), format_aggregate(m.b, m.metric.decimals),
-                      signed_number(m.delta, m.metric.decimals), plain_number(m.noise, m.metric.decimals), m.verdict});
+    t.rows.push_back({m.metric.label, format_aggregate(m.a, m.metric.decimals),
+                      format_aggregate(m.b, m.metric.decimals), signed_number(m.delta, m.metric.decimals),
+                      plain_number(m.noise, m.metric.decimals), m.verdict});
   return t;
 }
 
@@ -129,10 +136,14 @@ RunDiff diff_runs(DiffSide a, DiffSide b, size_t top_alpha) {
       row.delta = row.b.mean - row.a.mean;
       row.noise = pooled_std(row.a, row.b);
     }
-    if (!row.a.n() || !row.b.n()) row.verdict = "n/a";
-    else if (row.a.partial || row.b.partial) row.verdict = "n/a (unfinished)";
-    else if (!std::isfinite(row.noise)) row.verdict = "n/a (1 seed)";
-    else row.verdict = std::fabs(row.delta) > kNoiseFactor * row.noise ? "yes" : "no";
+    if (!row.a.n() || !row.b.n())
+      row.verdict = "n/a";
+    else if (row.a.partial || row.b.partial)
+      row.verdict = "n/a (unfinished)";
+    else if (!std::isfinite(row.noise))
+      row.verdict = "n/a (1 seed)";
+    else
+      row.verdict = std::fabs(row.delta) > kNoiseFactor * row.noise ? "yes" : "no";
     d.metrics.push_back(std::move(row));
   }
   diff_alpha(d, top_alpha);
@@ -141,9 +152,11 @@ RunDiff diff_runs(DiffSide a, DiffSide b, size_t top_alpha) {
 
 std::string render_text(const RunDiff& d) {
   std::string out = fmt::format("A  {}\nB  {}\n\n", side_line(d.a), side_line(d.b));
-  if (d.plan.empty()) out += "plan: identical\n";
-  else out += fmt::format("plan: {} field{} differ{}\n{}", d.plan.size(), d.plan.size() == 1 ? "" : "s",
-                          d.plan.size() == 1 ? "s" : "", render_changes(d.plan));
+  if (d.plan.empty())
+    out += "plan: identical\n";
+  else
+    out += fmt::format("plan: {} field{} differ{}\n{}", d.plan.size(), d.plan.size() == 1 ? "" : "s",
+                       d.plan.size() == 1 ? "s" : "", render_changes(d.plan));
   out += "\nmetrics at the last evaluation (mean ± std over seeds)\n" + metric_table(d).text();
   out += std::string(kNoiseRule) + "\n";
   out += "\nalpha_1 (mean attention on token 1) moved most, A -> B:\n";
@@ -191,7 +204,7 @@ nlohmann::ordered_json to_json(const RunDiff& d) {
     row["b"] = aggregate_json(m.b);
     row["delta"] = m.delta;
     row["noise"] = m.noise;
-    row["beyond_noise"] = m.verdict == "yes" ? nlohmann::ordered_json(true)
+    row["beyond_noise"] = m.verdict == "yes"  ? nlohmann::ordered_json(true)
                           : m.verdict == "no" ? nlohmann::ordered_json(false)
                                               : nlohmann::ordered_json(nullptr);
     row["verdict"] = m.verdict;

@@ -62,7 +62,8 @@ std::vector<MetricDef> available_metrics(const std::vector<const RunData*>& runs
   for (const auto& m : fixed_metrics()) {
     bool offered = m.id == "sink_star" ? star : m.id == "gate_mean" ? gated : !when_measured.count(m.id);
     for (const RunData* r : runs)
-      for (const auto& e : r->evals) offered = offered || (when_measured.count(m.id) && !std::isnan(eval_metric_value(e, m.id)));
+      for (const auto& e : r->evals)
+        offered = offered || (when_measured.count(m.id) && !std::isnan(eval_metric_value(e, m.id)));
     if (offered) out.push_back(m);
   }
   return out;
@@ -73,7 +74,8 @@ MetricDef metric_by_id(const std::string& id) {
     if (m.id == id) return m;
   if (id.rfind("sink_", 0) == 0) {
     std::string digits = id.substr(5);
-    if (!digits.empty() && digits.size() < 7 && std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); }))
+    if (!digits.empty() && digits.size() < 7 &&
+        std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); }))
       return sink_metric(std::stoi(digits));
   }
   throw ResultsError(fmt::format("unknown metric '{}': use {}", id, metric_ids_help()));
@@ -159,7 +161,8 @@ std::vector<SeriesValue> eval_series(const Eval& e) {
   per_head("alpha_star", e.alpha_star);
   for (size_t l = 0; l < e.massive.size(); ++l) add(fmt::format("massive/layer_{}", l), e.massive[l]);
   for (size_t l = 0; l < e.gate.size(); ++l) add(fmt::format("gate/layer_{}", l), e.gate[l]);
-  for (size_t l = 0; l < e.max_activation.size(); ++l) add(fmt::format("max_activation/layer_{}", l), e.max_activation[l]);
+  for (size_t l = 0; l < e.max_activation.size(); ++l)
+    add(fmt::format("max_activation/layer_{}", l), e.max_activation[l]);
   for (const auto& [name, table] : e.head_tables) per_head(name, table);
   return out;
 }

@@ -50,7 +50,7 @@ struct Aggregate {
   double std = NAN;      // sample standard deviation (n - 1); NaN with one value
   bool partial = false;  // values from runs still going: at `step`, not the end
   int64_t step = 0;
-  std::string missing;   // when there is no value: why ("not run", "diverged", ...)
+  std::string missing;  // when there is no value: why ("not run", "diverged", ...)
   size_t n() const { return values.size(); }
 };
 Aggregate aggregate(const RunGroup& group, const std::string& id);

@@ -14,7 +14,8 @@ std::vector<FieldChange> diff_plans(const Plan& a, const Plan& b) {
     auto ia = a.fields.find(p);
     auto ib = b.fields.find(p);
     if (ia != a.fields.end() && ib != b.fields.end() && ia->second == ib->second) continue;
-    out.push_back({p, ia == a.fields.end() ? "(absent)" : ia->second.str(), ib == b.fields.end() ? "(absent)" : ib->second.str()});
+    out.push_back({p, ia == a.fields.end() ? "(absent)" : ia->second.str(),
+                   ib == b.fields.end() ? "(absent)" : ib->second.str()});
   }
   return out;
 }

@@ -50,8 +50,10 @@ std::vector<ChartGroup> chart_groups(const std::vector<RunData>& runs) {
     auto [it, fresh] = index.emplace(key, groups.size());
     if (fresh) {
       std::string where = r.plan.source.empty() ? "" : " (" + r.plan.source + ")";
-      if (!key.second.empty()) groups.push_back({"sweep " + key.second + where, key.second + ".", {}});
-      else groups.push_back({r.plan.source.empty() ? "runs" : r.plan.source, "", {}});
+      if (!key.second.empty())
+        groups.push_back({"sweep " + key.second + where, key.second + ".", {}});
+      else
+        groups.push_back({r.plan.source.empty() ? "runs" : r.plan.source, "", {}});
     }
     groups[it->second].runs.push_back(&r);
   }
@@ -98,8 +100,8 @@ bool has_points(const std::vector<svg::Series>& series) {
 }
 
 std::string figure(const std::string& id, const std::string& svg_text, const std::string& caption) {
-  return fmt::format("<figure class=\"chart\" data-chart=\"{}\">\n{}<figcaption>{}</figcaption>\n</figure>\n", html_escape(id), svg_text,
-                     caption);
+  return fmt::format("<figure class=\"chart\" data-chart=\"{}\">\n{}<figcaption>{}</figcaption>\n</figure>\n",
+                     html_escape(id), svg_text, caption);
 }
 
 double eps_of(const RunData& r) {
@@ -108,14 +110,15 @@ double eps_of(const RunData& r) {
 }
 
 std::string curves_section(const std::vector<ChartGroup>& groups) {
-  std::string out = "<section id=\"curves\">\n<h2>Training curves</h2>\n"
-                    "<p class=\"note\">x: training step. Seeds of a run share a color (other seeds dashed). "
-                    "Train loss is the mean over the steps since the previous evaluation.</p>\n";
+  std::string out =
+      "<section id=\"curves\">\n<h2>Training curves</h2>\n"
+      "<p class=\"note\">x: training step. Seeds of a run share a color (other seeds dashed). "
+      "Train loss is the mean over the steps since the previous evaluation.</p>\n";
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const ChartGroup& g = groups[gi];
     std::string charts;
-    auto add = [&](const std::string& id, const std::string& title, const std::string& y_label, std::vector<svg::Series> s,
-                   double y_min, double y_max, const std::string& caption) {
+    auto add = [&](const std::string& id, const std::string& title, const std::string& y_label,
+                   std::vector<svg::Series> s, double y_min, double y_max, const std::string& caption) {
       if (!has_points(s)) return;
       svg::LineChart c{title, "training step", y_label, std::move(s), y_min, y_max};
       charts += figure(fmt::format("{}:{}", id, gi), svg::line_chart(c), caption);
@@ -133,28 +136,34 @@ std::string curves_section(const std::vector<ChartGroup>& groups) {
       }
     const double eps = g.runs.empty() ? NAN : eps_of(*g.runs.front());
     for (int k : positions)
-      add(fmt::format("sink_{}", k), fmt::format("Sink_{} over training", k), fmt::format("Sink_{} (%)", k), series_of(g, sink_at, k), 0, 100,
-          fmt::format("Percentage of (sequence, layer, head) triples whose mean attention on token {} exceeds eps = {}.", k, eps));
+      add(fmt::format("sink_{}", k), fmt::format("Sink_{} over training", k), fmt::format("Sink_{} (%)", k),
+          series_of(g, sink_at, k), 0, 100,
+          fmt::format(
+              "Percentage of (sequence, layer, head) triples whose mean attention on token {} exceeds eps = {}.", k,
+              eps));
     if (star)
       add("sink_star", "Sink_* over training", "Sink_* (%)", series_of(g, sink_star, 0), 0, 100,
           "The same on the k* column or the sink token.");
     add("sink_logit", "Sink_logit over training", "Sink_logit (%)", series_of(g, sink_logit, 0), 0, 100,
-        fmt::format("Percentage of (sequence, layer, head) triples whose sink logit takes more than eps = {} of a row.", eps));
+        fmt::format("Percentage of (sequence, layer, head) triples whose sink logit takes more than eps = {} of a row.",
+                    eps));
     add("gate_mean", "Mean attention gate", "mean gate", series_of(g, gate_mean, 0), 0, 1,
         "Gated attention: the mean gate value over layers (near 0: heads switched off).");
     add("q_k1_cos", "Queries against token 1's key", "mean cos(q_t, k_1)", series_of(g, query_key_cos, 0), -1, 1,
         "Mean cosine between the queries and token 1's key, over layers and heads (the paper's Section 3.1: a sink "
         "comes from a small angle, not a large norm).");
     out += fmt::format("<h3>{}</h3>\n", html_escape(g.title));
-    out += charts.empty() ? "<p class=\"note\">No evaluation yet.</p>\n" : "<div class=\"charts\">\n" + charts + "</div>\n";
+    out += charts.empty() ? "<p class=\"note\">No evaluation yet.</p>\n"
+                          : "<div class=\"charts\">\n" + charts + "</div>\n";
   }
   return out + "</section>\n";
 }
 
 std::string massive_section(const std::vector<ChartGroup>& groups) {
-  std::string out = "<section id=\"massive\">\n<h2>Massive activations</h2>\n"
-                    "<p class=\"note\">Per layer, at the last evaluation: the norm of the first token's hidden state over the mean "
-                    "norm of the other tokens' (|h_1| / mean |h_t&gt;1|). Seeds are averaged.</p>\n";
+  std::string out =
+      "<section id=\"massive\">\n<h2>Massive activations</h2>\n"
+      "<p class=\"note\">Per layer, at the last evaluation: the norm of the first token's hidden state over the mean "
+      "norm of the other tokens' (|h_1| / mean |h_t&gt;1|). Seeds are averaged.</p>\n";
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const ChartGroup& g = groups[gi];
     svg::BarChart c{"Massive-activation ratio per layer", "layer", "|h_1| / mean |h_t>1| (x)", {}, {}};
@@ -182,17 +191,19 @@ std::string massive_section(const std::vector<ChartGroup>& groups) {
       c.bars.push_back({name, sum, k});
     }
     out += fmt::format("<h3>{}</h3>\n<div class=\"charts\">\n", html_escape(g.title));
-    out += figure(fmt::format("massive:{}", gi), svg::bar_chart(c), "A ratio far above 1 marks a massive activation on token 1.");
+    out += figure(fmt::format("massive:{}", gi), svg::bar_chart(c),
+                  "A ratio far above 1 marks a massive activation on token 1.");
     out += "</div>\n";
   }
   return out + "</section>\n";
 }
 
 std::string maps_section(const std::vector<RunData>& runs) {
-  std::string out = "<section id=\"maps\">\n<h2>Attention maps on one probe sequence</h2>\n"
-                    "<p class=\"note\">Attention (or proxy scores) of the heads with the largest alpha_1 on the first "
-                    "measurement sequence, rows = queries, columns = keys, written at the end of a run. A bright first "
-                    "column is a first-token sink.</p>\n<div class=\"charts\">\n";
+  std::string out =
+      "<section id=\"maps\">\n<h2>Attention maps on one probe sequence</h2>\n"
+      "<p class=\"note\">Attention (or proxy scores) of the heads with the largest alpha_1 on the first "
+      "measurement sequence, rows = queries, columns = keys, written at the end of a run. A bright first "
+      "column is a first-token sink.</p>\n<div class=\"charts\">\n";
   bool any = false;
   for (size_t k = 0; k < runs.size(); ++k)
     for (size_t m = 0; m < runs[k].maps.size(); ++m) {
@@ -200,8 +211,13 @@ std::string maps_section(const std::vector<RunData>& runs) {
       double hi = 1;
       for (const auto& row : map.A)
         for (double v : row) hi = std::max(hi, std::isfinite(v) ? v : 0.0);
-      svg::Heatmap h{fmt::format("{}: layer {} head {}", runs[k].plan.name, map.layer, map.head), "query i", "key j", "A",
-                     map.A, 0, hi};
+      svg::Heatmap h{fmt::format("{}: layer {} head {}", runs[k].plan.name, map.layer, map.head),
+                     "query i",
+                     "key j",
+                     "A",
+                     map.A,
+                     0,
+                     hi};
       out += figure(fmt::format("map:{}:{}", k, m), svg::heatmap(h), "0-based positions");
       any = true;
     }
@@ -210,10 +226,11 @@ std::string maps_section(const std::vector<RunData>& runs) {
 }
 
 std::string alpha_section(const std::vector<RunData>& runs) {
-  std::string out = "<section id=\"alpha\">\n<h2>alpha_1 per layer and head</h2>\n"
-                    "<p class=\"note\">Mean attention that token 1 receives from the queries that see it, at the last evaluation "
-                    "(proxy scores for unnormalized attention); runs with a k* column or sink token also get a map of alpha_*. "
-                    "Same color scale, 0 to 1, in every map.</p>\n<div class=\"charts\">\n";
+  std::string out =
+      "<section id=\"alpha\">\n<h2>alpha_1 per layer and head</h2>\n"
+      "<p class=\"note\">Mean attention that token 1 receives from the queries that see it, at the last evaluation "
+      "(proxy scores for unnormalized attention); runs with a k* column or sink token also get a map of alpha_*. "
+      "Same color scale, 0 to 1, in every map.</p>\n<div class=\"charts\">\n";
   std::string missing;
   for (size_t k = 0; k < runs.size(); ++k) {
     const RunData& r = runs[k];
@@ -222,12 +239,14 @@ std::string alpha_section(const std::vector<RunData>& runs) {
       continue;
     }
     svg::Heatmap h{r.plan.name, "layer", "head", "alpha_1", r.last()->alpha, 0, 1};
-    std::string caption = r.status == Status::Completed ? fmt::format("completed, step {}", r.last()->step) : html_escape(r.status_text());
+    std::string caption = r.status == Status::Completed ? fmt::format("completed, step {}", r.last()->step)
+                                                        : html_escape(r.status_text());
     out += figure(fmt::format("alpha:{}", k), svg::heatmap(h), caption);
     // With a k* column or a sink token the sink may move there (Table 4).
     if (!r.last()->alpha_star.empty()) {
       svg::Heatmap star{r.plan.name + " (k*)", "layer", "head", "alpha_*", r.last()->alpha_star, 0, 1};
-      out += figure(fmt::format("alpha_star:{}", k), svg::heatmap(star), "Mean attention on the k* column or sink token. " + caption);
+      out += figure(fmt::format("alpha_star:{}", k), svg::heatmap(star),
+                    "Mean attention on the k* column or sink token. " + caption);
     }
   }
   out += "</div>\n";
@@ -239,8 +258,9 @@ std::string plan_section(const std::vector<RunData>& runs) {
   std::string out = "<section id=\"plans\">\n<h2>Plan differences</h2>\n";
   if (runs.size() < 2) return out + "<p class=\"note\">One run: nothing to compare.</p>\n</section>\n";
   const RunData& ref = runs.front();
-  out += fmt::format("<p>Every field that differs from the first run, <code>{}</code> ({}), in the language's syntax.</p>\n",
-                     html_escape(ref.plan.name), html_escape(ref.plan.hash().substr(0, 8)));
+  out += fmt::format(
+      "<p>Every field that differs from the first run, <code>{}</code> ({}), in the language's syntax.</p>\n",
+      html_escape(ref.plan.name), html_escape(ref.plan.hash().substr(0, 8)));
   TextTable t;
   t.header = {"run", "field", ref.plan.name, "this run"};
   for (size_t k = 1; k < runs.size(); ++k) {
@@ -262,11 +282,15 @@ std::string render_report(const std::vector<RunData>& runs, const ReportOptions&
   for (const auto& t : options.targets) targets += (targets.empty() ? "" : ", ") + html_escape(t);
   out += fmt::format("<p class=\"meta\">{} run{}{}. Generated by <code>sinkc report</code>.</p>\n", runs.size(),
                      runs.size() == 1 ? "" : "s", targets.empty() ? "" : " from " + targets);
-  out += "<nav><a href=\"#runs\">Runs</a><a href=\"#curves\">Curves</a><a href=\"#massive\">Massive activations</a>"
-         "<a href=\"#alpha\">alpha_1 heatmaps</a><a href=\"#maps\">Attention maps</a><a href=\"#plans\">Plan differences</a></nav>\n";
+  out +=
+      "<nav><a href=\"#runs\">Runs</a><a href=\"#curves\">Curves</a><a href=\"#massive\">Massive activations</a>"
+      "<a href=\"#alpha\">alpha_1 heatmaps</a><a href=\"#maps\">Attention maps</a><a href=\"#plans\">Plan "
+      "differences</a></nav>\n";
 
   auto table = build_table(group_seeds(runs), {});
-  out += "<section id=\"runs\">\n<h2>Runs</h2>\n<p class=\"note\">Last evaluation of each run; seeds of a run as mean ± std.</p>\n";
+  out +=
+      "<section id=\"runs\">\n<h2>Runs</h2>\n<p class=\"note\">Last evaluation of each run; seeds of a run as mean ± "
+      "std.</p>\n";
   out += table.text_table().html() + "</section>\n";
   out += curves_section(groups);
   out += massive_section(groups);
@@ -274,14 +298,17 @@ std::string render_report(const std::vector<RunData>& runs, const ReportOptions&
   out += maps_section(runs);
   out += plan_section(runs);
   if (!options.bisections.empty()) {
-    out += "<section id=\"bisections\">\n<h2>Bisections</h2>\n<p class=\"note\">Which of the fields two runs differ in "
-           "move a metric (<code>sinkc bisect</code>): every configuration tried, and the answer.</p>\n";
+    out +=
+        "<section id=\"bisections\">\n<h2>Bisections</h2>\n<p class=\"note\">Which of the fields two runs differ in "
+        "move a metric (<code>sinkc bisect</code>): every configuration tried, and the answer.</p>\n";
     for (const auto& b : options.bisections) out += render_html(b);
     out += "</section>\n";
   }
-  out += "<section id=\"not-here\">\n<h2>Not in this report</h2>\n<p class=\"note\">Attention maps of single heads on a probe "
-         "sequence need the trained model (LibTorch), which this torch-free report does not load: "
-         "<code>sinkc measure RUN</code> prints alpha per head from a run's checkpoint.</p>\n</section>\n";
+  out +=
+      "<section id=\"not-here\">\n<h2>Not in this report</h2>\n<p class=\"note\">Attention maps of single heads on a "
+      "probe "
+      "sequence need the trained model (LibTorch), which this torch-free report does not load: "
+      "<code>sinkc measure RUN</code> prints alpha per head from a run's checkpoint.</p>\n</section>\n";
   return out + "</body>\n</html>\n";
 }
 

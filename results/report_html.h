@@ -14,7 +14,7 @@ namespace sink::results {
 
 struct ReportOptions {
   std::string title = "sinklab report";
-  std::vector<std::string> targets;  // what the user named, shown in the header
+  std::vector<std::string> targets;         // what the user named, shown in the header
   std::vector<BisectionRecord> bisections;  // `sinkc bisect`s kept beside the runs: a section of their own
 };
 

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
-#include <optional>
 #include <fmt/format.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <unistd.h>
 
 #include "plan/run_record.h"
@@ -194,9 +194,10 @@ RunData load_run(const std::string& dir) {
     if (r.status == Status::Running && process_is_gone(summary)) {
       r.status = Status::Stopped;
       const Eval* e = r.last();
-      r.reason = fmt::format("killed: its process ({}) is gone{}; `sinkc run --resume` continues from the last checkpoint",
-                             summary[summary_key::kProcess].value(summary_key::kPid, int64_t{0}),
-                             e ? fmt::format(", last evaluation at step {}", e->step) : "");
+      r.reason =
+          fmt::format("killed: its process ({}) is gone{}; `sinkc run --resume` continues from the last checkpoint",
+                      summary[summary_key::kProcess].value(summary_key::kPid, int64_t{0}),
+                      e ? fmt::format(", last evaluation at step {}", e->step) : "");
     }
     r.tokens_per_s = number(summary, summary_key::kTokensPerS);
     r.wall_s = number(summary, summary_key::kWallS);
@@ -252,7 +253,8 @@ int64_t seed_of(const RunData& r) {
 }
 
 void sort_by_seed(RunGroup& g) {
-  std::stable_sort(g.runs.begin(), g.runs.end(), [](const RunData& a, const RunData& b) { return seed_of(a) < seed_of(b); });
+  std::stable_sort(g.runs.begin(), g.runs.end(),
+                   [](const RunData& a, const RunData& b) { return seed_of(a) < seed_of(b); });
 }
 
 }  // namespace
@@ -288,8 +290,10 @@ std::vector<RunGroup> group_seeds(const std::vector<RunData>& runs) {
     if (seed_suffix(r.plan.name))
       for (auto& g : groups)
         if (same_but_seed(g.first().plan, r.plan)) home = &g;
-    if (home) home->runs.push_back(r);
-    else groups.push_back({seed_base(r.plan.name), {r}});
+    if (home)
+      home->runs.push_back(r);
+    else
+      groups.push_back({seed_base(r.plan.name), {r}});
   }
   for (auto& g : groups) sort_by_seed(g);
   return groups;

@@ -29,10 +29,10 @@ struct Eval {
   std::optional<double> sink_star;
   std::vector<std::vector<double>> alpha;       // [layer][head] mean alpha_1
   std::vector<std::vector<double>> alpha_star;  // [layer][head] on the k* column or sink token, when there is one
-  std::vector<double> massive;             // per layer: |h_1| / mean_{t>1} |h_t|
-  std::vector<double> gate;                // per layer: mean gate value (gated attention)
-  std::optional<double> sink_logit;        // Sink_logit^eps in %, with a sink logit
-  std::vector<double> max_activation;      // per layer: max |h|
+  std::vector<double> massive;                  // per layer: |h_1| / mean_{t>1} |h_t|
+  std::vector<double> gate;                     // per layer: mean gate value (gated attention)
+  std::optional<double> sink_logit;             // Sink_logit^eps in %, with a sink logit
+  std::vector<double> max_activation;           // per layer: max |h|
   // [layer][head] tables under plan/run_record.h's eval::kHeadTables names
   // (sink-logit share, first-token key/value norm ratios, query-key cosine).
   std::map<std::string, std::vector<std::vector<double>>> head_tables;
@@ -55,9 +55,9 @@ struct RunData {
   std::string dir;  // the run directory; for NotRun, where it would be
   Plan plan;
   Status status = Status::NotRun;
-  std::string reason;        // summary.json's, for diverged/failed/stopped; for NotRun, a hint
-  std::vector<Eval> evals;   // in step order
-  double tokens_per_s = NAN; // the whole run's, from summary.json
+  std::string reason;         // summary.json's, for diverged/failed/stopped; for NotRun, a hint
+  std::vector<Eval> evals;    // in step order
+  double tokens_per_s = NAN;  // the whole run's, from summary.json
   double wall_s = NAN;
   std::vector<AttentionMap> maps;  // written at the end of a run; empty before
 

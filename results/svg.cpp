@@ -29,7 +29,9 @@ std::string tick_label(double v, double step) {
   if (step >= 1000 && std::fmod(std::fabs(v), 1000) < 1e-9) return fmt::format("{}k", v / 1000);
   // As many decimals as the step needs to be exact: 0.0025 needs four, 0.5 one.
   int decimals = 0;
-  while (decimals < 6 && std::fabs(step * std::pow(10.0, decimals) - std::round(step * std::pow(10.0, decimals))) > 1e-6) ++decimals;
+  while (decimals < 6 &&
+         std::fabs(step * std::pow(10.0, decimals) - std::round(step * std::pow(10.0, decimals))) > 1e-6)
+    ++decimals;
   return fmt::format("{:.{}f}", v, decimals);
 }
 
@@ -66,23 +68,29 @@ std::string axes(double x0, double x1, double y0, double y1, const Range& yr, co
   std::string out = "<g font-size=\"11\" fill=\"#444\">\n";
   for (double t : yr.ticks) {
     double y = y1 - (t - yr.lo) / (yr.hi - yr.lo) * (y1 - y0);
-    out += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#e4e4e4\"/>\n", x0, y, x1, y);
-    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n", x0 - 6, y + 4, tick_label(t, yr.step));
+    out += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#e4e4e4\"/>\n", x0, y,
+                       x1, y);
+    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n", x0 - 6, y + 4,
+                       tick_label(t, yr.step));
   }
-  out += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" stroke=\"#888\"/>\n", x0, y0, y1);
-  out += fmt::format("<line x1=\"{0:.1f}\" y1=\"{2:.1f}\" x2=\"{1:.1f}\" y2=\"{2:.1f}\" stroke=\"#888\"/>\n", x0, x1, y1);
-  out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" font-size=\"12\">{}</text>\n", (x0 + x1) / 2, y1 + 36,
-                     esc(x_label));
-  out += fmt::format("<text transform=\"translate(16 {:.1f}) rotate(-90)\" text-anchor=\"middle\" font-size=\"12\">{}</text>\n",
-                     (y0 + y1) / 2, esc(y_label));
+  out +=
+      fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" stroke=\"#888\"/>\n", x0, y0, y1);
+  out +=
+      fmt::format("<line x1=\"{0:.1f}\" y1=\"{2:.1f}\" x2=\"{1:.1f}\" y2=\"{2:.1f}\" stroke=\"#888\"/>\n", x0, x1, y1);
+  out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" font-size=\"12\">{}</text>\n",
+                     (x0 + x1) / 2, y1 + 36, esc(x_label));
+  out += fmt::format(
+      "<text transform=\"translate(16 {:.1f}) rotate(-90)\" text-anchor=\"middle\" font-size=\"12\">{}</text>\n",
+      (y0 + y1) / 2, esc(y_label));
   return out + "</g>\n";
 }
 
 // Marks where the data is drawn: the browser test looks for colored marks
 // inside it, so that a legend alone does not pass for a chart.
 std::string plot_area(double x0, double y0, double x1, double y1) {
-  return fmt::format("<rect class=\"plot-area\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"none\"/>\n", x0, y0,
-                     x1 - x0, y1 - y0);
+  return fmt::format(
+      "<rect class=\"plot-area\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"none\"/>\n", x0,
+      y0, x1 - x0, y1 - y0);
 }
 
 struct LegendItem {
@@ -109,10 +117,13 @@ std::string legend(const std::vector<LegendItem>& items, double top, size_t colu
     double y = top + 10 + 17.0 * static_cast<double>(k / columns);
     const auto& it = items[k];
     if (it.box)
-      out += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"18\" height=\"10\" fill=\"{}\"/>\n", x, y + 1, palette(it.color));
+      out += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"18\" height=\"10\" fill=\"{}\"/>\n", x, y + 1,
+                         palette(it.color));
     else
-      out += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"2.5\" stroke-dasharray=\"{}\"/>\n",
-                         x, y + 6, x + 22, y + 6, palette(it.color), kDashes[it.dash % 5]);
+      out += fmt::format(
+          "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"2.5\" "
+          "stroke-dasharray=\"{}\"/>\n",
+          x, y + 6, x + 22, y + 6, palette(it.color), kDashes[it.dash % 5]);
     out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>\n", x + 28, y + 10, esc(it.name));
   }
   return out + "</g>\n";
@@ -122,7 +133,7 @@ std::string legend(const std::vector<LegendItem>& items, double top, size_t colu
 
 const std::string& palette(size_t k) {
   static const std::vector<std::string> colors = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
-                                                   "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+                                                  "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
   return colors[k % colors.size()];
 }
 
@@ -160,7 +171,8 @@ std::string line_chart(const LineChart& c) {
   out += axes(x0, x1, y0, y1, yr, c.x_label, c.y_label) + plot_area(x0, y0, x1, y1);
   out += "<g font-size=\"11\" fill=\"#444\">\n";
   for (double t : xr.ticks)
-    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", px(t), y1 + 16, tick_label(t, xr.step));
+    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", px(t), y1 + 16,
+                       tick_label(t, xr.step));
   out += "</g>\n";
   for (const auto& s : c.series) {
     std::string d;
@@ -178,14 +190,18 @@ std::string line_chart(const LineChart& c) {
     }
     out += fmt::format("<g class=\"series\"><title>{}</title>\n", esc(s.name));
     if (any_line)
-      out += fmt::format("<path d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\" stroke-dasharray=\"{}\" stroke-linejoin=\"round\"/>\n",
-                         d, palette(s.color), kDashes[s.dash % 5]);
+      out += fmt::format(
+          "<path d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\" stroke-dasharray=\"{}\" "
+          "stroke-linejoin=\"round\"/>\n",
+          d, palette(s.color), kDashes[s.dash % 5]);
     // Markers show single points and carry the exact value on hover.
     if (finite <= 60)
       for (const auto& [x, y] : s.points)
         if (std::isfinite(x) && std::isfinite(y))
-          out += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"><title>{}: {} = {}, {} = {:.4g}</title></circle>\n",
-                             px(x), py(y), palette(s.color), esc(s.name), esc(c.x_label), tick_label(x, 1), esc(c.y_label), y);
+          out += fmt::format(
+              "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"><title>{}: {} = {}, {} = "
+              "{:.4g}</title></circle>\n",
+              px(x), py(y), palette(s.color), esc(s.name), esc(c.x_label), tick_label(x, 1), esc(c.y_label), y);
     out += "</g>\n";
   }
   out += legend(items, c.height, columns, item_w);
@@ -214,15 +230,18 @@ std::string bar_chart(const BarChart& c) {
   const double bars_w = bar_w * static_cast<double>(c.bars.size());
   for (size_t k = 0; k < c.categories.size(); ++k) {
     double gx = x0 + group_w * static_cast<double>(k);
-    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" font-size=\"11\" fill=\"#444\">{}</text>\n",
-                       gx + group_w / 2, y1 + 16, esc(c.categories[k]));
+    out +=
+        fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" font-size=\"11\" fill=\"#444\">{}</text>\n",
+                    gx + group_w / 2, y1 + 16, esc(c.categories[k]));
     for (size_t b = 0; b < c.bars.size(); ++b) {
       double v = k < c.bars[b].values.size() ? c.bars[b].values[k] : NAN;
       if (!std::isfinite(v)) continue;
       double top = py(std::max(v, 0.0)), bottom = py(std::min(v, 0.0));
-      out += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\"><title>{}, {}: {:.4g}</title></rect>\n",
-                         gx + (group_w - bars_w) / 2 + bar_w * static_cast<double>(b), top, std::max(bar_w - 1, 1.0),
-                         std::max(bottom - top, 0.5), palette(c.bars[b].color), esc(c.bars[b].name), esc(c.categories[k]), v);
+      out += fmt::format(
+          "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\"><title>{}, {}: "
+          "{:.4g}</title></rect>\n",
+          gx + (group_w - bars_w) / 2 + bar_w * static_cast<double>(b), top, std::max(bar_w - 1, 1.0),
+          std::max(bottom - top, 0.5), palette(c.bars[b].color), esc(c.bars[b].name), esc(c.categories[k]), v);
     }
   }
   out += legend(items, c.height, columns, item_w);
@@ -238,34 +257,42 @@ std::string heatmap(const Heatmap& h) {
   const double x0 = kLeft, y0 = kTop + 20;
   const double x1 = x0 + cw * static_cast<double>(cols), y1 = y0 + ch * static_cast<double>(rows);
   // Wide enough for the title (a run name), at about 8.5 px per bold character.
-  const int width = static_cast<int>(std::max({x1 + 110, 300.0, kLeft + 8.5 * static_cast<double>(h.title.size()) + 12}));
+  const int width =
+      static_cast<int>(std::max({x1 + 110, 300.0, kLeft + 8.5 * static_cast<double>(h.title.size()) + 12}));
   const int height = static_cast<int>(std::max(y1, y0 + 60) + 30);
   const bool labels = cw >= 34 && ch >= 16;
   auto scaled = [&](double v) { return (v - h.lo) / (h.hi - h.lo); };
 
   std::string out = open_svg(width, height, h.title);
   out += "<g font-size=\"11\" fill=\"#444\">\n";
-  out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" font-size=\"12\">{}</text>\n", (x0 + x1) / 2, kTop + 2,
-                     esc(h.col_label));
+  out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" font-size=\"12\">{}</text>\n",
+                     (x0 + x1) / 2, kTop + 2, esc(h.col_label));
   for (size_t c = 0; c < cols; ++c)
     if (cols <= 24 || c % 4 == 0)
-      out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", x0 + cw * (c + 0.5), y0 - 5, c);
-  out += fmt::format("<text transform=\"translate(16 {:.1f}) rotate(-90)\" text-anchor=\"middle\" font-size=\"12\">{}</text>\n",
-                     (y0 + y1) / 2, esc(h.row_label));
+      out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", x0 + cw * (c + 0.5),
+                         y0 - 5, c);
+  out += fmt::format(
+      "<text transform=\"translate(16 {:.1f}) rotate(-90)\" text-anchor=\"middle\" font-size=\"12\">{}</text>\n",
+      (y0 + y1) / 2, esc(h.row_label));
   for (size_t r = 0; r < rows; ++r)
     if (rows <= 24 || r % 4 == 0)
-      out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n", x0 - 6, y0 + ch * (r + 0.5) + 4, r);
+      out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n", x0 - 6,
+                         y0 + ch * (r + 0.5) + 4, r);
   out += "</g>\n" + plot_area(x0, y0, x1, y1) + "<g>\n";
   for (size_t r = 0; r < rows; ++r)
     for (size_t c = 0; c < h.cells[r].size(); ++c) {
       double v = h.cells[r][c];
       std::string fill = std::isfinite(v) ? viridis(scaled(v)) : "#dddddd";
-      out += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\" stroke=\"#ffffff\" stroke-width=\"1\">"
-                         "<title>{} {}, {} {}: {} = {:.3f}</title></rect>\n",
-                         x0 + cw * c, y0 + ch * r, cw, ch, fill, esc(h.row_label), r, esc(h.col_label), c, esc(h.value_label), v);
+      out += fmt::format(
+          "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\" stroke=\"#ffffff\" "
+          "stroke-width=\"1\">"
+          "<title>{} {}, {} {}: {} = {:.3f}</title></rect>\n",
+          x0 + cw * c, y0 + ch * r, cw, ch, fill, esc(h.row_label), r, esc(h.col_label), c, esc(h.value_label), v);
       if (labels && std::isfinite(v))
-        out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" font-size=\"10\" fill=\"{}\" pointer-events=\"none\">{:.2f}</text>\n",
-                           x0 + cw * (c + 0.5), y0 + ch * (r + 0.5) + 3.5, scaled(v) > 0.6 ? "#222" : "#fff", v);
+        out += fmt::format(
+            "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" font-size=\"10\" fill=\"{}\" "
+            "pointer-events=\"none\">{:.2f}</text>\n",
+            x0 + cw * (c + 0.5), y0 + ch * (r + 0.5) + 3.5, scaled(v) > 0.6 ? "#222" : "#fff", v);
     }
   out += "</g>\n";
   // Color scale: stacked boxes rather than a gradient, whose id would have to

@@ -24,7 +24,8 @@ std::vector<std::string> fields_that_differ(const std::vector<RunGroup>& groups,
   std::vector<std::string> out;
   if (groups.size() < 2) return out;
   for (const auto& [path, value] : groups.front().first().plan.fields) {
-    if (path == "train.seed" || path == "train.seeds" || std::find(axes.begin(), axes.end(), path) != axes.end()) continue;
+    if (path == "train.seed" || path == "train.seeds" || std::find(axes.begin(), axes.end(), path) != axes.end())
+      continue;
     for (const auto& g : groups) {
       const auto& fields = g.first().plan.fields;
       if (auto it = fields.find(path); it == fields.end() || !(it->second == value)) {
@@ -78,7 +79,8 @@ TextTable ResultTable::text_table() const {
     // Numbers right-aligned, as in the paper's tables; names and calls left.
     bool numeric = true;
     for (const auto& r : rows)
-      numeric = numeric && (r.axis_values[k].empty() || r.axis_values[k].find_first_not_of("0123456789.e+-") == std::string::npos);
+      numeric = numeric &&
+                (r.axis_values[k].empty() || r.axis_values[k].find_first_not_of("0123456789.e+-") == std::string::npos);
     t.header.push_back(axes[k]);
     t.right.push_back(numeric);
   }

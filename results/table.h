@@ -21,7 +21,7 @@ struct ResultTable {
     std::vector<std::string> axis_values;  // the run's own values, language syntax
     std::string status;                    // short: completed, running (step 750/1500), diverged, 2/3 done...
     size_t seeds = 1;
-    std::vector<Aggregate> values;         // one per metric
+    std::vector<Aggregate> values;  // one per metric
   };
   std::vector<Row> rows;
 

@@ -75,12 +75,11 @@ std::vector<double> wall_times(const RunData& run) {
     previous = elapsed;
     offsets.push_back(carried + elapsed);
   }
-  double end = static_cast<double>(std::chrono::duration_cast<std::chrono::seconds>(
-                                       std::chrono::system_clock::now().time_since_epoch()).count());
+  double end = static_cast<double>(
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
   std::error_code ec;
   auto mtime = fs::last_write_time(fs::path(run.dir) / "metrics.jsonl", ec);
-  if (!ec)
-    end = std::chrono::duration<double>(fs::file_time_type::clock::to_sys(mtime).time_since_epoch()).count();
+  if (!ec) end = std::chrono::duration<double>(fs::file_time_type::clock::to_sys(mtime).time_since_epoch()).count();
   const double start = end - (offsets.empty() ? 0 : offsets.back());
   for (double& t : offsets) t += start;
   return offsets;
@@ -139,7 +138,8 @@ void write_file(const fs::path& folder, const std::string& name, const std::stri
 TensorBoardExport write_tensorboard(const std::vector<RunData>& runs, const std::string& dir) {
   std::map<std::string, int> uses;
   for (const auto& r : runs) ++uses[r.plan.name];
-  const auto now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch());
+  const auto now =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch());
   const std::string name = fmt::format("{}{}.{}", kPrefix, now.count(), host_name());
   TensorBoardExport out;
   for (const auto& r : runs) {

@@ -21,9 +21,9 @@ void require_tensorboard();
 
 struct TensorBoardExport {
   struct Written {
-    std::string run;     // the folder's name under DIR
-    std::string file;    // the event file
-    size_t events = 0;   // evaluations written (the file's first record, its version, not counted)
+    std::string run;    // the folder's name under DIR
+    std::string file;   // the event file
+    size_t events = 0;  // evaluations written (the file's first record, its version, not counted)
   };
   std::vector<Written> written;
   std::vector<std::string> skipped;  // "too_hot: no evaluation yet"

@@ -82,7 +82,8 @@ std::string TextTable::html() const {
   for (const auto& r : rows) {
     out += "<tr>";
     for (size_t c = 0; c < header.size(); ++c)
-      out += std::string(c < right.size() && right[c] ? "<td class=\"num\">" : "<td>") + html_escape(c < r.size() ? r[c] : "") + "</td>";
+      out += std::string(c < right.size() && right[c] ? "<td class=\"num\">" : "<td>") +
+             html_escape(c < r.size() ? r[c] : "") + "</td>";
     out += "</tr>\n";
   }
   return out + "</tbody>\n</table>\n";

@@ -1,27 +1,27 @@
 // sinkc-runtime: the LibTorch half of sinkc (`sinkc run`, `measure`, `export`).
 #include <CLI/CLI.hpp>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fmt/format.h>
 #include <iostream>
 #include <thread>
 
-#include "plan/run_record.h"
-#include "runtime/training/checkpoint.h"
-#include "runtime/data/batches.h"
-#include "runtime/processes/data_parallel.h"
-#include "runtime/training/device.h"
 #include "plan/installation.h"
 #include "plan/run_config.h"
+#include "plan/run_record.h"
+#include "runtime/data/batches.h"
+#include "runtime/data/tokenizer.h"
 #include "runtime/interop/hf_export.h"
 #include "runtime/interop/llama2c.h"
 #include "runtime/measurement/measure_command.h"
-#include "runtime/processes/process.h"
-#include "runtime/training/run_dir.h"
-#include "runtime/processes/sweep.h"
-#include "runtime/data/tokenizer.h"
+#include "runtime/processes/data_parallel.h"
 #include "runtime/processes/interrupt.h"
+#include "runtime/processes/process.h"
+#include "runtime/processes/sweep.h"
+#include "runtime/training/checkpoint.h"
+#include "runtime/training/device.h"
+#include "runtime/training/run_dir.h"
 #include "runtime/training/train.h"
 
 namespace fs = std::filesystem;
@@ -38,10 +38,12 @@ static std::string result_line(const rt::RunResult& r) {
   const nlohmann::json final_eval = summary.value(summary_key::kFinal, none);
   auto number = [&](const nlohmann::json& j) { return j.is_number() ? j.get<double>() : NAN; };
   std::string line = fmt::format("{:<10} {}", r.status, r.dir);
-  if (final_eval.contains(eval_key::kValidLoss)) line += fmt::format(" valid {:.4f}", number(final_eval[eval_key::kValidLoss]));
+  if (final_eval.contains(eval_key::kValidLoss))
+    line += fmt::format(" valid {:.4f}", number(final_eval[eval_key::kValidLoss]));
   if (final_eval.contains(eval_key::kSink) && final_eval[eval_key::kSink].is_object())
     for (auto& [k, v] : final_eval[eval_key::kSink].items()) line += fmt::format(" Sink_{} {:.2f}%", k, number(v));
-  if (final_eval.contains(eval_key::kSinkStar)) line += fmt::format(" Sink_* {:.2f}%", number(final_eval[eval_key::kSinkStar]));
+  if (final_eval.contains(eval_key::kSinkStar))
+    line += fmt::format(" Sink_* {:.2f}%", number(final_eval[eval_key::kSinkStar]));
   if (summary.contains(summary_key::kReason)) line += "  (" + summary.value(summary_key::kReason, "") + ")";
   return line;
 }
@@ -66,7 +68,8 @@ std::vector<PlanFile> collect_plans(const std::vector<std::string>& targets) {
   std::vector<PlanFile> plans;
   for (const auto& target : targets) {
     if (fs::path(target).extension() == ".sink")
-      throw std::runtime_error(fmt::format("'{}' is a spec: sinkc-runtime reads plans; run it with `sinkc run`", target));
+      throw std::runtime_error(
+          fmt::format("'{}' is a spec: sinkc-runtime reads plans; run it with `sinkc run`", target));
     std::vector<std::string> files;
     if (fs::is_directory(target)) {
       for (const auto& e : fs::recursive_directory_iterator(target))
@@ -98,8 +101,10 @@ int run_in_parallel(const std::vector<PlanFile>& plans, const RunFlags& flags) {
   options.flags = {"--out", flags.out};
   if (flags.resume) options.flags.push_back("--resume");
   if (flags.wait) options.flags.push_back("--wait");
-  if (flags.gpu >= 0) options.flags.insert(options.flags.end(), {"--gpu", std::to_string(flags.gpu)});
-  else options.gpus = rt::visible_gpus();
+  if (flags.gpu >= 0)
+    options.flags.insert(options.flags.end(), {"--gpu", std::to_string(flags.gpu)});
+  else
+    options.gpus = rt::visible_gpus();
   std::vector<rt::SweepRun> runs;
   for (const auto& [path, plan] : plans)
     runs.push_back({path, fmt::format("{}/{}", flags.out, plan.dir_name()), plan.integer("train.steps")});
@@ -116,7 +121,8 @@ int run_command(const std::vector<std::string>& targets, const RunFlags& flags) 
   }
   // Under torchrun: this process is one of the run's data-parallel workers.
   auto workers = rt::DataParallel::from_environment();
-  if (workers && flags.jobs > 1) throw std::runtime_error("--jobs runs plans side by side; under torchrun leave it out");
+  if (workers && flags.jobs > 1)
+    throw std::runtime_error("--jobs runs plans side by side; under torchrun leave it out");
   const bool leader = !workers || workers->leader();
   if (flags.jobs > 1 && plans.size() > 1) return run_in_parallel(plans, flags);
   int failures = 0;
@@ -164,17 +170,19 @@ int export_command(const std::string& run_dir, const std::string& llama2c_file, 
   if (!hf_dir.empty()) {
     const auto tokens = rt::hf_tokens_of(cfg.data);
     const std::string type = rt::save_hf(*trained.model, trained.context, tokens, hf_dir);
-    fmt::print("wrote {} (Hugging Face {}: config.json, model.safetensors{}; d {}, {} layers, {} heads, {} kv heads, "
-               "vocab {}) from step {}\n",
-               hf_dir, type, tokens.bytes ? ", tokenizer.json" : "", c.d, c.layers, c.heads, c.kv_heads, c.vocab,
-               trained.step);
+    fmt::print(
+        "wrote {} (Hugging Face {}: config.json, model.safetensors{}; d {}, {} layers, {} heads, {} kv heads, "
+        "vocab {}) from step {}\n",
+        hf_dir, type, tokens.bytes ? ", tokenizer.json" : "", c.d, c.layers, c.heads, c.kv_heads, c.vocab,
+        trained.step);
     return 0;
   }
   rt::save_llama2c(*trained.model, trained.context, llama2c_file);
-  fmt::print("wrote {} (llama2.c version 0: d {}, hidden {}, {} layers, {} heads, {} kv heads, vocab {}{}, seq_len {}) "
-             "from step {}\n",
-             llama2c_file, c.d, c.ffn_hidden, c.layers, c.heads, c.kv_heads, c.vocab,
-             c.tie_embeddings ? "" : " with its own classifier", trained.context, trained.step);
+  fmt::print(
+      "wrote {} (llama2.c version 0: d {}, hidden {}, {} layers, {} heads, {} kv heads, vocab {}{}, seq_len {}) "
+      "from step {}\n",
+      llama2c_file, c.d, c.ffn_hidden, c.layers, c.heads, c.kv_heads, c.vocab,
+      c.tie_embeddings ? "" : " with its own classifier", trained.context, trained.step);
   return 0;
 }
 
@@ -185,9 +193,9 @@ int main(int argc, char** argv) {
   setenv("OMP_WAIT_POLICY", "passive", 0);
   rt::single_threaded_blas();
   CLI::App app{"sinkc runtime commands"};
-  app.set_version_flag("--version", fmt::format("sinkc-runtime {}: LibTorch {}, CPU JIT {}, CUDA {}", sink::version(),
-                                                TORCH_VERSION, kHaveJit ? "yes (LLVM ORC)" : "no",
-                                                torch::cuda::is_available() ? "yes" : "no"));
+  app.set_version_flag("--version",
+                       fmt::format("sinkc-runtime {}: LibTorch {}, CPU JIT {}, CUDA {}", sink::version(), TORCH_VERSION,
+                                   kHaveJit ? "yes (LLVM ORC)" : "no", torch::cuda::is_available() ? "yes" : "no"));
   app.require_subcommand(1);
   std::vector<std::string> targets;
   std::string target;
@@ -197,17 +205,21 @@ int main(int argc, char** argv) {
   run->add_option("--run", flags.only, "only this run (and its seeds, NAME.seed=K)");
   run->add_option("--out", flags.out, "folder of run directories");
   run->add_flag("--resume", flags.resume, "continue interrupted runs from their last checkpoint");
-  run->add_flag("--wait", flags.wait, "a run another process is training: wait for it to finish instead of skipping it");
-  run->add_option("--jobs", flags.jobs, "train up to this many runs at once, each in its own process")->check(CLI::Range(1, 1024));
+  run->add_flag("--wait", flags.wait,
+                "a run another process is training: wait for it to finish instead of skipping it");
+  run->add_option("--jobs", flags.jobs, "train up to this many runs at once, each in its own process")
+      ->check(CLI::Range(1, 1024));
   run->add_option("--auto-threads", flags.auto_threads, "threads for runs whose plan says train.threads = 0")
       ->check(CLI::Range(1, 4096));
   run->add_flag("--no-progress", flags.no_progress, "no live progress line");
-  run->add_option("--gpu", flags.gpu, "cuda runs train on this GPU (default: torchrun's LOCAL_RANK, or 0; "
-                                      "with --jobs, each run at once a GPU of its own)")
+  run->add_option("--gpu", flags.gpu,
+                  "cuda runs train on this GPU (default: torchrun's LOCAL_RANK, or 0; "
+                  "with --jobs, each run at once a GPU of its own)")
       ->check(CLI::Range(0, 1023));
 
   rt::MeasureOptions mo;
-  auto* measure = app.add_subcommand("measure", "sink metrics of a trained run, a llama2.c checkpoint or a Hugging Face model");
+  auto* measure =
+      app.add_subcommand("measure", "sink metrics of a trained run, a llama2.c checkpoint or a Hugging Face model");
   measure->add_option("target", mo.target, "run directory, llama2.c .bin, or a folder with config.json + *.safetensors")
       ->required();
   // measure.input's names, and the command's own: token ids from a file.
@@ -216,7 +228,8 @@ int main(int argc, char** argv) {
   measure->add_option("--input", mo.input, "natural | random | repeat | ids")->check(CLI::IsMember(measure_inputs));
   measure->add_option("--text", mo.text, "natural input: this text (checkpoints)");
   measure->add_option("--text-file", mo.text_file, "natural input: this file's text (checkpoints)");
-  measure->add_option("--ids", mo.ids_file, "pre-tokenized input: a file of whitespace-separated token ids (checkpoints)");
+  measure->add_option("--ids", mo.ids_file,
+                      "pre-tokenized input: a file of whitespace-separated token ids (checkpoints)");
   measure->add_option("--eps", mo.eps, "threshold eps")->check(CLI::Range(0.0, 1.0));
   measure->add_option("--T", mo.T, "sequence length")->check(CLI::Range(2, 1 << 20));
   measure->add_option("--n", mo.n, "sequences")->check(CLI::Range(1, 1 << 20));
@@ -230,8 +243,9 @@ int main(int argc, char** argv) {
   std::string llama2c_file, hf_dir;
   auto* export_cmd = app.add_subcommand("export", "write a trained run's model in another format");
   export_cmd->add_option("run", target, "run directory (runs/<run>-<hash8>)")->required();
-  export_cmd->add_option("--llama2c", llama2c_file,
-                         "FILE: a llama2.c version-0 checkpoint (RoPE, RMSNorm, SwiGLU, softmax attention models only)");
+  export_cmd->add_option(
+      "--llama2c", llama2c_file,
+      "FILE: a llama2.c version-0 checkpoint (RoPE, RMSNorm, SwiGLU, softmax attention models only)");
   export_cmd->add_option("--hf", hf_dir,
                          "DIR: a Hugging Face model folder (LLaMA, Mistral, GPT-NeoX, GPT-2 or OPT, for the softmax "
                          "models those classes compute exactly)");

@@ -33,8 +33,9 @@ namespace {
 // unit. Online (`shift`, the row max m, defined): s = score(x - m), unit = e^-m; directly: s = score(x), 1.
 NamedTensors column_values(const AttentionConfig& cfg, const torch::Tensor& x, const torch::Tensor& shift,
                            const torch::Tensor& pos_i, const torch::Tensor& pos_j) {
-  if (!shift.defined()) return {{"s", eval_score(cfg.score, x, pos_i, pos_j).expand_as(x)}, {"x", x},
-                                {"unit", torch::ones({}, x.options())}};
+  if (!shift.defined())
+    return {
+        {"s", eval_score(cfg.score, x, pos_i, pos_j).expand_as(x)}, {"x", x}, {"unit", torch::ones({}, x.options())}};
   return {{"s", eval_score(cfg.score, x - shift, pos_i, pos_j).expand_as(x)}, {"x", x}, {"unit", torch::exp(-shift)}};
 }
 
@@ -68,7 +69,7 @@ AttentionOutput reference_attention(const AttentionConfig& cfg, const AttentionI
     pos_j = first ? torch::cat({zero, pos_j}, -1) : torch::cat({pos_j, zero}, -1);
   };
   if (in.k_star) {
-    auto ks = in.k_star->unsqueeze(0).unsqueeze(2);  // [1, H|1, 1, dh]
+    auto ks = in.k_star->unsqueeze(0).unsqueeze(2);          // [1, H|1, 1, dh]
     add_column((in.q * ks).sum(-1, true) * scale_qk, true);  // [B, H, T, 1]
   }
   // The sink logit: one more column, last, of no value.

@@ -15,10 +15,10 @@
 namespace sink::rt {
 
 struct AttentionInputs {
-  torch::Tensor q, k, v;                 // [B, H, T, dh] (k, v already repeated for grouped-query heads)
-  std::optional<torch::Tensor> bias;     // g(i-j): broadcastable to [B, H, T, T]
-  std::optional<torch::Tensor> k_star;   // [H, dh] or [1, dh]: an extra key column seen by every query
-  std::optional<torch::Tensor> v_star;   // its value (zeros for K biases)
+  torch::Tensor q, k, v;                    // [B, H, T, dh] (k, v already repeated for grouped-query heads)
+  std::optional<torch::Tensor> bias;        // g(i-j): broadcastable to [B, H, T, T]
+  std::optional<torch::Tensor> k_star;      // [H, dh] or [1, dh]: an extra key column seen by every query
+  std::optional<torch::Tensor> v_star;      // its value (zeros for K biases)
   std::optional<torch::Tensor> sink_logit;  // [H]: a logit per head in the softmax denominator, with no value
 };
 

@@ -121,13 +121,15 @@ std::shared_ptr<AttentionBackend> make_attention_backend(const ModelConfig& cfg,
   if (wanted == Backend::jit && device.is_cpu()) return std::make_shared<CpuJitBackend>(cfg);
 #else
   if (wanted == Backend::jit && device.is_cpu())
-    throw std::runtime_error("attention.backend = jit: this build has no CPU JIT (LLVM 19 was not found when it was "
-                             "configured); set attention.backend = reference, or rebuild with llvm-19-dev");
+    throw std::runtime_error(
+        "attention.backend = jit: this build has no CPU JIT (LLVM 19 was not found when it was "
+        "configured); set attention.backend = reference, or rebuild with llvm-19-dev");
 #endif
   if (wanted == Backend::jit && device.is_cuda()) return std::make_shared<CudaBackend>(cfg, choice);
-  throw std::runtime_error(fmt::format("attention.backend = {} has no kernels for device {} in this build; "
-                                       "set attention.backend = reference to run there",
-                                       name_of(wanted), device.str()));
+  throw std::runtime_error(
+      fmt::format("attention.backend = {} has no kernels for device {} in this build; "
+                  "set attention.backend = reference to run there",
+                  name_of(wanted), device.str()));
 }
 
 }  // namespace sink::rt

@@ -13,10 +13,10 @@
 namespace sink::rt {
 
 struct AttentionCall {
-  torch::Tensor q, k, v;  // [B, H, T, dh]; k, v already repeated for grouped-query heads
-  torch::Tensor g;        // position term by distance |i - j|: [H, T], or undefined
-  torch::Tensor k_star;   // the extra key column [H|1, dh], or undefined
-  torch::Tensor v_star;   // its value [H|1, dh], with k_star (zeros for K biases)
+  torch::Tensor q, k, v;     // [B, H, T, dh]; k, v already repeated for grouped-query heads
+  torch::Tensor g;           // position term by distance |i - j|: [H, T], or undefined
+  torch::Tensor k_star;      // the extra key column [H|1, dh], or undefined
+  torch::Tensor v_star;      // its value [H|1, dh], with k_star (zeros for K biases)
   torch::Tensor sink_logit;  // [H]: a logit per head in the softmax denominator, or undefined
 };
 

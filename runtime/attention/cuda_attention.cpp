@@ -23,7 +23,9 @@ kernels::CudaStorage layout_of(torch::ScalarType storage) {
          : storage == torch::kHalf   ? kernels::CudaStorage::Float16
                                      : kernels::CudaStorage::Real;
 }
-torch::ScalarType real_dtype(torch::ScalarType storage) { return storage == torch::kDouble ? torch::kDouble : torch::kFloat; }
+torch::ScalarType real_dtype(torch::ScalarType storage) {
+  return storage == torch::kDouble ? torch::kDouble : torch::kFloat;
+}
 
 KernelBuffer buffer(const torch::Tensor& t) {
   return t.defined() && t.numel() > 0 ? KernelBuffer{t.data_ptr(), t.nbytes()} : KernelBuffer{};
@@ -43,7 +45,9 @@ struct Slices {
   Slices(const torch::Tensor& q, const torch::Tensor& g, const torch::Tensor& k_star)
       : B(q.size(0)), H(q.size(1)), T(q.size(2)), D(q.size(3)) {
     sizes = {T, H, g.defined() && g.size(0) > 1 ? g.size(1) : 0, k_star.defined() && k_star.size(0) > 1 ? D : 0};
-    if (B * H > 65535) throw std::runtime_error(fmt::format("CUDA attention: {} x {} slices exceed a grid's 65535 rows; lower train.micro_batch", B, H));
+    if (B * H > 65535)
+      throw std::runtime_error(
+          fmt::format("CUDA attention: {} x {} slices exceed a grid's 65535 rows; lower train.micro_batch", B, H));
   }
   LaunchShape shape(int64_t items, int threads) const {
     return {blocks(items, threads), static_cast<unsigned>(B * H), static_cast<unsigned>(threads)};
@@ -55,14 +59,17 @@ class CudaLauncher : public KernelLauncher {
  public:
   CudaLauncher(const kernels::KernelSpec& spec, torch::ScalarType storage, std::shared_ptr<KernelModule> module,
                std::string key)
-      : spec_(spec), storage_(storage), tiles_(kernels::cuda_tiles(spec)), module_(std::move(module)),
+      : spec_(spec),
+        storage_(storage),
+        tiles_(kernels::cuda_tiles(spec)),
+        module_(std::move(module)),
         key_(std::move(key)) {}
   const std::string& key() const override { return key_; }
 
   KernelTensors prepare(const AttentionCall& call) const override {
     const auto real = real_dtype(storage_);
-    return {as(call.q, storage_),    as(call.k, storage_),      as(call.v, storage_),         as(call.g, real),
-            as(call.k_star, real),   as(call.v_star, real),     as(call.sink_logit, real)};
+    return {as(call.q, storage_),  as(call.k, storage_),  as(call.v, storage_),     as(call.g, real),
+            as(call.k_star, real), as(call.v_star, real), as(call.sink_logit, real)};
   }
 
   std::pair<torch::Tensor, torch::Tensor> forward(const KernelTensors& in) const override {

@@ -1,10 +1,10 @@
 #include "runtime/attention/cuda_driver.h"
 
 #if SINKLAB_HAVE_CUDA_TOOLKIT
-#include <cuda.h>
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cuda.h>
 #include <dlfcn.h>
 #include <filesystem>
 #include <fmt/format.h>
@@ -74,11 +74,11 @@ struct Nvrtc {
   decltype(&nvrtcDestroyProgram) destroy;
   decltype(&nvrtcGetErrorString) error;
   decltype(&nvrtcVersion) version;
-  decltype(&nvrtcGetCUBINSize) cubin_size;          // null before NVRTC 11.1
+  decltype(&nvrtcGetCUBINSize) cubin_size;  // null before NVRTC 11.1
   decltype(&nvrtcGetCUBIN) cubin;
   decltype(&nvrtcGetNumSupportedArchs) arch_count;  // null before NVRTC 11.2
   decltype(&nvrtcGetSupportedArchs) archs;
-  std::string file;  // the library opened
+  std::string file;     // the library opened
   std::string missing;  // why it could not be opened, or ""
 };
 
@@ -152,7 +152,8 @@ void check(CUresult r, const char* what) {
   if (r == CUDA_SUCCESS) return;
   const char* text = nullptr;
   driver().error(r, &text);
-  throw std::runtime_error(fmt::format("CUDA: {} failed: {} ({})", what, text ? text : "unknown error", static_cast<int>(r)));
+  throw std::runtime_error(
+      fmt::format("CUDA: {} failed: {} ({})", what, text ? text : "unknown error", static_cast<int>(r)));
 }
 
 void check(nvrtcResult r, const char* what) {
@@ -308,7 +309,8 @@ std::string loadable_image(const std::string& source, int arch) {
   if (nvrtc().version) nvrtc().version(&major, &minor);
   // Named by what decides the bytes: the source, the target and NVRTC's version.
   uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : fmt::format("{}\nsm_{} {} nvrtc {}.{}", source, target, machine_code ? "cubin" : "ptx", major, minor))
+  for (unsigned char c :
+       fmt::format("{}\nsm_{} {} nvrtc {}.{}", source, target, machine_code ? "cubin" : "ptx", major, minor))
     h = (h ^ c) * 0x100000001b3ull;
   const fs::path file = kernel_cache_dir() / fmt::format("cuda-{:016x}.{}", h, machine_code ? "cubin" : "ptx");
   if (std::ifstream in{file, std::ios::binary}) {
@@ -319,14 +321,17 @@ std::string loadable_image(const std::string& source, int arch) {
   // Another process may write the same file at once: each renames a whole one.
   std::error_code ec;
   fs::create_directories(file.parent_path(), ec);
-  const fs::path tmp = fmt::format("{}.{}.{}.tmp", file.string(), getpid(), std::hash<std::thread::id>()(std::this_thread::get_id()));
+  const fs::path tmp =
+      fmt::format("{}.{}.{}.tmp", file.string(), getpid(), std::hash<std::thread::id>()(std::this_thread::get_id()));
   {
     std::ofstream out(tmp, std::ios::binary);
     out.write(image.data(), static_cast<std::streamsize>(image.size()));
     if (!out) ec = std::make_error_code(std::errc::io_error);
   }
-  if (ec) fs::remove(tmp, ec);  // no cached file: the next process compiles again
-  else fs::rename(tmp, file, ec);
+  if (ec)
+    fs::remove(tmp, ec);  // no cached file: the next process compiles again
+  else
+    fs::rename(tmp, file, ec);
   return image;
 }
 
@@ -372,8 +377,9 @@ std::shared_ptr<KernelModule> module_for(const std::string& source, int device) 
 
 namespace sink::rt::cuda {
 namespace {
-const char* kMissing = "this sinkc-runtime was built without the CUDA toolkit (cuda.h, nvrtc.h were not found when it "
-                       "was configured): rebuild where the toolkit is (scripts/setup-gpu.sh)";
+const char* kMissing =
+    "this sinkc-runtime was built without the CUDA toolkit (cuda.h, nvrtc.h were not found when it "
+    "was configured): rebuild where the toolkit is (scripts/setup-gpu.sh)";
 }
 bool nvrtc_available(std::string* why) {
   if (why) *why = kMissing;

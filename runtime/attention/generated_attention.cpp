@@ -46,8 +46,8 @@ class GeneratedAttention : public torch::autograd::Function<GeneratedAttention> 
     for (const auto& t : {q, k, v, g, k_star, v_star, sink}) dtypes.push_back(static_cast<int64_t>(t.scalar_type()));
     ctx->saved_data["key"] = key;
     ctx->saved_data["dtypes"] = dtypes;
-    KernelTensors in = launcher->prepare({q, k, v, defined_or_none(g), defined_or_none(k_star),
-                                          defined_or_none(v_star), defined_or_none(sink)});
+    KernelTensors in = launcher->prepare(
+        {q, k, v, defined_or_none(g), defined_or_none(k_star), defined_or_none(v_star), defined_or_none(sink)});
     auto [o, stats] = launcher->forward(in);
     ctx->save_for_backward({in.q, in.k, in.v, in.g, in.k_star, in.v_star, in.sink, o, stats});
     return o;
@@ -61,13 +61,8 @@ class GeneratedAttention : public torch::autograd::Function<GeneratedAttention> 
     const auto dtypes = ctx->saved_data["dtypes"].toIntVector();
     SliceGradients d = launcher->backward(in, saved[7], saved[8], grads[0].to(in.q.scalar_type()).contiguous());
     torch::Tensor dsink = in.sink.defined() ? d.dsink.sum(std::vector<int64_t>{0, 2}) : torch::Tensor();
-    torch::autograd::variable_list out = {d.dq,
-                                          d.dk,
-                                          d.dv,
-                                          per_head(d.dg, in.g),
-                                          per_head(d.dk_star, in.k_star),
-                                          per_head(d.dv_star, in.v_star),
-                                          dsink};
+    torch::autograd::variable_list out = {
+        d.dq, d.dk, d.dv, per_head(d.dg, in.g), per_head(d.dk_star, in.k_star), per_head(d.dv_star, in.v_star), dsink};
     // Each gradient in its input's dtype (a bf16 q computes in float).
     for (size_t n = 0; n < out.size(); ++n)
       if (out[n].defined()) out[n] = out[n].to(static_cast<torch::ScalarType>(dtypes[n]));

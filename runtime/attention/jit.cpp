@@ -2,12 +2,12 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fmt/format.h>
 #include <map>
 #include <mutex>
-#include <fmt/format.h>
-#include <unistd.h>
-#include <thread>
 #include <stdexcept>
+#include <thread>
+#include <unistd.h>
 
 #include <llvm/ExecutionEngine/ObjectCache.h>
 #include <llvm/ExecutionEngine/Orc/CompileUtils.h>
@@ -51,8 +51,8 @@ class DiskCache : public llvm::ObjectCache {
     fs::create_directories(dir_, ec);
     // Unique per process and thread: parallel runs (--jobs) may compile the
     // same kernel at once; each renames a whole file, and either one wins.
-    std::string path = file(m),
-                tmp = fmt::format("{}.{}.{}.tmp", path, getpid(), std::hash<std::thread::id>()(std::this_thread::get_id()));
+    std::string path = file(m), tmp = fmt::format("{}.{}.{}.tmp", path, getpid(),
+                                                  std::hash<std::thread::id>()(std::this_thread::get_id()));
     llvm::raw_fd_ostream out(tmp, ec);
     if (ec) return;
     out << obj.getBuffer();

@@ -80,8 +80,8 @@ class JitLauncher : public KernelLauncher {
 
   KernelTensors prepare(const AttentionCall& call) const override {
     const auto dtype = spec_.f64 ? torch::kDouble : torch::kFloat;
-    return {contiguous_as(call.q, dtype),      contiguous_as(call.k, dtype),      contiguous_as(call.v, dtype),
-            contiguous_as(call.g, dtype),      contiguous_as(call.k_star, dtype), contiguous_as(call.v_star, dtype),
+    return {contiguous_as(call.q, dtype),         contiguous_as(call.k, dtype),      contiguous_as(call.v, dtype),
+            contiguous_as(call.g, dtype),         contiguous_as(call.k_star, dtype), contiguous_as(call.v_star, dtype),
             contiguous_as(call.sink_logit, dtype)};
   }
 

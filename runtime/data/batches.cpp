@@ -38,7 +38,8 @@ std::vector<int32_t> Batches::sequence(bool validation, int64_t index, int64_t l
   if (bos) seq.push_back(data_.bos);
   const int64_t body = length + 1 - (bos ? 1 : 0);
   if (data_.synthetic) {
-    std::mt19937_64 rng(mix(static_cast<uint64_t>(seed_) ^ (validation ? kValidStream : 0), static_cast<uint64_t>(index)));
+    std::mt19937_64 rng(
+        mix(static_cast<uint64_t>(seed_) ^ (validation ? kValidStream : 0), static_cast<uint64_t>(index)));
     if (*data_.synthetic == SyntheticKind::bigram_backcopy) {
       auto s = data_.bigram->sample(body, rng);
       seq.insert(seq.end(), s.begin(), s.end());
@@ -80,7 +81,8 @@ int64_t Batches::chunk_index(int64_t g, int64_t n) const {
   if (epoch != cached_epoch_) {
     order_.resize(static_cast<size_t>(n));
     std::iota(order_.begin(), order_.end(), 0);
-    std::shuffle(order_.begin(), order_.end(), std::mt19937_64(mix(static_cast<uint64_t>(seed_), static_cast<uint64_t>(epoch))));
+    std::shuffle(order_.begin(), order_.end(),
+                 std::mt19937_64(mix(static_cast<uint64_t>(seed_), static_cast<uint64_t>(epoch))));
     cached_epoch_ = epoch;
   }
   return order_[static_cast<size_t>(within)];

@@ -18,7 +18,8 @@
 namespace sink::rt {
 namespace fs = std::filesystem;
 
-BigramBackcopy::BigramBackcopy(int64_t vocab, int64_t triggers, std::vector<int64_t> offsets, double sparsity, uint64_t seed)
+BigramBackcopy::BigramBackcopy(int64_t vocab, int64_t triggers, std::vector<int64_t> offsets, double sparsity,
+                               uint64_t seed)
     : vocab_(vocab), triggers_(triggers), offsets_(std::move(offsets)) {
   std::mt19937_64 rng(seed);
   std::gamma_distribution<double> gamma(sparsity, 1.0);
@@ -55,7 +56,8 @@ namespace {
 
 std::string zstd_decompress_file(const std::string& path) {
 #if !SINKLAB_HAVE_ZSTD
-  throw std::runtime_error(fmt::format("'{}': this build has no zstd (libzstd-dev was not found): decompress it first", path));
+  throw std::runtime_error(
+      fmt::format("'{}': this build has no zstd (libzstd-dev was not found): decompress it first", path));
 #else
   std::ifstream in(path, std::ios::binary);
   std::string out;
@@ -167,8 +169,10 @@ TokenData load_data(const DataConfig& cfg, const std::string& cache_dir) {
   // Whole documents go to validation: the split is disjoint by document.
   const size_t n_valid_docs = std::max<size_t>(1, static_cast<size_t>(docs.size() * cfg.valid_fraction));
 
-  if (cfg.tokenizer == TokenizerKind::bytes) out.tokenizer = byte_tokenizer();
-  else if (cfg.tokenizer == TokenizerKind::llama2c) out.tokenizer = llama2c_tokenizer(cfg.tokenizer_path, 0);
+  if (cfg.tokenizer == TokenizerKind::bytes)
+    out.tokenizer = byte_tokenizer();
+  else if (cfg.tokenizer == TokenizerKind::llama2c)
+    out.tokenizer = llama2c_tokenizer(cfg.tokenizer_path, 0);
   else {
     // Train on the training share only (the same split as below), so validation stays unseen.
     size_t n_train = docs.size() - std::min(docs.size(), n_valid_docs);
@@ -186,7 +190,8 @@ TokenData load_data(const DataConfig& cfg, const std::string& cache_dir) {
     out.valid.assign(pretokenized.end() - static_cast<long>(n_valid), pretokenized.end());
     int32_t max_id = *std::max_element(pretokenized.begin(), pretokenized.end());
     if (max_id >= out.vocab)
-      throw std::runtime_error(fmt::format("token id {} in the .bin data is outside the tokenizer's vocabulary ({})", max_id, out.vocab));
+      throw std::runtime_error(
+          fmt::format("token id {} in the .bin data is outside the tokenizer's vocabulary ({})", max_id, out.vocab));
   } else {
     const size_t n_valid = n_valid_docs;
     auto ids = out.tokenizer->encode_all(docs);

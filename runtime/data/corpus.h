@@ -31,14 +31,14 @@ class BigramBackcopy {
 };
 
 struct TokenData {
-  int64_t vocab = 0;              // model vocabulary (with BOS/EOS where they exist)
-  int64_t ordinary = 0;           // tokens [0, ordinary) are drawn for random positions
+  int64_t vocab = 0;     // model vocabulary (with BOS/EOS where they exist)
+  int64_t ordinary = 0;  // tokens [0, ordinary) are drawn for random positions
   int32_t bos = -1, eos = -1;
-  std::vector<int32_t> train, valid;     // text: documents joined with EOS
+  std::vector<int32_t> train, valid;       // text: documents joined with EOS
   std::shared_ptr<BigramBackcopy> bigram;  // synthetic bigram_backcopy
   std::optional<SyntheticKind> synthetic;  // none: text
-  std::shared_ptr<Tokenizer> tokenizer;   // text corpora
-  std::string description;                // for the log
+  std::shared_ptr<Tokenizer> tokenizer;    // text corpora
+  std::string description;                 // for the log
 };
 
 // Throws std::runtime_error with a clear message for missing or malformed data.

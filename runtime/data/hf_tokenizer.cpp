@@ -47,8 +47,8 @@ class HfTokenizer : public Tokenizer {
     auto reply = call("encode", nlohmann::json(docs));
     std::vector<std::vector<int32_t>> out;
     if (!reply.is_array() || reply.size() != docs.size())
-      throw std::runtime_error(fmt::format("{}: the tokenizers library answered something other than {} id lists", path_,
-                                           docs.size()));
+      throw std::runtime_error(
+          fmt::format("{}: the tokenizers library answered something other than {} id lists", path_, docs.size()));
     for (const auto& ids : reply) {
       std::vector<int32_t> row;
       for (const auto& id : ids) {
@@ -93,9 +93,9 @@ class HfTokenizer : public Tokenizer {
     // Text that is not valid UTF-8 reaches the library with U+FFFD in place of the bad bytes.
     std::ofstream(dir / "request.json") << request.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     const std::string command =
-        fmt::format("{} -c {} {} {} < {} > {} 2> {}", shell_quote(python.path), shell_quote(kScript), shell_quote(path_),
-                    mode, shell_quote((dir / "request.json").string()), shell_quote((dir / "reply.json").string()),
-                    shell_quote((dir / "errors.txt").string()));
+        fmt::format("{} -c {} {} {} < {} > {} 2> {}", shell_quote(python.path), shell_quote(kScript),
+                    shell_quote(path_), mode, shell_quote((dir / "request.json").string()),
+                    shell_quote((dir / "reply.json").string()), shell_quote((dir / "errors.txt").string()));
     const int status = std::system(command.c_str());
     const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     if (rc == kNoLibrary) throw cannot(fmt::format("{} ({}) cannot import tokenizers", python.path, python.how));
@@ -104,8 +104,8 @@ class HfTokenizer : public Tokenizer {
       std::string line, last;
       while (std::getline(in, line))
         if (!line.empty()) last = line;
-      throw std::runtime_error(fmt::format("{}: the tokenizers library ({} {}) failed: {}", path_, python.how, python.path,
-                                           last.empty() ? fmt::format("exit status {}", rc) : last));
+      throw std::runtime_error(fmt::format("{}: the tokenizers library ({} {}) failed: {}", path_, python.how,
+                                           python.path, last.empty() ? fmt::format("exit status {}", rc) : last));
     }
     std::ifstream in(dir / "reply.json");
     auto reply = nlohmann::json::parse(in, nullptr, false);

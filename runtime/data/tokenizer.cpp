@@ -59,7 +59,8 @@ class Llama2cTokenizer : public Tokenizer {
       if (!in.read(reinterpret_cast<char*>(&len), 4) || len < 0 || len > max_len)
         throw std::runtime_error(fmt::format("'{}': token {} is truncated or has a bad length", path, pieces_.size()));
       std::string piece(static_cast<size_t>(len), '\0');
-      if (!in.read(piece.data(), len)) throw std::runtime_error(fmt::format("'{}': token {} is truncated", path, pieces_.size()));
+      if (!in.read(piece.data(), len))
+        throw std::runtime_error(fmt::format("'{}': token {} is truncated", path, pieces_.size()));
       index_.emplace(piece, static_cast<int32_t>(pieces_.size()));
       pieces_.push_back(std::move(piece));
       scores_.push_back(score);
@@ -94,7 +95,8 @@ class Llama2cTokenizer : public Tokenizer {
       size_t best_at = 0;
       for (size_t k = 0; k + 1 < ids.size(); ++k) {
         auto it = index_.find(pieces_[ids[k]] + pieces_[ids[k + 1]]);
-        if (it != index_.end() && scores_[it->second] > best) best = scores_[it->second], best_id = it->second, best_at = k;
+        if (it != index_.end() && scores_[it->second] > best)
+          best = scores_[it->second], best_id = it->second, best_at = k;
       }
       if (best_id < 0) break;
       ids[best_at] = best_id;
@@ -114,7 +116,8 @@ class Llama2cTokenizer : public Tokenizer {
       std::string piece = pieces_[id];
       if (prev == bos() && !piece.empty() && piece[0] == ' ') piece = piece.substr(1);
       unsigned byte;
-      if (piece.size() == 6 && std::sscanf(piece.c_str(), "<0x%02X>", &byte) == 1) piece = std::string(1, static_cast<char>(byte));
+      if (piece.size() == 6 && std::sscanf(piece.c_str(), "<0x%02X>", &byte) == 1)
+        piece = std::string(1, static_cast<char>(byte));
       out += piece;
       prev = id;
     }
@@ -178,8 +181,11 @@ class SentencePieceTokenizer : public Tokenizer {
     for (int32_t id : ids)
       if (id != bos() && id != eos()) line += std::to_string(id) + " ";
     fs::path tmp = fs::temp_directory_path() / fmt::format("sinklab-spm-{}.ids", getpid());
-    { std::ofstream(tmp) << line << "\n"; }
-    std::string cmd = fmt::format("spm_decode --model={} --input_format=id < {}", shell_quote(model_), shell_quote(tmp.string()));
+    {
+      std::ofstream(tmp) << line << "\n";
+    }
+    std::string cmd =
+        fmt::format("spm_decode --model={} --input_format=id < {}", shell_quote(model_), shell_quote(tmp.string()));
     std::string out = command_output(cmd);
     fs::remove(tmp);
     if (!out.empty() && out.back() == '\n') out.pop_back();

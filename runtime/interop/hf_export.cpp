@@ -4,9 +4,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "runtime/interop/safetensors.h"
 #include "runtime/training/positions.h"
 #include "runtime/training/run_dir.h"
-#include "runtime/interop/safetensors.h"
 
 namespace sink::rt {
 
@@ -63,8 +63,10 @@ std::string byte_character(int byte) {
     for (int b = 0; b < byte; ++b) code += printable(b) ? 0 : 1;
   }
   std::string out;
-  if (code < 0x80) out += static_cast<char>(code);
-  else out += {static_cast<char>(0xC0 | (code >> 6)), static_cast<char>(0x80 | (code & 0x3F))};
+  if (code < 0x80)
+    out += static_cast<char>(code);
+  else
+    out += {static_cast<char>(0xC0 | (code >> 6)), static_cast<char>(0x80 | (code & 0x3F))};
   return out;
 }
 
@@ -75,7 +77,7 @@ json byte_tokenizer_json(const HfTokens& tokens) {
   json vocab = json::object();
   for (int b = 0; b < 256; ++b) vocab[byte_character(b)] = b;
   auto special = [](int64_t id, const char* content) {
-    return json{{"id", id},          {"content", content}, {"single_word", false}, {"lstrip", false},
+    return json{{"id", id},        {"content", content},  {"single_word", false}, {"lstrip", false},
                 {"rstrip", false}, {"normalized", false}, {"special", true}};
   };
   const json byte_level = {
@@ -89,9 +91,16 @@ json byte_tokenizer_json(const HfTokens& tokens) {
           {"post_processor", nullptr},
           {"decoder", byte_level},
           {"model",
-           {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr},
-            {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"byte_fallback", false}, {"ignore_merges", false},
-            {"vocab", vocab}, {"merges", json::array()}}}};
+           {{"type", "BPE"},
+            {"dropout", nullptr},
+            {"unk_token", nullptr},
+            {"continuing_subword_prefix", nullptr},
+            {"end_of_word_suffix", nullptr},
+            {"fuse_unk", false},
+            {"byte_fallback", false},
+            {"ignore_merges", false},
+            {"vocab", vocab},
+            {"merges", json::array()}}}};
 }
 
 // GPT-2's and OPT's learned position table for sinklab's absolute positions: the learned table itself, the
@@ -151,8 +160,9 @@ std::string hf_model_type(const ModelConfig& c, std::string* why) {
     if (c.placement == NormPlacement::pre) return "gpt2";
     // OPT-350m's layout: each sublayer's LayerNorm after its residual sum, no final norm.
     if (c.norm_eps != 1e-5)
-      return no(refuse("model.norm_eps", fmt::format("{}", c.norm_eps), "post-norm models are exported as OPT, whose "
-                                                                         "LayerNorm has eps 1e-5"));
+      return no(refuse("model.norm_eps", fmt::format("{}", c.norm_eps),
+                       "post-norm models are exported as OPT, whose "
+                       "LayerNorm has eps 1e-5"));
     return "opt";
   }
   return no(refuse("model.pe", name_of(c.pe)));
@@ -180,16 +190,25 @@ std::string save_hf(Transformer& model, int64_t context, const HfTokens& tokens,
   std::map<std::string, torch::Tensor> tensors;
   // GPT-2's and OPT's table size: the plan's (the longer of train.context and measure.T), as sinklab's own.
   const int64_t positions = c.max_positions > 0 ? c.max_positions : context;
-  json config = {{"vocab_size", c.vocab}, {"tie_word_embeddings", c.tie_embeddings}, {"dtype", "float32"},
+  json config = {{"vocab_size", c.vocab},
+                 {"tie_word_embeddings", c.tie_embeddings},
+                 {"dtype", "float32"},
                  {"torch_dtype", "float32"}};
   if (tokens.bos >= 0) config["bos_token_id"] = tokens.bos;
   if (tokens.eos >= 0) config["eos_token_id"] = tokens.eos;
   if (type == "gpt2") {
-    config.update({{"model_type", "gpt2"}, {"architectures", {"GPT2LMHeadModel"}}, {"n_embd", c.d}, {"n_layer", c.layers},
-                   {"n_head", c.heads}, {"n_inner", c.ffn_hidden},
+    config.update({{"model_type", "gpt2"},
+                   {"architectures", {"GPT2LMHeadModel"}},
+                   {"n_embd", c.d},
+                   {"n_layer", c.layers},
+                   {"n_head", c.heads},
+                   {"n_inner", c.ffn_hidden},
                    {"n_positions", positions},
-                   {"activation_function", activation(c.ffn)}, {"layer_norm_epsilon", c.norm_eps},
-                   {"resid_pdrop", 0.0}, {"embd_pdrop", 0.0}, {"attn_pdrop", 0.0}});
+                   {"activation_function", activation(c.ffn)},
+                   {"layer_norm_epsilon", c.norm_eps},
+                   {"resid_pdrop", 0.0},
+                   {"embd_pdrop", 0.0},
+                   {"attn_pdrop", 0.0}});
     tensors["transformer.wte.weight"] = w(model.embed->weight);
     tensors["transformer.wpe.weight"] = position_table(model, positions);
     for (int64_t l = 0; l < c.layers; ++l) {
@@ -210,11 +229,20 @@ std::string save_hf(Transformer& model, int64_t context, const HfTokens& tokens,
     tensors["transformer.ln_f.weight"] = w(model.final_norm->weight);
     tensors["transformer.ln_f.bias"] = w(model.final_norm->bias);
   } else if (type == "opt") {
-    config.update({{"model_type", "opt"}, {"architectures", {"OPTForCausalLM"}}, {"hidden_size", c.d},
-                   {"word_embed_proj_dim", c.d}, {"num_hidden_layers", c.layers}, {"num_attention_heads", c.heads},
-                   {"ffn_dim", c.ffn_hidden}, {"max_position_embeddings", positions}, {"do_layer_norm_before", false},
-                   {"activation_function", activation(c.ffn)}, {"enable_bias", true},
-                   {"layer_norm_elementwise_affine", true}, {"dropout", 0.0}, {"attention_dropout", 0.0},
+    config.update({{"model_type", "opt"},
+                   {"architectures", {"OPTForCausalLM"}},
+                   {"hidden_size", c.d},
+                   {"word_embed_proj_dim", c.d},
+                   {"num_hidden_layers", c.layers},
+                   {"num_attention_heads", c.heads},
+                   {"ffn_dim", c.ffn_hidden},
+                   {"max_position_embeddings", positions},
+                   {"do_layer_norm_before", false},
+                   {"activation_function", activation(c.ffn)},
+                   {"enable_bias", true},
+                   {"layer_norm_elementwise_affine", true},
+                   {"dropout", 0.0},
+                   {"attention_dropout", 0.0},
                    {"layerdrop", 0.0}});
     const std::string d = "model.decoder.";
     tensors[d + "embed_tokens.weight"] = w(model.embed->weight);
@@ -241,25 +269,34 @@ std::string save_hf(Transformer& model, int64_t context, const HfTokens& tokens,
       tensors[p + "final_layer_norm.bias"] = w(b.norm2->bias);
     }
   } else if (type == "gpt_neox") {
-    config.update({{"model_type", "gpt_neox"}, {"architectures", {"GPTNeoXForCausalLM"}}, {"hidden_size", c.d},
-                   {"num_hidden_layers", c.layers}, {"num_attention_heads", c.heads}, {"intermediate_size", c.ffn_hidden},
-                   {"hidden_act", activation(c.ffn)}, {"max_position_embeddings", context}, {"layer_norm_eps", c.norm_eps},
-                   {"use_parallel_residual", false}, {"attention_bias", true}, {"hidden_dropout", 0.0},
-                   {"attention_dropout", 0.0},
-                   // rope_parameters for transformers 5, rotary_pct and rotary_emb_base for the 4.x readers
-                   {"rope_parameters",
-                    {{"rope_type", "default"}, {"rope_theta", c.rope_theta}, {"partial_rotary_factor", 1.0}}},
-                   {"rotary_pct", 1.0}, {"rotary_emb_base", c.rope_theta}});
+    config.update(
+        {{"model_type", "gpt_neox"},
+         {"architectures", {"GPTNeoXForCausalLM"}},
+         {"hidden_size", c.d},
+         {"num_hidden_layers", c.layers},
+         {"num_attention_heads", c.heads},
+         {"intermediate_size", c.ffn_hidden},
+         {"hidden_act", activation(c.ffn)},
+         {"max_position_embeddings", context},
+         {"layer_norm_eps", c.norm_eps},
+         {"use_parallel_residual", false},
+         {"attention_bias", true},
+         {"hidden_dropout", 0.0},
+         {"attention_dropout", 0.0},
+         // rope_parameters for transformers 5, rotary_pct and rotary_emb_base for the 4.x readers
+         {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", c.rope_theta}, {"partial_rotary_factor", 1.0}}},
+         {"rotary_pct", 1.0},
+         {"rotary_emb_base", c.rope_theta}});
     tensors["gpt_neox.embed_in.weight"] = w(model.embed->weight);
     for (int64_t l = 0; l < c.layers; ++l) {
       const Block& b = *model.blocks[l];
       const std::string p = fmt::format("gpt_neox.layers.{}.", l);
       auto per_head = [&](const torch::Tensor& t) { return t.view({c.heads, c.d_head, c.d}); };
       // The fused projection is laid out per head: [q_h, k_h, v_h] for each head h.
-      auto qkv = torch::stack({per_head(to_rotate_half(w(b.attn->wq->weight), c.heads, c.d_head)),
-                               per_head(to_rotate_half(w(b.attn->wk->weight), c.heads, c.d_head)),
-                               per_head(w(b.attn->wv->weight))},
-                              1);
+      auto qkv = torch::stack(
+          {per_head(to_rotate_half(w(b.attn->wq->weight), c.heads, c.d_head)),
+           per_head(to_rotate_half(w(b.attn->wk->weight), c.heads, c.d_head)), per_head(w(b.attn->wv->weight))},
+          1);
       auto linear = [&](const std::string& name, const torch::Tensor& weight) {  // zero biases: sinklab's have none
         tensors[p + name + ".weight"] = weight.contiguous();
         tensors[p + name + ".bias"] = torch::zeros({weight.size(0)});
@@ -268,7 +305,8 @@ std::string save_hf(Transformer& model, int64_t context, const HfTokens& tokens,
       linear("attention.dense", w(b.attn->wo->weight));
       linear("mlp.dense_h_to_4h", w(b.ffn->w1->weight));
       linear("mlp.dense_4h_to_h", w(b.ffn->w2->weight));
-      tensors[p + "input_layernorm.weight"] = w(b.norm1->weight), tensors[p + "input_layernorm.bias"] = w(b.norm1->bias);
+      tensors[p + "input_layernorm.weight"] = w(b.norm1->weight),
+                  tensors[p + "input_layernorm.bias"] = w(b.norm1->bias);
       tensors[p + "post_attention_layernorm.weight"] = w(b.norm2->weight);
       tensors[p + "post_attention_layernorm.bias"] = w(b.norm2->bias);
     }
@@ -278,12 +316,21 @@ std::string save_hf(Transformer& model, int64_t context, const HfTokens& tokens,
     const json rope = {{"rope_type", "default"}, {"rope_theta", c.rope_theta}};
     config.update({{"model_type", type},
                    {"architectures", {type == "llama" ? "LlamaForCausalLM" : "MistralForCausalLM"}},
-                   {"hidden_size", c.d}, {"intermediate_size", c.ffn_hidden}, {"num_hidden_layers", c.layers},
-                   {"num_attention_heads", c.heads}, {"num_key_value_heads", c.kv_heads}, {"head_dim", c.d_head},
-                   {"hidden_act", activation(c.ffn)}, {"max_position_embeddings", context}, {"rms_norm_eps", c.norm_eps},
+                   {"hidden_size", c.d},
+                   {"intermediate_size", c.ffn_hidden},
+                   {"num_hidden_layers", c.layers},
+                   {"num_attention_heads", c.heads},
+                   {"num_key_value_heads", c.kv_heads},
+                   {"head_dim", c.d_head},
+                   {"hidden_act", activation(c.ffn)},
+                   {"max_position_embeddings", context},
+                   {"rms_norm_eps", c.norm_eps},
                    // rope_parameters for transformers 5, rope_theta for the 4.x readers
-                   {"rope_parameters", rope}, {"rope_theta", c.rope_theta},
-                   {"attention_bias", false}, {"mlp_bias", false}, {"attention_dropout", 0.0}});
+                   {"rope_parameters", rope},
+                   {"rope_theta", c.rope_theta},
+                   {"attention_bias", false},
+                   {"mlp_bias", false},
+                   {"attention_dropout", 0.0}});
     if (type == "mistral") config["sliding_window"] = c.attention.window;
     tensors["model.embed_tokens.weight"] = w(model.embed->weight);
     for (int64_t l = 0; l < c.layers; ++l) {
@@ -310,9 +357,11 @@ std::string save_hf(Transformer& model, int64_t context, const HfTokens& tokens,
   write_json(fs::path(dir) / "config.json", config);
   if (tokens.bytes) {
     write_json(fs::path(dir) / "tokenizer.json", byte_tokenizer_json(tokens));
-    write_json(fs::path(dir) / "tokenizer_config.json",
-               {{"tokenizer_class", "PreTrainedTokenizerFast"}, {"bos_token", "<|sinklab_bos|>"},
-                {"eos_token", "<|sinklab_eos|>"}, {"model_max_length", context}, {"add_bos_token", false}});
+    write_json(fs::path(dir) / "tokenizer_config.json", {{"tokenizer_class", "PreTrainedTokenizerFast"},
+                                                         {"bos_token", "<|sinklab_bos|>"},
+                                                         {"eos_token", "<|sinklab_eos|>"},
+                                                         {"model_max_length", context},
+                                                         {"add_bos_token", false}});
   }
   return type;
 }

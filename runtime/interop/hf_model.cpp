@@ -21,7 +21,8 @@ std::string activation_of(const std::string& name, const std::string& field) {
   if (name == "gelu") return "gelu";
   if (name == "gelu_new" || name == "gelu_pytorch_tanh" || name == "gelu_fast") return "gelu_tanh";
   if (name == "relu") return "relu";
-  throw std::runtime_error(fmt::format("config.json: {} = \"{}\" is an activation sinklab does not compute", field, name));
+  throw std::runtime_error(
+      fmt::format("config.json: {} = \"{}\" is an activation sinklab does not compute", field, name));
 }
 
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, double eps) {
@@ -42,7 +43,9 @@ torch::Tensor split_heads(const torch::Tensor& x, int64_t heads) {
 HfConfig read_hf_config(const std::string& dir) {
   const fs::path path = fs::path(dir) / "config.json";
   std::ifstream in(path);
-  if (!in) throw std::runtime_error(fmt::format("{}: cannot read (a Hugging Face model folder holds config.json)", path.string()));
+  if (!in)
+    throw std::runtime_error(
+        fmt::format("{}: cannot read (a Hugging Face model folder holds config.json)", path.string()));
   auto j = nlohmann::json::parse(in, nullptr, false);
   if (j.is_discarded() || !j.is_object()) throw std::runtime_error(fmt::format("{}: not a JSON object", path.string()));
   auto integer = [&](std::initializer_list<const char*> names, int64_t fallback = -1) {
@@ -63,22 +66,24 @@ HfConfig read_hf_config(const std::string& dir) {
     return j.contains(name) && j[name].is_boolean() ? j[name].get<bool>() : fallback;
   };
   // transformers 5 writes RoPE's settings in rope_parameters; earlier versions beside the other fields.
-  const nlohmann::json rope = j.contains("rope_parameters") && j["rope_parameters"].is_object() ? j["rope_parameters"]
-                                                                                                : nlohmann::json::object();
+  const nlohmann::json rope = j.contains("rope_parameters") && j["rope_parameters"].is_object()
+                                  ? j["rope_parameters"]
+                                  : nlohmann::json::object();
   auto rope_number = [&](const char* name, std::initializer_list<const char*> legacy, double fallback) {
     if (rope.contains(name) && rope[name].is_number()) return rope[name].get<double>();
     return number(legacy, fallback);
   };
   auto plain_rope_only = [&] {
     if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
-      throw std::runtime_error(fmt::format("{}: rope_scaling is set ({}); sinklab computes plain RoPE only", path.string(),
-                                           j["rope_scaling"].dump()));
-    const std::string type = rope.contains("rope_type") && rope["rope_type"].is_string() ? rope["rope_type"].get<std::string>()
-                                                                                          : "default";
+      throw std::runtime_error(fmt::format("{}: rope_scaling is set ({}); sinklab computes plain RoPE only",
+                                           path.string(), j["rope_scaling"].dump()));
+    const std::string type =
+        rope.contains("rope_type") && rope["rope_type"].is_string() ? rope["rope_type"].get<std::string>() : "default";
     if (type != "default")
-      throw std::runtime_error(fmt::format("{}: rope_parameters.rope_type = \"{}\"; sinklab computes plain RoPE only "
-                                           "(\"default\")",
-                                           path.string(), type));
+      throw std::runtime_error(
+          fmt::format("{}: rope_parameters.rope_type = \"{}\"; sinklab computes plain RoPE only "
+                      "(\"default\")",
+                      path.string(), type));
   };
 
   HfConfig c;
@@ -129,17 +134,19 @@ HfConfig read_hf_config(const std::string& dir) {
     c.norm_before = flag("do_layer_norm_before", true);
     c.activation = activation_of(text("activation_function", "relu"), "activation_function");
   } else {
-    throw std::runtime_error(fmt::format("{}: model_type \"{}\" is not one sinklab reads (llama, mistral, qwen2, gpt2, "
-                                         "gpt_neox, opt)",
-                                         path.string(), c.model_type));
+    throw std::runtime_error(
+        fmt::format("{}: model_type \"{}\" is not one sinklab reads (llama, mistral, qwen2, gpt2, "
+                    "gpt_neox, opt)",
+                    path.string(), c.model_type));
   }
   if (c.d <= 0 || c.layers <= 0 || c.heads <= 0 || c.d % c.heads != 0)
-    throw std::runtime_error(fmt::format("{}: hidden size {} is not a positive multiple of {} heads", path.string(), c.d, c.heads));
+    throw std::runtime_error(
+        fmt::format("{}: hidden size {} is not a positive multiple of {} heads", path.string(), c.d, c.heads));
   if (c.kv_heads <= 0) c.kv_heads = c.heads;
   if (c.head_dim <= 0) c.head_dim = c.d / c.heads;
   if (c.heads % c.kv_heads != 0)
-    throw std::runtime_error(fmt::format("{}: {} attention heads are not a multiple of {} key/value heads", path.string(),
-                                         c.heads, c.kv_heads));
+    throw std::runtime_error(fmt::format("{}: {} attention heads are not a multiple of {} key/value heads",
+                                         path.string(), c.heads, c.kv_heads));
   if (c.family == "gpt_neox") {
     double pct = rope_number("partial_rotary_factor", {"rotary_pct", "partial_rotary_factor"}, 0.25);
     c.rotary_dims = static_cast<int64_t>(c.head_dim * pct);
@@ -150,11 +157,14 @@ HfConfig read_hf_config(const std::string& dir) {
 }
 
 HfModel::HfModel(const std::string& dir) : cfg_(read_hf_config(dir)), tensors_(load_safetensors(dir)) {
-  static const std::map<std::string, std::vector<std::string>> prefixes = {
-      {"llama", {"model.", ""}}, {"gpt2", {"transformer.", ""}}, {"gpt_neox", {"gpt_neox.", ""}},
-      {"opt", {"model.decoder.", "decoder."}}};
-  static const std::map<std::string, std::string> embedding = {
-      {"llama", "embed_tokens.weight"}, {"gpt2", "wte.weight"}, {"gpt_neox", "embed_in.weight"}, {"opt", "embed_tokens.weight"}};
+  static const std::map<std::string, std::vector<std::string>> prefixes = {{"llama", {"model.", ""}},
+                                                                           {"gpt2", {"transformer.", ""}},
+                                                                           {"gpt_neox", {"gpt_neox.", ""}},
+                                                                           {"opt", {"model.decoder.", "decoder."}}};
+  static const std::map<std::string, std::string> embedding = {{"llama", "embed_tokens.weight"},
+                                                               {"gpt2", "wte.weight"},
+                                                               {"gpt_neox", "embed_in.weight"},
+                                                               {"opt", "embed_tokens.weight"}};
   for (const auto& p : prefixes.at(cfg_.family))
     if (tensors_.count(p + embedding.at(cfg_.family))) prefix_ = p;
   weight(embedding.at(cfg_.family));  // a clear error now rather than mid-forward
@@ -168,8 +178,8 @@ torch::Tensor HfModel::optional(const std::string& name) const {
 torch::Tensor HfModel::weight(const std::string& name) const {
   auto t = optional(name);
   if (!t.defined())
-    throw std::runtime_error(fmt::format("the checkpoint has no tensor '{}{}', which a {} ({}) model needs", prefix_, name,
-                                         cfg_.model_type, cfg_.family));
+    throw std::runtime_error(fmt::format("the checkpoint has no tensor '{}{}', which a {} ({}) model needs", prefix_,
+                                         name, cfg_.model_type, cfg_.family));
   return t;
 }
 
@@ -210,13 +220,15 @@ torch::Tensor HfModel::llama_layer(torch::Tensor h, int64_t l, torch::Tensor& pr
   const int64_t T = h.size(1);
   auto x = rms_norm(h, weight(p + "input_layernorm.weight"), cfg_.norm_eps);
   auto projection = [&](const char* name, int64_t heads) {
-    return split_heads(torch::linear(x, weight(p + "self_attn." + name + ".weight"), optional(p + "self_attn." + name + ".bias")),
-                       heads);
+    return split_heads(
+        torch::linear(x, weight(p + "self_attn." + name + ".weight"), optional(p + "self_attn." + name + ".bias")),
+        heads);
   };
   auto q = rotate(projection("q_proj", cfg_.heads), T);
   auto k = rotate(projection("k_proj", cfg_.kv_heads), T);
   auto v = projection("v_proj", cfg_.kv_heads);
-  h = h + torch::linear(attend(q, k, v, probs), weight(p + "self_attn.o_proj.weight"), optional(p + "self_attn.o_proj.bias"));
+  h = h + torch::linear(attend(q, k, v, probs), weight(p + "self_attn.o_proj.weight"),
+                        optional(p + "self_attn.o_proj.bias"));
   x = rms_norm(h, weight(p + "post_attention_layernorm.weight"), cfg_.norm_eps);
   auto dense = [&](const torch::Tensor& in, const std::string& name) {  // mlp_bias = true checkpoints have biases
     return torch::linear(in, weight(p + name + ".weight"), optional(p + name + ".bias"));
@@ -233,7 +245,8 @@ torch::Tensor HfModel::gpt2_layer(torch::Tensor h, int64_t l, torch::Tensor& pro
   };
   auto x = layer_norm(h, weight(p + "ln_1.weight"), weight(p + "ln_1.bias"), cfg_.norm_eps);
   auto qkv = conv1d(x, "attn.c_attn").split(cfg_.d, -1);
-  auto out = attend(split_heads(qkv[0], cfg_.heads), split_heads(qkv[1], cfg_.heads), split_heads(qkv[2], cfg_.heads), probs);
+  auto out =
+      attend(split_heads(qkv[0], cfg_.heads), split_heads(qkv[1], cfg_.heads), split_heads(qkv[2], cfg_.heads), probs);
   h = h + conv1d(out, "attn.c_proj");
   x = layer_norm(h, weight(p + "ln_2.weight"), weight(p + "ln_2.bias"), cfg_.norm_eps);
   return h + conv1d(activate(conv1d(x, "mlp.c_fc")), "mlp.c_proj");
@@ -249,10 +262,13 @@ torch::Tensor HfModel::neox_layer(torch::Tensor h, int64_t l, torch::Tensor& pro
     return torch::linear(x, weight(p + name + ".weight"), optional(p + name + ".bias"));
   };
   // The fused projection is laid out per head: [q_h, k_h, v_h] for each head h.
-  auto qkv = dense(norm(h, "input_layernorm"), "attention.query_key_value").view({N, T, cfg_.heads, 3 * dh}).transpose(1, 2);
+  auto qkv =
+      dense(norm(h, "input_layernorm"), "attention.query_key_value").view({N, T, cfg_.heads, 3 * dh}).transpose(1, 2);
   auto q = rotate(qkv.narrow(-1, 0, dh), T), k = rotate(qkv.narrow(-1, dh, dh), T), v = qkv.narrow(-1, 2 * dh, dh);
   auto attn = dense(attend(q, k, v, probs), "attention.dense");
-  auto mlp = [&](const torch::Tensor& x) { return dense(activate(dense(x, "mlp.dense_h_to_4h")), "mlp.dense_4h_to_h"); };
+  auto mlp = [&](const torch::Tensor& x) {
+    return dense(activate(dense(x, "mlp.dense_h_to_4h")), "mlp.dense_4h_to_h");
+  };
   if (cfg_.parallel_residual) return h + attn + mlp(norm(h, "post_attention_layernorm"));
   h = h + attn;
   return h + mlp(norm(h, "post_attention_layernorm"));
@@ -286,12 +302,14 @@ torch::Tensor HfModel::embed(const torch::Tensor& ids) const {
   auto positions = torch::arange(T, torch::kLong) + cfg_.position_offset;
   if (cfg_.family == "gpt2") {
     auto wpe = weight("wpe.weight");
-    if (T > wpe.size(0)) throw std::runtime_error(fmt::format("T = {} exceeds the model's {} positions", T, wpe.size(0)));
+    if (T > wpe.size(0))
+      throw std::runtime_error(fmt::format("T = {} exceeds the model's {} positions", T, wpe.size(0)));
     return F::embedding(ids, weight("wte.weight")) + F::embedding(positions, wpe).unsqueeze(0);
   }
   auto wpe = weight("embed_positions.weight");
   if (T + cfg_.position_offset > wpe.size(0))
-    throw std::runtime_error(fmt::format("T = {} exceeds the model's {} positions", T, wpe.size(0) - cfg_.position_offset));
+    throw std::runtime_error(
+        fmt::format("T = {} exceeds the model's {} positions", T, wpe.size(0) - cfg_.position_offset));
   auto x = F::embedding(ids, weight("embed_tokens.weight"));
   if (auto project_in = optional("project_in.weight"); project_in.defined()) x = torch::linear(x, project_in);
   return x + F::embedding(positions, wpe).unsqueeze(0);
@@ -302,10 +320,14 @@ void HfModel::forward(const torch::Tensor& ids, const LayerVisitor& visit) const
   auto h = embed(ids);
   for (int64_t l = 0; l < cfg_.layers; ++l) {
     torch::Tensor probs;
-    if (cfg_.family == "llama") h = llama_layer(h, l, probs);
-    else if (cfg_.family == "gpt2") h = gpt2_layer(h, l, probs);
-    else if (cfg_.family == "gpt_neox") h = neox_layer(h, l, probs);
-    else h = opt_layer(h, l, probs);
+    if (cfg_.family == "llama")
+      h = llama_layer(h, l, probs);
+    else if (cfg_.family == "gpt2")
+      h = gpt2_layer(h, l, probs);
+    else if (cfg_.family == "gpt_neox")
+      h = neox_layer(h, l, probs);
+    else
+      h = opt_layer(h, l, probs);
     visit(l, probs, h);
   }
 }

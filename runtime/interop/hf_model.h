@@ -23,8 +23,8 @@ struct HfConfig {
   double norm_eps = 1e-5;
   int64_t rotary_dims = 0;  // leading dims of each head that rotate; 0: learned positions
   double rope_theta = 10000;
-  int64_t position_offset = 0;    // OPT's learned positions start at 2
-  int64_t sliding_window = 0;     // 0: full causal attention
+  int64_t position_offset = 0;     // OPT's learned positions start at 2
+  int64_t sliding_window = 0;      // 0: full causal attention
   bool parallel_residual = false;  // GPT-NeoX: x + attn(ln1 x) + mlp(ln2 x)
   bool norm_before = true;         // OPT-350m normalises after each sublayer
   std::string activation;          // silu, gelu, gelu_tanh, relu
@@ -48,10 +48,10 @@ class HfModel {
   void forward(const torch::Tensor& ids, const LayerVisitor& visit) const;
 
  private:
-  torch::Tensor weight(const std::string& name) const;           // fp32; throws naming a missing tensor
-  torch::Tensor optional(const std::string& name) const;         // undefined when absent
+  torch::Tensor weight(const std::string& name) const;    // fp32; throws naming a missing tensor
+  torch::Tensor optional(const std::string& name) const;  // undefined when absent
   torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                       torch::Tensor& probs) const;              // [N, H, T, dh] each (k, v: kv heads)
+                       torch::Tensor& probs) const;               // [N, H, T, dh] each (k, v: kv heads)
   torch::Tensor rotate(const torch::Tensor& x, int64_t T) const;  // RoPE on the leading rotary_dims
   torch::Tensor activate(const torch::Tensor& x) const;
   torch::Tensor llama_layer(torch::Tensor h, int64_t l, torch::Tensor& probs) const;

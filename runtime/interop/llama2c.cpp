@@ -35,7 +35,9 @@ Llama2cModel load_llama2c(const std::string& path) {
   const int64_t dim = h[0], hidden = h[1], layers = h[2], heads = h[3], kv_heads = h[4], seq_len = h[6];
   const bool shared = h[5] > 0;
   const int64_t vocab = std::abs(int64_t{h[5]});
-  auto bad = [&](const char* what) { return std::runtime_error(fmt::format("'{}' is not a llama2.c checkpoint: {}", path, what)); };
+  auto bad = [&](const char* what) {
+    return std::runtime_error(fmt::format("'{}' is not a llama2.c checkpoint: {}", path, what));
+  };
   if (!plausible_header(dim, hidden, layers, heads, kv_heads, vocab, seq_len)) throw bad("implausible header");
   const int64_t dh = dim / heads, kv_dim = kv_heads * dh;
 
@@ -61,8 +63,8 @@ Llama2cModel load_llama2c(const std::string& path) {
   c.attention.score = ExprNode{ExprNode::Op::Call, 0, "exp", {ExprNode{ExprNode::Op::Var, 0, "qk", {}}}};
   c.attention.shifted_exp = true;
 
-  const int64_t expected = vocab * dim + layers * (2 * dim + dim * dim * 2 + 2 * dim * kv_dim + 3 * dim * hidden) + dim +
-                           seq_len * dh + (shared ? 0 : vocab * dim);
+  const int64_t expected = vocab * dim + layers * (2 * dim + dim * dim * 2 + 2 * dim * kv_dim + 3 * dim * hidden) +
+                           dim + seq_len * dh + (shared ? 0 : vocab * dim);
   std::error_code ec;
   const auto bytes = std::filesystem::file_size(path, ec);
   if (ec || bytes < 28 + 4 * static_cast<uint64_t>(expected))
@@ -98,7 +100,8 @@ std::string llama2c_unsupported(const ModelConfig& c) {
     return fmt::format("{} = {}: llama2.c has {}", field, value, format_has);
   };
   if (c.pe != PosEmbedding::rope) return only("model.pe", name_of(c.pe), "RoPE only");
-  if (c.rope_theta != 10000) return only("model.pe", fmt::format("rope(theta = {})", c.rope_theta), "theta = 10000 only");
+  if (c.rope_theta != 10000)
+    return only("model.pe", fmt::format("rope(theta = {})", c.rope_theta), "theta = 10000 only");
   if (c.norm != NormKind::rmsnorm) return only("model.norm", name_of(c.norm), "RMSNorm only");
   if (c.norm_eps != 1e-5) return only("model.norm_eps", fmt::format("{}", c.norm_eps), "1e-5 only");
   if (c.placement != NormPlacement::pre) return only("model.placement", name_of(c.placement), "pre-norm only");
@@ -109,9 +112,10 @@ std::string llama2c_unsupported(const ModelConfig& c) {
   if (c.biases != Biases::none) return only("model.biases", name_of(c.biases), "no k* / v* attention biases");
   const AttentionConfig& a = c.attention;
   if (!is_softmax(a.score, a.normalize))
-    return fmt::format("attention.score = {} with attention.normalize = {}: llama2.c has softmax attention only "
-                       "(score = exp(qk), normalize = sum)",
-                       to_string(a.score), a.normalize);
+    return fmt::format(
+        "attention.score = {} with attention.normalize = {}: llama2.c has softmax attention only "
+        "(score = exp(qk), normalize = sum)",
+        to_string(a.score), a.normalize);
   if (a.kernel != AttnKernel::identity) return only("attention.kernel", name_of(a.kernel), "no feature map on q and k");
   if (a.gate != Gate::none) return only("attention.gate", name_of(a.gate), "no gate on the attention output");
   if (a.has_sink_logit())
@@ -129,13 +133,15 @@ void save_llama2c(Transformer& model, int64_t seq_len, const std::string& path) 
   if (auto why = llama2c_unsupported(c); !why.empty())
     throw std::runtime_error(fmt::format("cannot write '{}' as a llama2.c checkpoint: {}", path, why));
   if (!plausible_header(c.d, c.ffn_hidden, c.layers, c.heads, c.kv_heads, c.vocab, seq_len))
-    throw std::runtime_error(fmt::format(
-        "cannot write '{}' as a llama2.c checkpoint: sizes outside its header's limits (d {}, ffn_hidden {}, layers {}, "
-        "heads {}, kv_heads {}, vocab {}, seq_len {})",
-        path, c.d, c.ffn_hidden, c.layers, c.heads, c.kv_heads, c.vocab, seq_len));
+    throw std::runtime_error(
+        fmt::format("cannot write '{}' as a llama2.c checkpoint: sizes outside its header's limits (d {}, ffn_hidden "
+                    "{}, layers {}, "
+                    "heads {}, kv_heads {}, vocab {}, seq_len {})",
+                    path, c.d, c.ffn_hidden, c.layers, c.heads, c.kv_heads, c.vocab, seq_len));
   const bool shared = c.tie_embeddings;
-  const int32_t header[7] = {int32_t(c.d),       int32_t(c.ffn_hidden),           int32_t(c.layers), int32_t(c.heads),
-                             int32_t(c.kv_heads), int32_t(shared ? c.vocab : -c.vocab), int32_t(seq_len)};
+  const int32_t header[7] = {int32_t(c.d),     int32_t(c.ffn_hidden), int32_t(c.layers),
+                             int32_t(c.heads), int32_t(c.kv_heads),   int32_t(shared ? c.vocab : -c.vocab),
+                             int32_t(seq_len)};
 
   // The order load_llama2c reads (llama2.c's memory_map_weights):
   // each kind of weight for every layer before the next kind.

@@ -32,7 +32,7 @@ struct Mapping {
 std::shared_ptr<Mapping> map_file(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw std::runtime_error(fmt::format("{}: cannot open ({})", path, std::strerror(errno)));
-  struct stat st {};
+  struct stat st{};
   auto mapping = std::make_shared<Mapping>();
   if (fstat(fd, &st) == 0 && st.st_size > 0) {
     mapping->size = static_cast<size_t>(st.st_size);
@@ -50,11 +50,11 @@ struct DtypeInfo {
 };
 
 const std::map<std::string, DtypeInfo>& known_dtypes() {
-  static const std::map<std::string, DtypeInfo> known = {
-      {"F32", {torch::kFloat, 4}}, {"F16", {torch::kHalf, 2}},  {"BF16", {torch::kBFloat16, 2}},
-      {"F64", {torch::kDouble, 8}}, {"I64", {torch::kLong, 8}}, {"I32", {torch::kInt, 4}},
-      {"I16", {torch::kShort, 2}}, {"I8", {torch::kChar, 1}},   {"U8", {torch::kByte, 1}},
-      {"BOOL", {torch::kBool, 1}}};
+  static const std::map<std::string, DtypeInfo> known = {{"F32", {torch::kFloat, 4}},     {"F16", {torch::kHalf, 2}},
+                                                         {"BF16", {torch::kBFloat16, 2}}, {"F64", {torch::kDouble, 8}},
+                                                         {"I64", {torch::kLong, 8}},      {"I32", {torch::kInt, 4}},
+                                                         {"I16", {torch::kShort, 2}},     {"I8", {torch::kChar, 1}},
+                                                         {"U8", {torch::kByte, 1}},       {"BOOL", {torch::kBool, 1}}};
   return known;
 }
 
@@ -62,7 +62,8 @@ DtypeInfo dtype_of(const std::string& name, const std::string& file, const std::
   const auto& known = known_dtypes();
   auto it = known.find(name);
   if (it == known.end())
-    throw std::runtime_error(fmt::format("{}: tensor '{}' has dtype '{}', which sinklab does not read", file, tensor, name));
+    throw std::runtime_error(
+        fmt::format("{}: tensor '{}' has dtype '{}', which sinklab does not read", file, tensor, name));
   return it->second;
 }
 
@@ -73,8 +74,9 @@ void load_file(const std::string& path, std::map<std::string, torch::Tensor>& ou
   uint64_t header_size = 0;
   for (int b = 7; b >= 0; --b) header_size = (header_size << 8) | bytes[b];
   if (header_size > mapping->size - 8)
-    throw std::runtime_error(fmt::format("{}: header length {} exceeds the file ({} bytes): truncated or not safetensors",
-                                         path, header_size, mapping->size));
+    throw std::runtime_error(
+        fmt::format("{}: header length {} exceeds the file ({} bytes): truncated or not safetensors", path, header_size,
+                    mapping->size));
   auto header = nlohmann::json::parse(bytes + 8, bytes + 8 + header_size, nullptr, false);
   if (header.is_discarded() || !header.is_object())
     throw std::runtime_error(fmt::format("{}: the header is not a JSON object: not a safetensors file", path));
@@ -127,7 +129,8 @@ std::map<std::string, torch::Tensor> load_safetensors(const std::string& path) {
     if (j.is_discarded() || !j.contains("weight_map") || !j["weight_map"].is_object())
       throw std::runtime_error(fmt::format("{}: not a safetensors index (no weight_map object)", index.string()));
     for (auto& [_, file] : j["weight_map"].items()) {
-      if (!file.is_string()) throw std::runtime_error(fmt::format("{}: a weight_map entry is not a file name", index.string()));
+      if (!file.is_string())
+        throw std::runtime_error(fmt::format("{}: a weight_map entry is not a file name", index.string()));
       files.insert((fs::path(path) / file.get<std::string>()).string());
     }
   } else {

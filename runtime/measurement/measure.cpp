@@ -10,7 +10,7 @@ SinkReport sink_metrics(const std::vector<torch::Tensor>& attention, const torch
   SinkReport r;
   if (attention.empty()) return r;
   const int64_t offset = extra_column ? 1 : 0;
-  auto seen_by = allowed.to(torch::kDouble).sum(0);  // [S]: how many queries see each key
+  auto seen_by = allowed.to(torch::kDouble).sum(0);     // [S]: how many queries see each key
   std::map<int64_t, std::pair<int64_t, int64_t>> hits;  // position -> (heads over eps, total)
   int64_t star_hits = 0, star_total = 0;
   for (const auto& A : attention) {
@@ -40,8 +40,8 @@ SinkReport sink_metrics(const std::vector<torch::Tensor>& attention, const torch
   return r;
 }
 
-SinkReport measure_model(Transformer& model, const torch::Tensor& inputs, const std::vector<int64_t>& positions, double eps,
-                         bool massive) {
+SinkReport measure_model(Transformer& model, const torch::Tensor& inputs, const std::vector<int64_t>& positions,
+                         double eps, bool massive) {
   torch::NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
@@ -75,7 +75,9 @@ SinkReport measure_model(Transformer& model, const torch::Tensor& inputs, const 
   if (!f.sink_shares.empty()) sink_logit_metrics(f.sink_shares, cfg.sink_token ? 1 : 0, eps, r);
   for (const auto& g : f.geometry) {
     auto rows = g.to(torch::kDouble).contiguous();
-    auto row = [&](int64_t k) { return std::vector<double>(rows[k].data_ptr<double>(), rows[k].data_ptr<double>() + rows.size(1)); };
+    auto row = [&](int64_t k) {
+      return std::vector<double>(rows[k].data_ptr<double>(), rows[k].data_ptr<double>() + rows.size(1));
+    };
     r.key_norm_ratio.push_back(row(0));
     r.value_norm_ratio.push_back(row(1));
     r.query_key_cos.push_back(row(2));
@@ -135,19 +137,21 @@ SinkReport combine_chunks(const std::vector<SinkReport>& parts) {
     for (const auto& p : parts) v += value(p) * double(p.sequences) / total;
     return v;
   };
-  for (auto& [k, v] : r.sink) v = weighted([k = k](const SinkReport& p) { return p.sink.count(k) ? p.sink.at(k) : 0.0; });
+  for (auto& [k, v] : r.sink)
+    v = weighted([k = k](const SinkReport& p) { return p.sink.count(k) ? p.sink.at(k) : 0.0; });
   if (r.sink_star >= 0) r.sink_star = weighted([](const SinkReport& p) { return p.sink_star; });
-  auto table = [&](std::vector<std::vector<double>> SinkReport::*member) {
+  auto table = [&](std::vector<std::vector<double>> SinkReport::* member) {
     for (size_t l = 0; l < (r.*member).size(); ++l)
       for (size_t h = 0; h < (r.*member)[l].size(); ++h)
         (r.*member)[l][h] = weighted([&](const SinkReport& p) { return (p.*member)[l][h]; });
   };
-  for (auto member : {&SinkReport::alpha, &SinkReport::alpha_star, &SinkReport::sink_logit_share, &SinkReport::key_norm_ratio,
-                      &SinkReport::value_norm_ratio, &SinkReport::query_key_cos})
+  for (auto member : {&SinkReport::alpha, &SinkReport::alpha_star, &SinkReport::sink_logit_share,
+                      &SinkReport::key_norm_ratio, &SinkReport::value_norm_ratio, &SinkReport::query_key_cos})
     table(member);
   if (r.sink_logit >= 0) r.sink_logit = weighted([](const SinkReport& p) { return p.sink_logit; });
-  auto layers = [&](std::vector<double> SinkReport::*member) {
-    for (size_t l = 0; l < (r.*member).size(); ++l) (r.*member)[l] = weighted([&](const SinkReport& p) { return (p.*member)[l]; });
+  auto layers = [&](std::vector<double> SinkReport::* member) {
+    for (size_t l = 0; l < (r.*member).size(); ++l)
+      (r.*member)[l] = weighted([&](const SinkReport& p) { return (p.*member)[l]; });
   };
   layers(&SinkReport::massive);
   layers(&SinkReport::gate);

@@ -14,15 +14,15 @@
 namespace sink::rt {
 
 struct SinkReport {
-  std::map<int64_t, double> sink;                 // position k (1-based) -> Sink_k^eps in %
-  double sink_star = -1;                          // Sink_* in %, -1 when there is no extra column
-  std::vector<std::vector<double>> alpha;         // [layer][head] mean alpha_1 (first measured position)
-  std::vector<std::vector<double>> alpha_star;    // [layer][head] mean alpha_*, when present
-  std::vector<double> massive;                    // per layer: |h_1| / mean_{t>1} |h_t|
-  std::vector<double> gate;                       // per layer: mean gate value of a gated model
-  double sink_logit = -1;                         // Sink_logit^eps in %, -1 without a sink logit
+  std::map<int64_t, double> sink;                     // position k (1-based) -> Sink_k^eps in %
+  double sink_star = -1;                              // Sink_* in %, -1 when there is no extra column
+  std::vector<std::vector<double>> alpha;             // [layer][head] mean alpha_1 (first measured position)
+  std::vector<std::vector<double>> alpha_star;        // [layer][head] mean alpha_*, when present
+  std::vector<double> massive;                        // per layer: |h_1| / mean_{t>1} |h_t|
+  std::vector<double> gate;                           // per layer: mean gate value of a gated model
+  double sink_logit = -1;                             // Sink_logit^eps in %, -1 without a sink logit
   std::vector<std::vector<double>> sink_logit_share;  // [layer][head] its mean share of a row
-  std::vector<double> max_activation;             // per layer: max |h| over tokens and channels
+  std::vector<double> max_activation;                 // per layer: max |h| over tokens and channels
   // [layer][head], the first token's geometry (runtime/measurement/geometry.h)
   std::vector<std::vector<double>> key_norm_ratio, value_norm_ratio, query_key_cos;
   int64_t sequences = 0;
@@ -35,8 +35,8 @@ SinkReport sink_metrics(const std::vector<torch::Tensor>& attention, const torch
                         const std::vector<int64_t>& positions, double eps, bool extra_column);
 
 // Runs the model on the measurement inputs and computes everything.
-SinkReport measure_model(Transformer& model, const torch::Tensor& inputs, const std::vector<int64_t>& positions, double eps,
-                         bool massive);
+SinkReport measure_model(Transformer& model, const torch::Tensor& inputs, const std::vector<int64_t>& positions,
+                         double eps, bool massive);
 
 // The same for a Hugging Face checkpoint (causal attention, no extra column),
 // one layer at a time so that only one layer's attention is ever held.

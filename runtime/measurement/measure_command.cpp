@@ -8,14 +8,14 @@
 
 #include "plan/installation.h"
 #include "plan/run_config.h"
-#include "runtime/training/checkpoint.h"
 #include "runtime/data/corpus.h"
-#include "runtime/interop/hf_model.h"
 #include "runtime/data/hf_tokenizer.h"
+#include "runtime/data/tokenizer.h"
+#include "runtime/interop/hf_model.h"
 #include "runtime/interop/llama2c.h"
 #include "runtime/measurement/measure.h"
+#include "runtime/training/checkpoint.h"
 #include "runtime/training/run_dir.h"
-#include "runtime/data/tokenizer.h"
 #include "runtime/training/train.h"
 
 namespace sink::rt {
@@ -28,7 +28,7 @@ namespace {
 // What an external checkpoint (not a run) needs from the input builder.
 struct Vocabulary {
   int64_t size = 0;
-  int64_t bos = -1;  // -1: the checkpoint names no BOS
+  int64_t bos = -1;                                       // -1: the checkpoint names no BOS
   std::function<std::unique_ptr<Tokenizer>()> tokenizer;  // for natural input; throws when there is none
 };
 
@@ -54,7 +54,8 @@ std::vector<int32_t> read_ids(const std::string& path, int64_t vocab) {
       } catch (const std::exception&) {
       }
       if (used != part.size() || id < 0 || id >= vocab)
-        throw std::runtime_error(fmt::format("--ids {}: entry {} ('{}') is not a token id in [0, {})", path, count, part, vocab));
+        throw std::runtime_error(
+            fmt::format("--ids {}: entry {} ('{}') is not a token id in [0, {})", path, count, part, vocab));
       ids.push_back(static_cast<int32_t>(id));
     }
   }
@@ -77,8 +78,10 @@ torch::Tensor external_inputs(const MeasureOptions& o, const Vocabulary& vocab, 
   } else if (parse_choice<MeasureInput>(o.input) == MeasureInput::natural) {
     auto tokenizer = vocab.tokenizer();
     std::vector<std::string> docs;
-    if (!o.text.empty()) docs = {o.text};
-    else if (!o.text_file.empty()) docs = {read_text_file(o.text_file)};
+    if (!o.text.empty())
+      docs = {o.text};
+    else if (!o.text_file.empty())
+      docs = {read_text_file(o.text_file)};
     else {
       // Held-out prose, not text the model was trained on.
       docs = read_documents(builtin_corpus("default").string(), nullptr);
@@ -96,7 +99,8 @@ torch::Tensor external_inputs(const MeasureOptions& o, const Vocabulary& vocab, 
   }
   if (!stream.empty()) {
     if (static_cast<int64_t>(stream.size()) < o.n * content)
-      note += fmt::format("{}{} tokens for {} x {}: the windows repeat", note.empty() ? "" : "; ", stream.size(), o.n, content);
+      note += fmt::format("{}{} tokens for {} x {}: the windows repeat", note.empty() ? "" : "; ", stream.size(), o.n,
+                          content);
     for (int64_t b = 0; b < o.n; ++b) {
       int64_t t = 0;
       if (bos) acc[b][t++] = vocab.bos;
@@ -165,8 +169,8 @@ void print(const MeasureOptions& o, json about, const std::string& header, const
     fmt::print("{}\n", about.dump(2));
     return;
   }
-  print_text(fmt::format("{}, input {}, T = {}, {} sequences, {} BOS{}", header, o.input, o.T, o.n, bos ? "with" : "without",
-                         note.empty() ? "" : " (" + note + ")"),
+  print_text(fmt::format("{}, input {}, T = {}, {} sequences, {} BOS{}", header, o.input, o.T, o.n,
+                         bos ? "with" : "without", note.empty() ? "" : " (" + note + ")"),
              r, o.eps);
 }
 
@@ -183,9 +187,11 @@ int measure_run(MeasureOptions& o) {
   auto x = batches.measure_inputs(o.n, o.T, parse_choice<MeasureInput>(o.input), bos);
   std::vector<SinkReport> parts;
   for (int64_t b = 0; b < o.n; b += 25)
-    parts.push_back(measure_model(*trained.model, x.narrow(0, b, std::min<int64_t>(25, o.n - b)), o.positions, o.eps, true));
+    parts.push_back(
+        measure_model(*trained.model, x.narrow(0, b, std::min<int64_t>(25, o.n - b)), o.positions, o.eps, true));
   json about = {{"kind", "run"}, {"run", plan.name}, {"hash", plan.hash8()}, {"step", trained.step}};
-  print(o, about, fmt::format("{} ({}), step {}", plan.name, plan.hash8(), trained.step), combine_chunks(parts), bos, "");
+  print(o, about, fmt::format("{} ({}), step {}", plan.name, plan.hash8(), trained.step), combine_chunks(parts), bos,
+        "");
   return 0;
 }
 
@@ -205,9 +211,11 @@ int measure_llama2c(MeasureOptions& o) {
   const bool bos = checkpoint_bos(o);
   std::string note;
   auto x = external_inputs(o, vocab, bos, note);
-  json about = {{"kind", "llama2c"},
-                {"model", {{"d", c.d}, {"layers", c.layers}, {"heads", c.heads}, {"kv_heads", c.kv_heads}, {"vocab", c.vocab}}}};
-  auto header = fmt::format("{} (llama2.c: d {}, {} layers, {} heads, {} kv heads)", o.target, c.d, c.layers, c.heads, c.kv_heads);
+  json about = {
+      {"kind", "llama2c"},
+      {"model", {{"d", c.d}, {"layers", c.layers}, {"heads", c.heads}, {"kv_heads", c.kv_heads}, {"vocab", c.vocab}}}};
+  auto header = fmt::format("{} (llama2.c: d {}, {} layers, {} heads, {} kv heads)", o.target, c.d, c.layers, c.heads,
+                            c.kv_heads);
   print(o, about, header, measure_model(*loaded.model, x, o.positions, o.eps, true), bos, note);
   return 0;
 }
@@ -232,8 +240,13 @@ int measure_hf(MeasureOptions& o) {
   auto x = external_inputs(o, vocab, bos, note);
   json about = {{"kind", "huggingface"},
                 {"model",
-                 {{"model_type", c.model_type}, {"d", c.d}, {"layers", c.layers}, {"heads", c.heads},
-                  {"kv_heads", c.kv_heads}, {"head_dim", c.head_dim}, {"vocab", c.vocab}}}};
+                 {{"model_type", c.model_type},
+                  {"d", c.d},
+                  {"layers", c.layers},
+                  {"heads", c.heads},
+                  {"kv_heads", c.kv_heads},
+                  {"head_dim", c.head_dim},
+                  {"vocab", c.vocab}}}};
   auto header = fmt::format("{} (Hugging Face {}: d {}, {} layers, {} heads, {} kv heads)", o.target, c.model_type, c.d,
                             c.layers, c.heads, c.kv_heads);
   print(o, about, header, measure_hf_model(model, x, o.positions, o.eps), bos, note);
@@ -245,7 +258,8 @@ int measure_hf(MeasureOptions& o) {
 int measure_command(MeasureOptions o) {
   if (o.positions.empty()) o.positions = {1};
   if (!o.ids_file.empty()) {
-    if (!o.input.empty() && o.input != "ids") throw std::runtime_error("--ids FILE is an input: leave out --input " + o.input);
+    if (!o.input.empty() && o.input != "ids")
+      throw std::runtime_error("--ids FILE is an input: leave out --input " + o.input);
     o.input = "ids";
   }
   if (o.input == "ids" && o.ids_file.empty()) throw std::runtime_error("--input ids needs --ids FILE");
@@ -265,9 +279,10 @@ int measure_command(MeasureOptions o) {
   if (o.input.empty()) o.input = name_of(MeasureInput::random);
   if (fs::is_directory(target) && fs::exists(target / "config.json")) return measure_hf(o);
   if (fs::is_directory(target))
-    throw std::runtime_error(fmt::format("{}: neither a run directory (plan.toml) nor a Hugging Face model folder "
-                                         "(config.json + *.safetensors)",
-                                         o.target));
+    throw std::runtime_error(
+        fmt::format("{}: neither a run directory (plan.toml) nor a Hugging Face model folder "
+                    "(config.json + *.safetensors)",
+                    o.target));
   return measure_llama2c(o);
 }
 

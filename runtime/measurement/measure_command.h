@@ -9,12 +9,12 @@ namespace sink::rt {
 
 struct MeasureOptions {
   std::string target;
-  std::string input;      // natural | random | repeat | ids; empty: the run's measure.input, else random
-  std::string text;       // natural input: this text, or
-  std::string text_file;  //   this file's text (else the builtin corpus's prose)
-  std::string ids_file;   // pre-tokenized ids (whitespace-separated integers), for byte-level BPE tokenizers
-  std::string tokenizer;  // llama2.c tok*.bin; Hugging Face folders use their tokenizer.model
-  std::string bos;        // with | without | auto; empty: the run's measure.bos, else without
+  std::string input;            // natural | random | repeat | ids; empty: the run's measure.input, else random
+  std::string text;             // natural input: this text, or
+  std::string text_file;        //   this file's text (else the builtin corpus's prose)
+  std::string ids_file;         // pre-tokenized ids (whitespace-separated integers), for byte-level BPE tokenizers
+  std::string tokenizer;        // llama2.c tok*.bin; Hugging Face folders use their tokenizer.model
+  std::string bos;              // with | without | auto; empty: the run's measure.bos, else without
   std::string format = "text";  // text | json
   double eps = 0.3;
   int64_t T = 64, n = 100;

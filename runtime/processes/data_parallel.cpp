@@ -72,7 +72,7 @@ class C10dDataParallel : public DataParallel {
     gloo->devices.push_back(interface.empty() ? c10d::ProcessGroupGloo::createDefaultDevice()
                                               : c10d::ProcessGroupGloo::createDeviceForInterface(interface));
     gloo_ = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>(prefix_, store_), rank,
-                                                       size, gloo);
+                                                        size, gloo);
   }
 
 #if SINKLAB_HAVE_NCCL
@@ -186,8 +186,9 @@ std::unique_ptr<DataParallel> DataParallel::from_environment() {
 #if SINKLAB_HAVE_C10D
   return std::make_unique<C10dDataParallel>(rank, size, host, port);
 #else
-  throw std::runtime_error("WORLD_SIZE > 1, but this sinkc-runtime was built without c10d (its LibTorch lacks the "
-                           "distributed headers, or gloo's)");
+  throw std::runtime_error(
+      "WORLD_SIZE > 1, but this sinkc-runtime was built without c10d (its LibTorch lacks the "
+      "distributed headers, or gloo's)");
 #endif
 }
 

@@ -18,8 +18,9 @@ namespace sink::rt {
 namespace {
 
 pid_t start_child(const SweepRun& run, const SweepOptions& options, int slot) {
-  std::vector<std::string> argv = {"/proc/self/exe", "run", run.plan_file, "--no-progress", "--auto-threads",
-                                   std::to_string(options.threads_per_run)};
+  std::vector<std::string> argv = {"/proc/self/exe", "run",
+                                   run.plan_file,    "--no-progress",
+                                   "--auto-threads", std::to_string(options.threads_per_run)};
   argv.insert(argv.end(), options.flags.begin(), options.flags.end());
   if (options.gpus > 0) argv.insert(argv.end(), {"--gpu", std::to_string(slot % options.gpus)});
   std::vector<char*> args;
@@ -93,8 +94,10 @@ int run_sweep(const std::vector<SweepRun>& runs, const SweepOptions& options) {
       running.erase(pid);
       ++done;
       const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      if (code == 130) interrupted = true;
-      else if (code != 0) ++failures;
+      if (code == 130)
+        interrupted = true;
+      else if (code != 0)
+        ++failures;
       if (tty) fmt::print(stderr, "\r\033[K");
       continue;
     }

@@ -30,8 +30,10 @@ Checkpoint load_checkpoint(const std::string& path, Transformer& model, torch::o
     // (shape and bytes), so a checkpoint of another model would load silently:
     // compare every parameter and buffer with what the plan's model expects.
     std::vector<std::tuple<std::string, std::vector<int64_t>, c10::ScalarType>> expected;
-    for (auto& item : model.named_parameters()) expected.emplace_back(item.key(), item.value().sizes().vec(), item.value().scalar_type());
-    for (auto& item : model.named_buffers()) expected.emplace_back(item.key(), item.value().sizes().vec(), item.value().scalar_type());
+    for (auto& item : model.named_parameters())
+      expected.emplace_back(item.key(), item.value().sizes().vec(), item.value().scalar_type());
+    for (auto& item : model.named_buffers())
+      expected.emplace_back(item.key(), item.value().sizes().vec(), item.value().scalar_type());
     model.load(model_archive);
     auto shape = [](const std::vector<int64_t>& v) {
       std::string out;
@@ -44,8 +46,9 @@ Checkpoint load_checkpoint(const std::string& path, Transformer& model, torch::o
       const torch::Tensor* now = loaded.find(name);
       if (!now) now = loaded_buffers.find(name);
       if (!now || now->sizes().vec() != sizes || now->scalar_type() != type)
-        throw std::runtime_error(fmt::format("checkpoint '{}' is from another model: '{}' is {} there, the plan's model has {}",
-                                             path, name, now ? shape(now->sizes().vec()) : "missing", shape(sizes)));
+        throw std::runtime_error(
+            fmt::format("checkpoint '{}' is from another model: '{}' is {} there, the plan's model has {}", path, name,
+                        now ? shape(now->sizes().vec()) : "missing", shape(sizes)));
     }
     if (opt) {
       archive.read("optimizer", opt_archive);
@@ -63,12 +66,11 @@ Checkpoint load_checkpoint(const std::string& path, Transformer& model, torch::o
     c.loss_count = scalar("loss_count").item<int64_t>();
   } catch (const c10::Error& e) {
     std::string what = e.what_without_backtrace();
-    throw std::runtime_error(fmt::format("checkpoint '{}' is corrupt or from another model: {}", path,
-                                         what.substr(0, what.find('\n'))));
+    throw std::runtime_error(
+        fmt::format("checkpoint '{}' is corrupt or from another model: {}", path, what.substr(0, what.find('\n'))));
   }
   return c;
 }
-
 
 // The vocabulary a checkpoint's embedding has (a plan may leave model.vocab
 // to the data); 0 when the file cannot say.
@@ -136,7 +138,8 @@ TrainedModel load_trained_model(const std::string& run_dir) {
   const std::string latest = (fs::path(run_dir) / "checkpoint" / "state.pt").string();
   const std::string previous = (fs::path(run_dir) / "checkpoint" / "state.prev.pt").string();
   if (!fs::exists(latest, ec) && !fs::exists(previous, ec))
-    throw std::runtime_error(fmt::format("run '{}' has no checkpoint ({} is missing): train it first", run_dir, latest));
+    throw std::runtime_error(
+        fmt::format("run '{}' has no checkpoint ({} is missing): train it first", run_dir, latest));
   if (cfg.model.vocab == 0) cfg.model.vocab = checkpoint_vocab(latest);
   if (cfg.model.vocab == 0) cfg.model.vocab = checkpoint_vocab(previous);
   if (cfg.model.vocab == 0) cfg.model.vocab = 1;  // the load below says what is wrong with the files

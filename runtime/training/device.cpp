@@ -10,12 +10,17 @@ int visible_gpus() { return torch::cuda::is_available() ? static_cast<int>(torch
 torch::Device training_device(DeviceKind kind, int gpu) {
   if (kind != DeviceKind::cuda) return torch::kCPU;
   const int gpus = visible_gpus();
-  const char* cpu_only = "Debian's LibTorch is CPU-only: build on the GPU node against its PyTorch, scripts/setup-gpu.sh";
-  if (gpu >= 0 && gpus == 0) throw std::runtime_error(fmt::format("--gpu {}: this LibTorch sees no CUDA device ({})", gpu, cpu_only));
-  if (gpus == 0) throw std::runtime_error(fmt::format("train.device = cuda, but this LibTorch sees no CUDA device ({})", cpu_only));
+  const char* cpu_only =
+      "Debian's LibTorch is CPU-only: build on the GPU node against its PyTorch, scripts/setup-gpu.sh";
+  if (gpu >= 0 && gpus == 0)
+    throw std::runtime_error(fmt::format("--gpu {}: this LibTorch sees no CUDA device ({})", gpu, cpu_only));
+  if (gpus == 0)
+    throw std::runtime_error(fmt::format("train.device = cuda, but this LibTorch sees no CUDA device ({})", cpu_only));
   if (gpu >= gpus)
-    throw std::runtime_error(fmt::format("--gpu {}: this process sees {} GPU{} (0 to {}; CUDA_VISIBLE_DEVICES "
-                                         "renumbers them from 0)", gpu, gpus, gpus == 1 ? "" : "s", gpus - 1));
+    throw std::runtime_error(
+        fmt::format("--gpu {}: this process sees {} GPU{} (0 to {}; CUDA_VISIBLE_DEVICES "
+                    "renumbers them from 0)",
+                    gpu, gpus, gpus == 1 ? "" : "s", gpus - 1));
   if (gpu < 0) {
     // torchrun's LOCAL_RANK; the data-parallel setup has already checked WORLD_SIZE and RANK.
     const char* local_rank = std::getenv("LOCAL_RANK");

@@ -2,9 +2,9 @@
 
 #include <cmath>
 
+#include "runtime/attention/score.h"
 #include "runtime/measurement/geometry.h"
 #include "runtime/training/positions.h"
-#include "runtime/attention/score.h"
 
 namespace sink::rt {
 
@@ -33,9 +33,12 @@ torch::Tensor FeedForward::forward(const torch::Tensor& x) {
   return w2(h);
 }
 
-SelfAttention::SelfAttention(const ModelConfig& c, std::shared_ptr<AttentionBackend> b) : cfg(c), backend(std::move(b)) {
+SelfAttention::SelfAttention(const ModelConfig& c, std::shared_ptr<AttentionBackend> b)
+    : cfg(c), backend(std::move(b)) {
   const int64_t H = c.heads, Hkv = c.kv_heads, dh = c.d_head;
-  auto linear = [](int64_t in, int64_t out) { return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false)); };
+  auto linear = [](int64_t in, int64_t out) {
+    return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+  };
   wq = register_module("wq", linear(c.d, H * dh));
   wk = register_module("wk", linear(c.d, Hkv * dh));
   wv = register_module("wv", linear(c.d, Hkv * dh));
@@ -43,28 +46,33 @@ SelfAttention::SelfAttention(const ModelConfig& c, std::shared_ptr<AttentionBack
   if (c.attention.gate != Gate::none)
     wg = register_module("wg", linear(c.d, c.attention.gate == Gate::elementwise ? H * dh : H));
   if (c.attention.kernel == AttnKernel::mlp) {
-    kernel_w1 = register_parameter("kernel_w1", torch::randn({H, dh, c.attention.kernel_hidden}) / std::sqrt(double(dh)));
-    kernel_w2 = register_parameter("kernel_w2", torch::randn({H, c.attention.kernel_hidden, dh}) /
-                                                    std::sqrt(double(c.attention.kernel_hidden)));
+    kernel_w1 =
+        register_parameter("kernel_w1", torch::randn({H, dh, c.attention.kernel_hidden}) / std::sqrt(double(dh)));
+    kernel_w2 = register_parameter(
+        "kernel_w2", torch::randn({H, c.attention.kernel_hidden, dh}) / std::sqrt(double(c.attention.kernel_hidden)));
   }
   if (c.attention.sink_logit == SinkLogit::learned) sink_logit = register_parameter("sink_logit", torch::zeros({H}));
   if (c.attention.sink_logit == SinkLogit::fixed)
     sink_logit = register_buffer("sink_logit", torch::full({H}, c.attention.sink_logit_value));
   if (c.attention.differential) {
     // As the authors initialise them: N(0, 0.1) vectors of the half head, a unit gain.
-    for (auto [name, slot] : {std::pair{"lambda_q1", &lambda_q1}, {"lambda_k1", &lambda_k1}, {"lambda_q2", &lambda_q2},
+    for (auto [name, slot] : {std::pair{"lambda_q1", &lambda_q1},
+                              {"lambda_k1", &lambda_k1},
+                              {"lambda_q2", &lambda_q2},
                               {"lambda_k2", &lambda_k2}})
       *slot = register_parameter(name, torch::randn({dh / 2}) * 0.1);
     out_norm_weight = register_parameter("out_norm_weight", torch::ones({dh}));
   }
   const int64_t bias_heads = c.bias_shared ? 1 : H;
-  if (c.key_column())
-    k_star_learned = register_parameter("k_star", torch::randn({bias_heads, c.k_dims}) * c.init_std);
+  if (c.key_column()) k_star_learned = register_parameter("k_star", torch::randn({bias_heads, c.k_dims}) * c.init_std);
   if (c.biases != Biases::none) {
-    if (c.v_star == VStar::learned) v_star = register_parameter("v_star", torch::zeros({bias_heads, dh}));
+    if (c.v_star == VStar::learned)
+      v_star = register_parameter("v_star", torch::zeros({bias_heads, dh}));
     else if (c.v_star == VStar::fixed)
-      v_star = register_buffer("v_star", eval_vector(c.v_star_expr, dh).to(torch::kFloat).unsqueeze(0).expand({bias_heads, dh}).clone());
-    else v_star = register_buffer("v_star", torch::zeros({bias_heads, dh}));
+      v_star = register_buffer(
+          "v_star", eval_vector(c.v_star_expr, dh).to(torch::kFloat).unsqueeze(0).expand({bias_heads, dh}).clone());
+    else
+      v_star = register_buffer("v_star", torch::zeros({bias_heads, dh}));
   }
 }
 
@@ -109,8 +117,8 @@ torch::Tensor SelfAttention::differential(const AttentionCall& call, LayerProbe*
   return out;
 }
 
-torch::Tensor SelfAttention::forward(const torch::Tensor& x, const torch::Tensor& rope_cos, const torch::Tensor& rope_sin,
-                                     const torch::Tensor& g, LayerProbe* probe) {
+torch::Tensor SelfAttention::forward(const torch::Tensor& x, const torch::Tensor& rope_cos,
+                                     const torch::Tensor& rope_sin, const torch::Tensor& g, LayerProbe* probe) {
   const int64_t B = x.size(0), T = x.size(1), H = cfg.heads, Hkv = cfg.kv_heads, dh = cfg.d_head;
   auto q = wq(x).view({B, T, H, dh}).transpose(1, 2);
   auto k = wk(x).view({B, T, Hkv, dh}).transpose(1, 2);
@@ -136,7 +144,8 @@ torch::Tensor SelfAttention::forward(const torch::Tensor& x, const torch::Tensor
   torch::Tensor k_star;
   if (k_star_learned.defined()) {
     k_star = k_star_learned;
-    if (cfg.k_dims < dh) k_star = torch::cat({k_star, torch::zeros({k_star.size(0), dh - cfg.k_dims}, k_star.options())}, -1);
+    if (cfg.k_dims < dh)
+      k_star = torch::cat({k_star, torch::zeros({k_star.size(0), dh - cfg.k_dims}, k_star.options())}, -1);
   }
   AttentionCall call{q, k, v, g, k_star, k_star.defined() ? v_star : torch::Tensor(), sink_logit};
   torch::Tensor out;
@@ -149,8 +158,9 @@ torch::Tensor SelfAttention::forward(const torch::Tensor& x, const torch::Tensor
   }
   if (probe) {
     const int64_t first = cfg.sink_token ? 1 : 0;  // token 1 is the first real token
-    if (T - first >= 2) probe->geometry = first_token_geometry(q.narrow(2, first, T - first), k.narrow(2, first, T - first),
-                                                               v.narrow(2, first, T - first));
+    if (T - first >= 2)
+      probe->geometry = first_token_geometry(q.narrow(2, first, T - first), k.narrow(2, first, T - first),
+                                             v.narrow(2, first, T - first));
   }
   if (cfg.biases == Biases::v) out = out + v_star.unsqueeze(0).unsqueeze(2);
   if (wg) {
@@ -174,7 +184,8 @@ torch::Tensor sinusoidal_positions(int64_t T, int64_t d) {
   auto pos = torch::arange(T, torch::kFloat).unsqueeze(1);
   auto freq = torch::exp(torch::arange(0, d, 2, torch::kFloat) * (-std::log(10000.0) / d));
   auto table = torch::zeros({T, d});
-  table.index_put_({torch::indexing::Slice(), torch::indexing::Slice(0, torch::indexing::None, 2)}, torch::sin(pos * freq));
+  table.index_put_({torch::indexing::Slice(), torch::indexing::Slice(0, torch::indexing::None, 2)},
+                   torch::sin(pos * freq));
   table.index_put_({torch::indexing::Slice(), torch::indexing::Slice(1, torch::indexing::None, 2)},
                    torch::cos(pos * freq).narrow(1, 0, d / 2));
   return table;
@@ -199,7 +210,8 @@ Transformer::Transformer(const ModelConfig& c, torch::Device dev)
     blocks.push_back(register_module("block" + std::to_string(l), std::make_shared<Block>(c, backend)));
   if (c.placement == NormPlacement::pre)
     final_norm = register_module("final_norm", std::make_shared<Norm>(c.norm, c.d, c.norm_eps));
-  if (!c.tie_embeddings) head = register_module("head", torch::nn::Linear(torch::nn::LinearOptions(c.d, c.vocab).bias(false)));
+  if (!c.tie_embeddings)
+    head = register_module("head", torch::nn::Linear(torch::nn::LinearOptions(c.d, c.vocab).bias(false)));
 
   torch::NoGradGuard no_grad;
   for (auto& item : named_parameters()) {

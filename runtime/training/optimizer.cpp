@@ -17,7 +17,8 @@ std::unique_ptr<torch::optim::AdamW> make_optimizer(Transformer& model, const Tr
 }
 
 double learning_rate(const TrainConfig& cfg, int64_t step) {
-  if (cfg.warmup > 0 && step < cfg.warmup) return cfg.lr * static_cast<double>(step + 1) / static_cast<double>(cfg.warmup);
+  if (cfg.warmup > 0 && step < cfg.warmup)
+    return cfg.lr * static_cast<double>(step + 1) / static_cast<double>(cfg.warmup);
   if (cfg.schedule != Schedule::cosine) return cfg.lr;
   const double span = std::max<int64_t>(1, cfg.steps - cfg.warmup);
   const double progress = std::min(1.0, static_cast<double>(step - cfg.warmup) / span);

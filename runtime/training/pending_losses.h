@@ -16,7 +16,7 @@ class PendingLosses {
   bool empty() const { return losses_.empty(); }
 
   struct Read {
-    double sum = 0;   // of the finite steps before the first non-finite one
+    double sum = 0;  // of the finite steps before the first non-finite one
     int64_t count = 0;
     double last = NAN;
     std::optional<int64_t> first_non_finite;  // the 0-based step

@@ -22,8 +22,10 @@ void set_enabled(c10::DeviceType t, bool on) {
 #if SINKLAB_AUTOCAST_BY_DEVICE
   at::autocast::set_autocast_enabled(t, on);
 #else
-  if (t == c10::DeviceType::CUDA) at::autocast::set_enabled(on);
-  else at::autocast::set_cpu_enabled(on);
+  if (t == c10::DeviceType::CUDA)
+    at::autocast::set_enabled(on);
+  else
+    at::autocast::set_cpu_enabled(on);
 #endif
 }
 
@@ -39,8 +41,10 @@ void set_dtype(c10::DeviceType t, at::ScalarType d) {
 #if SINKLAB_AUTOCAST_BY_DEVICE
   at::autocast::set_autocast_dtype(t, d);
 #else
-  if (t == c10::DeviceType::CUDA) at::autocast::set_autocast_gpu_dtype(d);
-  else at::autocast::set_autocast_cpu_dtype(d);
+  if (t == c10::DeviceType::CUDA)
+    at::autocast::set_autocast_gpu_dtype(d);
+  else
+    at::autocast::set_autocast_cpu_dtype(d);
 #endif
 }
 

@@ -5,9 +5,9 @@
 #include <unistd.h>
 
 #include "plan/run_record.h"
-#include "runtime/training/checkpoint.h"
 #include "runtime/processes/data_parallel.h"
 #include "runtime/processes/process.h"
+#include "runtime/training/checkpoint.h"
 
 namespace sink::rt {
 namespace fs = std::filesystem;
@@ -29,7 +29,8 @@ void link_a_completed_twin(const Plan& plan, const std::string& out, const std::
   if (fs::exists(own, ec) || !fs::is_directory(out, ec)) return;
   for (const auto& e : fs::directory_iterator(out, ec)) {
     const std::string name = e.path().filename().string();
-    if (!e.is_directory(ec) || name.size() < 9 || name.substr(name.size() - 9) != std::string(1, '-') + plan.hash8()) continue;
+    if (!e.is_directory(ec) || name.size() < 9 || name.substr(name.size() - 9) != std::string(1, '-') + plan.hash8())
+      continue;
     if (completed(RunDir(e.path().string()).summary(), plan)) {
       fs::create_directory_symlink(e.path().filename(), own, ec);
       return;
@@ -53,13 +54,17 @@ RunClaim claim_run(const Plan& plan, const RunOptions& options) {
     std::error_code ec;
     fs::create_directories(claim.dir, ec);
     claim.lock = RunLock::acquire(claim.dir, options.wait);
-    if (!claim.lock) decision = kElsewhere;
-    else if (completed(RunDir::read_summary(claim.dir), plan)) decision = kCached;
+    if (!claim.lock)
+      decision = kElsewhere;
+    else if (completed(RunDir::read_summary(claim.dir), plan))
+      decision = kCached;
   }
   if (workers) decision = workers->broadcast({decision})[0];
   if (decision == kElsewhere) {
-    claim.skipped = RunResult{"running elsewhere", claim.dir,
-                              {{key::kReason, claim.leader ? RunLock::holder(claim.dir) : std::string("rank 0 skipped it")}}};
+    claim.skipped =
+        RunResult{"running elsewhere",
+                  claim.dir,
+                  {{key::kReason, claim.leader ? RunLock::holder(claim.dir) : std::string("rank 0 skipped it")}}};
   } else if (decision == kCached) {
     claim.skipped = RunResult{"cached", claim.dir, claim.leader ? *RunDir::read_summary(claim.dir) : json()};
   }

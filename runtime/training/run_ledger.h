@@ -11,8 +11,8 @@
 
 #include "plan/plan.h"
 #include "plan/run_record.h"
-#include "runtime/training/run_dir.h"
 #include "runtime/processes/run_lock.h"
+#include "runtime/training/run_dir.h"
 #include "runtime/training/train.h"
 
 namespace sink::rt {

@@ -5,25 +5,25 @@
 #include <cmath>
 #include <filesystem>
 #include <fmt/format.h>
-#include <thread>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <unistd.h>
 
-#include "plan/run_record.h"
 #include "plan/run_config.h"
+#include "plan/run_record.h"
 #include "runtime/data/batches.h"
 #include "runtime/data/corpus.h"
-#include "runtime/processes/data_parallel.h"
-#include "runtime/training/device.h"
-#include "runtime/processes/interrupt.h"
 #include "runtime/measurement/measure.h"
+#include "runtime/processes/data_parallel.h"
+#include "runtime/processes/interrupt.h"
+#include "runtime/processes/process.h"
+#include "runtime/training/checkpoint.h"
+#include "runtime/training/device.h"
 #include "runtime/training/model.h"
 #include "runtime/training/optimizer.h"
 #include "runtime/training/pending_losses.h"
 #include "runtime/training/precision.h"
-#include "runtime/processes/process.h"
-#include "runtime/training/checkpoint.h"
 #include "runtime/training/run_dir.h"
 #include "runtime/training/run_ledger.h"
 
@@ -67,7 +67,8 @@ json evaluate(Transformer& model, const Batches& batches, const RunConfig& cfg) 
   int64_t chunks = 0;
   for (int64_t b = 0; b < n_valid; b += 16, ++chunks) {
     int64_t n = std::min<int64_t>(16, n_valid - b);
-    loss += lm_loss(model.forward(x.narrow(0, b, n)).logits, y.narrow(0, b, n), cfg.model.attention.prefix).item<double>();
+    loss +=
+        lm_loss(model.forward(x.narrow(0, b, n)).logits, y.narrow(0, b, n), cfg.model.attention.prefix).item<double>();
   }
   m[eval_key::kValidLoss] = loss / std::max<int64_t>(1, chunks);
 
@@ -104,12 +105,14 @@ json attention_maps(Transformer& model, const Batches& batches, const RunConfig&
     for (int64_t h = 0; h < A.size(0); ++h) heads.emplace_back(A[h].select(1, 0).mean().item<double>(), l, h);
   }
   std::sort(heads.rbegin(), heads.rend());
-  json out = {{"tokens", std::vector<int64_t>(x.data_ptr<int64_t>(), x.data_ptr<int64_t>() + T)}, {"maps", json::array()}};
+  json out = {{"tokens", std::vector<int64_t>(x.data_ptr<int64_t>(), x.data_ptr<int64_t>() + T)},
+              {"maps", json::array()}};
   for (size_t k = 0; k < std::min<size_t>(4, heads.size()); ++k) {
     auto [alpha, l, h] = heads[k];
     auto A = maps[l][h].to(torch::kCPU, torch::kDouble).contiguous();
     std::vector<std::vector<double>> rows(A.size(0));
-    for (int64_t i = 0; i < A.size(0); ++i) rows[i].assign(A[i].data_ptr<double>(), A[i].data_ptr<double>() + A.size(1));
+    for (int64_t i = 0; i < A.size(0); ++i)
+      rows[i].assign(A[i].data_ptr<double>(), A[i].data_ptr<double>() + A.size(1));
     out["maps"].push_back({{"layer", l}, {"head", h}, {"A", rows}});
   }
   return out;
@@ -130,7 +133,7 @@ Training set_up(const Plan& plan, const RunOptions& options, RunDir& dir, RunRec
   Training t;
   t.cfg = read_config(plan);
   RunConfig& cfg = t.cfg;
-  const int64_t threads = cfg.train.threads > 0    ? cfg.train.threads
+  const int64_t threads = cfg.train.threads > 0      ? cfg.train.threads
                           : options.auto_threads > 0 ? options.auto_threads
                                                      : std::max(1u, std::thread::hardware_concurrency());
   at::set_num_threads(static_cast<int>(threads));
@@ -140,9 +143,11 @@ Training set_up(const Plan& plan, const RunOptions& options, RunDir& dir, RunRec
       load_data(cfg.data, options.data_cache.empty() ? options.out + "/.cache" : options.data_cache));
   if (cfg.model.vocab == 0) cfg.model.vocab = t.data->vocab;
   if (cfg.model.vocab < t.data->vocab)
-    throw std::runtime_error(fmt::format("model.vocab = {} is smaller than the data's vocabulary ({})", cfg.model.vocab, t.data->vocab));
+    throw std::runtime_error(
+        fmt::format("model.vocab = {} is smaller than the data's vocabulary ({})", cfg.model.vocab, t.data->vocab));
   for (auto [token, pos] : cfg.data.fixed)
-    if (token >= cfg.model.vocab) throw std::runtime_error(fmt::format("fixed token {} is outside the vocabulary ({})", token, cfg.model.vocab));
+    if (token >= cfg.model.vocab)
+      throw std::runtime_error(fmt::format("fixed token {} is outside the vocabulary ({})", token, cfg.model.vocab));
   t.batches = std::make_unique<Batches>(*t.data, cfg.data, cfg.train.context, cfg.train.batch, cfg.train.seed);
 
   torch::manual_seed(static_cast<uint64_t>(cfg.train.seed));
@@ -188,8 +193,10 @@ class Checkpoints {
       const int64_t leader_step = workers->broadcast({state.step})[0];
       if (!leader_) state = restore_here();
       if (state.step != leader_step)
-        throw std::runtime_error(fmt::format("worker {} resumed at step {}, rank 0 at step {}: the checkpoint changed "
-                                             "under them", workers->rank(), state.step, leader_step));
+        throw std::runtime_error(
+            fmt::format("worker {} resumed at step {}, rank 0 at step {}: the checkpoint changed "
+                        "under them",
+                        workers->rank(), state.step, leader_step));
       workers->broadcast_parameters(t_.model->parameters());
     }
     saved_step_ = options_.resume ? state.step : -1;

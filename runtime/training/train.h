@@ -14,12 +14,12 @@ class DataParallel;
 struct RunOptions {
   std::string out = "runs";
   bool resume = false;
-  bool progress = true;      // the live progress line on a terminal
-  int64_t stop_after = -1;   // tests: stop (as if killed) after this many steps
-  std::string data_cache = "";  // SentencePiece models etc.; default <out>/.cache
-  bool wait = false;         // a run another process holds: wait for it rather than skip it
-  int64_t auto_threads = 0;  // threads when the plan says train.threads = 0; 0: the machine's default
-  int gpu = -1;              // --gpu N for cuda runs; -1: training_device chooses (runtime/training/device.h)
+  bool progress = true;             // the live progress line on a terminal
+  int64_t stop_after = -1;          // tests: stop (as if killed) after this many steps
+  std::string data_cache = "";      // SentencePiece models etc.; default <out>/.cache
+  bool wait = false;                // a run another process holds: wait for it rather than skip it
+  int64_t auto_threads = 0;         // threads when the plan says train.threads = 0; 0: the machine's default
+  int gpu = -1;                     // --gpu N for cuda runs; -1: training_device chooses (runtime/training/device.h)
   DataParallel* workers = nullptr;  // data-parallel workers (torchrun); null: this process alone
 };
 

@@ -8,8 +8,8 @@
 #include <sstream>
 #include <unistd.h>
 
-#include "kernels/emit_llvm.h"
 #include "kernels/emit_cuda.h"
+#include "kernels/emit_llvm.h"
 #include "plan/kernel_spec.h"
 #include "spec_helpers.h"
 

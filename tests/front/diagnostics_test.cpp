@@ -47,7 +47,8 @@ std::string read(const fs::path& p) {
 }
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) s.replace(pos, from.size(), to);
+  for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size())
+    s.replace(pos, from.size(), to);
   return s;
 }
 
@@ -127,24 +128,70 @@ TEST(DiagGoldenSet, HasEnoughCasesEachWithExpectedFile) {
 TEST(DiagGoldenSet, CoversEveryRule) {
   std::string all;
   for (const auto& n : golden_cases()) all += read(golden_dir() / (n + ".expected"));
-  const std::vector<std::string> rules = {
-      "syntax error: unexpected end of file", "syntax error: unexpected '@'", "unterminated string",
-      "unterminated comment", "invalid byte in source", "unknown field", "did you mean", "unknown block",
-      "expects an integer, got", "expects a number, got", "expects true or false", "expects one of", "unknown value",
-      "expects a string in double quotes", "expects a list such as", "expects a list of 2 values",
-      "expects an expression, got", "must be a vector", "of two vectors is not defined",
-      "expects an integer or none", "is out of range for", "is not a count of tokens", "has no meaning in an expression",
-      "has no parameter", "given twice", "too many arguments", "unknown function", "unknown variable",
-      "takes 2 arguments, got 1", "positional arguments only", "unknown preset or experiment", "unknown import",
-      "import cycle", "'extends' cycle", "duplicate experiment name", "sweep axis 'optim.weight_decy' is not a field",
-      "needs a non-empty list of values", "has no axis", "given twice", "two runs are named",
-      "statements belong in a data block", "without normalization grows without bound", "must be below context",
-      "covers the whole context", "is past train.context", "does not divide d", "does not divide heads",
-      "exceeds heads", "exceeds d_head", "RoPE rotates pairs", "a fixed v* vector needs biases = k",
-      "is outside the vocabulary", "is both fixed and random", "fixed to two different tokens", "is past measure.T",
-      "learned positions stop at context", "give one offset or one per trigger", "leaves no ordinary tokens",
-      "needs a path", "does not depend on qk", "has no effect with biases = none", "k_dims needs key biases",
-      "in run '", "warning: measure.every"};
+  const std::vector<std::string> rules = {"syntax error: unexpected end of file",
+                                          "syntax error: unexpected '@'",
+                                          "unterminated string",
+                                          "unterminated comment",
+                                          "invalid byte in source",
+                                          "unknown field",
+                                          "did you mean",
+                                          "unknown block",
+                                          "expects an integer, got",
+                                          "expects a number, got",
+                                          "expects true or false",
+                                          "expects one of",
+                                          "unknown value",
+                                          "expects a string in double quotes",
+                                          "expects a list such as",
+                                          "expects a list of 2 values",
+                                          "expects an expression, got",
+                                          "must be a vector",
+                                          "of two vectors is not defined",
+                                          "expects an integer or none",
+                                          "is out of range for",
+                                          "is not a count of tokens",
+                                          "has no meaning in an expression",
+                                          "has no parameter",
+                                          "given twice",
+                                          "too many arguments",
+                                          "unknown function",
+                                          "unknown variable",
+                                          "takes 2 arguments, got 1",
+                                          "positional arguments only",
+                                          "unknown preset or experiment",
+                                          "unknown import",
+                                          "import cycle",
+                                          "'extends' cycle",
+                                          "duplicate experiment name",
+                                          "sweep axis 'optim.weight_decy' is not a field",
+                                          "needs a non-empty list of values",
+                                          "has no axis",
+                                          "given twice",
+                                          "two runs are named",
+                                          "statements belong in a data block",
+                                          "without normalization grows without bound",
+                                          "must be below context",
+                                          "covers the whole context",
+                                          "is past train.context",
+                                          "does not divide d",
+                                          "does not divide heads",
+                                          "exceeds heads",
+                                          "exceeds d_head",
+                                          "RoPE rotates pairs",
+                                          "a fixed v* vector needs biases = k",
+                                          "is outside the vocabulary",
+                                          "is both fixed and random",
+                                          "fixed to two different tokens",
+                                          "is past measure.T",
+                                          "learned positions stop at context",
+                                          "give one offset or one per trigger",
+                                          "leaves no ordinary tokens",
+                                          "needs a path",
+                                          "does not depend on qk",
+                                          "has no effect with biases = none",
+                                          "k_dims needs key biases",
+                                          "in run '",
+                                          "warning: measure.every"};
   for (const auto& r : rules) EXPECT_NE(all.find(r), std::string::npos) << "no golden case for: " << r;
 }
 
@@ -153,10 +200,10 @@ TEST(DiagGoldenSet, CoversEveryRule) {
 TEST(DiagAll, FiveIndependentErrorsAreAllReported) {
   auto c = compile_text(
       "experiment a extends tiny {\n"
-      "  model { d = 64.5 }\n"           // not an integer
-      "  optim.lr = 100\n"                // out of range
-      "  modle.heads = 4\n"               // unknown block (as a dotted field)
-      "  attention.score = expp(qk)\n"    // unknown function
+      "  model { d = 64.5 }\n"          // not an integer
+      "  optim.lr = 100\n"              // out of range
+      "  modle.heads = 4\n"             // unknown block (as a dotted field)
+      "  attention.score = expp(qk)\n"  // unknown function
       "}\n"
       "experiment b extends tinny {}\n");  // unknown preset
   const auto& all = c->diagnostics().all();
@@ -171,8 +218,8 @@ TEST(DiagAll, FiveIndependentErrorsAreAllReported) {
 TEST(DiagAll, SyntaxErrorDoesNotHideSemanticErrorsElsewhere) {
   auto c = compile_text(
       "experiment a extends tiny {\n"
-      "  model { d = }\n"                 // syntax error
-      "  optim.lr = 100\n"                // still checked
+      "  model { d = }\n"   // syntax error
+      "  optim.lr = 100\n"  // still checked
       "}\n"
       "experiment b extends tiny { train.context = 1 }\n");  // still checked
   std::vector<int> lines;
@@ -186,17 +233,18 @@ TEST(DiagAll, RenderedOutputIsSortedByLine) {
   // rules); the rendered output must still read top to bottom.
   const std::string text =
       "experiment a extends tiny {\n"
-      "  loss.prefix = 64\n"          // line 2: cross-field rule (reported last)
+      "  loss.prefix = 64\n"  // line 2: cross-field rule (reported last)
       "}\n"
       "experiment b extends tiny {\n"
-      "  model.d = true\n"            // line 5: type error (reported second)
+      "  model.d = true\n"  // line 5: type error (reported second)
       "}\n"
       "experiment c extends tiny { model { d = 64 @ } }\n";  // line 7: syntax error (reported first)
   auto c = compile_text(text);
   const auto& all = c->diagnostics().all();
   ASSERT_EQ(all.size(), 3u) << c->diagnostics().render();
   // The raw order is not sorted, so the check below means something.
-  EXPECT_FALSE(std::is_sorted(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.span.line < b.span.line; }));
+  EXPECT_FALSE(
+      std::is_sorted(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.span.line < b.span.line; }));
   const std::string rendered = c->diagnostics().render();
   std::regex where("test\\.sink:(\\d+):(\\d+): ");
   std::vector<int> lines;

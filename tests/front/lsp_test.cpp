@@ -39,8 +39,10 @@ struct Client {
     json answer;
     for (const auto& reply : server.handle(m.dump())) {
       json r = json::parse(reply);
-      if (r.contains("id") && r["id"] == id) answer = r;
-      else notifications.push_back(r);
+      if (r.contains("id") && r["id"] == id)
+        answer = r;
+      else
+        notifications.push_back(r);
     }
     if (request) EXPECT_FALSE(answer.is_null()) << method << " got no answer";
     return answer;
@@ -67,15 +69,17 @@ std::vector<std::string> labels(const json& items) {
   return out;
 }
 
-bool has(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+bool has(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
 
 }  // namespace
 
 TEST(Lsp, DiagnosticsOnOpenAndOnEveryChange) {
   Client c;
   c.initialize();
-  c.send("textDocument/didOpen", {{"textDocument", {{"uri", kUri}, {"languageId", "sink"}, {"version", 1}, {"text", kSpec}}}},
-         false);
+  c.send("textDocument/didOpen",
+         {{"textDocument", {{"uri", kUri}, {"languageId", "sink"}, {"version", 1}, {"text", kSpec}}}}, false);
   json d = c.last_diagnostics();
   ASSERT_EQ(d.size(), 1u) << d.dump(2);
   EXPECT_EQ(d[0]["severity"], 1);
@@ -83,9 +87,9 @@ TEST(Lsp, DiagnosticsOnOpenAndOnEveryChange) {
   EXPECT_EQ(d[0]["range"]["start"]["character"], 10);  // `dd`
   EXPECT_NE(d[0]["message"].get<std::string>().find("did you mean 'model.d'"), std::string::npos) << d[0]["message"];
   // The quick fix the hint offers: the written `dd` becomes `d` (its block is around it).
-  json fixes = c.result("textDocument/codeAction", {{"textDocument", {{"uri", kUri}}},
-                                                    {"range", d[0]["range"]},
-                                                    {"context", {{"diagnostics", d}}}});
+  json fixes =
+      c.result("textDocument/codeAction",
+               {{"textDocument", {{"uri", kUri}}}, {"range", d[0]["range"]}, {"context", {{"diagnostics", d}}}});
   ASSERT_EQ(fixes.size(), 1u) << fixes.dump(2);
   EXPECT_EQ(fixes[0]["kind"], "quickfix");
   const json& edit = fixes[0]["edit"]["changes"][kUri][0];
@@ -94,13 +98,15 @@ TEST(Lsp, DiagnosticsOnOpenAndOnEveryChange) {
   // An incremental edit: dd -> d.
   c.send("textDocument/didChange",
          {{"textDocument", {{"uri", kUri}, {"version", 2}}},
-          {"contentChanges", {{{"range", {{"start", {{"line", 4}, {"character", 10}}}, {"end", {{"line", 4}, {"character", 12}}}}},
-                               {"text", "d"}}}}},
+          {"contentChanges",
+           {{{"range", {{"start", {{"line", 4}, {"character", 10}}}, {"end", {{"line", 4}, {"character", 12}}}}},
+             {"text", "d"}}}}},
          false);
   EXPECT_TRUE(c.last_diagnostics().empty()) << c.last_diagnostics().dump(2);
   // A whole-text change with an error in an imported file's use: shown where it is.
   c.send("textDocument/didChange",
-         {{"textDocument", {{"uri", kUri}, {"version", 3}}}, {"contentChanges", {{{"text", "experiment b extends nope {}\n"}}}}},
+         {{"textDocument", {{"uri", kUri}, {"version", 3}}},
+          {"contentChanges", {{{"text", "experiment b extends nope {}\n"}}}}},
          false);
   d = c.last_diagnostics();
   ASSERT_FALSE(d.empty());
@@ -131,8 +137,10 @@ TEST(Lsp, HoverCompletionDefinitionSymbolsFormatting) {
   EXPECT_FALSE(has(in_model, "lr"));
   c.send("textDocument/didChange",
          {{"textDocument", {{"uri", kUri}, {"version", 2}}},
-          {"contentChanges", {{{"text", "experiment a extends \n"
-                                        "experiment b extends micro {\n  model.ffn = \n  attention.score = \n  optim {  }\n}\n"}}}}},
+          {"contentChanges",
+           {{{"text",
+              "experiment a extends \n"
+              "experiment b extends micro {\n  model.ffn = \n  attention.score = \n  optim {  }\n}\n"}}}}},
          false);
   EXPECT_TRUE(has(labels(c.result("textDocument/completion", c.at(0, 21))), "micro"));
   EXPECT_TRUE(has(labels(c.result("textDocument/completion", c.at(2, 14))), "swiglu"));
@@ -144,8 +152,8 @@ TEST(Lsp, HoverCompletionDefinitionSymbolsFormatting) {
   EXPECT_TRUE(has(labels(c.result("textDocument/completion", c.at(6, 0))), "experiment"));
 
   // Definition: `extends micro` goes to the preset in the stdlib.
-  c.send("textDocument/didChange", {{"textDocument", {{"uri", kUri}, {"version", 3}}}, {"contentChanges", {{{"text", fixed}}}}},
-         false);
+  c.send("textDocument/didChange",
+         {{"textDocument", {{"uri", kUri}, {"version", 3}}}, {"contentChanges", {{{"text", fixed}}}}}, false);
   json where = c.result("textDocument/definition", c.at(2, 23));
   ASSERT_TRUE(where.is_object()) << where;
   EXPECT_NE(where["uri"].get<std::string>().find("stdlib/presets.sink"), std::string::npos) << where;
@@ -186,24 +194,28 @@ TEST(Lsp, BadInputIsAnsweredNeverCrashes) {
     for (const auto& r : replies) EXPECT_TRUE(json::parse(r).contains("error")) << r;
   }
   EXPECT_EQ(c.send("no/such/method", json::object())["error"]["code"], -32601);
-  EXPECT_EQ(c.send("textDocument/hover", {{"textDocument", {{"uri", "file:///not/open.sink"}}}})["error"]["code"], -32602);
+  EXPECT_EQ(c.send("textDocument/hover", {{"textDocument", {{"uri", "file:///not/open.sink"}}}})["error"]["code"],
+            -32602);
   EXPECT_EQ(c.send("textDocument/didOpen", {{"textDocument", {{"uri", 5}}}})["error"]["code"], -32602);
   // Any text, any position.
   // Invalid UTF-8 inside a message is a parse error; a document with any valid text is fine.
-  auto raw = c.server.handle("{\"jsonrpc\": \"2.0\", \"id\": 99, \"method\": \"textDocument/hover\", \"text\": \"\xff\"}");
+  auto raw =
+      c.server.handle("{\"jsonrpc\": \"2.0\", \"id\": 99, \"method\": \"textDocument/hover\", \"text\": \"\xff\"}");
   ASSERT_EQ(raw.size(), 1u);
   EXPECT_EQ(json::parse(raw[0])["error"]["code"], -32700);
-  c.send("textDocument/didOpen", {{"textDocument", {{"uri", kUri}, {"version", 1}, {"text", "experiment \u00ff { x = \"open"}}}},
-         false);
-  for (auto [line, character] : std::vector<std::pair<double, double>>{{0, 0}, {0, 1e12}, {1e12, 0}, {-5, -5}, {0, 3}}) {
+  c.send("textDocument/didOpen",
+         {{"textDocument", {{"uri", kUri}, {"version", 1}, {"text", "experiment \u00ff { x = \"open"}}}}, false);
+  for (auto [line, character] :
+       std::vector<std::pair<double, double>>{{0, 0}, {0, 1e12}, {1e12, 0}, {-5, -5}, {0, 3}}) {
     json at = {{"textDocument", {{"uri", kUri}}}, {"position", {{"line", line}, {"character", character}}}};
     for (const char* m : {"textDocument/hover", "textDocument/completion", "textDocument/definition"})
       EXPECT_FALSE(c.send(m, at).contains("error")) << m << " at " << line << ", " << character;
   }
   c.send("textDocument/didChange",
          {{"textDocument", {{"uri", kUri}}},
-          {"contentChanges", {{{"range", {{"start", {{"line", 9}, {"character", 9}}}, {"end", {{"line", 0}, {"character", 0}}}}},
-                               {"text", "}}}}"}}}}},
+          {"contentChanges",
+           {{{"range", {{"start", {{"line", 9}, {"character", 9}}}, {"end", {{"line", 0}, {"character", 0}}}}},
+             {"text", "}}}}"}}}}},
          false);
   EXPECT_TRUE(c.send("textDocument/formatting", {{"textDocument", {{"uri", kUri}}}})["result"].is_array());
 }

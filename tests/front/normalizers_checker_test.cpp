@@ -8,13 +8,14 @@
 
 TEST(NormalizersChecker, ExpUnderARowThatDoesNotBoundItIsRefused) {
   for (const auto& row : sink::normalizers()) {
-    const std::string text = "experiment e extends tiny {\n  attention {\n    score = exp(qk)\n    normalize = " + row.name +
-                             "\n  }\n}\n";
+    const std::string text =
+        "experiment e extends tiny {\n  attention {\n    score = exp(qk)\n    normalize = " + row.name + "\n  }\n}\n";
     auto c = sink::testing::compile_text(text);
     bool diverges = false;
     for (const auto& d : c->diagnostics().all())
       diverges = diverges || d.message.find("grows without bound") != std::string::npos;
     EXPECT_EQ(diverges, !row.bounds_scores) << row.name << ":\n" << c->diagnostics().render();
-    if (row.bounds_scores) EXPECT_FALSE(c->diagnostics().has_errors()) << row.name << ":\n" << c->diagnostics().render();
+    if (row.bounds_scores)
+      EXPECT_FALSE(c->diagnostics().has_errors()) << row.name << ":\n" << c->diagnostics().render();
   }
 }

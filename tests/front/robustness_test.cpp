@@ -33,8 +33,10 @@ struct Result {
   std::string describe() const {
     std::ostringstream s;
     if (timed_out) s << "timed out; ";
-    if (!exited) s << "killed by signal " << signal << " (" << strsignal(signal) << "); ";
-    else s << "exit " << status << "; ";
+    if (!exited)
+      s << "killed by signal " << signal << " (" << strsignal(signal) << "); ";
+    else
+      s << "exit " << status << "; ";
     s << "stderr (" << err.size() << " bytes): " << err.substr(0, 2000);
     return s.str();
   }
@@ -43,7 +45,8 @@ struct Result {
 class TempDir {
  public:
   TempDir() {
-    path_ = fs::temp_directory_path() / ("sinklab-robust-" + std::to_string(getpid()) + "-" + std::to_string(counter_++));
+    path_ =
+        fs::temp_directory_path() / ("sinklab-robust-" + std::to_string(getpid()) + "-" + std::to_string(counter_++));
     fs::remove_all(path_);
     fs::create_directories(path_);
   }
@@ -168,8 +171,9 @@ std::string random_bytes(uint32_t seed, size_t n) {
 
 TEST(Exit, CleanSpecIsZero) {
   TempDir dir;
-  auto r = check(dir.write("clean.sink", "experiment clean extends tiny {\n  optim.lr = 1e-3\n}\n"
-                                         "sweep wd over tiny { optim.weight_decay in [0.0, 0.1] }\n"));
+  auto r = check(dir.write("clean.sink",
+                           "experiment clean extends tiny {\n  optim.lr = 1e-3\n}\n"
+                           "sweep wd over tiny { optim.weight_decay in [0.0, 0.1] }\n"));
   expect_status(r, 0);
   EXPECT_EQ(r.err, "");
   EXPECT_NE(r.out.find("ok: 1 file, 3 runs"), std::string::npos) << r.out;
@@ -235,11 +239,11 @@ TEST(Exit, ADirectoryIsCheckedAsItsSpecs) {
 
 TEST(Exit, BadUsageIsTwo) {
   const std::vector<std::vector<std::string>> usages = {
-      {},                                         // no command
-      {"check"},                                  // no file
-      {"frobnicate", "x.sink"},                   // no such command
-      {"check", "--no-such-flag", "x.sink"},      // no such option
-      {"plan", "x.sink", "--format", "yaml"},     // bad option value
+      {},                                      // no command
+      {"check"},                               // no file
+      {"frobnicate", "x.sink"},                // no such command
+      {"check", "--no-such-flag", "x.sink"},   // no such option
+      {"plan", "x.sink", "--format", "yaml"},  // bad option value
   };
   for (const auto& args : usages) {
     auto r = run_sinkc(args);
@@ -273,7 +277,8 @@ TEST(Robust, BinaryGarbageWithNulBytes) {
 TEST(Robust, PrintableGarbage) {
   TempDir dir;
   std::mt19937 rng(7);
-  const std::string alphabet = "{}[]()=.,;+-*/^\"'#@!$%&|~<>?:_ \n\tabcxyz019 experiment sweep over in extends fix token at";
+  const std::string alphabet =
+      "{}[]()=.,;+-*/^\"'#@!$%&|~<>?:_ \n\tabcxyz019 experiment sweep over in extends fix token at";
   std::string s;
   for (int k = 0; k < 64 * 1024; ++k) s += alphabet[rng() % alphabet.size()];
   expect_rejected(check(dir.write("printable.sink", s)));
@@ -313,7 +318,8 @@ TEST(Robust, LongSingleLineIsFast) {
   TempDir dir;
   std::string text;
   for (int k = 0; text.size() < 900 * 1024; ++k)
-    text += "experiment e" + std::to_string(k) + " extends tiny { data.corpus = builtin(\"\xc3\xa9\") optim.lr = 1e-3 } ";
+    text +=
+        "experiment e" + std::to_string(k) + " extends tiny { data.corpus = builtin(\"\xc3\xa9\") optim.lr = 1e-3 } ";
   text += "experiment last extends tiny { model.d = true }";
   auto r = check(dir.write("oneline.sink", text));
   expect_rejected(r);
@@ -330,8 +336,8 @@ TEST(Robust, DeeplyNestedParentheses) {
 
 TEST(Robust, DeeplyNestedBracketsAndBlocks) {
   TempDir dir;
-  expect_rejected(check(dir.write("brackets.sink", "experiment a extends tiny { measure.positions = " +
-                                                       std::string(100000, '[') + "\n}\n")));
+  expect_rejected(check(dir.write(
+      "brackets.sink", "experiment a extends tiny { measure.positions = " + std::string(100000, '[') + "\n}\n")));
   expect_rejected(check(dir.write("blocks.sink", "experiment a extends tiny " + std::string(100000, '{'))));
   std::string closing(100000, ')');
   expect_rejected(check(dir.write("closing.sink", closing)));
@@ -345,9 +351,10 @@ TEST(Robust, HugeSum) {
   expect_rejected(r);
   EXPECT_NE(r.err.find("operators"), std::string::npos) << r.describe();
   // Also as a score expression and with unary minus chains.
-  expect_rejected(check(dir.write("score.sink", "experiment s extends tiny { attention.score = qk" +
-                                                    std::string(200000, '+') + "qk }\n")));
-  expect_rejected(check(dir.write("neg.sink", "experiment s extends tiny { optim.lr = " + std::string(200000, '-') + "1 }\n")));
+  expect_rejected(check(dir.write(
+      "score.sink", "experiment s extends tiny { attention.score = qk" + std::string(200000, '+') + "qk }\n")));
+  expect_rejected(
+      check(dir.write("neg.sink", "experiment s extends tiny { optim.lr = " + std::string(200000, '-') + "1 }\n")));
 }
 
 TEST(Robust, UnterminatedStringAndComment) {
@@ -377,8 +384,8 @@ TEST(Robust, HugeNumbersAndLongNames) {
   TempDir dir;
   std::string digits(5000, '9');
   std::string name(100000, 'a');
-  expect_rejected(check(dir.write("num.sink", "experiment a extends tiny { model.d = " + digits + "\n optim.lr = " +
-                                                  digits + "e99999 }\n")));
+  expect_rejected(check(dir.write(
+      "num.sink", "experiment a extends tiny { model.d = " + digits + "\n optim.lr = " + digits + "e99999 }\n")));
   expect_rejected(check(dir.write("name.sink", "experiment a extends tiny { model." + name + " = 1 }\n")));
   expect_rejected(check(dir.write("exp.sink", "experiment a extends tiny { model.d = 2^2^2^2^2^2^2 }\n")));
 }
@@ -401,8 +408,9 @@ TEST(Robust, MutatedSpecsInProcess) {
                                     "  data { fix token 3 at 2  random at [4, 5] }\n"
                                     "  attention { score = sigmoid(qk) normalize = none }\n}\n"
                                     "sweep s over micro { optim.lr in [1e-3, 3e-3]  model.pe in [rope, alibi] }\n"};
-  const std::string tokens[] = {"{", "}", "(", ")", "[", "]", "=", ",", ".", "\"", "/*", "*/", "//", "\n", "-",
-                                "^", "1e999", "0", "tokens", "fix", "random", "at", "in", "none", "qk", "\xff"};
+  const std::string tokens[] = {"{",      "}",   "(",      ")",  "[",  "]",    "=",  ",",     ".",
+                                "\"",     "/*",  "*/",     "//", "\n", "-",    "^",  "1e999", "0",
+                                "tokens", "fix", "random", "at", "in", "none", "qk", "\xff"};
   std::mt19937 rng(12345);
   int with_errors = 0;
   for (int iteration = 0; iteration < 1500; ++iteration) {

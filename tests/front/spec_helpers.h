@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "plan/plan.h"
 #include "helpers.h"
+#include "plan/plan.h"
 
 namespace spectest {
 

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "helpers.h"
 #include "plan/plan.h"
 #include "plan/schema.h"
-#include "helpers.h"
 
 #include "spec_helpers.h"
 
@@ -86,7 +86,8 @@ TEST(SpecsCheck, SpecsRunAtCpuScaleAndBaseSwapsTheScale) {
     auto cpu = compile_path(file);
     for (const auto& p : cpu->plans()) {
       EXPECT_EQ(p.choice("train.device"), "cpu") << p.name;
-      EXPECT_TRUE(p.integer("model.d") == 64 || p.integer("model.d") == 128) << p.name << " d = " << p.integer("model.d");
+      EXPECT_TRUE(p.integer("model.d") == 64 || p.integer("model.d") == 128)
+          << p.name << " d = " << p.integer("model.d");
     }
     auto paper = compile_path(file, with_base("paper_60m"));
     ASSERT_EQ(paper->plans().size(), cpu->plans().size()) << file;
@@ -157,7 +158,7 @@ TEST(RoundTrip, EveryRunOfEverySpecThroughTomlAndJson) {
         EXPECT_TRUE(back == p) << p.name << "\n" << toml << "\nread back as\n" << sink::to_toml(back);
         EXPECT_EQ(back.hash(), p.hash()) << p.name;
         EXPECT_EQ(back.canonical_text(), p.canonical_text()) << p.name;
-        EXPECT_EQ(sink::to_toml(back), toml) << p.name;  // a fixed point
+        EXPECT_EQ(sink::to_toml(back), toml) << p.name;        // a fixed point
         EXPECT_EQ(back.sweep_point, p.sweep_point) << p.name;  // axes in their order
 
         nlohmann::json j;
@@ -296,9 +297,9 @@ struct Change {
 
 std::optional<Change> change_for(const sink::Field& f, const sink::Value& def) {
   static const std::map<std::string, Change> special = {
-      {"model.d", {"", "model.d = 128"}},                       // heads = 4 must divide it
-      {"model.heads", {"", "model.heads = 8"}},                 // must divide d = 64, even d_head
-      {"model.kv_heads", {"", "model.kv_heads = 2"}},           // must divide heads = 4 (0 folds to 4)
+      {"model.d", {"", "model.d = 128"}},                          // heads = 4 must divide it
+      {"model.heads", {"", "model.heads = 8"}},                    // must divide d = 64, even d_head
+      {"model.kv_heads", {"", "model.kv_heads = 2"}},              // must divide heads = 4 (0 folds to 4)
       {"model.k_dims", {"model.biases = k", "model.k_dims = 1"}},  // reset when biases = none
       {"model.bias_shared", {"model.biases = kv", "model.bias_shared = true"}},
       {"model.v_star", {"model.biases = k", "model.v_star = 5 * onehot(0)"}},
@@ -418,7 +419,8 @@ TEST(Hash, WhereARunTrainsIsNotWhatItTrains) {
 TEST(Hash, ChangesInsideAValueChangeTheHash) {
   const std::vector<std::pair<std::string, std::string>> pairs = {
       {"model.pe = rope(theta = 10000)", "model.pe = rope(theta = 500000)"},
-      {"model.pe = relative(buckets = 32, max_distance = 128)", "model.pe = relative(buckets = 16, max_distance = 128)"},
+      {"model.pe = relative(buckets = 32, max_distance = 128)",
+       "model.pe = relative(buckets = 16, max_distance = 128)"},
       {"model.pe = relative(buckets = 32, max_distance = 128)", "model.pe = relative(buckets = 32, max_distance = 64)"},
       {"attention.kernel = mlp(hidden = 64)", "attention.kernel = mlp(hidden = 32)"},
       {"attention.normalize = pnorm(p = 2)", "attention.normalize = pnorm(p = 3)"},

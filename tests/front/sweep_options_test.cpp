@@ -22,9 +22,9 @@ TEST(Sweep, TwoAxesGiveTheGridInOrder) {
       optim.lr in [0.001, 0.01, 0.1]
     })");
   ASSERT_EQ(plans.size(), 6u);
-  const std::vector<std::string> names = {
-      "s.weight_decay=0.5,lr=0.001", "s.weight_decay=0.5,lr=0.01", "s.weight_decay=0.5,lr=0.1",
-      "s.weight_decay=1.0,lr=0.001", "s.weight_decay=1.0,lr=0.01", "s.weight_decay=1.0,lr=0.1"};
+  const std::vector<std::string> names = {"s.weight_decay=0.5,lr=0.001", "s.weight_decay=0.5,lr=0.01",
+                                          "s.weight_decay=0.5,lr=0.1",   "s.weight_decay=1.0,lr=0.001",
+                                          "s.weight_decay=1.0,lr=0.01",  "s.weight_decay=1.0,lr=0.1"};
   const double wd[] = {0.5, 0.5, 0.5, 1.0, 1.0, 1.0};
   const double lr[] = {0.001, 0.01, 0.1, 0.001, 0.01, 0.1};
   std::set<std::string> hashes;
@@ -129,7 +129,7 @@ TEST(SpecsOptions, BaseSwapsThePresetAndKeepsTheExperimentsOwnSettings) {
   EXPECT_EQ(k->integer("train.steps"), 20000);
   EXPECT_EQ(k->choice("data.tokenizer"), "sentencepiece");
   EXPECT_DOUBLE_EQ(k->number("optim.lr"), 4e-4);  // the preset's: the spec does not set it
-  EXPECT_EQ(k->choice("model.biases"), "k");       // the spec's own setting stays
+  EXPECT_EQ(k->choice("model.biases"), "k");      // the spec's own setting stays
   const Plan* cpu_k = find_plan(cpu->plans(), "bias_k");
   ASSERT_NE(cpu_k, nullptr);
   EXPECT_EQ(cpu_k->integer("model.d"), 64);
@@ -154,8 +154,8 @@ TEST(SpecsOptions, BaseSwapsThePresetAndKeepsTheExperimentsOwnSettings) {
 }
 
 TEST(SpecsOptions, BaseWorksOnInlineExperimentsAndRejectsUnknownPresets) {
-  auto plans = clean_plans("experiment a extends tiny { model.biases = k  optim.weight_decay = 0.5 }",
-                           with_base("paper_60m"));
+  auto plans =
+      clean_plans("experiment a extends tiny { model.biases = k  optim.weight_decay = 0.5 }", with_base("paper_60m"));
   ASSERT_EQ(plans.size(), 1u);
   EXPECT_EQ(plans[0].integer("model.d"), 768);
   EXPECT_DOUBLE_EQ(plans[0].number("optim.weight_decay"), 0.5);
@@ -189,15 +189,15 @@ TEST(SpecsOptions, SetAppliesToEveryRun) {
 
 TEST(SpecsOptions, SetMistakesAreDiagnostics) {
   for (const std::string set : {
-           "train.steps=abc",         // a name for an int
-           "train.steps=1.5",         // not whole
-           "train.steps=0",           // out of range
-           "train.steps=5 tokens",    // unit on a non-count
-           "optim.lr=fast",           // a name for a float
-           "model.dd=3",              // unknown field
-           "model.ffn=swiglo",        // unknown choice
+           "train.steps=abc",            // a name for an int
+           "train.steps=1.5",            // not whole
+           "train.steps=0",              // out of range
+           "train.steps=5 tokens",       // unit on a non-count
+           "optim.lr=fast",              // a name for a float
+           "model.dd=3",                 // unknown field
+           "model.ffn=swiglo",           // unknown choice
            "model.pe=rope(thetaa = 1)",  // unknown parameter
-           "train.steps=",            // no value
+           "train.steps=",               // no value
        }) {
     auto c = compile_path(sink::testing::source_dir() + "/specs/table2_weight_decay.sink", with_set({set}));
     EXPECT_TRUE(c->diagnostics().has_errors()) << "--set " << set;

@@ -70,8 +70,8 @@ void variant(const Variant& v, double tol, torch::ScalarType dtype) {
     for (const auto& [g, e] : r.grads)
       if (e >= worst) worst = e, which = g;
     report(name, r.passed(),
-           fmt::format("forward {:.2e} (< {:.0e}), worst gradient {} {:.2e} (< {:.1e})", r.forward, r.forward_allowed, which,
-                       worst, r.grads_allowed));
+           fmt::format("forward {:.2e} (< {:.0e}), worst gradient {} {:.2e} (< {:.1e})", r.forward, r.forward_allowed,
+                       which, worst, r.grads_allowed));
   } catch (const std::exception& e) {
     report(name, false, e.what());
   }
@@ -243,7 +243,8 @@ void device_choice() {
   setenv("LOCAL_RANK", std::to_string(gpus + 1).c_str(), 1);
   const int by_rank = chosen(-1);
   unsetenv("LOCAL_RANK");
-  report("device: worker LOCAL_RANK = GPUs + 1 takes GPU 1 mod GPUs", by_rank == 1 % gpus, fmt::format("GPU {}", by_rank));
+  report("device: worker LOCAL_RANK = GPUs + 1 takes GPU 1 mod GPUs", by_rank == 1 % gpus,
+         fmt::format("GPU {}", by_rank));
   report("device: a process alone takes GPU 0", chosen(-1) == 0, "");
   std::string message;
   try {
@@ -264,7 +265,8 @@ struct KernelCase {
 };
 std::vector<KernelCase> kernel_cases() {
   std::vector<KernelCase> cases;
-  for (const auto& list : {paper_variants(), beyond_the_paper_variants(), score_function_variants(), normalizer_variants()})
+  for (const auto& list :
+       {paper_variants(), beyond_the_paper_variants(), score_function_variants(), normalizer_variants()})
     for (const auto& v : list) cases.push_back({v, torch::kFloat, 1e-5}), cases.push_back({v, torch::kDouble, 1e-9});
   for (const auto& v : random_score_variants()) cases.push_back({v, torch::kFloat, 2e-5});
   return cases;
@@ -293,9 +295,11 @@ int fill_kernel_cache(int arch) {
         }
     });
   for (auto& t : pool) t.join();
-  fmt::print("filled the kernel cache ({}) for sm_{}: {} kernel sources, {} compiled by NVRTC here, {} failed, {:.1f} s "
-             "on {} threads\n", kernel_cache_dir().string(), arch, sources.size(), cuda::nvrtc_compilations(),
-             failed.load(), std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), pool.size());
+  fmt::print(
+      "filled the kernel cache ({}) for sm_{}: {} kernel sources, {} compiled by NVRTC here, {} failed, {:.1f} s "
+      "on {} threads\n",
+      kernel_cache_dir().string(), arch, sources.size(), cuda::nvrtc_compilations(), failed.load(),
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), pool.size());
   return failed ? 1 : 0;
 }
 

@@ -80,8 +80,15 @@ int main(int argc, char** argv) {
     write_tensor(cdir / "vstar.f32", v_star, torch::kFloat);
     write_tensor(cdir / "sink.f32", sink, torch::kFloat);
     write_tensor(cdir / "expected.f64", expected, torch::kDouble);
-    manifest.push_back({{"id", id}, {"name", v.name}, {"T", T}, {"Tp", Tp}, {"D", D}, {"slices", B * H}, {"heads", H},
-                        {"position_bias", v.position_bias}, {"key_bias", v.key_bias}});
+    manifest.push_back({{"id", id},
+                        {"name", v.name},
+                        {"T", T},
+                        {"Tp", Tp},
+                        {"D", D},
+                        {"slices", B * H},
+                        {"heads", H},
+                        {"position_bias", v.position_bias},
+                        {"key_bias", v.key_bias}});
   }
   std::ofstream(dir / "manifest.json") << manifest.dump(1) << "\n";
   std::cout << n << " cases in " << dir.string() << "\n";

@@ -120,14 +120,14 @@ TEST(Choices, EveryEnumHasTheSchemaRowsNamesInOrder) {
 TEST(Choices, EveryChoiceRowOfTheSchemaHasAnEnum) {
   using namespace sink;
   const std::set<std::string> with_enum = {
-      field_of<Ffn>(),        field_of<PosEmbedding>(), field_of<NormKind>(),   field_of<NormPlacement>(),
-      field_of<HeadsCombine>(), field_of<Biases>(),     field_of<VStar>(),      field_of<AttnKernel>(),
-      field_of<Backend>(),    field_of<Gate>(),         field_of<SinkLogit>(),  field_of<CorpusKind>(),
-      field_of<TokenizerKind>(), field_of<FirstToken>(), field_of<Schedule>(),  field_of<DeviceKind>(),
-      field_of<Precision>(),  field_of<MeasureInput>(), field_of<MeasureBos>()};
+      field_of<Ffn>(),           field_of<PosEmbedding>(), field_of<NormKind>(),  field_of<NormPlacement>(),
+      field_of<HeadsCombine>(),  field_of<Biases>(),       field_of<VStar>(),     field_of<AttnKernel>(),
+      field_of<Backend>(),       field_of<Gate>(),         field_of<SinkLogit>(), field_of<CorpusKind>(),
+      field_of<TokenizerKind>(), field_of<FirstToken>(),   field_of<Schedule>(),  field_of<DeviceKind>(),
+      field_of<Precision>(),     field_of<MeasureInput>(), field_of<MeasureBos>()};
   for (const sink::Field& f : sink::schema()) {
-    const bool has_names = f.spec.type == Type::Enum || f.spec.type == Type::Variant ||
-                           f.spec.type == Type::NumberOr || f.spec.type == Type::VectorExpr;
+    const bool has_names = f.spec.type == Type::Enum || f.spec.type == Type::Variant || f.spec.type == Type::NumberOr ||
+                           f.spec.type == Type::VectorExpr;
     if (!has_names || f.path == "attention.normalize") continue;
     EXPECT_TRUE(with_enum.count(f.path)) << f.path << " has choices but no enum in plan/choices.h";
   }

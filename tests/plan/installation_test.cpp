@@ -22,8 +22,10 @@ class BuiltinCorpus : public ::testing::Test {
     setenv("SINKLAB_HOME", home_.c_str(), 1);
   }
   void TearDown() override {
-    if (old_home_.empty()) unsetenv("SINKLAB_HOME");
-    else setenv("SINKLAB_HOME", old_home_.c_str(), 1);
+    if (old_home_.empty())
+      unsetenv("SINKLAB_HOME");
+    else
+      setenv("SINKLAB_HOME", old_home_.c_str(), 1);
     fs::remove_all(home_);
   }
   static std::string error_of(const std::string& name) {
@@ -47,7 +49,8 @@ TEST_F(BuiltinCorpus, AMissingOneSaysHowToAssembleIt) {
   EXPECT_NE(error_of("default").find("run scripts/setup.sh in the sources"), std::string::npos) << error_of("default");
   EXPECT_NE(error_of("large").find("scripts/setup.sh --large-corpus"), std::string::npos) << error_of("large");
   EXPECT_NE(error_of("large").find("build_corpus.py --large "), std::string::npos) << error_of("large");
-  EXPECT_NE(error_of("larg").find("the builtin corpora are \"default\" and \"large\""), std::string::npos) << error_of("larg");
+  EXPECT_NE(error_of("larg").find("the builtin corpora are \"default\" and \"large\""), std::string::npos)
+      << error_of("larg");
   EXPECT_EQ(error_of("default").find("the builtin corpora are"), std::string::npos) << error_of("default");
 }
 

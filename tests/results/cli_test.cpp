@@ -112,7 +112,8 @@ TEST(Cli, ExportSaysWhichExportAndAnswersTensorBoardItself) {
   if (tb.out.find("built without TensorBoard export") != std::string::npos) GTEST_SKIP() << tb.out;
   ASSERT_EQ(tb.status, 0) << tb.out;
   EXPECT_NE(tb.out.find("skipped b: no evaluation yet"), std::string::npos) << tb.out;
-  EXPECT_NE(tb.out.find("(1 run, 3 evaluations); view with: tensorboard --logdir " + s.tmp.path + "/tb"), std::string::npos)
+  EXPECT_NE(tb.out.find("(1 run, 3 evaluations); view with: tensorboard --logdir " + s.tmp.path + "/tb"),
+            std::string::npos)
       << tb.out;
   EXPECT_TRUE(std::filesystem::is_directory(s.tmp.path + "/tb/a"));
   EXPECT_EQ(sinkc("export " + s.spec + " --out " + s.out + " --run b --tensorboard " + s.tmp.path + "/tb").status, 2);

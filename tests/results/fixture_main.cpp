@@ -17,7 +17,8 @@ int main(int argc, char** argv) {
   }
   try {
     const std::string out = argv[1];
-    auto sweep = compile_plans("sweep weight_decay over micro { optim.weight_decay in [0.0, 0.1, 1.0]  train.seeds = 2 }\n");
+    auto sweep =
+        compile_plans("sweep weight_decay over micro { optim.weight_decay in [0.0, 0.1, 1.0]  train.seeds = 2 }\n");
     for (const auto& p : sweep) {
       const double wd = p.number("optim.weight_decay");
       const double seed = static_cast<double>(p.integer("train.seed"));

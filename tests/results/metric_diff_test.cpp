@@ -6,8 +6,8 @@
 #include <memory>
 #include <sstream>
 
-#include "results/metric_diff.h"
 #include "cli/targets.h"
+#include "results/metric_diff.h"
 #include "synthetic_runs.h"
 
 using namespace sink;
@@ -41,15 +41,18 @@ std::pair<std::string, std::string> three_seeds_each(const std::string& folder) 
   const double a_sink[] = {50, 52, 54}, b_sink[] = {51, 53, 55};          // means 52, 53; std 2 each
   std::string first_a, first_b;
   for (int k = 0; k < 3; ++k) {
-    auto da = write_run(folder, {plan_named(plans, "a.seed=" + std::to_string(k)), "completed", "", curve(3, last(a_valid[k], a_sink[k]))});
-    auto db = write_run(folder, {plan_named(plans, "b.seed=" + std::to_string(k)), "completed", "", curve(3, last(b_valid[k], b_sink[k]))});
+    auto da = write_run(folder, {plan_named(plans, "a.seed=" + std::to_string(k)), "completed", "",
+                                 curve(3, last(a_valid[k], a_sink[k]))});
+    auto db = write_run(folder, {plan_named(plans, "b.seed=" + std::to_string(k)), "completed", "",
+                                 curve(3, last(b_valid[k], b_sink[k]))});
     if (k == 0) first_a = da, first_b = db;
   }
   return {first_a, first_b};
 }
 
 std::string run_sinkc(const std::string& args) {
-  std::unique_ptr<FILE, int (*)(FILE*)> p(popen((std::string(SINKC_BINARY) + " " + args + " 2>/dev/null").c_str(), "r"), pclose);
+  std::unique_ptr<FILE, int (*)(FILE*)> p(popen((std::string(SINKC_BINARY) + " " + args + " 2>/dev/null").c_str(), "r"),
+                                          pclose);
   std::string out;
   char buf[4096];
   while (size_t n = fread(buf, 1, sizeof buf, p.get())) out.append(buf, n);
@@ -103,7 +106,8 @@ TEST(MetricDiff, PooledStdUsesEverySeedAvailable) {
   a.mean = 2, a.std = std::sqrt(2.0);
   b.values = {5};
   b.mean = 5;
-  EXPECT_NEAR(pooled_std(a, b), std::sqrt(2.0), 1e-12);  // sqrt((2 - 1) * 2 / (2 + 1 - 2)): a single B seed adds no degree of freedom
+  EXPECT_NEAR(pooled_std(a, b), std::sqrt(2.0),
+              1e-12);  // sqrt((2 - 1) * 2 / (2 + 1 - 2)): a single B seed adds no degree of freedom
   b.values.clear();
   EXPECT_TRUE(std::isnan(pooled_std(a, b)));
 }
@@ -134,8 +138,10 @@ TEST(MetricDiff, RunningAndDivergedRunsAreShownAsSuchNotAsZeros) {
 TEST(MetricDiff, AlphaMovesLargestFirst) {
   TempDir tmp("diff-alpha");
   auto plans = compile_plans("experiment a extends micro {}\nexperiment b extends micro { model.biases = k }\n");
-  auto a = write_run(tmp.path, {plan_named(plans, "a"), "completed", "", curve(1, last(2.0, 60, {{0.1, 0.2}, {0.3, 0.4}}))});
-  auto b = write_run(tmp.path, {plan_named(plans, "b"), "completed", "", curve(1, last(2.0, 60, {{0.1, 0.9}, {0.3, 0.35}}))});
+  auto a =
+      write_run(tmp.path, {plan_named(plans, "a"), "completed", "", curve(1, last(2.0, 60, {{0.1, 0.2}, {0.3, 0.4}}))});
+  auto b = write_run(tmp.path,
+                     {plan_named(plans, "b"), "completed", "", curve(1, last(2.0, 60, {{0.1, 0.9}, {0.3, 0.35}}))});
   RunDiff d = diff_runs({a, with_seed_siblings(load_run(a))}, {b, with_seed_siblings(load_run(b))}, 2);
   ASSERT_EQ(d.alpha.size(), 2u);
   EXPECT_EQ(d.alpha[0].layer, 0u);
@@ -159,7 +165,8 @@ TEST(MetricDiff, SeedsFromAnotherPlanAreNotSiblings) {
 
 // tmp/spec.sink holding `text`, and tmp/runs holding a completed run of
 // `experiment a extends micro {}`; returns the options that find it.
-static TargetOptions spec_with_run_of_a(const TempDir& tmp, const std::string& text, std::string* spec, std::string* run_dir) {
+static TargetOptions spec_with_run_of_a(const TempDir& tmp, const std::string& text, std::string* spec,
+                                        std::string* run_dir) {
   *spec = tmp.path + "/spec.sink";
   std::ofstream(*spec) << text;
   TargetOptions options;
@@ -173,8 +180,8 @@ static TargetOptions spec_with_run_of_a(const TempDir& tmp, const std::string& t
 TEST(MetricDiff, SpecTargetsFindTheirRunsByHashOrSayNotRunYet) {
   TempDir tmp("diff-spec");
   std::string spec, dir;
-  TargetOptions options =
-      spec_with_run_of_a(tmp, "experiment a extends micro {}\nexperiment b extends micro { optim.weight_decay = 0.5 }\n", &spec, &dir);
+  TargetOptions options = spec_with_run_of_a(
+      tmp, "experiment a extends micro {}\nexperiment b extends micro { optim.weight_decay = 0.5 }\n", &spec, &dir);
 
   RunGroup a = resolve_group(spec, "a", options);
   EXPECT_EQ(a.first().status, Status::Completed);
@@ -195,8 +202,8 @@ TEST(MetricDiff, ASweepPointCachedAsAnotherRunKeepsItsOwnAxisValue) {
   // links it to a's folder, whose plan.toml has no sweep point.
   TempDir tmp("diff-cached-axis");
   std::string spec, dir;
-  TargetOptions options =
-      spec_with_run_of_a(tmp, "experiment a extends micro {}\nsweep wd over a { optim.weight_decay in [0.1, 0.5] }\n", &spec, &dir);
+  TargetOptions options = spec_with_run_of_a(
+      tmp, "experiment a extends micro {}\nsweep wd over a { optim.weight_decay in [0.1, 0.5] }\n", &spec, &dir);
   auto runs = resolve_runs({spec}, {}, options);
   ASSERT_EQ(runs.size(), 3u);
   const RunData* point = nullptr;
@@ -239,8 +246,10 @@ TEST(MetricDiff, JsonAndMarkdownOutputsParse) {
   std::string line;
   std::vector<std::string> table;
   while (std::getline(lines, line))
-    if (line.rfind("| metric", 0) == 0 || (!table.empty() && line.rfind("|", 0) == 0)) table.push_back(line);
-    else if (!table.empty()) break;
+    if (line.rfind("| metric", 0) == 0 || (!table.empty() && line.rfind("|", 0) == 0))
+      table.push_back(line);
+    else if (!table.empty())
+      break;
   ASSERT_EQ(table.size(), 2 + d.metrics.size()) << md;
   auto cells = [](const std::string& l) {
     size_t n = 0;

@@ -100,7 +100,9 @@ struct TempDir {
   explicit TempDir(const std::string& tag) {
     namespace fs = std::filesystem;
     static int count = 0;
-    path = (fs::temp_directory_path() / ("sinklab-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(count++))).string();
+    path = (fs::temp_directory_path() /
+            ("sinklab-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(count++)))
+               .string();
     fs::remove_all(path);
     fs::create_directories(path);
   }

@@ -118,7 +118,7 @@ TEST(Table, MarkdownAndJsonParse) {
   std::string line;
   std::vector<std::string> lines;
   while (std::getline(md, line)) lines.push_back(line);
-  ASSERT_EQ(lines.size(), 4u);  // header, separator, two rows
+  ASSERT_EQ(lines.size(), 4u);                  // header, separator, two rows
   const size_t columns = 4 + t.metrics.size();  // run, axis, seeds, status, metrics
   for (const auto& l : lines) EXPECT_EQ(static_cast<size_t>(std::count(l.begin(), l.end(), '|')), columns + 1) << l;
   EXPECT_EQ(lines[1].find_first_not_of("|-: "), std::string::npos);
@@ -144,7 +144,9 @@ TEST(Table, ARunWhoseProcessIsGoneIsShownStopped) {
   const std::vector<pid_t> pids = {child, getpid()};
   for (size_t n = 0; n < 2; ++n) {
     auto dir = write_run(tmp.path, {plans[n], "running", "", curve(1, {})});
-    nlohmann::json s = {{"name", plans[n].name}, {"hash", plans[n].hash()}, {"status", "running"},
+    nlohmann::json s = {{"name", plans[n].name},
+                        {"hash", plans[n].hash()},
+                        {"status", "running"},
                         {"process", {{"host", host}, {"pid", pids[n]}}}};
     std::ofstream(dir + "/summary.json") << s.dump();
   }
@@ -184,7 +186,8 @@ TEST(Table, AFailedRunShowsItsLastMetrics) {
   EvalLine early, last;
   early.step = 5, early.valid_loss = 3.25, early.sink = {{1, 20.0}};
   last.step = 10, last.valid_loss = 2.5, last.sink = {{1, 40.0}};
-  write_run(tmp.path, {plans[0], "failed", "checkpoint of step 10 not written: No space left on device", {early, last}});
+  write_run(tmp.path,
+            {plans[0], "failed", "checkpoint of step 10 not written: No space left on device", {early, last}});
   write_run(tmp.path, {plans[1], "diverged", "non-finite loss at step 12", {early, last}});
   ResultTable t = build_table(group_seeds(load_run_folder(tmp.path)), {"valid_loss", "sink_1"});
   ASSERT_EQ(t.rows.size(), 2u);
@@ -233,8 +236,10 @@ TEST(Table, AKeyTheRuntimeNeverWritesIsAnErrorThatNamesIt) {
 TEST(Table, EveryStatusTheRuntimeWritesReadsBack) {
   TempDir tmp("table-every-status");
   auto plans = compile_plans("sweep wd over micro { optim.weight_decay in [0.1, 0.2, 0.3, 0.4, 0.5] }\n");
-  const std::map<std::string, Status> shown = {{"completed", Status::Completed}, {"stopped", Status::Stopped},
-                                               {"interrupted", Status::Stopped}, {"diverged", Status::Diverged},
+  const std::map<std::string, Status> shown = {{"completed", Status::Completed},
+                                               {"stopped", Status::Stopped},
+                                               {"interrupted", Status::Stopped},
+                                               {"diverged", Status::Diverged},
                                                {"failed", Status::Failed}};
   size_t n = 0;
   for (const auto& [written, status] : shown) {

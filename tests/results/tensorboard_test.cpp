@@ -95,7 +95,8 @@ TEST(TensorBoard, Crc32cMatchesTheDefinition) {
   std::string bytes;
   for (int n = 0; n < 2000; ++n) {
     bytes.push_back(static_cast<char>((n * 131 + 7) & 0xFF));
-    if (n % 97 == 0 || n < 20) ASSERT_EQ(crc32c(bytes.data(), bytes.size()), bitwise_crc32c(bytes)) << "length " << n + 1;
+    if (n % 97 == 0 || n < 20)
+      ASSERT_EQ(crc32c(bytes.data(), bytes.size()), bitwise_crc32c(bytes)) << "length " << n + 1;
   }
   EXPECT_EQ(masked_crc32c(bytes.data(), bytes.size()), masked(bitwise_crc32c(bytes)));
 }

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "kernels/emit_llvm.h"
 #include "kernels/emit_cuda.h"
+#include "kernels/emit_llvm.h"
 #include "plan/kernel_spec.h"
 #include "runtime/attention/attention_backend.h"
 #include "runtime/training/model.h"
@@ -20,7 +20,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-ModelConfig model_of(const std::string& body) { return sinktest::config_of("experiment x extends micro { " + body + " }").model; }
+ModelConfig model_of(const std::string& body) {
+  return sinktest::config_of("experiment x extends micro { " + body + " }").model;
+}
 
 TEST(AttentionBackend, ChosenByPlanAndDevice) {
   EXPECT_EQ(make_attention_backend(model_of("attention.backend = jit"), torch::kCPU)->name(), "jit");
@@ -56,9 +58,11 @@ TEST(AttentionBackend, ChosenByPlanAndDevice) {
 }
 
 TEST(AttentionBackend, TheJitRunsTheKernelThatCompileDerives) {
-  for (const char* body : {"", "attention { score = sigmoid(qk)  normalize = none }", "model { pe = alibi  biases = kv }"}) {
+  for (const char* body :
+       {"", "attention { score = sigmoid(qk)  normalize = none }", "model { pe = alibi  biases = kv }"}) {
     const ModelConfig m = model_of(std::string("attention.backend = jit ") + body);
-    EXPECT_EQ(make_attention_backend(m, torch::kCPU)->kernel_source(), kernels::emit_llvm(kernels::kernel_spec(m))) << body;
+    EXPECT_EQ(make_attention_backend(m, torch::kCPU)->kernel_source(), kernels::emit_llvm(kernels::kernel_spec(m)))
+        << body;
   }
   EXPECT_EQ(make_attention_backend(model_of("attention.backend = reference"), torch::kCPU)->kernel_source(), "");
 }
@@ -93,10 +97,11 @@ TEST(AttentionBackend, ReferencePositionTermIsAlibiByDistance) {
 // `sinkc compile` writes for the spec.
 TEST(AttentionBackend, ARunWritesTheKernelSinkcCompileWrites) {
   sinktest::TempDir dir("kernel_of_run");
-  const std::string spec = "experiment ll extends micro { attention { score = elu(qk) + 1  normalize = sum } train.steps = 2 }\n";
+  const std::string spec =
+      "experiment ll extends micro { attention { score = elu(qk) + 1  normalize = sum } train.steps = 2 }\n";
   sinktest::write_file(dir.file("ll.sink"), spec);
-  const std::string cmd = std::string(SINKC_BINARY) + " compile " + dir.file("ll.sink") + " -o " + dir.file("compiled") +
-                          " --stdlib " + SINKLAB_SOURCE_DIR + "/stdlib > /dev/null";
+  const std::string cmd = std::string(SINKC_BINARY) + " compile " + dir.file("ll.sink") + " -o " +
+                          dir.file("compiled") + " --stdlib " + SINKLAB_SOURCE_DIR + "/stdlib > /dev/null";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   RunOptions o;
   o.out = dir.file("runs");

@@ -7,9 +7,9 @@
 #include <array>
 #include <functional>
 #include <string>
+#include <torch/torch.h>
 #include <utility>
 #include <vector>
-#include <torch/torch.h>
 
 #include "runtime/attention/attention.h"
 #include "runtime/attention/attention_backend.h"
@@ -39,7 +39,8 @@ inline double grad_error(const torch::Tensor& a, const torch::Tensor& b) { retur
 struct OracleResult {
   bool finite = false, right_dtype = false;
   double forward = 0, forward_allowed = 0;
-  std::vector<std::pair<std::string, double>> grads;  // dq, dk, dv, and dg, dk*, dv*, d sink logit where the variant has them
+  std::vector<std::pair<std::string, double>>
+      grads;  // dq, dk, dv, and dg, dk*, dv*, d sink logit where the variant has them
   double grads_allowed = 0;
   bool passed() const {
     if (!finite || !right_dtype || !(forward < forward_allowed)) return false;
@@ -95,14 +96,20 @@ inline OracleResult measure_against_reference(const Attend& attend, const Varian
   if (v.key_bias) low_in.k_star = same_precision[4], low_in.v_star = ref_in.v_star->detach().to(dtype);
   if (v.sink_logit) low_in.sink_logit = same_precision[6];
   auto low = reference_attention(config_of(v), low_in, false).out;
-  auto low_grads = torch::autograd::grad({low}, {same_precision[0], same_precision[1]}, {dout.to(dtype)}, false, false, true);
+  auto low_grads =
+      torch::autograd::grad({low}, {same_precision[0], same_precision[1]}, {dout.to(dtype)}, false, false, true);
   const double slack = 10 * std::max(grad_error(low_grads[0], ref_grads[0]), grad_error(low_grads[1], ref_grads[1]));
 
   // Generated kernels in dtype.
   auto qf = f(q), kf = f(k), vf = f(v_), gf = f(g), ksf = f(ks), vsf = f(vs), sinkf = f(sink);
-  AttentionCall in{qf, kf, vf, v.position_bias ? gf : torch::Tensor(), v.key_bias ? ksf : torch::Tensor(),
-                   v.key_bias ? (v.learned_v ? vsf : torch::zeros({H, D}, vsf.options().requires_grad(false))) : torch::Tensor(),
-                   v.sink_logit ? sinkf : torch::Tensor()};
+  AttentionCall in{
+      qf,
+      kf,
+      vf,
+      v.position_bias ? gf : torch::Tensor(),
+      v.key_bias ? ksf : torch::Tensor(),
+      v.key_bias ? (v.learned_v ? vsf : torch::zeros({H, D}, vsf.options().requires_grad(false))) : torch::Tensor(),
+      v.sink_logit ? sinkf : torch::Tensor()};
   auto out = attend(spec_of(v), in);
   result.finite = torch::isfinite(out).all().item<bool>();
   result.right_dtype = out.scalar_type() == dtype;
@@ -158,7 +165,8 @@ inline SixteenBitResult measure_sixteen_bit(const Attend& attend, const Variant&
   auto vs = v.learned_v ? torch::randn({H, v.D}, on) : torch::zeros({H, v.D}, on);
   auto low = [&](const torch::Tensor& t) { return t.to(storage); };
 
-  auto reference_on = [&](torch::ScalarType real, const torch::Tensor& q_, const torch::Tensor& k_, const torch::Tensor& v_) {
+  auto reference_on = [&](torch::ScalarType real, const torch::Tensor& q_, const torch::Tensor& k_,
+                          const torch::Tensor& v_) {
     auto r = [&](const torch::Tensor& t) { return t.to(real); };
     AttentionInputs in{q_, k_, v_, {}, {}, {}};
     if (v.position_bias) {
@@ -169,7 +177,9 @@ inline SixteenBitResult measure_sixteen_bit(const Attend& attend, const Variant&
     if (v.sink_logit) in.sink_logit = r(sink);
     return reference_attention(config_of(v), in, false).out;
   };
-  auto rounded = [&](torch::ScalarType real) { return std::array{low(q).to(real), low(k).to(real), low(val).to(real)}; };
+  auto rounded = [&](torch::ScalarType real) {
+    return std::array{low(q).to(real), low(k).to(real), low(val).to(real)};
+  };
   const auto in_double = rounded(torch::kDouble), in_float = rounded(torch::kFloat);
   auto exact = reference_on(torch::kDouble, in_double[0], in_double[1], in_double[2]);
   SixteenBitResult result;
@@ -177,8 +187,13 @@ inline SixteenBitResult measure_sixteen_bit(const Attend& attend, const Variant&
   result.forward_allowed = std::max(2 * result.own, unit_in_last_place(storage));
 
   auto call_with = [&](const torch::Tensor& q_, const torch::Tensor& k_, const torch::Tensor& v_) {
-    return AttentionCall{q_, k_, v_, v.position_bias ? g : torch::Tensor(), v.key_bias ? ks : torch::Tensor(),
-                         v.key_bias ? vs : torch::Tensor(), v.sink_logit ? sink : torch::Tensor()};
+    return AttentionCall{q_,
+                         k_,
+                         v_,
+                         v.position_bias ? g : torch::Tensor(),
+                         v.key_bias ? ks : torch::Tensor(),
+                         v.key_bias ? vs : torch::Tensor(),
+                         v.sink_logit ? sink : torch::Tensor()};
   };
   auto ql = low(q).requires_grad_(true), kl = low(k).requires_grad_(true), vl = low(val).requires_grad_(true);
   auto out = attend(spec_of(v), call_with(ql, kl, vl));
@@ -189,7 +204,8 @@ inline SixteenBitResult measure_sixteen_bit(const Attend& attend, const Variant&
        vf = low(val).to(torch::kFloat).requires_grad_(true);
   attend(spec_of(v), call_with(qf, kf, vf)).backward(low(dout).to(torch::kFloat));
   result.right_dtype = result.right_dtype && ql.grad().scalar_type() == storage;
-  result.grads = {{"dq", grad_error(ql.grad(), qf.grad())}, {"dk", grad_error(kl.grad(), kf.grad())},
+  result.grads = {{"dq", grad_error(ql.grad(), qf.grad())},
+                  {"dk", grad_error(kl.grad(), kf.grad())},
                   {"dv", grad_error(vl.grad(), vf.grad())}};
 
   // How far the reference's float gradients move when its inputs move by half a unit in the last place.

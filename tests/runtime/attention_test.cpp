@@ -21,7 +21,7 @@ using Op = sink::ExprNode::Op;
 namespace {
 
 using Score = std::function<double(double x, int i, int j)>;  // i, j 1-based; j = 0 is the k* column
-using Mask = std::function<bool(int i, int j)>;                 // 0-based query, key
+using Mask = std::function<bool(int i, int j)>;               // 0-based query, key
 
 struct Oracle {
   Score score;
@@ -328,7 +328,8 @@ TEST(Attention, AllowedPairsPrefixAndWindow) {
         for (int j = 0; j < T; ++j) {
           bool want = j <= i || (i < prefix && j < prefix);
           if (window > 0) want = want && (i - j < window);
-          EXPECT_EQ(a[i][j].item<bool>(), want) << "prefix " << prefix << " window " << window << " i " << i << " j " << j;
+          EXPECT_EQ(a[i][j].item<bool>(), want)
+              << "prefix " << prefix << " window " << window << " i " << i << " j " << j;
         }
     }
   }
@@ -478,7 +479,8 @@ TEST(Attention, SoftmaxPathStaysFiniteOnHugeScores) {
   EXPECT_GT(apart, 1e-3) << "the clamped generic path should differ from softmax on these scores";
 
   // Float32 too (the training dtype).
-  auto rf = reference_attention(soft, {in.q.to(torch::kFloat), in.k.to(torch::kFloat), in.v.to(torch::kFloat), {}, {}, {}}, true);
+  auto rf = reference_attention(
+      soft, {in.q.to(torch::kFloat), in.k.to(torch::kFloat), in.v.to(torch::kFloat), {}, {}, {}}, true);
   EXPECT_TRUE(torch::isfinite(rf.out).all().item<bool>());
   EXPECT_TRUE(torch::isfinite(rf.probe).all().item<bool>());
   // Backward through the softmax path stays finite as well.

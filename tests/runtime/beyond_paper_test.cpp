@@ -85,7 +85,8 @@ TEST(BeyondThePaper, ReferenceGradientsMatchFiniteDifferences) {
     const int64_t B = 1, H = 2, T = 5, D = 4;
     const AttentionConfig cfg =
         design == "softpick" ? attention_of("softpick") : attention_of("sum", SinkLogit::learned);
-    std::vector<torch::Tensor> params = {torch::randn({B, H, T, D}, torch::kDouble), torch::randn({B, H, T, D}, torch::kDouble),
+    std::vector<torch::Tensor> params = {torch::randn({B, H, T, D}, torch::kDouble),
+                                         torch::randn({B, H, T, D}, torch::kDouble),
                                          torch::randn({B, H, T, D}, torch::kDouble), torch::randn({H}, torch::kDouble)};
     auto w = torch::randn({B, H, T, D}, torch::kDouble);
     auto loss = [&](const std::vector<torch::Tensor>& p) {
@@ -114,8 +115,9 @@ TEST(BeyondThePaper, ReferenceGradientsMatchFiniteDifferences) {
 }
 
 TEST(BeyondThePaper, JitProbesMatchTheReference) {
-  for (const char* body : {"attention.normalize = softpick", "attention.sink_logit = learned",
-                           "attention.sink_logit = 0 model.biases = kv", "attention.normalize = softpick model.pe = alibi"}) {
+  for (const char* body :
+       {"attention.normalize = softpick", "attention.sink_logit = learned",
+        "attention.sink_logit = 0 model.biases = kv", "attention.normalize = softpick model.pe = alibi"}) {
     SCOPED_TRACE(body);
     ModelConfig m = model_of(body);
     torch::manual_seed(2);
@@ -145,7 +147,7 @@ TEST(BeyondThePaper, JitProbesMatchTheReference) {
 
 TEST(BeyondThePaper, SinkLogitMetricsOnHandBuiltShares) {
   // [N = 2, H = 2, T = 3]; first_query = 1 drops query 0 (a sink token's row).
-  auto shares = torch::tensor({0.9, 0.1, 0.2,  0.0, 0.5, 0.3,    0.9, 0.6, 0.4,  0.0, 0.1, 0.1}).view({2, 2, 3});
+  auto shares = torch::tensor({0.9, 0.1, 0.2, 0.0, 0.5, 0.3, 0.9, 0.6, 0.4, 0.0, 0.1, 0.1}).view({2, 2, 3});
   SinkReport r;
   sink_logit_metrics({shares}, 1, 0.3, r);
   // Means over queries 1..2: (0.15, 0.4) and (0.5, 0.1): 2 of the 4 (sequence, head) pairs exceed 0.3.
@@ -161,8 +163,8 @@ TEST(BeyondThePaper, FirstTokenGeometryOnHandBuiltVectors) {
   auto k = torch::tensor({2.0, 0.0, 1.0, 0.0, 0.0, 1.0}).view({1, 1, 3, 2});
   auto v = torch::tensor({0.0, 1.0, 3.0, 4.0, 0.0, 2.0}).view({1, 1, 3, 2});
   auto g = first_token_geometry(q, k, v);
-  EXPECT_NEAR(g[0][0].item<double>(), 2.0 / 1.0, 1e-12);                        // |k_1| = 2, mean(|k_2|, |k_3|) = 1
-  EXPECT_NEAR(g[1][0].item<double>(), 1.0 / 3.5, 1e-12);                        // |v_1| = 1, mean(5, 2)
+  EXPECT_NEAR(g[0][0].item<double>(), 2.0 / 1.0, 1e-12);                         // |k_1| = 2, mean(|k_2|, |k_3|) = 1
+  EXPECT_NEAR(g[1][0].item<double>(), 1.0 / 3.5, 1e-12);                         // |v_1| = 1, mean(5, 2)
   EXPECT_NEAR(g[2][0].item<double>(), (1.0 + 1.0 / std::sqrt(2.0)) / 2, 1e-12);  // cos(q_2, k_1), cos(q_3, k_1)
 }
 
@@ -171,7 +173,8 @@ TEST(BeyondThePaper, FirstTokenGeometryOnHandBuiltVectors) {
 TEST(BeyondThePaper, DifferentialAttentionMatchesAForwardWrittenHere) {
   for (const char* backend : {"reference", "jit"}) {
     SCOPED_TRACE(backend);
-    ModelConfig m = model_of(std::string("attention { differential = true  lambda_init = 0.6  backend = ") + backend + " }");
+    ModelConfig m =
+        model_of(std::string("attention { differential = true  lambda_init = 0.6  backend = ") + backend + " }");
     m.pe = PosEmbedding::nope;
     torch::manual_seed(9);
     SelfAttention layer(m, make_attention_backend(m, torch::kCPU));
@@ -208,14 +211,15 @@ TEST(BeyondThePaper, EveryDesignTrainsThroughBothBackends) {
     const char* body;
     std::vector<std::string> new_parameters;
   };
-  for (const Design& d : std::vector<Design>{{"attention.gate = elementwise", {"wg"}},
-                                             {"attention.gate = headwise", {"wg"}},
-                                             {"attention.sink_logit = learned", {"sink_logit"}},
-                                             {"attention.sink_logit = 0", {}},
-                                             {"attention.normalize = softpick", {}},
-                                             {"attention { score = relu(qk)  normalize = count }", {}},
-                                             {"attention.score = stablemax(qk)", {}},
-                                             {"attention.differential = true", {"lambda_q1", "lambda_k2", "out_norm_weight"}}}) {
+  for (const Design& d :
+       std::vector<Design>{{"attention.gate = elementwise", {"wg"}},
+                           {"attention.gate = headwise", {"wg"}},
+                           {"attention.sink_logit = learned", {"sink_logit"}},
+                           {"attention.sink_logit = 0", {}},
+                           {"attention.normalize = softpick", {}},
+                           {"attention { score = relu(qk)  normalize = count }", {}},
+                           {"attention.score = stablemax(qk)", {}},
+                           {"attention.differential = true", {"lambda_q1", "lambda_k2", "out_norm_weight"}}}) {
     SCOPED_TRACE(d.body);
     ModelConfig m = model_of(std::string(d.body) + " model.pe = alibi");
     torch::manual_seed(1);
@@ -230,7 +234,8 @@ TEST(BeyondThePaper, EveryDesignTrainsThroughBothBackends) {
       for (auto& p : ref.named_parameters()) p.value().copy_(from[p.key()]);
     }
     auto fj = jit.forward(tokens, true), fr = ref.forward(tokens, true);
-    EXPECT_TRUE(torch::allclose(fj.logits, fr.logits, 1e-4, 1e-5)) << (fj.logits - fr.logits).abs().max().item<double>();
+    EXPECT_TRUE(torch::allclose(fj.logits, fr.logits, 1e-4, 1e-5))
+        << (fj.logits - fr.logits).abs().max().item<double>();
     ASSERT_EQ(fj.geometry.size(), size_t(m.layers));
     EXPECT_EQ(fj.sink_shares.size(), m.attention.has_sink_logit() ? size_t(m.layers) : 0u);
     jit.forward(tokens).logits.pow(2).mean().backward();
@@ -257,8 +262,7 @@ TEST(BeyondThePaper, EveryDesignTrainsThroughBothBackends) {
 // a million times closer, and in float the reference backend alone parts
 // from itself as far when its initial weights move by one float rounding.
 // Returns the largest difference between the two models' losses over `steps`.
-double softpick_training_apart(torch::ScalarType dtype, Backend second_backend, double perturbation,
-                               int steps = 40) {
+double softpick_training_apart(torch::ScalarType dtype, Backend second_backend, double perturbation, int steps = 40) {
   ModelConfig m = model_of("attention.normalize = softpick");
   torch::manual_seed(3);
   m.attention.backend = Backend::reference;
@@ -294,8 +298,8 @@ TEST(BeyondThePaper, SoftpickBackendsPartByRoundingNotByTheirMath) {
   const double in_float = softpick_training_apart(torch::kFloat, Backend::jit, 0);
   const double in_double = softpick_training_apart(torch::kDouble, Backend::jit, 0);
   const double reference_nudged = softpick_training_apart(torch::kFloat, Backend::reference, 1e-7);
-  std::cout << "softpick over 40 AdamW steps, largest loss difference: jit vs reference " << in_float
-            << " in float, " << in_double << " in double; the reference against itself with its weights moved by "
+  std::cout << "softpick over 40 AdamW steps, largest loss difference: jit vs reference " << in_float << " in float, "
+            << in_double << " in double; the reference against itself with its weights moved by "
             << "1e-7: " << reference_nudged << " in float\n";
   EXPECT_LT(in_double, 1e-6);
   EXPECT_LT(in_double, 1e-4 * in_float);

@@ -32,9 +32,9 @@ std::string spec(int steps) {
 }
 
 std::vector<std::string> bisect_args(const TempDir& dir, std::vector<std::string> extra = {}) {
-  std::vector<std::string> args = {SINKC_BINARY, "bisect",       dir.file("ab.sink"), dir.file("ab.sink"), "--run",
-                                   "a",          "--run",        "b",                 "--metric",          "valid_loss",
-                                   "--out",      dir.file("runs"), "--format",        "json"};
+  std::vector<std::string> args = {
+      SINKC_BINARY, "bisect", dir.file("ab.sink"), dir.file("ab.sink"), "--run", "a", "--run", "b", "--metric",
+      "valid_loss", "--out",  dir.file("runs"),    "--format",          "json"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
@@ -109,8 +109,8 @@ TEST(Bisect, FindsTheOneFieldThatMovesTheLossAndCachesEveryRun) {
 
   // Kept beside the runs, where sinkc report finds it.
   EXPECT_TRUE(fs::exists(dir.file("runs/bisections/a-vs-b.valid_loss.json")));
-  const std::string report = fmt::format("'{}' report '{}' -o '{}' > /dev/null 2>&1", SINKC_BINARY, dir.file("runs"),
-                                         dir.file("report.html"));
+  const std::string report =
+      fmt::format("'{}' report '{}' -o '{}' > /dev/null 2>&1", SINKC_BINARY, dir.file("runs"), dir.file("report.html"));
   ASSERT_EQ(std::system(report.c_str()), 0);
   const std::string html = sinktest::read_file(dir.file("report.html"));
   EXPECT_NE(html.find("<section id=\"bisections\">"), std::string::npos);
@@ -144,7 +144,8 @@ TEST(Bisect, AnInterruptedBisectionGoesOnWithResume) {
   // The run the interrupt stopped went on from its checkpoint.
   bool went_on = false;
   for (const auto& e : fs::directory_iterator(dir.file("runs")))
-    if (sinktest::read_file((e.path() / "log.txt").string()).find("resumed at step") != std::string::npos) went_on = true;
+    if (sinktest::read_file((e.path() / "log.txt").string()).find("resumed at step") != std::string::npos)
+      went_on = true;
   EXPECT_TRUE(went_on);
 }
 
@@ -154,13 +155,16 @@ TEST(Bisect, OnSlurmEachRoundIsOneJobArray) {
   sinktest::write_file(dir.file("ab.sink"), spec(60));
   // A stand-in sbatch --wait: runs the array's tasks the way Slurm starts them, then answers the job id.
   fs::create_directories(dir.path / "bin");
-  sinktest::write_file(dir.file("bin/sbatch"),
-                       "#!/bin/bash\n"
-                       "script=\"${@: -1}\"\n"
-                       "echo \"$@\" >> '" + dir.file("sbatch.calls") + "'\n"
-                       "last=$(sed -n 's/^#SBATCH --array=0-\\([0-9]*\\).*/\\1/p' \"$script\")\n"
-                       "for k in $(seq 0 \"$last\"); do SLURM_ARRAY_TASK_ID=$k bash \"$script\" >/dev/null 2>&1; done\n"
-                       "echo 4242\n");
+  sinktest::write_file(
+      dir.file("bin/sbatch"),
+      "#!/bin/bash\n"
+      "script=\"${@: -1}\"\n"
+      "echo \"$@\" >> '" +
+          dir.file("sbatch.calls") +
+          "'\n"
+          "last=$(sed -n 's/^#SBATCH --array=0-\\([0-9]*\\).*/\\1/p' \"$script\")\n"
+          "for k in $(seq 0 \"$last\"); do SLURM_ARRAY_TASK_ID=$k bash \"$script\" >/dev/null 2>&1; done\n"
+          "echo 4242\n");
   fs::permissions(dir.path / "bin/sbatch", fs::perms::owner_all);
   const std::string original_path = std::getenv("PATH");
   setenv("PATH", (dir.file("bin") + ":" + original_path).c_str(), 1);

@@ -8,8 +8,8 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
-#include <fmt/format.h>
 #include <filesystem>
+#include <fmt/format.h>
 #include <sys/resource.h>
 
 #include "runtime/training/checkpoint.h"
@@ -25,8 +25,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // 16 steps, a checkpoint every 4, an evaluation every 2.
-const char* kSpec =
-    "experiment faults extends micro { train { steps = 16  checkpoint_every = 4 }  measure.every = 2 }";
+const char* kSpec = "experiment faults extends micro { train { steps = 16  checkpoint_every = 4 }  measure.every = 2 }";
 
 RunOptions options(const std::string& out) {
   RunOptions o;
@@ -174,7 +173,8 @@ TEST(Checkpoint, AWriteThatFailsKeepsTheEarlierOnesAndFailsTheRun) {
   o.stop_after = 10;  // checkpoints at 4 and 8
   ASSERT_EQ(run_plan(plan, o).status, "stopped");
   RunDir dir(b.str() + "/" + plan.dir_name());
-  const std::string latest = sinktest::read_file(dir.checkpoint()), previous = sinktest::read_file(dir.previous_checkpoint());
+  const std::string latest = sinktest::read_file(dir.checkpoint()),
+                    previous = sinktest::read_file(dir.previous_checkpoint());
   o.stop_after = -1;
   o.resume = true;
   RunResult failed;
@@ -211,7 +211,8 @@ TEST(Checkpoint, AWriteThatFailsKeepsTheEarlierOnesAndFailsTheRun) {
     for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) table.append(buf, n);
     pclose(p);
     EXPECT_NE(table.find("failed (step 12/16)"), std::string::npos) << table;
-    EXPECT_NE(table.find(fmt::format("{:.4f}", metrics.back()["valid_loss"].get<double>())), std::string::npos) << table;
+    EXPECT_NE(table.find(fmt::format("{:.4f}", metrics.back()["valid_loss"].get<double>())), std::string::npos)
+        << table;
   }
 
   // Space again: --resume continues from step 8 to the uninterrupted result.

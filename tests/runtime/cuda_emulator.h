@@ -20,15 +20,15 @@
 #include <barrier>
 #include <condition_variable>
 #include <csignal>
-#include <sys/mman.h>
-#include <unistd.h>
 #include <dlfcn.h>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <sys/mman.h>
 #include <thread>
+#include <unistd.h>
 #include <utility>
 #include <vector>
 
@@ -53,7 +53,9 @@ class EmulatedBlock {
   virtual void sync(unsigned thread, int line) = 0;
   virtual void leave(unsigned thread) = 0;
   virtual std::string problem() const { return {}; }
-  static void sync_of(void* block, unsigned thread, int line) { static_cast<EmulatedBlock*>(block)->sync(thread, line); }
+  static void sync_of(void* block, unsigned thread, int line) {
+    static_cast<EmulatedBlock*>(block)->sync(thread, line);
+  }
 };
 
 class ThreadsTogether : public EmulatedBlock {
@@ -80,11 +82,13 @@ class ThreadsTakingTurns : public EmulatedBlock {
   void sync(unsigned thread, int line) override {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (round_line_ == 0) round_line_ = line;
+      if (round_line_ == 0)
+        round_line_ = line;
       else if (line != round_line_ && problem_.empty())
-        problem_ = fmt::format("threads of one block waited at different barriers (lines {} and {} of the source): "
-                               "__syncthreads in code only some threads run",
-                               round_line_, line);
+        problem_ = fmt::format(
+            "threads of one block waited at different barriers (lines {} and {} of the source): "
+            "__syncthreads in code only some threads run",
+            round_line_, line);
       pass_locked();
     }
     wait_for_turn(thread);
@@ -127,11 +131,11 @@ class ThreadsTakingTurns : public EmulatedBlock {
 // handler (which can take no lock: slots are atomics, claimed under one).
 struct GuardedRange {
   std::atomic<uintptr_t> before{0}, start{0}, end{0};  // guards: the page at `before` and the page at `end`
-  std::atomic<const char*> what{nullptr};               // "kernel, argument"
+  std::atomic<const char*> what{nullptr};              // "kernel, argument"
 };
 inline std::array<GuardedRange, 256> guarded_ranges;
 inline std::mutex guarded_ranges_mutex;
-inline struct sigaction sigsegv_before_emulator {};
+inline struct sigaction sigsegv_before_emulator{};
 
 inline void out_of_bounds_handler(int signal, siginfo_t* info, void* context) {
   const auto address = reinterpret_cast<uintptr_t>(info->si_addr);
@@ -139,13 +143,15 @@ inline void out_of_bounds_handler(int signal, siginfo_t* info, void* context) {
   for (const GuardedRange& r : guarded_ranges) {
     const uintptr_t before = r.before.load(), start = r.start.load(), end = r.end.load();
     const char* what = r.what.load();
-    if (!what || !((address >= before && address < before + page) || (address >= end && address < end + page))) continue;
+    if (!what || !((address >= before && address < before + page) || (address >= end && address < end + page)))
+      continue;
     char message[512];
     const long long offset = static_cast<long long>(address) - static_cast<long long>(start);
     const int n = std::snprintf(message, sizeof message,
                                 "CUDA emulation: out-of-bounds access by %s: byte %lld of a %llu-byte buffer\n", what,
                                 offset, static_cast<unsigned long long>(end - start));
-    if (n > 0) [[maybe_unused]] auto written = write(2, message, static_cast<size_t>(n));
+    if (n > 0) [[maybe_unused]]
+      auto written = write(2, message, static_cast<size_t>(n));
     _exit(3);
   }
   sigaction(SIGSEGV, &sigsegv_before_emulator, nullptr);  // not a guard: the fault happens again, unhandled
@@ -156,11 +162,12 @@ inline void out_of_bounds_handler(int signal, siginfo_t* info, void* context) {
 // pages, ending at the second, and copied back when the launch is over.
 class GuardedBuffers {
  public:
-  GuardedBuffers(std::string_view symbol, std::span<const std::string_view> names, std::span<const rt::KernelBuffer> buffers)
+  GuardedBuffers(std::string_view symbol, std::span<const std::string_view> names,
+                 std::span<const rt::KernelBuffer> buffers)
       : originals_(buffers.begin(), buffers.end()) {
     static std::once_flag installed;
     std::call_once(installed, [] {
-      struct sigaction action {};
+      struct sigaction action{};
       action.sa_sigaction = out_of_bounds_handler;
       action.sa_flags = SA_SIGINFO;
       sigaction(SIGSEGV, &action, &sigsegv_before_emulator);
@@ -283,8 +290,10 @@ class CpuEmulatedModule : public rt::KernelModule {
     for (unsigned by = 0; by < shape.grid_y; ++by)
       for (unsigned bx = 0; bx < shape.grid_x; ++bx) {
         std::unique_ptr<EmulatedBlock> block;
-        if (order_ == ThreadOrder::Together) block = std::make_unique<ThreadsTogether>(shape.threads);
-        else block = std::make_unique<ThreadsTakingTurns>(shape.threads, order_);
+        if (order_ == ThreadOrder::Together)
+          block = std::make_unique<ThreadsTogether>(shape.threads);
+        else
+          block = std::make_unique<ThreadsTakingTurns>(shape.threads, order_);
         std::vector<std::thread> threads;
         for (unsigned t = 0; t < shape.threads; ++t)
           threads.emplace_back([&, t] {

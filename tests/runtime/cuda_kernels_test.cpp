@@ -83,8 +83,15 @@ TEST(CudaKernels, RandomScoreExpressions) {
 // Tiles wider than one block of threads, and rows that are not a multiple of the tiles.
 std::vector<Variant> variants_across_tiles() {
   return {{.name = "softmax, T 150", .T = 150, .D = 8},
-          {.name = "sigmoid, window 40, KV biases, ALiBi, T 100", .score = call("sigmoid", {var("qk")}), .normalize = "none",
-           .window = 40, .position_bias = true, .key_bias = true, .learned_v = true, .T = 100, .D = 16},
+          {.name = "sigmoid, window 40, KV biases, ALiBi, T 100",
+           .score = call("sigmoid", {var("qk")}),
+           .normalize = "none",
+           .window = 40,
+           .position_bias = true,
+           .key_bias = true,
+           .learned_v = true,
+           .T = 100,
+           .D = 16},
           {.name = "softmax, d_head 128, T 40", .T = 40, .D = 128},
           {.name = "softpick, prefix 40, T 90", .normalize = "softpick", .prefix = 40, .T = 90},
           {.name = "softmax, window 30, sink logit, T 90", .window = 30, .T = 90, .sink_logit = true}};
@@ -124,18 +131,22 @@ TEST(CudaKernels, TakingTurnsCatchesEveryMissingBarrier) {
   const std::string source = kernels::emit_cuda(spec_of(v));
   const std::string barrier = "__syncthreads();";
   std::vector<size_t> barriers;
-  for (size_t at = source.find(barrier); at != std::string::npos; at = source.find(barrier, at + 1)) barriers.push_back(at);
+  for (size_t at = source.find(barrier); at != std::string::npos; at = source.find(barrier, at + 1))
+    barriers.push_back(at);
   ASSERT_EQ(barriers.size(), 6u) << "two in each tiled kernel: before a tile is overwritten, after it is loaded";
   for (size_t n = 0; n < barriers.size(); ++n) {
     std::string without = source;
     without.replace(barriers[n], barrier.size(), "/* barrier removed */");
     bool noticed = false;
     for (ThreadOrder order : {ThreadOrder::Ascending, ThreadOrder::Descending}) {
-      const rt::KernelModules modules{fmt::format("barrier {} removed, threads {}", n, name_of(order)),
-                                      [&](const std::string&, const torch::Device&) -> std::shared_ptr<rt::KernelModule> {
-                                        return std::make_shared<CpuEmulatedModule>(host_compiled(without), order);
-                                      }};
-      auto attend = [&](const kernels::KernelSpec& spec, const AttentionCall& call) { return cuda_attention(spec, call, modules); };
+      const rt::KernelModules modules{
+          fmt::format("barrier {} removed, threads {}", n, name_of(order)),
+          [&](const std::string&, const torch::Device&) -> std::shared_ptr<rt::KernelModule> {
+            return std::make_shared<CpuEmulatedModule>(host_compiled(without), order);
+          }};
+      auto attend = [&](const kernels::KernelSpec& spec, const AttentionCall& call) {
+        return cuda_attention(spec, call, modules);
+      };
       noticed = noticed || !measure_against_reference(attend, v).passed();
     }
     EXPECT_TRUE(noticed) << "barrier " << n << " removed, and both orders still match the reference";
@@ -147,11 +158,17 @@ TEST(CudaKernels, TakingTurnsCatchesEveryMissingBarrier) {
 TEST(CudaKernels, SixteenBitStorageIsWithinTheReferencesOwnRounding) {
   SKIP_WITHOUT_HOST_COMPILER();
   for (auto storage : {torch::kBFloat16, torch::kHalf})
-    for (const Variant& v : {Variant{.name = "softmax", .T = 20, .D = 16},
-                             Variant{.name = "sigmoid, no norm, KV biases", .score = call("sigmoid", {var("qk")}),
-                                     .normalize = "none", .key_bias = true, .learned_v = true, .T = 20, .D = 16},
-                             Variant{.name = "softpick, window 5", .normalize = "softpick", .window = 5, .T = 20, .D = 16},
-                             Variant{.name = "very large scores", .T = 12, .q_scale = 30}}) {
+    for (const Variant& v :
+         {Variant{.name = "softmax", .T = 20, .D = 16},
+          Variant{.name = "sigmoid, no norm, KV biases",
+                  .score = call("sigmoid", {var("qk")}),
+                  .normalize = "none",
+                  .key_bias = true,
+                  .learned_v = true,
+                  .T = 20,
+                  .D = 16},
+          Variant{.name = "softpick, window 5", .normalize = "softpick", .window = 5, .T = 20, .D = 16},
+          Variant{.name = "very large scores", .T = 12, .q_scale = 30}}) {
       SCOPED_TRACE(v.name + " in " + c10::toString(storage));
       const SixteenBitResult r = measure_sixteen_bit(emulated, v, storage);
       EXPECT_TRUE(r.right_dtype);
@@ -167,8 +184,8 @@ TEST(CudaKernels, SixteenBitStorageIsWithinTheReferencesOwnRounding) {
 // neighbours, overflow, infinities, NaN) store as LibTorch rounds them.
 TEST(CudaKernels, SixteenBitStorageConvertsAsLibTorchDoes) {
   SKIP_WITHOUT_HOST_COMPILER();
-  for (auto [storage, dtype] : {std::pair{kernels::CudaStorage::BFloat16, torch::kBFloat16},
-                                {kernels::CudaStorage::Float16, torch::kHalf}}) {
+  for (auto [storage, dtype] :
+       {std::pair{kernels::CudaStorage::BFloat16, torch::kBFloat16}, {kernels::CudaStorage::Float16, torch::kHalf}}) {
     SCOPED_TRACE(c10::toString(dtype));
     const std::string storage_source =
         storage == kernels::CudaStorage::Float16 ? kernels::cuda_fp16_storage() : kernels::cuda_bf16_storage();
@@ -191,17 +208,19 @@ extern "C" void store_all(const float* values, store_t* stored, long long n) {
     halfway = halfway.masked_select(finite).to(torch::kFloat);
     torch::manual_seed(11);
     auto scattered = torch::randn({200000}) * torch::pow(2.0, torch::randint(-30, 20, {200000}).to(torch::kFloat));
-    auto values = torch::cat({exact.masked_select(torch::isfinite(exact)), halfway,
-                              torch::nextafter(halfway, torch::full_like(halfway, INFINITY)),
-                              torch::nextafter(halfway, torch::full_like(halfway, -INFINITY)), scattered,
-                              torch::tensor({65504.f, 65519.f, 65520.f, 65536.f, 3e38f, -3e38f, INFINITY, -INFINITY, NAN, 0.f, -0.f})});
+    auto values = torch::cat(
+        {exact.masked_select(torch::isfinite(exact)), halfway,
+         torch::nextafter(halfway, torch::full_like(halfway, INFINITY)),
+         torch::nextafter(halfway, torch::full_like(halfway, -INFINITY)), scattered,
+         torch::tensor({65504.f, 65519.f, 65520.f, 65536.f, 3e38f, -3e38f, INFINITY, -INFINITY, NAN, 0.f, -0.f})});
     auto read = torch::empty({65536}, torch::kFloat);
     auto stored = torch::empty({values.size(0)}, dtype);
     ASSERT_TRUE(values.is_contiguous());
     read_all(patterns.data_ptr(), read.data_ptr<float>(), 65536);
     auto nan_read = torch::isnan(exact);
     EXPECT_TRUE(torch::equal(torch::isnan(read), nan_read));
-    EXPECT_TRUE(torch::equal(read.masked_select(~nan_read).view(torch::kInt), exact.masked_select(~nan_read).view(torch::kInt)));
+    EXPECT_TRUE(torch::equal(read.masked_select(~nan_read).view(torch::kInt),
+                             exact.masked_select(~nan_read).view(torch::kInt)));
     store_all(values.data_ptr<float>(), stored.data_ptr(), values.size(0));
     auto want = values.to(dtype);
     auto nan_value = torch::isnan(values);
@@ -215,17 +234,26 @@ TEST(CudaKernels, ProbeAndSinkShareMatchTheReference) {
   SKIP_WITHOUT_HOST_COMPILER();
   torch::manual_seed(5);
   for (const Variant& v : {Variant{.name = "softmax, KV biases", .key_bias = true, .learned_v = true, .T = 11},
-                           Variant{.name = "sigmoid, prefix 3", .score = call("sigmoid", {var("qk")}), .normalize = "none",
-                                   .prefix = 3, .T = 11},
+                           Variant{.name = "sigmoid, prefix 3",
+                                   .score = call("sigmoid", {var("qk")}),
+                                   .normalize = "none",
+                                   .prefix = 3,
+                                   .T = 11},
                            Variant{.name = "softpick, ALiBi", .normalize = "softpick", .position_bias = true, .T = 11},
                            Variant{.name = "p-norm 2", .normalize = "pnorm", .p = 2, .T = 11},
                            Variant{.name = "sink logit, window 4", .window = 4, .T = 11, .sink_logit = true}}) {
     SCOPED_TRACE(v.name);
     const int64_t B = 2, H = 3;
     auto q = torch::randn({B, H, v.T, v.D}), k = torch::randn({B, H, v.T, v.D}), val = torch::randn({B, H, v.T, v.D});
-    auto g = torch::randn({H, v.T}) * 0.5, ks = torch::randn({H, v.D}), vs = torch::randn({H, v.D}), sink = torch::randn({H});
-    AttentionCall call{q, k, val, v.position_bias ? g : torch::Tensor(), v.key_bias ? ks : torch::Tensor(),
-                       v.key_bias ? vs : torch::Tensor(), v.sink_logit ? sink : torch::Tensor()};
+    auto g = torch::randn({H, v.T}) * 0.5, ks = torch::randn({H, v.D}), vs = torch::randn({H, v.D}),
+         sink = torch::randn({H});
+    AttentionCall call{q,
+                       k,
+                       val,
+                       v.position_bias ? g : torch::Tensor(),
+                       v.key_bias ? ks : torch::Tensor(),
+                       v.key_bias ? vs : torch::Tensor(),
+                       v.sink_logit ? sink : torch::Tensor()};
     AttentionInputs ref_in{q, k, val, {}, {}, {}};
     if (v.position_bias) {
       auto i = torch::arange(v.T).view({v.T, 1}), j = torch::arange(v.T).view({1, v.T});
@@ -255,7 +283,8 @@ TEST(CudaKernels, TheEmulationCatchesAWrongKernel) {
   torch::manual_seed(1);
   auto q = torch::randn({1, 2, v.T, v.D}), k = torch::randn({1, 2, v.T, v.D}), val = torch::randn({1, 2, v.T, v.D});
   // (its own loader name: the runtime keeps modules per variant and loader, and must not reuse the right kernel)
-  const rt::KernelModules broken_loader{"wrong tile bound", [&](const std::string&, const torch::Device&) { return module; }};
+  const rt::KernelModules broken_loader{"wrong tile bound",
+                                        [&](const std::string&, const torch::Device&) { return module; }};
   auto broken = cuda_attention(spec, {q, k, val, {}, {}, {}, {}}, broken_loader);
   auto ref = reference_attention(config_of(v), {q, k, val, {}, {}, {}}, false).out;
   EXPECT_GT(rel_error(broken, ref), 1e-3);
@@ -271,9 +300,11 @@ TEST(CudaKernels, TakingTurnsNamesABarrierOnlySomeThreadsReach) {
   std::string source = kernels::emit_cuda(spec_of(v));
   const std::string barrier = "__syncthreads();";
   ASSERT_NE(source.find(barrier), std::string::npos);
-  source.replace(source.find(barrier), barrier.size(), "if (threadIdx.x % 2) {\n__syncthreads();\n} else {\n__syncthreads();\n}");
+  source.replace(source.find(barrier), barrier.size(),
+                 "if (threadIdx.x % 2) {\n__syncthreads();\n} else {\n__syncthreads();\n}");
   const rt::KernelModules divergent{"divergent barrier", [&](const std::string&, const torch::Device&) {
-                                      return std::make_shared<CpuEmulatedModule>(host_compiled(source), ThreadOrder::Ascending);
+                                      return std::make_shared<CpuEmulatedModule>(host_compiled(source),
+                                                                                 ThreadOrder::Ascending);
                                     }};
   torch::manual_seed(1);
   auto q = torch::randn({1, 2, v.T, v.D}), k = torch::randn({1, 2, v.T, v.D}), val = torch::randn({1, 2, v.T, v.D});
@@ -281,7 +312,8 @@ TEST(CudaKernels, TakingTurnsNamesABarrierOnlySomeThreadsReach) {
     cuda_attention(spec_of(v), {q, k, val, {}, {}, {}, {}}, divergent);
     ADD_FAILURE() << "the divergent barrier went unnoticed";
   } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("sink_forward: threads of one block waited at different barriers"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("sink_forward: threads of one block waited at different barriers"),
+              std::string::npos)
         << e.what();
   }
 }
@@ -338,7 +370,8 @@ TEST(CudaKernels, EveryVariantCompilesForSm80AndSm90) {
       ASSERT_NE(ptx.find(".entry sink_backward_keys"), std::string::npos);
       const auto file = dir / "kernel.ptx";
       std::ofstream(file) << ptx;
-      const std::string command = "ptxas -arch=sm_" + std::to_string(arch) + " " + file.string() + " -o " + (dir / "kernel.cubin").string();
+      const std::string command =
+          "ptxas -arch=sm_" + std::to_string(arch) + " " + file.string() + " -o " + (dir / "kernel.cubin").string();
       ASSERT_EQ(std::system(command.c_str()), 0) << command;
       ++assembled;
     }
@@ -353,11 +386,15 @@ TEST(CudaKernels, EveryVariantCompilesForSm80AndSm90) {
 TEST(CudaKernels, GpusLoadMachineCodeOrPtxForAnArchitectureNvrtcKnows) {
   std::string why;
   if (!cuda::nvrtc_available(&why)) GTEST_SKIP() << "NVRTC not available: " << why;
-  const std::string source = kernels::emit_cuda(spec_of(Variant{.name = "softmax", .T = 8}), kernels::CudaStorage::Float16);
+  const std::string source =
+      kernels::emit_cuda(spec_of(Variant{.name = "softmax", .T = 8}), kernels::CudaStorage::Float16);
   for (int arch : {80, 90}) {
     const std::string image = cuda::loadable_image(source, arch);
     ASSERT_GT(image.size(), 64u);
-    EXPECT_EQ(image.substr(0, 4), "\x7f" "ELF") << "sm_" << arch;
+    EXPECT_EQ(image.substr(0, 4),
+              "\x7f"
+              "ELF")
+        << "sm_" << arch;
     uint16_t machine = 0;
     std::memcpy(&machine, image.data() + 18, sizeof machine);
     EXPECT_EQ(machine, 190) << "sm_" << arch;
@@ -388,9 +425,11 @@ TEST(CudaKernels, NvrtcIsLookedForWhereGpuNodesKeepIt) {
   ASSERT_GE(candidates.size(), 5u);
   EXPECT_EQ(candidates[0], "/opt/own/libnvrtc.so");
   EXPECT_EQ(candidates[1], "libnvrtc.so");
-  const auto in_home = std::find(candidates.begin(), candidates.end(), (home / "lib64" / "libnvrtc.so.13.0.1").string());
+  const auto in_home =
+      std::find(candidates.begin(), candidates.end(), (home / "lib64" / "libnvrtc.so.13.0.1").string());
   ASSERT_NE(in_home, candidates.end());
-  EXPECT_GT(in_home, std::find(candidates.begin(), candidates.end(), "libnvrtc.so.12")) << "the loader's path comes first";
+  EXPECT_GT(in_home, std::find(candidates.begin(), candidates.end(), "libnvrtc.so.12"))
+      << "the loader's path comes first";
 }
 
 // A kernel NVRTC compiled is kept on disk, named by its content, target and
@@ -404,8 +443,8 @@ TEST(CudaKernels, CompiledKernelsAreKeptOnDiskByContent) {
   const char* before_env = std::getenv("SINKLAB_KERNEL_CACHE");
   const std::string saved = before_env ? before_env : "";
   setenv("SINKLAB_KERNEL_CACHE", dir.c_str(), 1);
-  const std::string source = kernels::emit_cuda(spec_of(Variant{.name = "sigmoid", .score = call("sigmoid", {var("qk")}),
-                                                                .normalize = "none", .T = 8}));
+  const std::string source = kernels::emit_cuda(
+      spec_of(Variant{.name = "sigmoid", .score = call("sigmoid", {var("qk")}), .normalize = "none", .T = 8}));
   const int before = cuda::nvrtc_compilations();
   const std::string first = cuda::loadable_image(source, 80);
   EXPECT_EQ(cuda::nvrtc_compilations(), before + 1);
@@ -420,7 +459,9 @@ TEST(CudaKernels, CompiledKernelsAreKeptOnDiskByContent) {
   }
   EXPECT_EQ(cubins, 2);
   EXPECT_EQ(temporaries, 0);
-  if (before_env) setenv("SINKLAB_KERNEL_CACHE", saved.c_str(), 1);
-  else unsetenv("SINKLAB_KERNEL_CACHE");
+  if (before_env)
+    setenv("SINKLAB_KERNEL_CACHE", saved.c_str(), 1);
+  else
+    unsetenv("SINKLAB_KERNEL_CACHE");
   std::filesystem::remove_all(dir);
 }

@@ -12,9 +12,9 @@
 #include <sys/socket.h>
 #include <thread>
 
+#include "runtime/processes/process.h"
 #include "runtime/training/checkpoint.h"
 #include "runtime/training/model.h"
-#include "runtime/processes/process.h"
 #include "runtime/training/run_dir.h"
 #include "runtime/training/train.h"
 #include "runtime_test_util.h"
@@ -25,7 +25,8 @@ namespace fs = std::filesystem;
 namespace {
 
 const char* kSpec = "experiment dp extends micro { train { steps = 50  batch = 8 }  measure.every = 10 }\n";
-const char* kLongSpec = "experiment dp extends micro { train { steps = 400  batch = 8  checkpoint_every = 20 }  measure.every = 20 }\n";
+const char* kLongSpec =
+    "experiment dp extends micro { train { steps = 400  batch = 8  checkpoint_every = 20 }  measure.every = 20 }\n";
 
 int free_port() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -103,8 +104,9 @@ void expect_same_parameters(const std::string& a, const std::string& b) {
 TEST(DataParallel, TwoWorkersTrainTheCurveAndCheckpointOfOne) {
   TempDir dir("dp");
   sinktest::write_file(dir.file("spec.sink"), kSpec);
-  ASSERT_EQ(sinktest::wait_exit(sinktest::spawn({SINKC_BINARY, "run", dir.file("spec.sink"), "--out", dir.file("one"), "--no-progress"},
-                                                dir.file("one.txt"))),
+  ASSERT_EQ(sinktest::wait_exit(
+                sinktest::spawn({SINKC_BINARY, "run", dir.file("spec.sink"), "--out", dir.file("one"), "--no-progress"},
+                                dir.file("one.txt"))),
             0)
       << sinktest::read_file(dir.file("one.txt"));
   train_workers(dir, dir.file("two"), 2);
@@ -121,8 +123,9 @@ TEST(DataParallel, TwoWorkersTrainTheCurveAndCheckpointOfOne) {
 TEST(DataParallel, ATwoWorkerRunResumedWithOneWorkerContinuesTheCurve) {
   TempDir dir("dp-resume");
   sinktest::write_file(dir.file("spec.sink"), kLongSpec);
-  ASSERT_EQ(sinktest::wait_exit(sinktest::spawn({SINKC_BINARY, "run", dir.file("spec.sink"), "--out", dir.file("one"), "--no-progress"},
-                                                dir.file("one.txt"))),
+  ASSERT_EQ(sinktest::wait_exit(
+                sinktest::spawn({SINKC_BINARY, "run", dir.file("spec.sink"), "--out", dir.file("one"), "--no-progress"},
+                                dir.file("one.txt"))),
             0);
   // Two workers, interrupted (Ctrl-C reaches both) once a few evaluations are written.
   const int port = free_port();
@@ -142,8 +145,9 @@ TEST(DataParallel, ATwoWorkerRunResumedWithOneWorkerContinuesTheCurve) {
   if ((*summary)["status"] == "completed") GTEST_SKIP() << "the run completed before the interrupt reached it";
   ASSERT_EQ((*summary)["status"], "interrupted") << summary->dump();
   // One worker continues it.
-  ASSERT_EQ(sinktest::wait_exit(sinktest::spawn({SINKC_BINARY, "run", dir.file("spec.sink"), "--out", out, "--resume", "--no-progress"},
-                                                dir.file("resumed.txt"))),
+  ASSERT_EQ(sinktest::wait_exit(
+                sinktest::spawn({SINKC_BINARY, "run", dir.file("spec.sink"), "--out", out, "--resume", "--no-progress"},
+                                dir.file("resumed.txt"))),
             0)
       << sinktest::read_file(dir.file("resumed.txt"));
   // The curve, not the weights: over 400 Adam steps rounding differences of
@@ -171,18 +175,20 @@ TEST(DataParallel, TorchrunStartsTheWorkers) {
                  << "') with torch.distributed";
   TempDir dir("dp-torchrun");
   sinktest::write_file(dir.file("spec.sink"), kSpec);
-  ASSERT_EQ(sinktest::wait_exit(sinktest::spawn({SINKC_BINARY, "run", dir.file("spec.sink"), "--out", dir.file("one"), "--no-progress"},
-                                                dir.file("one.txt"))),
+  ASSERT_EQ(sinktest::wait_exit(
+                sinktest::spawn({SINKC_BINARY, "run", dir.file("spec.sink"), "--out", dir.file("one"), "--no-progress"},
+                                dir.file("one.txt"))),
             0);
   // Plans first (the front end), then torchrun starts the runtime on them.
-  ASSERT_EQ(sinktest::wait_exit(sinktest::spawn({SINKC_BINARY, "compile", dir.file("spec.sink"), "-o", dir.file("plans")},
-                                                dir.file("compile.txt"))),
+  ASSERT_EQ(sinktest::wait_exit(sinktest::spawn(
+                {SINKC_BINARY, "compile", dir.file("spec.sink"), "-o", dir.file("plans")}, dir.file("compile.txt"))),
             0);
   const std::string runtime = (fs::path(SINKC_BINARY).parent_path() / "sinkc-runtime").string();
   std::vector<std::string> torchrun = {python, "-m", "torch.distributed.run"};
   if (torch_major >= 2) {
     // PyTorch 2.x's own spellings, nothing else.
-    torchrun.insert(torchrun.end(), {"--nproc-per-node", "2", "--no-python", "--master-port", std::to_string(free_port())});
+    torchrun.insert(torchrun.end(),
+                    {"--nproc-per-node", "2", "--no-python", "--master-port", std::to_string(free_port())});
   } else {
     // Debian's torchrun (torch 1.13) dies at start without --redirects/--tee, and knows the underscore spellings only.
     torchrun.insert(torchrun.end(), {"--nproc_per_node", "2", "--no_python", "--redirects", "1", "--tee", "1",

@@ -35,7 +35,8 @@ std::vector<std::vector<int64_t>> rows(const torch::Tensor& t) {
 // (so every token says which document it came from), `len` bytes long.
 std::string marked_corpus(const TempDir& dir, int docs, int len) {
   for (int k = 0; k < docs; ++k)
-    write_file(dir.file("doc" + std::string(k < 10 ? "0" : "") + std::to_string(k) + ".txt"), std::string(len, char(33 + k)));
+    write_file(dir.file("doc" + std::string(k < 10 ? "0" : "") + std::to_string(k) + ".txt"),
+               std::string(len, char(33 + k)));
   return dir.file("doc*.txt");
 }
 
@@ -70,8 +71,14 @@ TEST(Batches, FixedTokenAtPosition) {
   ASSERT_EQ(cfg.data.fixed.size(), 1u);
   TokenData data = load_data(cfg.data, "");
   Batches batches(data, cfg.data, cfg.train.context, cfg.train.batch, cfg.train.seed);
-  Batches plain(data, [&] { auto d = cfg.data; d.fixed.clear(); return d; }(), cfg.train.context, cfg.train.batch,
-                cfg.train.seed);
+  Batches plain(
+      data,
+      [&] {
+        auto d = cfg.data;
+        d.fixed.clear();
+        return d;
+      }(),
+      cfg.train.context, cfg.train.batch, cfg.train.seed);
   int untouched_differs = 0;
   for (int64_t step : {0, 1, 7}) {
     auto [x, y] = batches.train(step);
@@ -255,7 +262,8 @@ TEST(Batches, DeterministicBySeed) {
     std::vector<int64_t> steps = {0, 1, 2, 9, 3, 40};
     std::vector<torch::Tensor> from_a;
     for (int64_t s : steps) from_a.push_back(a.train(s).first);
-    for (int k = int(steps.size()) - 1; k >= 0; --k) EXPECT_TRUE(torch::equal(b.train(steps[k]).first, from_a[k])) << steps[k];
+    for (int k = int(steps.size()) - 1; k >= 0; --k)
+      EXPECT_TRUE(torch::equal(b.train(steps[k]).first, from_a[k])) << steps[k];
     EXPECT_TRUE(torch::equal(a.train(3).second, b.train(3).second));
     int differ = 0;
     for (int64_t s : steps) differ += !torch::equal(other.train(s).first, a.train(s).first);
@@ -271,7 +279,8 @@ TEST(Batches, ValidationIsDisjointFromTraining) {
   // 40 documents, 10 % validation: documents 36..39 (bytes 69..72) are held out.
   auto cfg = cfg_of(text_data(marked_corpus(dir, 40, 50)) + " train.batch = 8");
   TokenData data = load_data(cfg.data, "");
-  std::set<int32_t> train_tokens(data.train.begin(), data.train.end()), valid_tokens(data.valid.begin(), data.valid.end());
+  std::set<int32_t> train_tokens(data.train.begin(), data.train.end()),
+      valid_tokens(data.valid.begin(), data.valid.end());
   for (int32_t t : valid_tokens) EXPECT_TRUE(t == data.eos || (t >= 33 + 36 && t < 33 + 40)) << t;
   for (int32_t t : train_tokens) EXPECT_TRUE(t == data.eos || (t >= 33 && t < 33 + 36)) << t;
   EXPECT_EQ(valid_tokens.size(), 5u);  // four documents + EOS
@@ -396,7 +405,8 @@ TEST(Tokenizer, Llama2cRoundTrip) {
   const auto spm_model = sinktest::find_test_model("tok512.model");
   if (spm_model.path.empty()) GTEST_SKIP() << "the comparison with SentencePiece did not run: " << spm_model.message;
   if (std::system("command -v spm_encode > /dev/null 2>&1") != 0)
-    GTEST_SKIP() << "the comparison with SentencePiece did not run: spm_encode (Debian's sentencepiece) is not on the PATH";
+    GTEST_SKIP()
+        << "the comparison with SentencePiece did not run: spm_encode (Debian's sentencepiece) is not on the PATH";
   {
     TempDir dir("spm512");
     std::string in;
@@ -434,7 +444,8 @@ TEST(Tokenizer, SentencePieceRoundTrip) {
   auto tok = sentencepiece_tokenizer(docs, 320, dir.str());
   EXPECT_EQ(tok->vocab(), 320);
   const std::string tests[] = {"Anna walks to the market on day 3.", "Hugo dreams of an old library.",
-                               "Felix writes to Greta on day 17.", "Zebras yodel quietly."};  // unseen words: byte fallback
+                               "Felix writes to Greta on day 17.",
+                               "Zebras yodel quietly."};  // unseen words: byte fallback
   auto all = tok->encode_all({tests[0], tests[1], tests[2], tests[3]});
   ASSERT_EQ(all.size(), 4u);
   for (int k = 0; k < 4; ++k) {

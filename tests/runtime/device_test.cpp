@@ -57,7 +57,8 @@ TEST(Device, TheGpuOptionReachesEveryRunOfAParallelSweep) {
       const auto summary = nlohmann::json::parse(sinktest::read_file((e.path() / "summary.json").string()));
       EXPECT_EQ(summary.at("status"), "failed") << e.path();
       const std::string reason = summary.value("reason", "");
-      const std::string expected = gpu.empty() ? "train.device = cuda, but" : "--gpu 1: this LibTorch sees no CUDA device";
+      const std::string expected =
+          gpu.empty() ? "train.device = cuda, but" : "--gpu 1: this LibTorch sees no CUDA device";
       EXPECT_NE(reason.find(expected), std::string::npos) << e.path() << ": " << reason;
     }
     EXPECT_EQ(runs, 3) << "the base and its two seeds, in " << out;

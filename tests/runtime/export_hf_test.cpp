@@ -9,11 +9,11 @@
 #include <fmt/format.h>
 
 #include "hf_python.h"
-#include "runtime/training/checkpoint.h"
-#include "runtime/interop/hf_export.h"
 #include "runtime/data/hf_tokenizer.h"
-#include "runtime/measurement/measure.h"
+#include "runtime/interop/hf_export.h"
 #include "runtime/interop/safetensors.h"
+#include "runtime/measurement/measure.h"
+#include "runtime/training/checkpoint.h"
 #include "runtime/training/train.h"
 #include "runtime_test_util.h"
 
@@ -131,7 +131,8 @@ TEST(ExportHf, ModelsNoStockClassComputesAreRefusedNamingTheField) {
   for (const auto& [body, type] : mapped) {
     SCOPED_TRACE(body);
     std::string why;
-    EXPECT_EQ(hf_model_type(sinktest::config_of("experiment ok extends micro { " + body + " }").model, &why), type) << why;
+    EXPECT_EQ(hf_model_type(sinktest::config_of("experiment ok extends micro { " + body + " }").model, &why), type)
+        << why;
   }
 }
 
@@ -167,8 +168,12 @@ TEST(ExportHf, TransformersComputesTheRunsLogitsAttentionAndAlphaTable) {
   // Every run trained and exported first: one Python start loads all the folders.
   std::vector<std::string> oracle_args = {"logits"};
   for (const auto& [name, body] : kRoundTrips) {
-    Case c{name, trained_run(tmp, body), tmp.file(name + "-hf"), tmp.file(name + "-ids.txt"),
-           tmp.file(name + "-transformers.safetensors"), {}};
+    Case c{name,
+           trained_run(tmp, body),
+           tmp.file(name + "-hf"),
+           tmp.file(name + "-ids.txt"),
+           tmp.file(name + "-transformers.safetensors"),
+           {}};
     std::string said;
     ASSERT_EQ(sinkc_export({c.run, "--hf", c.dir}, tmp, said), 0) << name << ": " << said;
     EXPECT_NE(said.find("wrote " + c.dir), std::string::npos) << said;
@@ -207,9 +212,9 @@ TEST(ExportHf, TransformersComputesTheRunsLogitsAttentionAndAlphaTable) {
 
     // `sinkc measure DIR` on the same ids: the alpha table `sinkc measure RUN` computes (measure_model).
     SinkReport run_report = measure_model(ours, c.x, {1}, 0.3, true);
-    auto measured = sinktest::measure_json({c.dir, "--ids", c.ids, "--T", std::to_string(c.x.size(1)), "--n",
-                                            std::to_string(c.x.size(0)), "--eps", "0.3"},
-                                           tmp);
+    auto measured = sinktest::measure_json(
+        {c.dir, "--ids", c.ids, "--T", std::to_string(c.x.size(1)), "--n", std::to_string(c.x.size(0)), "--eps", "0.3"},
+        tmp);
     ASSERT_EQ(measured["alpha"].size(), run_report.alpha.size());
     double alpha = 0;
     for (size_t l = 0; l < run_report.alpha.size(); ++l)
@@ -220,9 +225,10 @@ TEST(ExportHf, TransformersComputesTheRunsLogitsAttentionAndAlphaTable) {
     // after it (the layer's output): the massive ratios compare for pre-norm runs only.
     for (size_t l = 0; l < run_report.massive.size() && ours.cfg.placement == sink::NormPlacement::pre; ++l)
       EXPECT_NEAR(measured["massive"][l].get<double>(), run_report.massive[l], 1e-5 * run_report.massive[l]);
-    std::printf("[ export ] %-25s transformers against the run: |logits| %.1e, |attention| %.1e; measure DIR against "
-                "the run's alpha table %.1e\n",
-                c.name.c_str(), logits, attention, alpha);
+    std::printf(
+        "[ export ] %-25s transformers against the run: |logits| %.1e, |attention| %.1e; measure DIR against "
+        "the run's alpha table %.1e\n",
+        c.name.c_str(), logits, attention, alpha);
   }
 }
 
@@ -235,14 +241,16 @@ TEST(ExportHf, ByteRunsGetATokenizerJsonGivingTheBytes) {
   for (int d = 0; d < 6; ++d)
     corpus += "{\"text\": \"Document " + std::to_string(d) + ": the first token takes the attention.\"}\n";
   sinktest::write_file(tmp.file("corpus.jsonl"), corpus);
-  const std::string run = trained_run(
-      tmp, "data { corpus = file(\"" + tmp.file("corpus.jsonl") +
-               "\")  tokenizer = bytes  bos = false  valid_fraction = 0.2 }");
+  const std::string run = trained_run(tmp, "data { corpus = file(\"" + tmp.file("corpus.jsonl") +
+                                               "\")  tokenizer = bytes  bos = false  valid_fraction = 0.2 }");
   const std::string dir = tmp.file("bytes-hf");
   std::string said;
   ASSERT_EQ(sinkc_export({run, "--hf", dir}, tmp, said), 0) << said;
   EXPECT_NE(said.find("tokenizer.json"), std::string::npos) << said;
-  const std::string text = "Sinks \xc3\xbc" "ber alles <|x|>\n\t~\x01" " end";
+  const std::string text =
+      "Sinks \xc3\xbc"
+      "ber alles <|x|>\n\t~\x01"
+      " end";
   auto tokenizer = hf_tokenizer(dir + "/tokenizer.json", 258);
   std::vector<int32_t> bytes;
   for (unsigned char c : text) bytes.push_back(c);

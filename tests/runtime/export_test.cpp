@@ -11,8 +11,8 @@
 #include <functional>
 #include <sys/wait.h>
 
-#include "runtime/training/checkpoint.h"
 #include "runtime/interop/llama2c.h"
+#include "runtime/training/checkpoint.h"
 #include "runtime/training/model.h"
 #include "runtime/training/train.h"
 #include "runtime_test_util.h"
@@ -26,7 +26,8 @@ namespace {
 // A few steps are enough: the weights move away from their initialization,
 // which is all the comparison needs.
 std::string trained_run(const TempDir& out, const std::string& body) {
-  auto plan = sinktest::plan_of("experiment exported extends micro { train { steps = 6  checkpoint_every = 3 } " + body + " }");
+  auto plan =
+      sinktest::plan_of("experiment exported extends micro { train { steps = 6  checkpoint_every = 3 } " + body + " }");
   RunOptions o;
   o.out = out.str();
   o.progress = false;
@@ -58,7 +59,11 @@ struct RunC {
     w = floats_of(bytes);
     const size_t hs = dim / heads, L = layers, kv_dim = kv_heads * hs;
     size_t at = 0;
-    auto take = [&](size_t n) { size_t start = at; at += n; return start; };
+    auto take = [&](size_t n) {
+      size_t start = at;
+      at += n;
+      return start;
+    };
     token_embedding = take(size_t(vocab) * dim);
     rms_att = take(L * dim);
     wq = take(L * dim * dim);
@@ -98,7 +103,8 @@ struct RunC {
     std::vector<std::vector<std::vector<double>>> key(layers), value(layers);
     std::vector<std::vector<double>> out;
     for (size_t pos = 0; pos < tokens.size(); ++pos) {
-      std::vector<double> x(w.begin() + token_embedding + tokens[pos] * dim, w.begin() + token_embedding + (tokens[pos] + 1) * dim);
+      std::vector<double> x(w.begin() + token_embedding + tokens[pos] * dim,
+                            w.begin() + token_embedding + (tokens[pos] + 1) * dim);
       for (int l = 0; l < layers; ++l) {
         auto xb = rmsnorm(x, rms_att + l * dim);
         auto q = matmul(xb, wq + l * dim * dim, dim, dim);
@@ -190,7 +196,8 @@ TEST(Export, Llama2cReadsBackToTheSameLogits) {
     // reference path: the same function up to float rounding.
     auto a = ours.forward(x).logits, b = back.model->forward(x).logits;
     const float diff = (a - b).abs().max().item<float>();
-    std::printf("[ export ] %s: max |logit difference| after the round trip %g\n", body.empty() ? "micro" : "tied, GQA", diff);
+    std::printf("[ export ] %s: max |logit difference| after the round trip %g\n", body.empty() ? "micro" : "tied, GQA",
+                diff);
     EXPECT_LE(diff, 1e-6);
 
     // The file as run.c reads it.
@@ -275,7 +282,8 @@ TEST(Export, PlansTheFormatCannotHoldAreRefusedNamingTheField) {
     EXPECT_FALSE(fs::exists(file + ".tmp"));
   }
   // What the format holds is not refused: micro, with its width, heads and classifier changed.
-  auto ok = sinktest::config_of("experiment ok extends micro { model { d = 24  heads = 3  kv_heads = 1  tie_embeddings = true } }");
+  auto ok = sinktest::config_of(
+      "experiment ok extends micro { model { d = 24  heads = 3  kv_heads = 1  tie_embeddings = true } }");
   EXPECT_EQ(llama2c_unsupported(ok.model), "");
   // A folder that is not there is an error naming the file, not a crash.
   ok.model.vocab = 17;

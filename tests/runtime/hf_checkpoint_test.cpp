@@ -21,7 +21,8 @@ const char* kPython = "/usr/bin/python3";
 std::string oracle_script() { return std::string(SINKLAB_SOURCE_DIR) + "/tests/runtime/hf_oracle.py"; }
 
 bool python_has_torch() {
-  return access(kPython, X_OK) == 0 && std::system((std::string(kPython) + " -c 'import torch' 2>/dev/null").c_str()) == 0;
+  return access(kPython, X_OK) == 0 &&
+         std::system((std::string(kPython) + " -c 'import torch' 2>/dev/null").c_str()) == 0;
 }
 
 // `sinkc measure ARGS --format json`, parsed; fails the test on a non-zero exit.
@@ -39,8 +40,9 @@ json measure(std::vector<std::string> args, const TempDir& tmp) {
 
 // stories260K (llama2.c) written in Hugging Face's LLaMA layout by the oracle script: its exit status.
 int to_hugging_face_layout(const std::string& llama2c_model, const std::string& folder) {
-  return std::system(
-      (std::string(kPython) + " " + oracle_script() + " --from-llama2c " + llama2c_model + " " + folder + " > /dev/null").c_str());
+  return std::system((std::string(kPython) + " " + oracle_script() + " --from-llama2c " + llama2c_model + " " + folder +
+                      " > /dev/null")
+                         .c_str());
 }
 
 std::string safetensors_bytes(const std::string& header, const std::string& data) {
@@ -65,9 +67,10 @@ TEST(Safetensors, ReadsFloatHalfAndBfloat16Exactly) {
   TempDir tmp("safetensors");
   // 1.5f, -2.0f as F32; 1.0 as F16 (0x3C00); -0.5 as BF16 (0xBF00); little-endian.
   std::string data("\x00\x00\xc0\x3f\x00\x00\x00\xc0\x00\x3c\x00\xbf", 12);
-  const std::string header = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-                             R"("b":{"dtype":"F16","shape":[1,1],"data_offsets":[8,10]},)"
-                             R"("c":{"dtype":"BF16","shape":[],"data_offsets":[10,12]},"__metadata__":{"format":"pt"}})";
+  const std::string header =
+      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+      R"("b":{"dtype":"F16","shape":[1,1],"data_offsets":[8,10]},)"
+      R"("c":{"dtype":"BF16","shape":[],"data_offsets":[10,12]},"__metadata__":{"format":"pt"}})";
   sinktest::write_file(tmp.file("m.safetensors"), safetensors_bytes(header, data));
   auto t = sink::rt::load_safetensors(tmp.file("m.safetensors"));
   ASSERT_EQ(t.size(), 3u);
@@ -90,9 +93,11 @@ TEST(Safetensors, MalformedFilesAreClearErrors) {
       {"header_too_long", safetensors_bytes(ok_entry, std::string(8, '\0')).substr(0, 20), "exceeds the file"},
       {"not_json", safetensors_bytes("{nope", ""), "not a JSON object"},
       {"outside", safetensors_bytes(ok_entry, std::string(4, '\0')), "outside the 4 bytes"},
-      {"shape_mismatch", safetensors_bytes(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", std::string(8, '\0')),
+      {"shape_mismatch",
+       safetensors_bytes(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", std::string(8, '\0')),
        "shape holds 12 bytes"},
-      {"dtype", safetensors_bytes(R"({"w":{"dtype":"F8_E4M3","shape":[8],"data_offsets":[0,8]}})", std::string(8, '\0')),
+      {"dtype",
+       safetensors_bytes(R"({"w":{"dtype":"F8_E4M3","shape":[8],"data_offsets":[0,8]}})", std::string(8, '\0')),
        "dtype 'F8_E4M3'"},
       {"fields", safetensors_bytes(R"({"w":{"dtype":"F32"}})", ""), "needs dtype, shape and data_offsets"},
   };
@@ -143,8 +148,8 @@ TEST(HfCheckpoint, FiveArchitecturesMatchAnIndependentPythonForward) {
     const std::string name = entry.path().filename().string();
     json expected = json::parse(sinktest::read_file((entry.path() / "expected.json").string()));
     json got = measure({entry.path().string(), "--ids", (entry.path() / "ids.txt").string(), "--T",
-                        std::to_string(expected["T"].get<int>()), "--n", std::to_string(expected["N"].get<int>()), "--eps",
-                        std::to_string(expected["eps"].get<double>())},
+                        std::to_string(expected["T"].get<int>()), "--n", std::to_string(expected["N"].get<int>()),
+                        "--eps", std::to_string(expected["eps"].get<double>())},
                        tmp);
     ASSERT_TRUE(got.contains("alpha")) << name << ": " << got.dump();
     EXPECT_EQ(got["kind"], "huggingface") << name;
@@ -155,10 +160,12 @@ TEST(HfCheckpoint, FiveArchitecturesMatchAnIndependentPythonForward) {
       ASSERT_EQ(got["alpha"][l].size(), a[l].size()) << name;
       triples += a[l].size() * expected["N"].get<size_t>();
       for (size_t h = 0; h < a[l].size(); ++h)
-        EXPECT_NEAR(got["alpha"][l][h].get<double>(), a[l][h].get<double>(), 1e-5) << name << " layer " << l << " head " << h;
+        EXPECT_NEAR(got["alpha"][l][h].get<double>(), a[l][h].get<double>(), 1e-5)
+            << name << " layer " << l << " head " << h;
     }
     for (size_t l = 0; l < expected["massive"].size(); ++l)
-      EXPECT_NEAR(got["massive"][l].get<double>(), expected["massive"][l].get<double>(), 1e-4) << name << " layer " << l;
+      EXPECT_NEAR(got["massive"][l].get<double>(), expected["massive"][l].get<double>(), 1e-4)
+          << name << " layer " << l;
     // A head right at eps may fall either side of it in float: at most one triple apart.
     EXPECT_NEAR(got["sink"]["1"].get<double>(), expected["sink"]["1"].get<double>(), 100.0 / double(triples) + 1e-9)
         << name;
@@ -168,7 +175,8 @@ TEST(HfCheckpoint, FiveArchitecturesMatchAnIndependentPythonForward) {
 
 TEST(HfCheckpoint, Stories260kInHuggingFaceLayoutMeasuresAsTheLlama2cCheckpoint) {
   SINKLAB_TEST_MODEL(model, "stories260K.bin");
-  if (!python_has_torch()) GTEST_SKIP() << kPython << " with torch (Debian's python3-torch) is needed for the conversion";
+  if (!python_has_torch())
+    GTEST_SKIP() << kPython << " with torch (Debian's python3-torch) is needed for the conversion";
   TempDir tmp("hf-stories");
   const std::string hf = tmp.file("stories260K-hf");
   ASSERT_EQ(to_hugging_face_layout(model, hf), 0);
@@ -213,7 +221,8 @@ std::string measure_error(std::vector<std::string> args, const TempDir& tmp) {
 TEST(HfCheckpoint, NaturalTextIsTokenizedWithTheFoldersTokenizerModel) {
   SINKLAB_TEST_MODEL(model, "stories260K.bin");
   SINKLAB_TEST_MODEL(spm, "tok512.model");
-  if (!python_has_torch()) GTEST_SKIP() << kPython << " with torch (Debian's python3-torch) is needed for the conversion";
+  if (!python_has_torch())
+    GTEST_SKIP() << kPython << " with torch (Debian's python3-torch) is needed for the conversion";
   TempDir tmp("hf-natural");
   const std::string hf = tmp.file("stories260K-hf");
   ASSERT_EQ(to_hugging_face_layout(model, hf), 0);

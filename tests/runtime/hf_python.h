@@ -31,9 +31,10 @@ inline std::string hf_python_missing(std::string& python) {
   python = env;
   static std::map<std::string, bool> usable;
   if (!usable.count(python))
-    usable[python] = std::system((shell_quoted(python) +
-                                  " -c 'import transformers, tokenizers, safetensors' > /dev/null 2>&1")
-                                     .c_str()) == 0;
+    usable[python] =
+        std::system(
+            (shell_quoted(python) + " -c 'import transformers, tokenizers, safetensors' > /dev/null 2>&1").c_str()) ==
+        0;
   if (!usable[python]) return "SINKLAB_PYTHON=" + python + " cannot import transformers, tokenizers and safetensors";
   return "";
 }
@@ -84,6 +85,6 @@ inline std::string measure_error(std::vector<std::string> args, const TempDir& t
 }  // namespace sinktest
 
 // Declares `std::string var`, the Python to run, or skips the test saying why.
-#define HF_PYTHON_OR_SKIP(var)                                        \
-  std::string var;                                                    \
+#define HF_PYTHON_OR_SKIP(var) \
+  std::string var;             \
   if (auto why = sinktest::hf_python_missing(var); !why.empty()) GTEST_SKIP() << why

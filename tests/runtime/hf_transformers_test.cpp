@@ -72,11 +72,10 @@ TEST(HfTransformers, EveryModelTypeMatchesTransformersOwnForward) {
     ++cases;
     SCOPED_TRACE(name);
     json expected = json::parse(sinktest::read_file((dir / "expected.json").string()));
-    json got = sinktest::measure_json({dir.string(), "--ids", (dir / "ids.txt").string(), "--T",
-                                       std::to_string(expected["T"].get<int>()), "--n",
-                                       std::to_string(expected["N"].get<int>()), "--eps",
-                                       std::to_string(expected["eps"].get<double>())},
-                                      tmp);
+    json got = sinktest::measure_json(
+        {dir.string(), "--ids", (dir / "ids.txt").string(), "--T", std::to_string(expected["T"].get<int>()), "--n",
+         std::to_string(expected["N"].get<int>()), "--eps", std::to_string(expected["eps"].get<double>())},
+        tmp);
     ASSERT_TRUE(got.contains("alpha")) << got.dump();
     const json& want = expected["fp32"];
     ASSERT_EQ(got["alpha"].size(), want["alpha"].size());
@@ -122,13 +121,17 @@ class EnvOverride {
   void set(const std::string& name, const char* value) {
     const char* old = std::getenv(name.c_str());
     saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
-    if (value) setenv(name.c_str(), value, 1);
-    else unsetenv(name.c_str());
+    if (value)
+      setenv(name.c_str(), value, 1);
+    else
+      unsetenv(name.c_str());
   }
   ~EnvOverride() {
     for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
-      if (it->second) setenv(it->first.c_str(), it->second->c_str(), 1);
-      else unsetenv(it->first.c_str());
+      if (it->second)
+        setenv(it->first.c_str(), it->second->c_str(), 1);
+      else
+        unsetenv(it->first.c_str());
     }
   }
 

@@ -8,15 +8,15 @@
 #include <fstream>
 #include <random>
 
-#include "kernels/emit_llvm.h"
 #include "compiler/pipeline.h"
+#include "kernels/emit_llvm.h"
 #include "runtime/attention/attention.h"
+#include "runtime/attention/jit.h"
+#include "runtime/attention/jit_attention.h"
 #include "runtime/data/batches.h"
 #include "runtime/data/corpus.h"
 #include "runtime/training/model.h"
 #include "runtime/training/optimizer.h"
-#include "runtime/attention/jit.h"
-#include "runtime/attention/jit_attention.h"
 #include "tests/runtime/attention_oracle_expect.h"
 #include "tests/runtime/jit_variants.h"
 
@@ -40,11 +40,17 @@ void expect_gradients_match_finite_differences(const Variant& v) {
   auto opts = torch::TensorOptions().dtype(torch::kDouble);
   std::vector<torch::Tensor> params = {torch::randn({B, H, T, D}, opts), torch::randn({B, H, T, D}, opts),
                                        torch::randn({B, H, T, D}, opts), torch::randn({H, T}, opts) * 0.5,
-                                       torch::randn({H, D}, opts), torch::randn({H, D}, opts), torch::randn({H}, opts)};
+                                       torch::randn({H, D}, opts),       torch::randn({H, D}, opts),
+                                       torch::randn({H}, opts)};
   auto w = torch::randn({B, H, T, D}, opts);
   auto loss = [&](const std::vector<torch::Tensor>& p) {
-    AttentionCall in{p[0], p[1], p[2], v.position_bias ? p[3] : torch::Tensor(), v.key_bias ? p[4] : torch::Tensor(),
-                 v.key_bias ? p[5] : torch::Tensor(), v.sink_logit ? p[6] : torch::Tensor()};
+    AttentionCall in{p[0],
+                     p[1],
+                     p[2],
+                     v.position_bias ? p[3] : torch::Tensor(),
+                     v.key_bias ? p[4] : torch::Tensor(),
+                     v.key_bias ? p[5] : torch::Tensor(),
+                     v.sink_logit ? p[6] : torch::Tensor()};
     return (jit_attention(spec_of(v), in) * w).sum();
   };
   std::vector<torch::Tensor> leaves;
@@ -114,13 +120,25 @@ TEST(Jit, GradientsMatchFiniteDifferencesInDouble) {
       {.name = "ALiBi / T5, window 3 + prefix 2", .prefix = 2, .window = 3, .position_bias = true},
       {.name = "KV biases", .key_bias = true, .learned_v = true},
       {.name = "K biases, sigmoid", .score = sig, .normalize = "none", .key_bias = true, .learned_v = true},
-      {.name = "softmax p-norm 1/4, KV biases, window 3", .normalize = "pnorm", .p = 0.25, .window = 3, .key_bias = true,
+      {.name = "softmax p-norm 1/4, KV biases, window 3",
+       .normalize = "pnorm",
+       .p = 0.25,
+       .window = 3,
+       .key_bias = true,
        .learned_v = true},
       {.name = "softplus(qk + tanh(i/10))",
        .score = call("softplus", {bin(Op::Add, var("qk"), call("tanh", {bin(Op::Div, var("i"), num(10))}))})},
-      {.name = "softpick, KV biases, window 4", .normalize = "softpick", .window = 4, .key_bias = true, .learned_v = true},
+      {.name = "softpick, KV biases, window 4",
+       .normalize = "softpick",
+       .window = 4,
+       .key_bias = true,
+       .learned_v = true},
       {.name = "softpick, ALiBi, prefix 3", .normalize = "softpick", .prefix = 3, .position_bias = true},
-      {.name = "sink logit, KV biases, ALiBi", .position_bias = true, .key_bias = true, .learned_v = true, .sink_logit = true},
+      {.name = "sink logit, KV biases, ALiBi",
+       .position_bias = true,
+       .key_bias = true,
+       .learned_v = true,
+       .sink_logit = true},
       {.name = "sink logit, window 2", .window = 2, .sink_logit = true},
   };
   for (const auto& v : variants) expect_gradients_match_finite_differences(v);
@@ -133,7 +151,9 @@ TEST(Jit, RandomScoreExpressions) {
 TEST(Jit, KernelsAreCompiledOncePerVariant) {
   // A constant of this process's own, so that no disk cache holds the kernel yet.
   const double c = 1.5 + double(getpid() % 100000) * 1e-7 + double(time(nullptr) % 1000) * 1e-4;
-  Variant v{.name = "cache probe", .score = call("sigmoid", {bin(ExprNode::Op::Mul, var("qk"), num(c))}), .normalize = "none"};
+  Variant v{.name = "cache probe",
+            .score = call("sigmoid", {bin(ExprNode::Op::Mul, var("qk"), num(c))}),
+            .normalize = "none"};
   const int start = Jit::shared().compiled();
   compare(v);
   const int after_first = Jit::shared().compiled();
@@ -156,10 +176,11 @@ TEST(Jit, DiskCacheSparesTheSecondProcessACompile) {
     auto o = torch::empty({5, 4}), stats = torch::empty({2, 5 + kernels::kKeyBlock});
     auto kt = torch::zeros({4, 5 + kernels::kKeyBlock});  // k transposed and padded, as the kernels read it
     kt.narrow(1, 0, 5).copy_(k.t());
-    fwd(q.data_ptr<float>(), kt.data_ptr<float>(), vv.data_ptr<float>(), nullptr, nullptr, nullptr, nullptr, o.data_ptr<float>(),
-        stats.data_ptr<float>(), 5, kt.size(1));
-    auto ref = reference_attention(config_of(v), {q.view({1, 1, 5, 4}), k.view({1, 1, 5, 4}), vv.view({1, 1, 5, 4}), {}, {}, {}},
-                                   false).out.view({5, 4});
+    fwd(q.data_ptr<float>(), kt.data_ptr<float>(), vv.data_ptr<float>(), nullptr, nullptr, nullptr, nullptr,
+        o.data_ptr<float>(), stats.data_ptr<float>(), 5, kt.size(1));
+    auto ref = reference_attention(
+                   config_of(v), {q.view({1, 1, 5, 4}), k.view({1, 1, 5, 4}), vv.view({1, 1, 5, 4}), {}, {}, {}}, false)
+                   .out.view({5, 4});
     EXPECT_LT(rel_error(o, ref), 1e-5);
   };
   {
@@ -175,8 +196,10 @@ TEST(Jit, DiskCacheSparesTheSecondProcessACompile) {
 TEST(Jit, ProbeGivesTheReferenceAttention) {
   for (bool key_bias : {false, true}) {
     for (std::string norm : {"sum", "none"}) {
-      Variant v{.name = "probe", .score = norm == "sum" ? call("exp", {var("qk")}) : call("sigmoid", {var("qk")}),
-                .normalize = norm, .key_bias = key_bias};
+      Variant v{.name = "probe",
+                .score = norm == "sum" ? call("exp", {var("qk")}) : call("sigmoid", {var("qk")}),
+                .normalize = norm,
+                .key_bias = key_bias};
       torch::manual_seed(3);
       const int64_t B = 1, H = 2, T = 6, D = 8;
       auto q = torch::randn({B, H, T, D}), k = torch::randn({B, H, T, D}), vv = torch::randn({B, H, T, D});
@@ -229,13 +252,19 @@ TEST(Jit, TheCompiledKernelsAreVectorized) {
 }
 
 TEST(Jit, PtxForSm90Assembles) {
-  if (std::system("command -v ptxas > /dev/null 2>&1") != 0 || std::system("command -v /usr/lib/llvm-19/bin/llc > /dev/null 2>&1") != 0)
+  if (std::system("command -v ptxas > /dev/null 2>&1") != 0 ||
+      std::system("command -v /usr/lib/llvm-19/bin/llc > /dev/null 2>&1") != 0)
     GTEST_SKIP() << "ptxas or llc-19 not installed";
   Variant v{.name = "softmax"};
   std::string ir = kernels::emit_llvm(spec_of(v), kernels::Target::NVPTX);
   std::string dir = testing::TempDir();
-  { std::ofstream(dir + "/fwd.ll") << ir; }
-  ASSERT_EQ(std::system(("/usr/lib/llvm-19/bin/llc -march=nvptx64 -mcpu=sm_90 -mattr=+ptx80 " + dir + "/fwd.ll -o " + dir + "/fwd.ptx").c_str()), 0);
+  {
+    std::ofstream(dir + "/fwd.ll") << ir;
+  }
+  ASSERT_EQ(std::system(("/usr/lib/llvm-19/bin/llc -march=nvptx64 -mcpu=sm_90 -mattr=+ptx80 " + dir + "/fwd.ll -o " +
+                         dir + "/fwd.ptx")
+                            .c_str()),
+            0);
   ASSERT_EQ(std::system(("ptxas -arch=sm_90 " + dir + "/fwd.ptx -o " + dir + "/fwd.cubin").c_str()), 0);
 }
 
@@ -274,8 +303,8 @@ TEST(Jit, TrainingMatchesTheReferenceBackend) {
 // Exp scores under the p-norm on logits x_ij ~ level_j (q along e0, k at
 // level_j e0): the float reference and the float kernels against a double
 // oracle, shifted by the row max or not (`shift_oracle`).
-static void expect_pnorm_of_exp_in_float(const std::vector<double>& levels, const std::vector<double>& ps, bool shift_oracle,
-                                         double grad_tol, uint64_t seed) {
+static void expect_pnorm_of_exp_in_float(const std::vector<double>& levels, const std::vector<double>& ps,
+                                         bool shift_oracle, double grad_tol, uint64_t seed) {
   const int64_t B = 1, H = 2, T = static_cast<int64_t>(levels.size()), D = 8;
   torch::manual_seed(seed);
   auto opts = torch::TensorOptions().dtype(torch::kDouble);
@@ -308,7 +337,8 @@ static void expect_pnorm_of_exp_in_float(const std::vector<double>& levels, cons
       }
     };
     auto qf = f(q), kf = f(k), vf = f(v);
-    check("reference in float", reference_attention(config_of(variant), {qf, kf, vf, {}, {}, {}}, false).out, {qf, kf, vf});
+    check("reference in float", reference_attention(config_of(variant), {qf, kf, vf, {}, {}, {}}, false).out,
+          {qf, kf, vf});
     auto qj = f(q), kj = f(k), vj = f(v);
     check("jit", jit_attention(spec_of(variant), {qj, kj, vj, {}, {}, {}}), {qj, kj, vj});
   }
@@ -332,5 +362,6 @@ TEST(Jit, PNormOfExpSurvivesLogitsPastTheFloatRange) {
   // Keys within a few units of each other share the attention; those 30-60
   // below still count under p < 1 (exp(-50/4) ~ 4e-6); -150 underflows.
   // Logits of ~150 carry float's rounding (~1e-5) into every weight: 2e-2.
-  expect_pnorm_of_exp_in_float({150, 152, 95, 153, 120, 148, -150, 160, 100, 151, 130, 154}, {0.25, 2.0}, false, 2e-2, 4);
+  expect_pnorm_of_exp_in_float({150, 152, 95, 153, 120, 148, -150, 160, 100, 151, 130, 154}, {0.25, 2.0}, false, 2e-2,
+                               4);
 }

@@ -15,8 +15,8 @@
 
 namespace sink::testing_variants {
 
-using sink::ExprNode;
 using sink::AttentionConfig;
+using sink::ExprNode;
 using sink::ModelConfig;
 
 inline ExprNode var(const std::string& n) { return {ExprNode::Op::Var, 0, n, {}}; }
@@ -92,12 +92,32 @@ inline std::vector<Variant> paper_variants() {
       {.name = "T 20 (key blocks and a masked tail)", .T = 20},
       {.name = "window 5, T 30", .score = sig, .window = 5, .T = 30},
       {.name = "d_head 64, T 19 (key groups of 2)", .T = 19, .D = 64},
-      {.name = "d_head 64, sigmoid, prefix 3 + window 6, ALiBi", .score = sig, .normalize = "none", .prefix = 3, .window = 6,
-       .position_bias = true, .T = 23, .D = 64},
-      {.name = "prefix 6 + window 2, KV biases, T 17", .prefix = 6, .window = 2, .key_bias = true, .learned_v = true, .T = 17},
-      {.name = "softmax p-norm 1/3, KV biases, window 4, T 21", .normalize = "pnorm", .p = 1.0 / 3, .window = 4, .key_bias = true,
-       .learned_v = true, .T = 21},
-      {.name = "softmax p-norm 3, ALiBi, large scores", .normalize = "pnorm", .p = 3, .position_bias = true, .q_scale = 6},
+      {.name = "d_head 64, sigmoid, prefix 3 + window 6, ALiBi",
+       .score = sig,
+       .normalize = "none",
+       .prefix = 3,
+       .window = 6,
+       .position_bias = true,
+       .T = 23,
+       .D = 64},
+      {.name = "prefix 6 + window 2, KV biases, T 17",
+       .prefix = 6,
+       .window = 2,
+       .key_bias = true,
+       .learned_v = true,
+       .T = 17},
+      {.name = "softmax p-norm 1/3, KV biases, window 4, T 21",
+       .normalize = "pnorm",
+       .p = 1.0 / 3,
+       .window = 4,
+       .key_bias = true,
+       .learned_v = true,
+       .T = 21},
+      {.name = "softmax p-norm 3, ALiBi, large scores",
+       .normalize = "pnorm",
+       .p = 3,
+       .position_bias = true,
+       .q_scale = 6},
   };
   return variants;
 }
@@ -174,16 +194,31 @@ inline std::vector<Variant> normalizer_variants() {
       const ExprNode sig = call("sigmoid", {var("qk")}), relu = call("relu", {var("qk")});
       if (!over_logit) {
         out.push_back({.name = tag + "sigmoid", .score = sig, .normalize = row.name, .p = p});
-        out.push_back({.name = tag + "sigmoid, KV biases, window 3 + prefix 2", .score = sig, .normalize = row.name,
-                       .p = p, .prefix = 2, .window = 3, .key_bias = true, .learned_v = true});
+        out.push_back({.name = tag + "sigmoid, KV biases, window 3 + prefix 2",
+                       .score = sig,
+                       .normalize = row.name,
+                       .p = p,
+                       .prefix = 2,
+                       .window = 3,
+                       .key_bias = true,
+                       .learned_v = true});
         out.push_back({.name = tag + (signed_ok ? "identity, ALiBi" : "relu, ALiBi"),
-                       .score = signed_ok ? var("qk") : relu, .normalize = row.name, .p = p, .position_bias = true,
+                       .score = signed_ok ? var("qk") : relu,
+                       .normalize = row.name,
+                       .p = p,
+                       .position_bias = true,
                        .T = 13});
       }
       if (sink::is_shifted_exp(call("exp", {var("qk")}), row.name)) {
         out.push_back({.name = tag + "exp, max-shifted", .normalize = row.name, .p = p, .T = 11});
-        out.push_back({.name = tag + "exp, max-shifted, large scores, KV biases", .normalize = row.name, .p = p,
-                       .key_bias = true, .learned_v = true, .T = 12, .q_scale = 6, .grad_tol = 1e-3});
+        out.push_back({.name = tag + "exp, max-shifted, large scores, KV biases",
+                       .normalize = row.name,
+                       .p = p,
+                       .key_bias = true,
+                       .learned_v = true,
+                       .T = 12,
+                       .q_scale = 6,
+                       .grad_tol = 1e-3});
       }
     }
   }

@@ -4,9 +4,9 @@
 
 #include <cstdio>
 
+#include "runtime/data/tokenizer.h"
 #include "runtime/interop/llama2c.h"
 #include "runtime/measurement/measure.h"
-#include "runtime/data/tokenizer.h"
 #include "runtime_test_util.h"
 
 using namespace sink;
@@ -77,10 +77,12 @@ TEST(Llama2c, GreedyDecodeGivesTheDocumentedStory) {
   auto tok = llama2c_tokenizer(tok512, 512);
   const std::string text = tok->decode(ids);
   std::printf("[ stories260K ] %s\n", text.c_str());
-  const std::string want = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park.";
+  const std::string want =
+      "Once upon a time, there was a little girl named Lily. She loved to play outside in the park.";
   EXPECT_EQ(text.substr(0, want.size()), want) << text;
   // Decoding is deterministic.
-  EXPECT_EQ(greedy_decode(*m.model, 20), std::vector<int32_t>(ids.begin(), ids.begin() + std::min<size_t>(20, ids.size())));
+  EXPECT_EQ(greedy_decode(*m.model, 20),
+            std::vector<int32_t>(ids.begin(), ids.begin() + std::min<size_t>(20, ids.size())));
 }
 
 TEST(Llama2c, MalformedFilesFailClearly) {
@@ -163,9 +165,12 @@ TEST(Llama2c, RepeatedTokenHasNoSink) {
   print_report("random", rr);
   auto tok = llama2c_tokenizer(tok512, 512);
   const std::string story =
-      "Once upon a time, there was a little boy named Tim. Tim had a big red ball. He liked to play with his ball in the "
-      "garden every day. One day, the ball rolled away into the woods. Tim was sad and he looked for it everywhere. Then "
-      "a friendly bird came and said, \"I saw your ball near the big tree!\" Tim ran to the tree and found his ball. He "
+      "Once upon a time, there was a little boy named Tim. Tim had a big red ball. He liked to play with his ball in "
+      "the "
+      "garden every day. One day, the ball rolled away into the woods. Tim was sad and he looked for it everywhere. "
+      "Then "
+      "a friendly bird came and said, \"I saw your ball near the big tree!\" Tim ran to the tree and found his ball. "
+      "He "
       "said thank you to the bird and they played together until the sun went down. Tim was very happy.";
   auto ids = tok->encode(story);
   ASSERT_GE(static_cast<int64_t>(ids.size()), T + 16);

@@ -65,7 +65,8 @@ const Arch kArchs[] = {
     {"tie_embeddings", "model.tie_embeddings = true"},
     {"gate_elementwise", "attention.gate = elementwise"},
     {"gate_headwise", "attention.gate = headwise"},
-    {"gate_gqa_sink_kv", "model { heads = 4  kv_heads = 2  sink_token = true  biases = kv }  attention.gate = elementwise"},
+    {"gate_gqa_sink_kv",
+     "model { heads = 4  kv_heads = 2  sink_token = true  biases = kv }  attention.gate = elementwise"},
     {"gate_sigmoid_window", "attention { gate = headwise  score = sigmoid(qk)  normalize = none }  loss.window = 3"},
 };
 
@@ -74,8 +75,8 @@ constexpr int64_t kVocab = 20, kB = 2, kT = 8;
 // The reference attention (the LibTorch oracle, any dtype); the JIT kernels
 // are float32 and have their own tests against it.
 ModelConfig model_config(const Arch& a) {
-  auto cfg = sinktest::config_of(std::string("experiment a extends micro { model.vocab = 20  attention.backend = reference ") +
-                                 a.body + " }");
+  auto cfg = sinktest::config_of(
+      std::string("experiment a extends micro { model.vocab = 20  attention.backend = reference ") + a.body + " }");
   EXPECT_EQ(cfg.model.attention.backend, sink::Backend::reference);
   return cfg.model;
 }
@@ -223,7 +224,8 @@ TEST_P(ModelArch, JitBackendMatchesReference) {
     auto gr = item.value().grad(), gj = jit_params[item.key()].grad();
     ASSERT_TRUE(gj.defined()) << item.key();
     const double scale = gr.abs().max().item<double>();
-    EXPECT_LT((gj - gr).abs().max().item<double>(), 1e-3 * scale + 1e-7) << item.key() << " (max |grad| " << scale << ")";
+    EXPECT_LT((gj - gr).abs().max().item<double>(), 1e-3 * scale + 1e-7)
+        << item.key() << " (max |grad| " << scale << ")";
   }
 }
 
@@ -240,7 +242,9 @@ TEST(Model, KnobsCreateTheirParameters) {
     for (auto& item : m.named_buffers()) out["buffer:" + item.key()] = item.value().sizes().vec();
     return out;
   };
-  auto has = [](const std::map<std::string, std::vector<int64_t>>& m, const std::string& key) { return m.count(key) > 0; };
+  auto has = [](const std::map<std::string, std::vector<int64_t>>& m, const std::string& key) {
+    return m.count(key) > 0;
+  };
 
   auto base = names({"", ""});
   EXPECT_TRUE(has(base, "head.weight"));
@@ -357,9 +361,9 @@ struct DtypeSpy : AttentionBackend {
 // position encoding and phi: that is what selects the GPU's bf16 kernels.
 // RoPE's fp32 tables once promoted q and k back to fp32.
 TEST(Model, AutocastHandsTheBackendBf16Heads) {
-  for (const char* body : {"model.pe = rope(theta = 10000)", "model.pe = alibi", "model.pe = learned",
-                           "attention { kernel = elu1  score = qk  normalize = sum }",
-                           "model { heads = 4  kv_heads = 2 }"}) {
+  for (const char* body :
+       {"model.pe = rope(theta = 10000)", "model.pe = alibi", "model.pe = learned",
+        "attention { kernel = elu1  score = qk  normalize = sum }", "model { heads = 4  kv_heads = 2 }"}) {
     ModelConfig c = model_config({"", body});
     Transformer m(c);
     auto spy = std::make_shared<DtypeSpy>();

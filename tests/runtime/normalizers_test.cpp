@@ -50,8 +50,11 @@ std::optional<double> formula_z(const std::string& name, const torch::Tensor& s,
 // Rows of scores: positive, near 1 (softpick's e^x - 1 near 0), signed, with an exact zero, and one of a single key.
 std::vector<torch::Tensor> score_rows() {
   auto d = torch::kDouble;
-  return {torch::tensor({0.3, 1.7, 0.05, 2.4}, d), torch::tensor({1.2, 0.9, 1.05}, d),
-          torch::tensor({-0.8, 1.1, 0.6, -0.2, 0.9}, d), torch::tensor({0.0, 0.7, 1.3}, d), torch::tensor({0.45}, d),
+  return {torch::tensor({0.3, 1.7, 0.05, 2.4}, d),
+          torch::tensor({1.2, 0.9, 1.05}, d),
+          torch::tensor({-0.8, 1.1, 0.6, -0.2, 0.9}, d),
+          torch::tensor({0.0, 0.7, 1.3}, d),
+          torch::tensor({0.45}, d),
           torch::tensor({-2.5, 0.5, -0.25}, d)};
 }
 
@@ -60,8 +63,8 @@ std::vector<double> parameters_of(const sink::Normalizer& n) {
 }
 
 // `check` on every direct row, each of its parameter values and every row of scores, traced.
-void for_each_case(const std::function<void(const sink::Normalizer&, double, const NormalizerForm&,
-                                            const torch::Tensor&)>& check) {
+void for_each_case(
+    const std::function<void(const sink::Normalizer&, double, const NormalizerForm&, const torch::Tensor&)>& check) {
   for (const auto& row : sink::normalizers()) {
     for (double p : parameters_of(row)) {
       const NormalizerForm n = sink::normalizer_form(row, p);
@@ -108,7 +111,9 @@ TEST(Normalizers, SlopesAgreeWithFiniteDifferencesAndAutograd) {
       const double central = (row_z(n, moved(h)).item<double>() - row_z(n, moved(-h)).item<double>()) / (2 * h);
       EXPECT_NEAR(slope[j].item<double>(), central, 1e-6 * std::max(1.0, std::abs(central))) << "key " << j;
       EXPECT_NEAR(autograd[j].item<double>(), central, 1e-6 * std::max(1.0, std::abs(central))) << "key " << j;
-      auto weight = [&](const torch::Tensor& t) { return eval_expr(n.weight, column(t)).expand_as(t)[j].item<double>(); };
+      auto weight = [&](const torch::Tensor& t) {
+        return eval_expr(n.weight, column(t)).expand_as(t)[j].item<double>();
+      };
       const double weight_central = (weight(moved(h)) - weight(moved(-h))) / (2 * h);
       EXPECT_NEAR(weight_slope[j].item<double>(), weight_central, 1e-6 * std::max(1.0, std::abs(weight_central)))
           << "weight, key " << j;

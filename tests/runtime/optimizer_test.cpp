@@ -33,11 +33,14 @@ TEST(Optimizer, ClippingMatchesLibTorch) {
     torch::nn::utils::clip_grad_norm_(theirs, 1.5);
     double norm = 0;
     for (size_t k = 0; k < 3; ++k) {
-      EXPECT_TRUE(torch::allclose(ours[k].grad(), theirs[k].grad(), 1e-12, 1e-14)) << "parameter " << k << " scale " << scale;
+      EXPECT_TRUE(torch::allclose(ours[k].grad(), theirs[k].grad(), 1e-12, 1e-14))
+          << "parameter " << k << " scale " << scale;
       norm += ours[k].grad().pow(2).sum().item<double>();
     }
-    if (scale > 1) EXPECT_NEAR(std::sqrt(norm), 1.5, 1e-5);
-    else EXPECT_LT(std::sqrt(norm), 1.0);
+    if (scale > 1)
+      EXPECT_NEAR(std::sqrt(norm), 1.5, 1e-5);
+    else
+      EXPECT_LT(std::sqrt(norm), 1.0);
     EXPECT_FALSE(ours[3].grad().defined());
   }
 }

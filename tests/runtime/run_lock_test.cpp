@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "runtime/processes/process.h"
-#include "runtime/training/run_dir.h"
 #include "runtime/processes/run_lock.h"
+#include "runtime/training/run_dir.h"
 #include "runtime_test_util.h"
 
 using namespace sink::rt;
@@ -62,7 +62,8 @@ TEST(RunLock, TwoSinkcRunProcessesTrainEachRunOnce) {
   const std::string runs = dir.file("runs");
   const pid_t a = sinktest::spawn({sinkc, "run", dir.file("spec.sink"), "--out", runs}, dir.file("a.txt"));
   const pid_t b = sinktest::spawn({sinkc, "run", dir.file("spec.sink"), "--out", runs}, dir.file("b.txt"));
-  const std::string out_a_status = std::to_string(sinktest::wait_exit(a)), out_b_status = std::to_string(sinktest::wait_exit(b));
+  const std::string out_a_status = std::to_string(sinktest::wait_exit(a)),
+                    out_b_status = std::to_string(sinktest::wait_exit(b));
   const std::string out_a = sinktest::read_file(dir.file("a.txt")), out_b = sinktest::read_file(dir.file("b.txt"));
   EXPECT_EQ(out_a_status, "0") << out_a;
   EXPECT_EQ(out_b_status, "0") << out_b;

@@ -4,14 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <random>
+#include <spawn.h>
 #include <sstream>
 #include <string>
-#include <fcntl.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -47,9 +47,8 @@ struct TempDir {
   explicit TempDir(const std::string& tag) {
     static int counter = 0;
     std::random_device rd;
-    path = std::filesystem::temp_directory_path() /
-           ("sinklab-test-" + tag + "-" + std::to_string(getpid()) + "-" + std::to_string(counter++) + "-" +
-            std::to_string(rd() % 100000));
+    path = std::filesystem::temp_directory_path() / ("sinklab-test-" + tag + "-" + std::to_string(getpid()) + "-" +
+                                                     std::to_string(counter++) + "-" + std::to_string(rd() % 100000));
     std::filesystem::remove_all(path);
     std::filesystem::create_directories(path);
   }
@@ -176,7 +175,8 @@ inline TestModel find_test_model(const std::string& name) {
   }
   m.required = named;
   m.message = named ? "SINKLAB_TEST_MODELS=" + dir.string() + " has no " + name
-                    : name + " not found in " + dir.string() + "; set SINKLAB_TEST_MODELS to a folder holding it to run this test";
+                    : name + " not found in " + dir.string() +
+                          "; set SINKLAB_TEST_MODELS to a folder holding it to run this test";
   return m;
 }
 
@@ -184,8 +184,8 @@ inline TestModel find_test_model(const std::string& name) {
 
 // Declares `const std::string var`, the path of the test model `name`, or
 // ends the test: skipped when no folder was named, failed when the named one lacks it.
-#define SINKLAB_TEST_MODEL(var, name)                                    \
-  const auto var##_found = sinktest::find_test_model(name);              \
+#define SINKLAB_TEST_MODEL(var, name)                                                  \
+  const auto var##_found = sinktest::find_test_model(name);                            \
   if (var##_found.path.empty() && var##_found.required) FAIL() << var##_found.message; \
-  if (var##_found.path.empty()) GTEST_SKIP() << var##_found.message;     \
+  if (var##_found.path.empty()) GTEST_SKIP() << var##_found.message;                   \
   const std::string var = var##_found.path

@@ -7,9 +7,9 @@
 #include <cmath>
 #include <torch/torch.h>
 
-#include "plan/symbolic.h"
 #include "plan/schema.h"
 #include "plan/score_functions.h"
+#include "plan/symbolic.h"
 #include "runtime/attention/score.h"
 
 namespace {
@@ -41,7 +41,8 @@ TEST(ScoreFunctions, ValueGradientAndSymbolicDerivativeAgreeWithFiniteDifference
     auto autograd = torch::autograd::grad({value.sum()}, {x})[0];
     const double h = 1e-6;
     auto xd = x.detach();
-    auto central = (sink::rt::eval_score(e, xd + h, zeros, zeros) - sink::rt::eval_score(e, xd - h, zeros, zeros)) / (2 * h);
+    auto central =
+        (sink::rt::eval_score(e, xd + h, zeros, zeros) - sink::rt::eval_score(e, xd - h, zeros, zeros)) / (2 * h);
     auto symbolic = sink::rt::eval_score(sink::simplify(sink::derivative(e)), xd, zeros, zeros);
     EXPECT_TRUE(torch::allclose(autograd, central, 1e-6, 1e-7)) << autograd << central;
     EXPECT_TRUE(torch::allclose(symbolic, central, 1e-6, 1e-7)) << symbolic << central;
@@ -55,18 +56,18 @@ TEST(ScoreFunctions, TheValuesAreTheUsualFunctions) {
     SCOPED_TRACE(f.name);
     auto x = points(f);
     auto ours = sink::rt::eval_score(applied(f), x, zeros, zeros);
-    torch::Tensor usual = f.name == "exp"        ? torch::exp(x)
-                          : f.name == "sigmoid"  ? torch::sigmoid(x)
-                          : f.name == "elu"      ? torch::elu(x)
-                          : f.name == "relu"     ? torch::relu(x)
-                          : f.name == "tanh"     ? torch::tanh(x)
-                          : f.name == "softplus" ? torch::log1p(torch::exp(x))
-                          : f.name == "abs"      ? torch::abs(x)
-                          : f.name == "sqrt"     ? torch::sqrt(x)
-                          : f.name == "log"      ? torch::log(x)
-                          : f.name == "pow"      ? torch::pow(x, 1.5)
+    torch::Tensor usual = f.name == "exp"         ? torch::exp(x)
+                          : f.name == "sigmoid"   ? torch::sigmoid(x)
+                          : f.name == "elu"       ? torch::elu(x)
+                          : f.name == "relu"      ? torch::relu(x)
+                          : f.name == "tanh"      ? torch::tanh(x)
+                          : f.name == "softplus"  ? torch::log1p(torch::exp(x))
+                          : f.name == "abs"       ? torch::abs(x)
+                          : f.name == "sqrt"      ? torch::sqrt(x)
+                          : f.name == "log"       ? torch::log(x)
+                          : f.name == "pow"       ? torch::pow(x, 1.5)
                           : f.name == "stablemax" ? torch::where(x >= 0, x + 1, 1 / (1 - x))
-                                                 : torch::Tensor();
+                                                  : torch::Tensor();
     if (!usual.defined()) {
       ADD_FAILURE() << "no oracle for '" << f.name << "': add LibTorch's function here";
       continue;

@@ -25,9 +25,9 @@ const char* kSpec =
 // PATH with a fake sbatch first: it copies the script it is given and answers a job id.
 std::string path_with_fake_sbatch(const TempDir& dir) {
   fs::create_directories(dir.path / "bin");
-  sinktest::write_file(dir.file("bin/sbatch"),
-                       "#!/bin/bash\necho \"$@\" > \"" + dir.file("sbatch.args") + "\"\ncp \"${@: -1}\" \"" +
-                           dir.file("submitted.sbatch") + "\"\necho 4242\n");
+  sinktest::write_file(dir.file("bin/sbatch"), "#!/bin/bash\necho \"$@\" > \"" + dir.file("sbatch.args") +
+                                                   "\"\ncp \"${@: -1}\" \"" + dir.file("submitted.sbatch") +
+                                                   "\"\necho 4242\n");
   fs::permissions(dir.path / "bin/sbatch", fs::perms::owner_all);
   return dir.file("bin") + ":" + std::getenv("PATH");
 }
@@ -40,7 +40,8 @@ int sinkc(std::vector<std::string> args, const std::string& log, const std::stri
 
 // The array task `k` of `script`, as Slurm starts it.
 pid_t start_task(const std::string& script, int k, const std::string& log) {
-  return sinktest::spawn({"env", "SLURM_ARRAY_TASK_ID=" + std::to_string(k), "SLURM_CPUS_PER_TASK=1", "bash", script}, log);
+  return sinktest::spawn({"env", "SLURM_ARRAY_TASK_ID=" + std::to_string(k), "SLURM_CPUS_PER_TASK=1", "bash", script},
+                         log);
 }
 
 std::string status_of(const fs::path& out, const std::string& prefix) {
@@ -57,8 +58,8 @@ std::string status_of(const fs::path& out, const std::string& prefix) {
 TEST(SlurmSubmit, DryRunPrintsTheArrayScript) {
   TempDir dir("submit-dry");
   sinktest::write_file(dir.file("spec.sink"), kSpec);
-  ASSERT_EQ(sinkc({"submit", dir.file("spec.sink"), "--slurm", "--dry-run", "--out", dir.file("out"), "--partition", "gpu",
-                   "--time", "2:00:00", "--gpus-per-run", "1", "--cpus-per-run", "8", "--max-parallel", "2",
+  ASSERT_EQ(sinkc({"submit", dir.file("spec.sink"), "--slurm", "--dry-run", "--out", dir.file("out"), "--partition",
+                   "gpu", "--time", "2:00:00", "--gpus-per-run", "1", "--cpus-per-run", "8", "--max-parallel", "2",
                    "--sbatch-arg=--account=lab"},
                   dir.file("dry.txt")),
             0);
@@ -76,8 +77,8 @@ TEST(SlurmSubmit, ArrayTasksTrainEveryRunOnceAndResubmissionSkipsCompletedOnes) 
   sinktest::write_file(dir.file("spec.sink"), kSpec);
   const std::string path = path_with_fake_sbatch(dir);
   const fs::path out = dir.path / "out";
-  ASSERT_EQ(sinkc({"submit", dir.file("spec.sink"), "--slurm", "--run", "base", "--out", out.string()}, dir.file("submit.txt"),
-                  path),
+  ASSERT_EQ(sinkc({"submit", dir.file("spec.sink"), "--slurm", "--run", "base", "--out", out.string()},
+                  dir.file("submit.txt"), path),
             0)
       << sinktest::read_file(dir.file("submit.txt"));
   EXPECT_NE(sinktest::read_file(dir.file("submit.txt")).find("submitted job array 4242 (1 task, 0 already completed)"),
@@ -86,7 +87,8 @@ TEST(SlurmSubmit, ArrayTasksTrainEveryRunOnceAndResubmissionSkipsCompletedOnes) 
   EXPECT_NE(sinktest::read_file(dir.file("sbatch.args")).find("--parsable"), std::string::npos);
 
   // The whole sweep: base is one task, its seeds two more, `long` the fourth.
-  ASSERT_EQ(sinkc({"submit", dir.file("spec.sink"), "--slurm", "--out", out.string()}, dir.file("submit2.txt"), path), 0);
+  ASSERT_EQ(sinkc({"submit", dir.file("spec.sink"), "--slurm", "--out", out.string()}, dir.file("submit2.txt"), path),
+            0);
   const std::string script = sinktest::read_file(dir.file("submitted.sbatch"));
   std::smatch m;
   ASSERT_TRUE(std::regex_search(script, m, std::regex("--array=0-(\\d+)"))) << script;
@@ -114,18 +116,19 @@ TEST(SlurmSubmit, ArrayTasksTrainEveryRunOnceAndResubmissionSkipsCompletedOnes) 
     }
     EXPECT_EQ(sinktest::wait_exit(pid), 0) << sinktest::read_file(dir.file("task" + std::to_string(k) + ".txt"));
   }
-  for (const char* run : {"base", "seeds.seed=1", "seeds.seed=2"})
-    EXPECT_EQ(status_of(out, run), "completed") << run;
+  for (const char* run : {"base", "seeds.seed=1", "seeds.seed=2"}) EXPECT_EQ(status_of(out, run), "completed") << run;
 
   ASSERT_GE(long_task, 0) << "no task trains the long run";
   for (int k = 0; k < 500 && !fs::exists(out / fs::path(plans[long_index]).stem() / "checkpoint/state.pt"); ++k)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   kill(long_task, SIGTERM);  // Slurm signals the batch shell (--signal=B:TERM)
   EXPECT_NE(sinktest::wait_exit(long_task), 0);
-  EXPECT_EQ(status_of(out, "long"), "interrupted") << sinktest::read_file(dir.file("task" + std::to_string(long_index) + ".txt"));
+  EXPECT_EQ(status_of(out, "long"), "interrupted")
+      << sinktest::read_file(dir.file("task" + std::to_string(long_index) + ".txt"));
 
   // A resubmission leaves out the three completed runs and continues the long one from its checkpoint.
-  ASSERT_EQ(sinkc({"submit", dir.file("spec.sink"), "--slurm", "--out", out.string()}, dir.file("submit3.txt"), path), 0);
+  ASSERT_EQ(sinkc({"submit", dir.file("spec.sink"), "--slurm", "--out", out.string()}, dir.file("submit3.txt"), path),
+            0);
   EXPECT_NE(sinktest::read_file(dir.file("submit3.txt")).find("(1 task, 3 already completed)"), std::string::npos)
       << sinktest::read_file(dir.file("submit3.txt"));
   const std::string again = dir.file("again.sbatch");

@@ -55,7 +55,8 @@ TEST(Sweep, TwoJobsGiveTheMetricsOfOne) {
   TempDir dir("jobs");
   sinktest::write_file(dir.file("spec.sink"), kSpec);
   ASSERT_EQ(sinkc_run(dir, dir.file("one"), {}, dir.file("one.txt")), 0) << sinktest::read_file(dir.file("one.txt"));
-  ASSERT_EQ(sinkc_run(dir, dir.file("two"), {"--jobs", "2"}, dir.file("two.txt")), 0) << sinktest::read_file(dir.file("two.txt"));
+  ASSERT_EQ(sinkc_run(dir, dir.file("two"), {"--jobs", "2"}, dir.file("two.txt")), 0)
+      << sinktest::read_file(dir.file("two.txt"));
   EXPECT_EQ(metrics_of(dir.file("two")).size(), 4u);
   expect_same_runs(dir.file("one"), dir.file("two"));
 }

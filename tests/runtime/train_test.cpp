@@ -46,12 +46,14 @@ void expect_same_metrics(const json& a, const json& b, const std::string& where)
   for (const char* key : {"valid_loss", "train_loss", "lr"})
     EXPECT_NEAR(a.at(key).get<double>(), b.at(key).get<double>(), 1e-6) << where << " " << key;
   ASSERT_EQ(a.at("sink").size(), b.at("sink").size());
-  for (auto& [k, v] : a.at("sink").items()) EXPECT_NEAR(v.get<double>(), b.at("sink").at(k).get<double>(), 1e-6) << where;
+  for (auto& [k, v] : a.at("sink").items())
+    EXPECT_NEAR(v.get<double>(), b.at("sink").at(k).get<double>(), 1e-6) << where;
   const auto& aa = a.at("alpha");
   const auto& ba = b.at("alpha");
   ASSERT_EQ(aa.size(), ba.size());
   for (size_t l = 0; l < aa.size(); ++l)
-    for (size_t h = 0; h < aa[l].size(); ++h) EXPECT_NEAR(aa[l][h].get<double>(), ba[l][h].get<double>(), 1e-6) << where;
+    for (size_t h = 0; h < aa[l].size(); ++h)
+      EXPECT_NEAR(aa[l][h].get<double>(), ba[l][h].get<double>(), 1e-6) << where;
   for (size_t l = 0; l < a.at("massive").size(); ++l)
     EXPECT_NEAR(a.at("massive")[l].get<double>(), b.at("massive")[l].get<double>(), 1e-6) << where;
 }
@@ -137,7 +139,8 @@ TEST(Train, EndToEndRunDirectory) {
 TEST(Train, AnInterruptCheckpointsAndResumes) {
   // Ctrl-C: the step in progress finishes, a checkpoint is written whatever
   // checkpoint_every says, and --resume continues to the uninterrupted result.
-  const std::string spec = "experiment ctrl_c extends micro { train { steps = 9  checkpoint_every = 100 }  measure.every = 3 }";
+  const std::string spec =
+      "experiment ctrl_c extends micro { train { steps = 9  checkpoint_every = 100 }  measure.every = 3 }";
   auto plan = sinktest::plan_of(spec);
   TempDir a("straight"), b("interrupted");
   auto straight = run_plan(plan, options(a.str()));
@@ -199,7 +202,8 @@ TEST(Train, DivergenceIsRecorded) {
   // the p-norm exp is taken relative to the row max and stays finite, as
   // softmax does, so the paper's diverging p = 2 row no longer serves.)
   auto plan = sinktest::plan_of(
-      "experiment boom extends micro { attention { score = exp(qk)  normalize = abs_clamped }  optim { lr = 10  clip = 0 } }");
+      "experiment boom extends micro { attention { score = exp(qk)  normalize = abs_clamped }  optim { lr = 10  clip = "
+      "0 } }");
   TempDir out("diverge");
   RunResult r;
   ASSERT_NO_THROW(r = run_plan(plan, options(out.str())));
@@ -282,7 +286,8 @@ TEST(Train, SinkcRunCommand) {
 TEST(Train, MicroBatchesTrainTheSameCurve) {
   TempDir out("micro-batch");
   auto whole = run_plan(sinktest::plan_of("experiment whole extends micro { }"), options(out.str()));
-  auto split = run_plan(sinktest::plan_of("experiment split extends micro { train.micro_batch = 1 }"), options(out.str()));
+  auto split =
+      run_plan(sinktest::plan_of("experiment split extends micro { train.micro_batch = 1 }"), options(out.str()));
   ASSERT_EQ(whole.status, "completed");
   ASSERT_EQ(split.status, "completed");
   EXPECT_EQ(split.summary["micro_batch"], 1);
@@ -290,7 +295,8 @@ TEST(Train, MicroBatchesTrainTheSameCurve) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t k = 0; k < a.size(); ++k)
     for (const char* m : {"train_loss", "valid_loss"})
-      EXPECT_NEAR(b[k][m].get<double>(), a[k][m].get<double>(), 1e-5 * a[k][m].get<double>()) << m << " at " << a[k]["step"];
+      EXPECT_NEAR(b[k][m].get<double>(), a[k][m].get<double>(), 1e-5 * a[k][m].get<double>())
+          << m << " at " << a[k]["step"];
 }
 
 // bf16 autocast (here LibTorch's CPU autocast; on a GPU the same scope on
@@ -299,7 +305,8 @@ TEST(Train, MicroBatchesTrainTheSameCurve) {
 TEST(Train, Bf16AutocastTrainsCloseToFp32) {
   TempDir out("bf16");
   auto fp32 = run_plan(sinktest::plan_of("experiment fp32 extends micro { }"), options(out.str()));
-  auto bf16 = run_plan(sinktest::plan_of("experiment bf16 extends micro { train.precision = bf16 }"), options(out.str()));
+  auto bf16 =
+      run_plan(sinktest::plan_of("experiment bf16 extends micro { train.precision = bf16 }"), options(out.str()));
   ASSERT_EQ(fp32.status, "completed");
   ASSERT_EQ(bf16.status, "completed") << bf16.summary.dump(2);
   EXPECT_EQ(bf16.summary["precision"], "bf16");
