@@ -4,15 +4,16 @@
 // node needs no LLVM. Text, like the LLVM IR: the compiler and the tests
 // read it without a GPU.
 //
-// The FlashAttention-2 shape: a block of threads owns a tile of rows, one row
-// per thread, and streams the other side's rows through shared memory in
-// tiles; softmax-like normalizers keep a running maximum (online), and the
-// backward recomputes the attention from the forward's row statistics.
-//   forward        a query row per thread, key/value tiles in shared memory
-//   backward_rows  delta_i = <dO_i, O_i>, the k* column and the sink logit per row
-//   backward_keys  a key row per thread: dk, dv (and the position-bias gradient)
-//   backward_queries a query row per thread: dq
-//   probe          one element of the metric's score matrix per thread
+// The FlashAttention-2 shape: a block owns a tile of rows (16 per warp on
+// tensor cores, else one per thread) and streams the other side's rows
+// through shared memory in tiles; softmax-like normalizers keep a running
+// maximum (online), and the backward recomputes the attention from the
+// forward's row statistics.
+//   forward          query rows; key/value tiles in shared memory
+//   backward_rows    delta_i = <dO_i, O_i>, the k* column and the sink logit, a row per thread
+//   backward_keys    key rows: dk, dv (and the position-bias gradient)
+//   backward_queries query rows: dq
+//   probe            one element of the metric's score matrix per thread
 // Layout per (batch x head) slice: [T, D] rows; stats [2, T]; delta, astar,
 // sdxstar, dsink [T]; dg [T] by distance. Arguments: kernels/kernel_abi.h.
 #pragma once
@@ -27,16 +28,27 @@ namespace sink::kernels {
 // arithmetic.
 enum class CudaStorage { Real, BFloat16, Float16 };
 
-// Threads per block and rows per shared-memory tile, chosen from d_head and
-// the element size so each kernel's shared memory stays within 40 KiB (no
-// opt-in needed on any GPU). The launcher and the emitter both read these.
+// Rows per block and per shared-memory tile, and threads per block, chosen from d_head, the storage and the
+// element size so each kernel's shared memory stays within 48 KiB (no opt-in needed on any GPU). The
+// launcher and the emitter both read these.
+//
+// 16-bit storage with d_head a multiple of 16 runs on tensor cores (kernels/cuda/*.cuh): the forward and the
+// two backward kernels give each warp 16 rows of a 64-row block and stream tiles of 64 keys (queries), 32
+// from d_head 96 on. The rest runs on the scalar kernels, a row per thread: float and double (what the
+// checks compare), and a d_head that is not a multiple of 16 (the products' shape, m16n8k16, needs it).
 struct CudaTiles {
-  int forward_rows = 64, forward_keys = 32;  // threads (query rows); key rows per tile
-  int key_rows = 32, key_queries = 32;       // backward_keys: threads (key rows); query rows per tile
-  int query_rows = 32, query_keys = 32;      // backward_queries: threads (query rows); key rows per tile
+  bool tensor_cores = false;
+  int forward_rows = 64, forward_keys = 32;  // forward: query rows per block; key rows per tile
+  int key_rows = 32, key_queries = 32;       // backward_keys: key rows per block; query rows per tile
+  int query_rows = 32, query_keys = 32;      // backward_queries: query rows per block; key rows per tile
   int row_threads = 128;                     // backward_rows and probe: threads per block
+  // Threads per block of a kernel whose blocks own `rows` rows: one per row, or a warp per 16 rows.
+  int threads_for(int rows) const { return tensor_cores ? 2 * rows : rows; }
 };
-CudaTiles cuda_tiles(const KernelSpec& spec);
+CudaTiles cuda_tiles(const KernelSpec& spec, CudaStorage storage = CudaStorage::Real);
+
+// Why a variant in this storage runs on the scalar kernels; empty where it runs on tensor cores.
+std::string scalar_kernels_reason(const KernelSpec& spec, CudaStorage storage);
 
 // The storage of a run's training passes (train.precision): bf16 autocast
 // hands the kernels bf16 q, k and v. Measurements run in float.

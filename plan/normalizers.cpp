@@ -46,14 +46,16 @@ const std::vector<Normalizer>& normalizers() {
       // |s|^p with a zero slope at s = 0 (an exp that underflowed, where ds/dx = s takes the
       // gradient to 0): the inner select keeps autograd's pow away from 0^(p-1) = inf. The slope
       // is (|s| / Z)^(p-1) sign(s), not Z^(1-p) |s|^(p-1): |s| <= Z, so for p < 1 the ratio's
-      // power cannot overflow where the two factors apart can.
+      // power cannot overflow where the two factors apart can, and the ratio is held at 1e-30 and up:
+      // a float |s| / Z that underflowed (logits a hundred apart) would raise 0 to p - 1 < 0, and
+      // inf times ds/dx = s is NaN. Below 1e-30 the slope times s is under 1e-30p Z.
       {"pnorm",
        "Z = (sum_j |s_ij|^p)^(1/p)",
        "the paper",
        {{"p", 0, 64, 1}},
        "__if_pos(__abs(s), __if_pos(__abs(s), __abs(s), 1) ^ p, 0)",
        "P ^ (1 / p)",
-       "__if_pos(__abs(s), (__abs(s) / Z) ^ (p - 1) * " SIGN("s") ", 0)",
+       "__if_pos(__abs(s), __max(__abs(s) / Z, 1e-30) ^ (p - 1) * " SIGN("s") ", 0)",
        "p",
        true,
        false},

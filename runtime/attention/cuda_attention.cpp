@@ -49,9 +49,11 @@ struct Slices {
       throw std::runtime_error(
           fmt::format("CUDA attention: {} x {} slices exceed a grid's 65535 rows; lower train.micro_batch", B, H));
   }
-  LaunchShape shape(int64_t items, int threads) const {
-    return {blocks(items, threads), static_cast<unsigned>(B * H), static_cast<unsigned>(threads)};
+  // Blocks of `per_block` items each, `threads` threads per block.
+  LaunchShape shape(int64_t items, int per_block, int threads) const {
+    return {blocks(items, per_block), static_cast<unsigned>(B * H), static_cast<unsigned>(threads)};
   }
+  LaunchShape shape(int64_t items, int threads) const { return shape(items, threads, threads); }
 };
 
 // One variant compiled for one storage type and device, launched on the call's tensors.
@@ -61,7 +63,7 @@ class CudaLauncher : public KernelLauncher {
                std::string key)
       : spec_(spec),
         storage_(storage),
-        tiles_(kernels::cuda_tiles(spec)),
+        tiles_(kernels::cuda_tiles(spec, layout_of(storage))),
         module_(std::move(module)),
         key_(std::move(key)) {}
   const std::string& key() const override { return key_; }
@@ -81,7 +83,7 @@ class CudaLauncher : public KernelLauncher {
     a[slot(F, "q")] = buffer(in.q), a[slot(F, "k")] = buffer(in.k), a[slot(F, "v")] = buffer(in.v);
     a[slot(F, "g")] = buffer(in.g), a[slot(F, "kstar")] = buffer(in.k_star), a[slot(F, "vstar")] = buffer(in.v_star);
     a[slot(F, "sink")] = buffer(in.sink), a[slot(F, "o")] = buffer(o), a[slot(F, "stats")] = buffer(stats);
-    module_->launch(kernels::abi::kForwardSymbol, s.shape(s.T, tiles_.forward_rows), a, s.sizes);
+    module_->launch(kernels::abi::kForwardSymbol, s.shape(s.T, tiles_.forward_rows, tiles_.threads_for(tiles_.forward_rows)), a, s.sizes);
     return {o, stats};
   }
 
@@ -111,7 +113,7 @@ class CudaLauncher : public KernelLauncher {
       a[slot(K, "g")] = buffer(in.g), a[slot(K, "stats")] = buffer(stats), a[slot(K, "dout")] = buffer(dout);
       a[slot(K, "delta")] = buffer(delta), a[slot(K, "dk")] = buffer(d.dk), a[slot(K, "dv")] = buffer(d.dv);
       a[slot(K, "dg")] = buffer(d.dg);
-      module_->launch(kernels::abi::kCudaBackwardKeysSymbol, s.shape(s.T, tiles_.key_rows), a, s.sizes);
+      module_->launch(kernels::abi::kCudaBackwardKeysSymbol, s.shape(s.T, tiles_.key_rows, tiles_.threads_for(tiles_.key_rows)), a, s.sizes);
     }
     d.dq = torch::empty_like(in.q);
     {
@@ -121,7 +123,7 @@ class CudaLauncher : public KernelLauncher {
       a[slot(Q, "g")] = buffer(in.g), a[slot(Q, "kstar")] = buffer(in.k_star), a[slot(Q, "stats")] = buffer(stats);
       a[slot(Q, "dout")] = buffer(dout), a[slot(Q, "delta")] = buffer(delta), a[slot(Q, "sdxstar")] = buffer(sdxstar);
       a[slot(Q, "dq")] = buffer(d.dq);
-      module_->launch(kernels::abi::kCudaBackwardQueriesSymbol, s.shape(s.T, tiles_.query_rows), a, s.sizes);
+      module_->launch(kernels::abi::kCudaBackwardQueriesSymbol, s.shape(s.T, tiles_.query_rows, tiles_.threads_for(tiles_.query_rows)), a, s.sizes);
     }
     // k* and v*'s per-slice terms: sums over the rows.
     if (in.k_star.defined()) {

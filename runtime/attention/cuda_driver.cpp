@@ -213,7 +213,7 @@ std::atomic<int> compilations{0};
 // What NVRTC makes of `source` for compute capability `arch`: machine code
 // (sm_XX; the driver loads it as is) or PTX (compute_XX; the driver
 // translates it, and refuses PTX newer than itself).
-std::string compile(const std::string& source, int arch, bool machine_code) {
+std::string compile(const std::string& source, int arch, bool machine_code, std::string* report = nullptr) {
   const Nvrtc& n = nvrtc();
   if (!n.missing.empty()) throw std::runtime_error(n.missing);
   ++compilations;
@@ -221,12 +221,13 @@ std::string compile(const std::string& source, int arch, bool machine_code) {
   check(n.create(&program, source.c_str(), "sinklab_attention.cu", 0, nullptr, nullptr), "nvrtcCreateProgram");
   const std::string arch_option = fmt::format("--gpu-architecture={}_{}", machine_code ? "sm" : "compute", arch);
   // No fast math: the kernels are checked against the reference at 1e-5.
-  const char* options[] = {arch_option.c_str(), "--std=c++17"};
-  nvrtcResult compiled = n.compile(program, 2, options);
+  const char* options[] = {arch_option.c_str(), "--std=c++17", "--ptxas-options=-v"};
+  nvrtcResult compiled = n.compile(program, report ? 3 : 2, options);
   size_t log_size = 0;
   n.log_size(program, &log_size);
   std::string log(log_size, '\0');
   if (log_size > 1) n.log(program, log.data());
+  if (report) *report = log;
   if (compiled != NVRTC_SUCCESS) {
     n.destroy(&program);
     throw std::runtime_error(fmt::format("NVRTC could not compile the attention kernel for sm_{}:\n{}", arch, log));
@@ -293,10 +294,10 @@ bool nvrtc_available(std::string* why) {
 
 std::string compile_ptx(const std::string& source, int arch) { return compile(source, arch, false); }
 
-std::string compile_cubin(const std::string& source, int arch) {
+std::string compile_cubin(const std::string& source, int arch, std::string* assembler_report) {
   if (!nvrtc().missing.empty()) throw std::runtime_error(nvrtc().missing);
   if (!nvrtc().cubin) throw std::runtime_error("NVRTC: this NVRTC is older than 11.1 and writes no machine code");
-  return compile(source, arch, true);
+  return compile(source, arch, true, assembler_report);
 }
 
 std::string loadable_image(const std::string& source, int arch) {
@@ -387,7 +388,7 @@ bool nvrtc_available(std::string* why) {
 }
 std::vector<std::string> nvrtc_candidates() { return {}; }
 std::string compile_ptx(const std::string&, int) { throw std::runtime_error(kMissing); }
-std::string compile_cubin(const std::string&, int) { throw std::runtime_error(kMissing); }
+std::string compile_cubin(const std::string&, int, std::string*) { throw std::runtime_error(kMissing); }
 std::string loadable_image(const std::string&, int) { throw std::runtime_error(kMissing); }
 int nvrtc_compilations() { return 0; }
 std::string describe_libraries() { return kMissing; }

@@ -45,8 +45,9 @@ std::vector<std::string> nvrtc_candidates();
 
 // PTX for compute capability `arch` (80, 90, ...); a compile error throws with NVRTC's log.
 std::string compile_ptx(const std::string& source, int arch);
-// Machine code (a cubin) for `arch`: nothing left for the driver to translate.
-std::string compile_cubin(const std::string& source, int arch);
+// Machine code (a cubin) for `arch`: nothing left for the driver to translate. With `assembler_report`,
+// ptxas's verbose report lands there: registers, spills and shared memory per kernel.
+std::string compile_cubin(const std::string& source, int arch, std::string* assembler_report = nullptr);
 // What a GPU of compute capability `arch` loads: a cubin where this NVRTC
 // knows the architecture, else PTX for the newest one it knows (the driver
 // translates it), so neither an older driver nor a newer GPU stops a run.

@@ -30,6 +30,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "kernels/emit_cuda.h"
 #include "plan/installation.h"
 #include "plan/plan.h"
 #include "plan/run_config.h"
@@ -77,32 +78,45 @@ void variant(const Variant& v, double tol, torch::ScalarType dtype) {
   }
 }
 
-// bf16 and half storage (measure_sixteen_bit): every paper variant, and
-// softmax at the 60M model's head size over four key tiles.
-std::vector<Variant> sixteen_bit_variants() {
+// bf16 and half storage (measure_sixteen_bit): every paper variant (d_head 8: the scalar kernels), and
+// softmax at the 60M model's head size over four key tiles, in both storages; then every variant at the
+// tensor-core kernels' sizes (tensor_core_variants: d_head 64, 96, 128, several blocks, ragged tails).
+struct SixteenBitCase {
+  Variant variant;
+  torch::ScalarType storage;
+};
+std::vector<SixteenBitCase> sixteen_bit_cases() {
   auto variants = paper_variants();
   variants.push_back({.name = "softmax, T 256, d_head 64", .T = 256, .D = 64});
-  return variants;
+  std::vector<SixteenBitCase> out;
+  for (auto storage : {torch::kBFloat16, torch::kHalf})
+    for (const auto& v : variants) out.push_back({v, storage});
+  for (const auto& [v, half] : tensor_core_variants()) out.push_back({v, half ? torch::kHalf : torch::kBFloat16});
+  return out;
 }
 
 void sixteen_bit_storage() {
   const auto dev = torch::Device(torch::kCUDA, 0);
-  for (auto storage : {torch::kBFloat16, torch::kHalf})
-    for (const auto& v : sixteen_bit_variants()) {
-      const std::string name = fmt::format("{} [{} storage]", v.name, c10::toString(storage));
-      try {
-        const SixteenBitResult r = measure_sixteen_bit(on_gpu, v, storage, dev, 4, 4);
-        double worst = 0;
-        std::string which;
-        for (const auto& [g, e] : r.grads)
-          if (e >= worst) worst = e, which = g;
-        report(name, r.passed(),
-               fmt::format("forward {:.2e} (< {:.1e}; the reference's own {:.1e}), worst gradient {} {:.2e} (< {:.1e})",
-                           r.forward, r.forward_allowed, r.own, which, worst, r.grads_allowed));
-      } catch (const std::exception& e) {
-        report(name, false, e.what());
-      }
+  for (const auto& [v, storage] : sixteen_bit_cases()) {
+    const bool tensor_cores =
+        kernels::cuda_tiles(spec_of(v), storage == torch::kHalf ? kernels::CudaStorage::Float16
+                                                                : kernels::CudaStorage::BFloat16)
+            .tensor_cores;
+    const std::string name =
+        fmt::format("{} [{} storage{}]", v.name, c10::toString(storage), tensor_cores ? ", tensor cores" : "");
+    try {
+      const SixteenBitResult r = measure_sixteen_bit(on_gpu, v, storage, dev, 4, 4);
+      double worst = 0;
+      std::string which;
+      for (const auto& [g, e] : r.grads)
+        if (e >= worst) worst = e, which = g;
+      report(name, r.passed(),
+             fmt::format("forward {:.2e} (< {:.1e}; the reference's own {:.1e}), worst gradient {} {:.2e} (< {:.1e})",
+                         r.forward, r.forward_allowed, r.own, which, worst, r.grads_allowed));
+    } catch (const std::exception& e) {
+      report(name, false, e.what());
     }
+  }
 }
 
 void sdpa_dispatch() {
@@ -278,8 +292,7 @@ std::vector<KernelCase> kernel_cases() {
 int fill_kernel_cache(int arch) {
   std::vector<std::string> sources;
   for (const auto& c : kernel_cases()) sources.push_back(cuda_source_for(spec_of(c.variant), c.storage));
-  for (auto storage : {torch::kBFloat16, torch::kHalf})
-    for (const auto& v : sixteen_bit_variants()) sources.push_back(cuda_source_for(spec_of(v), storage));
+  for (const auto& [v, storage] : sixteen_bit_cases()) sources.push_back(cuda_source_for(spec_of(v), storage));
   std::sort(sources.begin(), sources.end());
   sources.erase(std::unique(sources.begin(), sources.end()), sources.end());
   const auto started = std::chrono::steady_clock::now();

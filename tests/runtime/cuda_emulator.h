@@ -16,6 +16,7 @@
 // stops the process naming the kernel, the argument and the offset, where a
 // GPU would touch a neighbour's memory silently.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <condition_variable>
@@ -24,10 +25,12 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <sys/mman.h>
 #include <thread>
+#include <ucontext.h>
 #include <unistd.h>
 #include <utility>
 #include <vector>
@@ -44,86 +47,154 @@ inline std::string name_of(ThreadOrder order) {
 }
 
 // One block being run: start(t) before thread t enters the kernel, sync(t)
-// at its __syncthreads (on line `line` of the source), leave(t) when it
-// returns; after it, problem() says what the block did that a GPU forbids.
+// at its __syncthreads (on line `line` of the source), warp_sync(t) at a
+// warp's collective (mma, ldmatrix, a shuffle), leave(t) when it returns;
+// after it, problem() says what the block did that a GPU forbids.
 class EmulatedBlock {
  public:
   virtual ~EmulatedBlock() = default;
   virtual void start(unsigned thread) = 0;
   virtual void sync(unsigned thread, int line) = 0;
+  virtual void warp_sync(unsigned thread, int line) = 0;
   virtual void leave(unsigned thread) = 0;
   virtual std::string problem() const { return {}; }
   static void sync_of(void* block, unsigned thread, int line) {
     static_cast<EmulatedBlock*>(block)->sync(thread, line);
   }
+  static void warp_sync_of(void* block, unsigned thread, int line) {
+    static_cast<EmulatedBlock*>(block)->warp_sync(thread, line);
+  }
 };
 
 class ThreadsTogether : public EmulatedBlock {
  public:
-  explicit ThreadsTogether(unsigned threads) : barrier_(threads) {}
+  explicit ThreadsTogether(unsigned threads) : barrier_(threads) {
+    for (unsigned first = 0; first < threads; first += 32)
+      warps_.push_back(std::make_unique<std::barrier<>>(std::min(32u, threads - first)));
+  }
   void start(unsigned) override {}
   void sync(unsigned, int) override { barrier_.arrive_and_wait(); }
-  void leave(unsigned) override { barrier_.arrive_and_drop(); }  // a returned thread no longer holds up the others
+  void warp_sync(unsigned thread, int) override { warps_[thread / 32]->arrive_and_wait(); }
+  void leave(unsigned thread) override {  // a returned thread no longer holds up the others
+    barrier_.arrive_and_drop();
+    warps_[thread / 32]->arrive_and_drop();
+  }
 
  private:
   std::barrier<> barrier_;
+  std::vector<std::unique_ptr<std::barrier<>>> warps_;
 };
 
 // One thread at a time, each until its next barrier or its return, in
-// `order`; when the last has arrived the round starts again from the first.
-// The threads of one round must wait at the same __syncthreads: one inside
-// code that only some threads run is undefined on a GPU (it may hang).
-class ThreadsTakingTurns : public EmulatedBlock {
+// `order`, as fibers on the launching thread (a switch costs about a
+// microsecond, where handing a turn between threads costs a wake-up). A
+// barrier releases its threads when every thread it waits for is there: a
+// __syncthreads every thread of the block that has not returned, a warp's
+// collective the warp's lanes. The threads one barrier releases must wait
+// at the same line: a __syncthreads inside code only some threads run is
+// undefined on a GPU (it may hang), and so is a collective only some lanes
+// of a warp reach. A block whose threads all wait and none can go on is
+// stopped and named.
+class FiberTurns : public EmulatedBlock {
  public:
-  ThreadsTakingTurns(unsigned threads, ThreadOrder order) : done_(threads, false) {
+  FiberTurns(unsigned threads, ThreadOrder order) : fibers_(threads), entries_(threads) {
     for (unsigned t = 0; t < threads; ++t) order_.push_back(order == ThreadOrder::Descending ? threads - 1 - t : t);
   }
-  void start(unsigned thread) override { wait_for_turn(thread); }
-  void sync(unsigned thread, int line) override {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (round_line_ == 0)
-        round_line_ = line;
-      else if (line != round_line_ && problem_.empty())
-        problem_ = fmt::format(
-            "threads of one block waited at different barriers (lines {} and {} of the source): "
-            "__syncthreads in code only some threads run",
-            round_line_, line);
-      pass_locked();
+  // Runs body(t) for every thread t; resume(t) before each time fiber t runs (to set its thread-locals).
+  void run(const std::function<void(unsigned)>& body, const std::function<void(unsigned)>& resume,
+           std::vector<char>& stacks) {
+    constexpr size_t kStack = 256 * 1024;
+    stacks.resize(kStack * fibers_.size());
+    body_ = &body;
+    for (unsigned t = 0; t < fibers_.size(); ++t) {
+      Fiber& f = fibers_[t];
+      getcontext(&f.context);
+      f.context.uc_stack.ss_sp = stacks.data() + kStack * t;
+      f.context.uc_stack.ss_size = kStack;
+      f.context.uc_link = &scheduler_;
+      entries_[t] = {this, t};
+      const auto address = reinterpret_cast<uintptr_t>(&entries_[t]);
+      makecontext(&f.context, reinterpret_cast<void (*)()>(&FiberTurns::entry), 2, static_cast<unsigned>(address >> 32),
+                  static_cast<unsigned>(address & 0xffffffffu));
     }
-    wait_for_turn(thread);
+    for (size_t position = 0;;) {
+      const unsigned t = order_[position];
+      resume(t);
+      swapcontext(&scheduler_, &fibers_[t].context);
+      release_after(t);
+      if (!problem_.empty()) return;
+      size_t next = position;
+      for (size_t n = 1; n <= order_.size(); ++n)
+        if (fibers_[order_[(position + n) % order_.size()]].state == State::Ready) {
+          next = (position + n) % order_.size();
+          break;
+        }
+      if (fibers_[order_[next]].state != State::Ready) {
+        if (!std::all_of(fibers_.begin(), fibers_.end(), [](const Fiber& f) { return f.state == State::Done; }))
+          problem_ = "every thread waits and none can go on: a barrier or a warp's collective some threads never reach";
+        return;
+      }
+      position = next;
+    }
   }
-  std::string problem() const override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return problem_;
-  }
-  void leave(unsigned thread) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    done_[thread] = true;
-    pass_locked();
-  }
+  void start(unsigned) override {}
+  void sync(unsigned thread, int line) override { wait(thread, State::AtBlock, line); }
+  void warp_sync(unsigned thread, int line) override { wait(thread, State::AtWarp, line); }
+  void leave(unsigned thread) override { fibers_[thread].state = State::Done; }
+  std::string problem() const override { return problem_; }
 
  private:
-  mutable std::mutex mutex_;
-  std::condition_variable turn_changed_;
+  enum class State { Ready, AtBlock, AtWarp, Done };
+  struct Fiber {
+    ucontext_t context{};
+    State state = State::Ready;
+    int line = 0;
+  };
+  struct Entry {
+    FiberTurns* block;
+    unsigned thread;
+  };
+  std::vector<Fiber> fibers_;
+  std::vector<Entry> entries_;
   std::vector<unsigned> order_;
-  std::vector<bool> done_;
-  size_t position_ = 0;
-  int round_line_ = 0;  // the barrier this round's threads wait at
+  ucontext_t scheduler_{};
+  const std::function<void(unsigned)>* body_ = nullptr;
   std::string problem_;
 
-  void wait_for_turn(unsigned thread) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    turn_changed_.wait(lock, [&] { return order_[position_] == thread; });
+  static void entry(unsigned high, unsigned low) {
+    const auto* e = reinterpret_cast<const Entry*>((static_cast<uintptr_t>(high) << 32) | low);
+    (*e->block->body_)(e->thread);
+    e->block->leave(e->thread);
   }
-  void pass_locked() {  // to the next thread in order that has not returned (itself, if it is the last)
-    const size_t from = position_;
-    for (size_t n = 0; n < order_.size(); ++n) {
-      position_ = (position_ + 1) % order_.size();
-      if (!done_[order_[position_]]) break;
+  void wait(unsigned thread, State at, int line) {
+    fibers_[thread].state = at, fibers_[thread].line = line;
+    swapcontext(&fibers_[thread].context, &scheduler_);
+  }
+  // Releases the barriers thread t's stop completed: its warp's collective, the block's __syncthreads.
+  void release_after(unsigned t) {
+    release_if_complete(t / 32 * 32, std::min<size_t>(t / 32 * 32 + 32, fibers_.size()), State::AtWarp,
+                        "lanes of one warp met at different collectives (lines {} and {}): a collective only "
+                        "some lanes run");
+    release_if_complete(0, fibers_.size(), State::AtBlock,
+                        "threads of one block waited at different barriers (lines {} and {} of the source): "
+                        "__syncthreads in code only some threads run");
+  }
+  void release_if_complete(size_t first, size_t end, State at, const char* different_lines) {
+    int line = 0;
+    for (size_t k = first; k < end; ++k) {
+      const Fiber& f = fibers_[k];
+      if (f.state == State::Done) continue;
+      if (f.state != at) return;
+      if (line != 0 && f.line != line && problem_.empty())
+        problem_ = fmt::format(fmt::runtime(different_lines), line, f.line);
+      line = f.line;
     }
-    if (position_ <= from) round_line_ = 0;  // every thread has had its turn: a new round
-    turn_changed_.notify_all();
+    if (at == State::AtWarp && line != 0)
+      for (size_t k = first; k < end; ++k)
+        if (fibers_[k].state == State::Done && problem_.empty())
+          problem_ = "a warp's collective waited for lanes that had returned";
+    for (size_t k = first; k < end; ++k)
+      if (fibers_[k].state == at) fibers_[k].state = State::Ready;
   }
 };
 
@@ -249,7 +320,7 @@ class HostCompiledKernels {
     dir_ = dir_template;
     std::ofstream(dir_ / "kernels.cu") << source;
     const std::string command = fmt::format(
-        "c++ -std=c++20 -O1 -fPIC -shared -w -include {}/tests/runtime/cuda_on_cpu.h -x c++ {} -o {} > {} 2>&1",
+        "c++ -std=c++20 -O1 -fno-strict-aliasing -fPIC -shared -w -include {}/tests/runtime/cuda_on_cpu.h -x c++ {} -o {} > {} 2>&1",
         SINKLAB_SOURCE_DIR, (dir_ / "kernels.cu").string(), (dir_ / "kernels.so").string(), (dir_ / "log").string());
     if (std::system(command.c_str()) != 0) {
       std::ifstream log(dir_ / "log");
@@ -259,6 +330,7 @@ class HostCompiledKernels {
     handle_ = dlopen((dir_ / "kernels.so").c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!handle_) throw std::runtime_error(dlerror());
     enter = reinterpret_cast<decltype(enter)>(dlsym(handle_, "sink_emulator_enter"));
+    begin_block = reinterpret_cast<decltype(begin_block)>(dlsym(handle_, "sink_emulator_begin_block"));
   }
   ~HostCompiledKernels() {
     std::error_code ignored;
@@ -269,7 +341,9 @@ class HostCompiledKernels {
     if (!k) throw std::runtime_error("no kernel " + std::string(symbol));
     return k;
   }
-  void (*enter)(unsigned, unsigned, unsigned, void*, void (*)(void*, unsigned, int)) = nullptr;
+  void (*enter)(unsigned, unsigned, unsigned, void*, void (*)(void*, unsigned, int),
+                void (*)(void*, unsigned, int)) = nullptr;
+  void (*begin_block)(unsigned threads) = nullptr;
 
  private:
   std::filesystem::path dir_;
@@ -287,24 +361,31 @@ class CpuEmulatedModule : public rt::KernelModule {
     if (sizes.size() != 4) throw std::logic_error("the kernels take four sizes");
     const GuardedBuffers guarded(symbol, parameters_of(symbol), buffers);
     const std::span<void* const> pointers = guarded.pointers();
+    std::vector<char> stacks;  // the fibers', reused by every block
     for (unsigned by = 0; by < shape.grid_y; ++by)
       for (unsigned bx = 0; bx < shape.grid_x; ++bx) {
-        std::unique_ptr<EmulatedBlock> block;
-        if (order_ == ThreadOrder::Together)
-          block = std::make_unique<ThreadsTogether>(shape.threads);
-        else
-          block = std::make_unique<ThreadsTakingTurns>(shape.threads, order_);
-        std::vector<std::thread> threads;
-        for (unsigned t = 0; t < shape.threads; ++t)
-          threads.emplace_back([&, t] {
-            compiled_->enter(t, bx, by, block.get(), &EmulatedBlock::sync_of);
-            block->start(t);
-            call(kernel, pointers, sizes);
-            block->leave(t);
-          });
-        for (auto& th : threads) th.join();
-        if (const std::string problem = block->problem(); !problem.empty())
-          throw std::runtime_error(fmt::format("CUDA emulation of {}: {}", symbol, problem));
+        compiled_->begin_block(shape.threads);
+        std::string problem;
+        if (order_ == ThreadOrder::Together) {
+          ThreadsTogether block(shape.threads);
+          std::vector<std::thread> threads;
+          for (unsigned t = 0; t < shape.threads; ++t)
+            threads.emplace_back([&, t] {
+              compiled_->enter(t, bx, by, &block, &EmulatedBlock::sync_of, &EmulatedBlock::warp_sync_of);
+              call(kernel, pointers, sizes);
+              block.leave(t);
+            });
+          for (auto& th : threads) th.join();
+        } else {
+          FiberTurns block(shape.threads, order_);
+          block.run([&](unsigned) { call(kernel, pointers, sizes); },
+                    [&](unsigned t) {
+                      compiled_->enter(t, bx, by, &block, &EmulatedBlock::sync_of, &EmulatedBlock::warp_sync_of);
+                    },
+                    stacks);
+          problem = block.problem();
+        }
+        if (!problem.empty()) throw std::runtime_error(fmt::format("CUDA emulation of {}: {}", symbol, problem));
       }
   }
 

@@ -19,6 +19,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <sstream>
 
 #include "kernels/cuda_source.h"
 #include "kernels/emit_cuda.h"
@@ -464,4 +466,150 @@ TEST(CudaKernels, CompiledKernelsAreKeptOnDiskByContent) {
   else
     unsetenv("SINKLAB_KERNEL_CACHE");
   std::filesystem::remove_all(dir);
+}
+
+// The tensor-core kernels (16-bit storage, d_head a multiple of 16) on the emulation: every variant above at
+// their sizes (tensor_core_variants), forward and every gradient within the reference's own rounding, its
+// threads taking turns (the default order and, for a few, the reverse and all together).
+TEST(CudaKernels, TensorCoreKernelsMatchTheReference) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  const auto variants = tensor_core_variants();
+  for (size_t n = 0; n < variants.size(); ++n) {
+    const auto& [v, half] = variants[n];
+    const auto storage = half ? torch::kHalf : torch::kBFloat16;
+    SCOPED_TRACE(v.name + " in " + c10::toString(storage));
+    const auto spec = spec_of(v);
+    ASSERT_TRUE(kernels::cuda_tiles(spec, half ? kernels::CudaStorage::Float16 : kernels::CudaStorage::BFloat16)
+                    .tensor_cores);
+    const ThreadOrder order = n % 7 == 3 ? ThreadOrder::Descending : n % 7 == 5 ? ThreadOrder::Together
+                                                                                 : ThreadOrder::Ascending;
+    const SixteenBitResult r = measure_sixteen_bit(emulated_in_order(order), v, storage);
+    EXPECT_TRUE(r.right_dtype);
+    EXPECT_LT(r.forward, r.forward_allowed) << "the reference's own error: " << r.own;
+    for (const auto& [name, error] : r.grads)
+      EXPECT_LT(error, r.grads_allowed) << name << "; the reference's own gradients move " << r.grads_own;
+  }
+}
+
+namespace {
+
+// NVIDIA's disassembler: $SINKLAB_NVDISASM, the PATH, or the nvidia-cuda-nvdisasm wheel beside SINKLAB_PYTHON.
+std::string find_nvdisasm() {
+  if (const char* named = std::getenv("SINKLAB_NVDISASM"); named && *named) return named;
+  if (std::system("command -v nvdisasm > /dev/null 2>&1") == 0) return "nvdisasm";
+  if (const char* python = std::getenv("SINKLAB_PYTHON"); python && *python) {
+    std::error_code ec;
+    const auto lib = std::filesystem::path(python).parent_path().parent_path() / "lib";
+    for (const auto& version : std::filesystem::directory_iterator(lib, ec)) {
+      const auto tool = version.path() / "site-packages/nvidia/cu13/bin/nvdisasm";
+      if (std::filesystem::exists(tool)) return tool.string();
+    }
+  }
+  return {};
+}
+
+// ptxas's verbose report, per kernel: "Function properties for NAME", then its spills, registers and smem.
+struct KernelResources {
+  int registers = -1, spill_stores = -1, spill_loads = -1, shared_bytes = 0;
+};
+std::map<std::string, KernelResources> read_assembler_report(const std::string& report) {
+  std::map<std::string, KernelResources> out;
+  std::istringstream lines(report);
+  std::string line, current;
+  for (; std::getline(lines, line);) {
+    if (auto at = line.find("Function properties for "); at != std::string::npos) {
+      current = line.substr(at + 24);
+      continue;
+    }
+    if (current.empty()) continue;
+    KernelResources& r = out[current];
+    if (auto at = line.find("bytes spill stores"); at != std::string::npos)
+      std::sscanf(line.c_str() + line.find(',') + 1, " %d bytes spill stores, %d bytes spill loads", &r.spill_stores,
+                  &r.spill_loads);
+    if (auto at = line.find("Used "); at != std::string::npos) {
+      std::sscanf(line.c_str() + at, "Used %d registers", &r.registers);
+      if (auto smem = line.find(" bytes smem"); smem != std::string::npos) {
+        const auto start = line.rfind(' ', smem - 1);
+        r.shared_bytes = std::atoi(line.c_str() + start + 1);
+      }
+    }
+  }
+  return out;
+}
+
+// Tensor-core instructions (HMMA) per kernel in a cubin's disassembly.
+std::map<std::string, int> tensor_instructions(const std::string& nvdisasm, const std::string& cubin) {
+  const auto dir = std::filesystem::temp_directory_path() / ("sinklab-sass-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "k.cubin", std::ios::binary) << cubin;
+  const std::string command =
+      fmt::format("'{}' '{}' > '{}' 2>&1", nvdisasm, (dir / "k.cubin").string(), (dir / "k.sass").string());
+  std::map<std::string, int> out;
+  if (std::system(command.c_str()) == 0) {
+    std::ifstream sass(dir / "k.sass");
+    std::string line, current;
+    while (std::getline(sass, line)) {
+      if (auto at = line.find(".section\t.text."); at != std::string::npos)
+        current = line.substr(at + 15, line.find(',', at) - at - 15), out[current] += 0;
+      else if (!current.empty() && line.find("HMMA") != std::string::npos)
+        ++out[current];
+    }
+  }
+  std::filesystem::remove_all(dir);
+  return out;
+}
+
+}  // namespace
+
+// The tensor-core kernels compiled by NVRTC to machine code for sm_80 and sm_90, with the assembler's
+// verbose report: no kernel spills registers to local memory (the report's registers and shared memory per
+// kernel are printed), and the forward's and both backward kernels' machine code holds tensor-core
+// instructions (HMMA, read by nvdisasm from PyPI's nvidia-cuda-nvdisasm).
+TEST(CudaKernels, TensorCoreKernelsUseTensorCoresAndSpillNothing) {
+  std::string why;
+  if (!cuda::nvrtc_available(&why)) GTEST_SKIP() << "NVRTC not available: " << why;
+  const std::string nvdisasm = find_nvdisasm();
+  const ExprNode sig = call("sigmoid", {var("qk")});
+  std::vector<std::pair<Variant, kernels::CudaStorage>> cases;
+  for (int64_t d : {64, 96, 128}) {
+    cases.push_back({{.name = "softmax", .D = d}, kernels::CudaStorage::BFloat16});
+    cases.push_back({{.name = "sigmoid, no norm", .score = sig, .normalize = "none", .D = d},
+                     kernels::CudaStorage::BFloat16});
+    cases.push_back({{.name = "softmax, ALiBi, window, prefix, KV biases, sink logit",
+                      .prefix = 8,
+                      .window = 40,
+                      .position_bias = true,
+                      .key_bias = true,
+                      .learned_v = true,
+                      .D = d,
+                      .sink_logit = true},
+                     kernels::CudaStorage::Float16});
+    cases.push_back({{.name = "softpick", .normalize = "softpick", .D = d}, kernels::CudaStorage::BFloat16});
+    cases.push_back({{.name = "p-norm 2", .normalize = "pnorm", .p = 2, .D = d}, kernels::CudaStorage::BFloat16});
+  }
+  for (const auto& [v, storage] : cases)
+    for (int arch : {80, 90}) {
+      const auto spec = spec_of(v);
+      SCOPED_TRACE(fmt::format("{}, d_head {}, sm_{}", v.name, v.D, arch));
+      std::string report;
+      const std::string cubin = cuda::compile_cubin(kernels::emit_cuda(spec, storage), arch, &report);
+      const auto resources = read_assembler_report(report);
+      ASSERT_EQ(resources.size(), 5u) << report;
+      for (const auto& [kernel, r] : resources) {
+        std::printf("  sm_%d d_head %3lld %-56s %-22s %3d registers, %6d bytes shared, spills %d/%d\n", arch,
+                    static_cast<long long>(v.D), v.name.c_str(), kernel.c_str(), r.registers, r.shared_bytes,
+                    r.spill_stores, r.spill_loads);
+        EXPECT_EQ(r.spill_stores, 0) << kernel;
+        EXPECT_EQ(r.spill_loads, 0) << kernel;
+        EXPECT_GT(r.registers, 0) << kernel;
+      }
+      if (nvdisasm.empty()) continue;
+      const auto hmma = tensor_instructions(nvdisasm, cubin);
+      for (const char* kernel : {"sink_forward", "sink_backward_keys", "sink_backward_queries"})
+        EXPECT_GT(hmma.count(kernel) ? hmma.at(kernel) : 0, 0) << kernel << " has no HMMA";
+      EXPECT_EQ(hmma.count("sink_probe") ? hmma.at("sink_probe") : -1, 0) << "the disassembly was not read";
+    }
+  if (nvdisasm.empty())
+    GTEST_SKIP() << "registers checked; no nvdisasm (SINKLAB_NVDISASM, the PATH or the nvidia-cuda-nvdisasm wheel "
+                    "of SINKLAB_PYTHON) to read the machine code for HMMA";
 }

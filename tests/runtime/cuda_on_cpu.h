@@ -9,12 +9,15 @@
 #include <cmath>
 #include <cstring>
 #include <math.h>
+#include <vector>
 
 #define __global__
 #define __device__
 #define __forceinline__ inline
 #define __launch_bounds__(n)
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
+#define SINK_CPU_EMULATION 1
 
 struct SinkEmulatedDim3 {
   unsigned x = 0, y = 0, z = 0;
@@ -45,12 +48,157 @@ inline T atomicAdd(T* p, T v) {
   return std::atomic_ref<T>(*p).fetch_add(v);
 }
 
-// Called by the emulator on each thread before it runs the kernel.
+// Called by the emulator each time a thread (re)enters the kernel: which thread it is, and the block's two
+// kinds of barrier.
+inline thread_local void (*sink_warp_sync)(void* block, unsigned thread, int line) = nullptr;
 extern "C" void sink_emulator_enter(unsigned thread, unsigned block_x, unsigned block_y, void* block,
-                                    void (*sync)(void* block, unsigned thread, int line)) {
+                                    void (*sync)(void* block, unsigned thread, int line),
+                                    void (*warp_sync)(void* block, unsigned thread, int line)) {
   threadIdx.x = thread;
   blockIdx.x = block_x;
   blockIdx.y = block_y;
   sink_block = block;
   sink_block_sync = sync;
+  sink_warp_sync = warp_sync;
+}
+
+// ---- The warp-level primitives of kernels/cuda/warp_sm80.cuh, by their PTX ISA definitions ----
+// A warp's collective: each lane leaves its operand in the warp's exchange, waits for the other lanes, then
+// reads theirs. Two slots used in turn: a lane can be at most one collective ahead of its slowest lane-mate
+// (the next wait holds it), so it never overwrites a slot another lane still reads.
+constexpr unsigned kSinkMaxThreads = 1024;
+struct alignas(16) SinkLaneSlot {
+  unsigned char bytes[64];
+};
+inline SinkLaneSlot sink_exchange[2][kSinkMaxThreads];
+inline unsigned sink_exchange_phase[kSinkMaxThreads];
+
+#define sink_warp_wait() sink_warp_sync(sink_block, threadIdx.x, __LINE__)
+
+template <typename T>
+inline const SinkLaneSlot* sink_exchange_all(const T& mine) {
+  static_assert(sizeof(T) <= sizeof(SinkLaneSlot));
+  const unsigned phase = sink_exchange_phase[threadIdx.x]++ & 1u;
+  std::memcpy(sink_exchange[phase][threadIdx.x].bytes, &mine, sizeof(T));
+  sink_warp_wait();
+  return &sink_exchange[phase][threadIdx.x & ~31u];  // lane 0 of this warp
+}
+template <typename T>
+inline T sink_from_lane(const SinkLaneSlot* warp, unsigned lane) {
+  T v;
+  std::memcpy(&v, warp[lane].bytes, sizeof(T));
+  return v;
+}
+
+inline float sink_b16_to_float(unsigned short bits, bool half) {
+  if (!half) return __uint_as_float(unsigned(bits) << 16);
+  _Float16 h;
+  std::memcpy(&h, &bits, sizeof h);
+  return static_cast<float>(h);
+}
+inline unsigned short sink_float_to_b16(float v, bool half) {  // round to nearest even, as cvt.rn
+  if (half) {
+    const _Float16 h = static_cast<_Float16>(v);
+    unsigned short bits;
+    std::memcpy(&bits, &h, sizeof bits);
+    return bits;
+  }
+  if (v != v) return 0x7fc0;
+  const unsigned u = __float_as_uint(v);
+  return static_cast<unsigned short>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+template <bool HALF>
+inline unsigned pack_rn(float lo, float hi) {
+  return unsigned(sink_float_to_b16(lo, HALF)) | (unsigned(sink_float_to_b16(hi, HALF)) << 16);
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}: D = A B + C. The fragment maps of the PTX ISA
+// (groupID g = lane >> 2, t = lane % 4): A's registers hold (row g, cols 2t, 2t+1), (g + 8, 2t..),
+// (g, 2t + 8..), (g + 8, 2t + 8..); B's (rows 2t, 2t+1, col g), (rows 2t + 8, 2t + 9, col g); C's
+// (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1). Low half of a register: the lower column (row).
+template <bool HALF>
+inline void mma_16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  struct Operands {
+    unsigned a[4], b[2];
+  };
+  const SinkLaneSlot* warp = sink_exchange_all(Operands{{a[0], a[1], a[2], a[3]}, {b0, b1}});
+  float A[16][16], B[16][8];
+  for (unsigned lane = 0; lane < 32; ++lane) {
+    const Operands op = sink_from_lane<Operands>(warp, lane);
+    const unsigned g = lane >> 2, t = lane & 3;
+    for (unsigned half = 0; half < 2; ++half) {
+      auto element = [&](unsigned reg) { return sink_b16_to_float((reg >> (16 * half)) & 0xffffu, HALF); };
+      A[g][2 * t + half] = element(op.a[0]);
+      A[g + 8][2 * t + half] = element(op.a[1]);
+      A[g][2 * t + 8 + half] = element(op.a[2]);
+      A[g + 8][2 * t + 8 + half] = element(op.a[3]);
+      B[2 * t + half][g] = element(op.b[0]);
+      B[2 * t + 8 + half][g] = element(op.b[1]);
+    }
+  }
+  const unsigned lane = threadIdx.x & 31u, g = lane >> 2, t = lane & 3;
+  for (unsigned e = 0; e < 4; ++e) {
+    const unsigned row = g + 8 * (e >> 1), col = 2 * t + (e & 1);
+    float sum = c[e];  // products of 16-bit numbers are exact in float; summed in float
+    for (unsigned k = 0; k < 16; ++k) sum += A[row][k] * B[k][col];
+    c[e] = sum;
+  }
+}
+
+// ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lanes 8m..8m+7 give the rows of matrix m (16 bytes
+// each); lane l receives in register m the elements (row l / 4, cols 2 (l % 4), +1) of matrix m, or with
+// .trans those of its transpose.
+inline void sink_ldmatrix(unsigned (&r)[4], const void* row, bool transposed) {
+  const SinkLaneSlot* warp = sink_exchange_all(row);
+  const unsigned lane = threadIdx.x & 31u;
+  for (unsigned m = 0; m < 4; ++m) {
+    unsigned short pair[2];
+    for (unsigned half = 0; half < 2; ++half) {
+      const unsigned rr = transposed ? 2 * (lane & 3) + half : lane >> 2, cc = transposed ? lane >> 2 : 2 * (lane & 3) + half;
+      const auto* source = static_cast<const unsigned short*>(sink_from_lane<const void*>(warp, 8 * m + rr));
+      pair[half] = source[cc];
+    }
+    r[m] = unsigned(pair[0]) | (unsigned(pair[1]) << 16);
+  }
+}
+inline void ldmatrix_x4(unsigned (&r)[4], const void* row) { sink_ldmatrix(r, row, false); }
+inline void ldmatrix_x4_trans(unsigned (&r)[4], const void* row) { sink_ldmatrix(r, row, true); }
+
+// __shfl_xor_sync over the whole warp.
+inline float shfl_xor(float v, int mask) {
+  const SinkLaneSlot* warp = sink_exchange_all(v);
+  return sink_from_lane<float>(warp, (threadIdx.x & 31u) ^ static_cast<unsigned>(mask));
+}
+
+// cp.async.cg.shared.global (16 bytes, zero-filled when not `fill`): the copy happens when a wait_group
+// releases its group, not when it is issued, so a tile read before its wait reads what was there before.
+struct SinkAsyncCopy {
+  void* shared;
+  const void* global;
+  bool fill;
+};
+inline std::vector<std::vector<SinkAsyncCopy>> sink_async_groups[kSinkMaxThreads];  // [thread][group], last open
+inline void cp_async_16(void* shared, const void* global, bool fill) {
+  auto& groups = sink_async_groups[threadIdx.x];
+  if (groups.empty()) groups.emplace_back();
+  groups.back().push_back({shared, global, fill});
+}
+inline void cp_async_commit() { sink_async_groups[threadIdx.x].emplace_back(); }
+template <int N>
+inline void cp_async_wait() {  // all but the newest N committed groups have landed (the open one is not waited for)
+  auto& groups = sink_async_groups[threadIdx.x];
+  while (groups.size() > 1 + static_cast<size_t>(N)) {
+    for (const SinkAsyncCopy& c : groups.front()) {
+      if (c.fill)
+        std::memcpy(c.shared, c.global, 16);
+      else
+        std::memset(c.shared, 0, 16);
+    }
+    groups.erase(groups.begin());
+  }
+}
+
+// Called by the emulator once per thread before a block starts: no collective or copy carries over.
+extern "C" void sink_emulator_begin_block(unsigned threads) {
+  for (unsigned t = 0; t < threads && t < kSinkMaxThreads; ++t) sink_exchange_phase[t] = 0, sink_async_groups[t].clear();
 }

@@ -3,6 +3,7 @@
 // Shared by the JIT tests and the GPU fixture writer (tests/gpu).
 #pragma once
 #include <algorithm>
+#include <fmt/format.h>
 #include <functional>
 #include <random>
 #include <string>
@@ -253,6 +254,39 @@ inline std::vector<Variant> random_score_variants(int count = 12) {
     v.p = 0.5;
     v.name = to_string(v.score) + " / " + v.normalize;
     out.push_back(v);
+  }
+  return out;
+}
+
+// The variants above at the tensor-core kernels' sizes (kernels/cuda/*.cuh): d_head 64, 96 and 128, and
+// sequences of several 64-row blocks with ragged tails (T, a prefix and a window scaled by 8; a window of 1
+// stays 1), so masks fall on tiles that are full, partial and skipped. `storage` alternates bf16 and half.
+struct TensorCoreVariant {
+  Variant variant;
+  bool half = false;
+};
+inline std::vector<TensorCoreVariant> tensor_core_variants() {
+  std::vector<Variant> all = paper_variants();
+  for (auto& v : beyond_the_paper_variants()) all.push_back(v);
+  for (auto& v : normalizer_variants()) all.push_back(v);
+  for (auto& v : random_score_variants(4)) all.push_back(v);
+  // Two comparisons with the float kernels that 16-bit storage cannot pass whatever the kernel, left out:
+  // softpick with one key, where dq and dk are dA - D over a small Z, zero but for O's rounding to the
+  // storage; and relu under the sum with a position term, where a logit within rounding of 0 falls on either
+  // side of relu's kink in the two summation orders, and its key's gradient jumps by (dA - D) / Z.
+  std::erase_if(all, [](const Variant& v) {
+    return (v.normalize == "softpick" && v.T == 1) || v.name == "sum: relu, ALiBi";
+  });
+  std::vector<TensorCoreVariant> out;
+  int n = 0;
+  for (Variant v : all) {
+    v.T = v.T <= 1 ? v.T : 8 * v.T + 3;
+    v.prefix *= 8;
+    v.window = v.window <= 1 ? v.window : 8 * v.window;
+    v.D = n % 5 == 3 ? 96 : n % 5 == 4 ? 128 : 64;
+    v.name = fmt::format("{} (T {}, d_head {})", v.name, v.T, v.D);
+    out.push_back({v, n % 4 == 1});
+    ++n;
   }
   return out;
 }

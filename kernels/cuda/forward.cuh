@@ -1,0 +1,128 @@
+ {
+  // The tensor-core forward: a block of WARPS warps owns BLOCK_ROWS query rows, 16 per warp, and streams
+  // tiles of FWD_KEYS keys and values through shared memory, the next tile's copy overlapping this one's
+  // products. Scores stay in registers: S = Q K^T on tensor cores, the algebra's fold on S's fragments, the
+  // weights rounded to 16 bits as the A operand of O += W V.
+  __shared__ __align__(16) store_t k_tile[2][FWD_KEYS][PITCH], v_tile[2][FWD_KEYS][PITCH];
+  const int warp = threadIdx.x / 32, lane = lane_id();
+  const long long bh = blockIdx.y, head = bh % H;
+  const long long first_row = (long long)blockIdx.x * BLOCK_ROWS, warp_row = first_row + 16 * warp;
+  const long long last_row = imin(first_row + BLOCK_ROWS - 1, T - 1);
+  q += bh * T * D, k += bh * T * D, v += bh * T * D, o += bh * T * D, stats += bh * 2 * T;
+  if (POSITION_BIAS) g += head * g_step;
+  if (KEY_BIAS) kstar += head * star_step, vstar += head * star_step;
+  if (SINK_LOGIT) sink += head;
+  unsigned qa[D / 16][4];
+  load_a_rows(qa, q, warp_row, T);
+  float acc[D / 8][4];
+  zero(acc);
+  // The lane's two rows (h = 0, 1: frag_row(2 h)); rows from T on act as row T - 1 and are not written.
+  long long row[2], lo[2], hi[2];
+  real fi[2], m[2], P[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    row[h] = imin(warp_row + frag_row(2 * h), T - 1), fi[h] = (real)(row[h] + 1);
+    key_range(row[h], T, lo[h], hi[h]);
+    m[h] = ONLINE ? SHIFT_FLOOR : -SINK_INF, P[h] = 0;
+  }
+  // The k* column (value v*) and the sink logit (no value) first. The four lanes of a row fold them alike (the
+  // same running state); one of them counts their terms in its share of the row's sum.
+  if (KEY_BIAS || SINK_LOGIT) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      real own = 0, w, rescale;
+      if (KEY_BIAS) {
+        real xs = 0;
+        for (int d = 0; d < D; ++d) xs += load(q, row[h] * D + d) * kstar[d];
+        fold_column(xs * SCALE_QK, fi[h], (real)0, m[h], own, w, rescale);
+#pragma unroll
+        for (int nb = 0; nb < D / 8; ++nb)
+          acc[nb][2 * h] = w * vstar[frag_col(nb, 0)], acc[nb][2 * h + 1] = w * vstar[frag_col(nb, 1)];
+      }
+      if (SINK_LOGIT) {
+        fold_column(sink[0], fi[h], (real)0, m[h], own, w, rescale);
+#pragma unroll
+        for (int nb = 0; nb < D / 8; ++nb) acc[nb][2 * h] *= rescale, acc[nb][2 * h + 1] *= rescale;
+      }
+      P[h] = lane % 4 == 0 ? own : (real)0;
+    }
+  }
+  long long block_lo, block_hi, first_hi, last_lo;
+  key_range(first_row, T, block_lo, first_hi);
+  key_range(last_row, T, last_lo, block_hi);
+  int stage = 0;
+  load_tile_async<FWD_KEYS>(k_tile[0], k, block_lo, block_hi);
+  load_tile_async<FWD_KEYS>(v_tile[0], v, block_lo, block_hi);
+  cp_async_commit();
+  for (long long kb = block_lo; kb <= block_hi; kb += FWD_KEYS, stage ^= 1) {
+    if (kb + FWD_KEYS <= block_hi) {
+      load_tile_async<FWD_KEYS>(k_tile[stage ^ 1], k, kb + FWD_KEYS, block_hi);
+      load_tile_async<FWD_KEYS>(v_tile[stage ^ 1], v, kb + FWD_KEYS, block_hi);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    float s[FWD_KEYS / 8][4];
+    zero(s);
+    mma_abt<FWD_KEYS>(s, qa, k_tile[stage]);
+    // Every row of the block sees every key of the tile, or the mask is decided per element.
+    const bool full = kb >= last_lo && kb + FWD_KEYS - 1 <= first_hi;
+    real tile_max[2] = {-SINK_INF, -SINK_INF};
+#pragma unroll
+    for (int nb = 0; nb < FWD_KEYS / 8; ++nb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int h = e / 2;
+        const long long j = kb + frag_col(nb, e);
+        const bool seen = full || (j >= lo[h] && j <= hi[h]);
+        s[nb][e] = seen ? logit_of(s[nb][e], row[h], j, g) : -SINK_INF;  // -inf: hidden, weight 0 below
+        if (ONLINE) tile_max[h] = r_fmax(tile_max[h], s[nb][e]);
+      }
+    real shift[2] = {0, 0}, unit[2] = {1, 1};
+    if (ONLINE) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const real new_max = quad_max(tile_max[h]);
+        if (new_max > m[h]) {  // fold_column's rescale, for the whole tile at once
+          const real rescale = r_exp(m[h] - new_max);
+          P[h] *= TERM_DEGREE == 1 ? rescale : r_pow(rescale, TERM_DEGREE);
+#pragma unroll
+          for (int nb = 0; nb < D / 8; ++nb) acc[nb][2 * h] *= rescale, acc[nb][2 * h + 1] *= rescale;
+          m[h] = new_max;
+        }
+        shift[h] = shift_of(m[h]), unit[h] = r_exp(-shift[h]);
+      }
+    }
+#pragma unroll
+    for (int nb = 0; nb < FWD_KEYS / 8; ++nb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int h = e / 2;
+        const real x = s[nb][e];
+        if (x == -SINK_INF) {
+          s[nb][e] = 0;
+          continue;
+        }
+        const real sc = score(x - shift[h], fi[h], (real)(kb + frag_col(nb, e) + 1));
+        P[h] += norm_term(sc, x, unit[h]);
+        s[nb][e] = norm_weight(sc, x, unit[h]);
+      }
+    unsigned wa[FWD_KEYS / 16][4];
+    as_a<FWD_KEYS>(wa, s);
+    mma_ab<FWD_KEYS>(acc, wa, v_tile[stage]);
+    __syncthreads();  // every warp is done with this stage before the next iteration's copy refills it
+  }
+  float scale[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const real total = quad_sum(P[h]);
+    // Z and m apart, not m + log Z: with large logits the sum would lose log Z's digits.
+    const real Z = safe(norm_finish(total, ONLINE ? r_exp(-shift_of(m[h])) : (real)1));
+    if (lane % 4 == 0 && warp_row + frag_row(2 * h) < T) stats[row[h]] = Z, stats[T + row[h]] = ONLINE ? m[h] : total;
+    scale[h] = ALPHA / Z;
+  }
+  store_rows(o, acc, warp_row, T, scale);
+}
+

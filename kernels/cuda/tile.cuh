@@ -1,0 +1,124 @@
+// Tile operations for the tensor-core kernels: what a warp does with 16 rows of a matrix. Built on the
+// warp's instructions (kernels/cuda/warp_sm80.cuh) and written once for the GPU and the CPU emulation.
+//
+// Fragments are the PTX ISA's for mma.m16n8k16: a warp's 16 x N float accumulator is N / 8 blocks of four
+// floats per lane; element e of block nb is at row frag_row(e), column frag_col(nb, e). A 16 x 16 A operand
+// is four registers of two 16-bit numbers. Shared tiles are rows of D 16-bit numbers, PITCH apart: the eight
+// more elements per row shift each row by 16 bytes, so the eight row addresses of an ldmatrix fall in
+// different banks.
+
+__device__ __forceinline__ int lane_id() { return threadIdx.x % 32; }
+__device__ __forceinline__ int frag_row(int e) { return lane_id() / 4 + 8 * (e / 2); }
+__device__ __forceinline__ int frag_col(int nb, int e) { return nb * 8 + 2 * (lane_id() % 4) + e % 2; }
+
+template <int NB>
+__device__ __forceinline__ void zero(float (&c)[NB][4]) {
+#pragma unroll
+  for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) c[nb][e] = 0;
+}
+
+// Rows r0..r0+15 of a [T, D] array in global memory as A operands (D / 16 of them); rows from T on read
+// row T - 1.
+__device__ __forceinline__ void load_a_rows(unsigned (&a)[D / 16][4], const store_t* x, long long r0, long long T) {
+  const int g = lane_id() / 4, t = lane_id() % 4;
+  const store_t* upper = x + imin(r0 + g, T - 1) * D + 2 * t;
+  const store_t* lower = x + imin(r0 + g + 8, T - 1) * D + 2 * t;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    a[kk][0] = *reinterpret_cast<const unsigned*>(upper + 16 * kk);
+    a[kk][1] = *reinterpret_cast<const unsigned*>(lower + 16 * kk);
+    a[kk][2] = *reinterpret_cast<const unsigned*>(upper + 16 * kk + 8);
+    a[kk][3] = *reinterpret_cast<const unsigned*>(lower + 16 * kk + 8);
+  }
+}
+
+// Rows first..first+ROWS-1 of a [T, D] array into a shared tile, by every thread of the block, without
+// waiting (cp_async_commit and cp_async_wait complete it); rows after `last` are zeros.
+template <int ROWS>
+__device__ __forceinline__ void load_tile_async(store_t (*tile)[PITCH], const store_t* x, long long first,
+                                                long long last) {
+  constexpr int CHUNKS = D / 8;  // of 16 bytes
+  for (int c = threadIdx.x; c < ROWS * CHUNKS; c += THREADS) {
+    const int r = c / CHUNKS, col = c % CHUNKS * 8;
+    cp_async_16(&tile[r][col], x + imin(first + r, last) * D + col, first + r <= last);
+  }
+}
+
+// acc (16 x N) += A B^T: A the warp's 16 x D operand, B^T's columns the tile's N rows.
+template <int N>
+__device__ __forceinline__ void mma_abt(float (&acc)[N / 8][4], const unsigned (&a)[D / 16][4],
+                                        const store_t (*tile)[PITCH]) {
+  const int l = lane_id();
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+    for (int pair = 0; pair < N / 16; ++pair) {
+      unsigned b[4];
+      ldmatrix_x4(b, &tile[16 * pair + l % 8 + 8 * (l / 16)][16 * kk + 8 * (l / 8 % 2)]);
+      mma_16816<HALF_MMA>(acc[2 * pair], a[kk], b[0], b[1]);
+      mma_16816<HALF_MMA>(acc[2 * pair + 1], a[kk], b[2], b[3]);
+    }
+}
+
+// acc (16 x D) += A B: A the warp's 16 x K operand, B the tile's first K rows.
+template <int K>
+__device__ __forceinline__ void mma_ab(float (&acc)[D / 8][4], const unsigned (&a)[K / 16][4],
+                                       const store_t (*tile)[PITCH]) {
+  const int l = lane_id();
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk)
+#pragma unroll
+    for (int pair = 0; pair < D / 16; ++pair) {
+      unsigned b[4];
+      ldmatrix_x4_trans(b, &tile[16 * kk + l % 8 + 8 * (l / 8 % 2)][16 * pair + 8 * (l / 16)]);
+      mma_16816<HALF_MMA>(acc[2 * pair], a[kk], b[0], b[1]);
+      mma_16816<HALF_MMA>(acc[2 * pair + 1], a[kk], b[2], b[3]);
+    }
+}
+
+// A 16 x N accumulator as the A operand of the next product, rounded to 16 bits: two neighbouring 8-column
+// blocks of the accumulator layout are the A layout of one 16-column block.
+template <int N>
+__device__ __forceinline__ void as_a(unsigned (&a)[N / 16][4], const float (&c)[N / 8][4]) {
+#pragma unroll
+  for (int kk = 0; kk < N / 16; ++kk) {
+    a[kk][0] = pack_rn<HALF_MMA>(c[2 * kk][0], c[2 * kk][1]);
+    a[kk][1] = pack_rn<HALF_MMA>(c[2 * kk][2], c[2 * kk][3]);
+    a[kk][2] = pack_rn<HALF_MMA>(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+    a[kk][3] = pack_rn<HALF_MMA>(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+  }
+}
+
+// A row's maximum and sum over the four lanes that hold it.
+__device__ __forceinline__ float quad_max(float v) {
+  v = r_fmax(v, shfl_xor(v, 1));
+  return r_fmax(v, shfl_xor(v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+  v += shfl_xor(v, 1);
+  return v + shfl_xor(v, 2);
+}
+
+// A 16 x D accumulator, row h of the lane's two scaled by scale[h], into rows r0.. of a [T, D] array
+// (rows from T on are not written).
+__device__ __forceinline__ void store_rows(store_t* x, const float (&c)[D / 8][4], long long r0, long long T,
+                                           const float (&scale)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const long long row = r0 + frag_row(2 * h);
+    if (row >= T) continue;
+#pragma unroll
+    for (int nb = 0; nb < D / 8; ++nb)
+      *reinterpret_cast<unsigned*>(x + row * D + frag_col(nb, 0)) =
+          pack_rn<HALF_MMA>(c[nb][2 * h] * scale[h], c[nb][2 * h + 1] * scale[h]);
+  }
+}
+
+// The logit of the pair (i, j) whose product q.k is qk.
+__device__ __forceinline__ real logit_of(float qk, long long i, long long j, const real* g) {
+  real x = qk * SCALE_QK;
+  if (POSITION_BIAS) x += g[distance(i, j)];
+  return x;
+}

@@ -1,0 +1,156 @@
+// The tensor-core kernels' tile operations (kernels/cuda/tile.cuh) on the CPU emulation, whose warp
+// instructions follow the PTX ISA's definitions (tests/runtime/cuda_on_cpu.h): every fragment map checked
+// against a plain matrix product. A wrong map in tile.cuh (an ldmatrix address, the accumulator-to-operand
+// packing, a fragment's row or column) or in the emulation's reading of the ISA puts elements in the wrong
+// place, and the products below disagree with LibTorch's.
+#include <gtest/gtest.h>
+
+#include "kernels/cuda_text.h"
+#include "tests/runtime/cuda_emulator.h"
+
+using namespace sink;
+using namespace sink::testing_variants;
+
+namespace {
+
+bool have_host_compiler() { return std::system("command -v c++ > /dev/null 2>&1") == 0; }
+#define SKIP_WITHOUT_HOST_COMPILER() \
+  if (!have_host_compiler()) GTEST_SKIP() << "no host C++ compiler (c++) to run the CUDA source on the CPU"
+
+// What the generated source defines before the tile operations, for D and the 16-bit type.
+std::string tile_prelude(int d, bool half, int threads) {
+  return fmt::format(R"(typedef float real;
+typedef unsigned short store_t;
+#define SINK_INF ((real)__int_as_float(0x7f800000))
+constexpr int D = {0}, PITCH = D + 8, THREADS = {2};
+constexpr bool HALF_MMA = {1}, POSITION_BIAS = false;
+#define SCALE_QK ((real)1)
+__device__ __forceinline__ real r_fmax(real a, real b) {{ return a > b ? a : b; }}
+__device__ __forceinline__ long long imin(long long a, long long b) {{ return a < b ? a : b; }}
+__device__ __forceinline__ long long distance(long long i, long long j) {{ return i > j ? i - j : j - i; }}
+)",
+                     d, half ? "true" : "false", threads) +
+         kernels::cuda_text::kWarpSm80 + kernels::cuda_text::kTile;
+}
+
+// One warp: A (rows 0..15 of a [rows, D] array; rows from `rows` on read the last) times the 64 rows of B,
+// S = A B^T through the fragments; then S, rounded to 16 bits as an A operand, times B: S B; and each
+// row's maximum and sum over the four lanes that hold it.
+const char* kProducts = R"(
+extern "C" __global__ void products(const store_t* a, const store_t* b, float* abt, float* ab, float* rows,
+                                    float* unused, long long T, long long, long long, long long) {
+  __shared__ __align__(16) store_t tile[64][PITCH];
+  unsigned fa[D / 16][4];
+  load_a_rows(fa, a, 0, T);
+  load_tile_async<64>(tile, b, 0, 63);
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+  float s[8][4];
+  zero(s);
+  mma_abt<64>(s, fa, tile);
+  for (int nb = 0; nb < 8; ++nb)
+    for (int e = 0; e < 4; ++e) abt[frag_row(e) * 64 + frag_col(nb, e)] = s[nb][e];
+  unsigned sa[4][4];
+  as_a<64>(sa, s);
+  float o[D / 8][4];
+  zero(o);
+  mma_ab<64>(o, sa, tile);
+  for (int nb = 0; nb < D / 8; ++nb)
+    for (int e = 0; e < 4; ++e) ab[frag_row(e) * D + frag_col(nb, e)] = o[nb][e];
+  for (int h = 0; h < 2; ++h) {
+    float most = -SINK_INF, sum = 0;
+    for (int nb = 0; nb < 8; ++nb)
+      for (int e = 2 * h; e < 2 * h + 2; ++e) most = r_fmax(most, s[nb][e]), sum += s[nb][e];
+    most = quad_max(most), sum = quad_sum(sum);
+    if (lane_id() % 4 == 0) rows[frag_row(2 * h) * 2] = most, rows[frag_row(2 * h) * 2 + 1] = sum;
+  }
+}
+)";
+
+struct Launched {
+  std::vector<torch::Tensor> outputs;
+};
+
+void launch(const std::string& source, std::string_view symbol, unsigned threads, std::vector<torch::Tensor> args,
+            int64_t T, ThreadOrder order = ThreadOrder::Ascending) {
+  CpuEmulatedModule module(host_compiled(source), order);
+  std::vector<rt::KernelBuffer> buffers;
+  for (auto& t : args) buffers.push_back({t.data_ptr(), t.nbytes()});
+  const std::array<int64_t, 4> sizes{T, 1, 0, 0};
+  module.launch(symbol, {1, 1, threads}, buffers, sizes);
+}
+
+}  // namespace
+
+TEST(CudaTensorCores, FragmentMapsGiveThePlainMatrixProducts) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  for (bool half : {false, true})
+    for (int d : {64, 96, 128}) {
+      const auto dtype = half ? torch::kHalf : torch::kBFloat16;
+      SCOPED_TRACE(fmt::format("d_head {}, {}", d, c10::toString(dtype)));
+      torch::manual_seed(d + half);
+      const int64_t rows = 13;  // rows 13..15 of the warp's 16 read row 12
+      auto a = torch::randn({rows, d}).to(dtype), b = torch::randn({64, d}).to(dtype);
+      auto abt = torch::full({16, 64}, NAN), ab = torch::full({16, d}, NAN), row_stats = torch::full({16, 2}, NAN);
+      auto unused = torch::zeros({1});
+      launch(tile_prelude(d, half, 32) + kProducts, "products", 32, {a, b, abt, ab, row_stats, unused}, rows);
+      auto a16 = torch::cat({a, a.slice(0, rows - 1).expand({16 - rows, d})}).to(torch::kFloat);
+      auto want_abt = torch::matmul(a16, b.to(torch::kFloat).t());
+      EXPECT_TRUE(torch::allclose(abt, want_abt, 1e-5, 1e-4)) << (abt - want_abt).abs().max();
+      // S B from the kernel's own S rounded to 16 bits: the packing, not the rounding, is under test.
+      auto want_ab = torch::matmul(abt.to(dtype).to(torch::kFloat), b.to(torch::kFloat));
+      EXPECT_TRUE(torch::allclose(ab, want_ab, 1e-5, 1e-3)) << (ab - want_ab).abs().max();
+      EXPECT_TRUE(torch::equal(row_stats.select(1, 0), std::get<0>(abt.max(1))));
+      EXPECT_TRUE(torch::allclose(row_stats.select(1, 1), abt.sum(1), 1e-5, 1e-3));
+    }
+}
+
+// cp.async is a copy that lands at its wait_group: a tile read before the wait reads what was there before,
+// and a wait for all but the newest group lands the older one only.
+TEST(CudaTensorCores, AsynchronousCopiesLandAtTheirWait) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  const char* kernel = R"(
+extern "C" __global__ void copies(const store_t* a, const store_t* b, float* seen, float* u1, float* u2, float* u3,
+                                  long long, long long, long long, long long) {
+  __shared__ __align__(16) store_t first[D], second[D];
+  for (int e = threadIdx.x; e < D; e += THREADS) first[e] = 7, second[e] = 7;
+  __syncthreads();
+  for (int c = threadIdx.x; c < D / 8; c += THREADS) cp_async_16(&first[8 * c], a + 8 * c, true);
+  cp_async_commit();
+  for (int c = threadIdx.x; c < D / 8; c += THREADS) cp_async_16(&second[8 * c], b + 8 * c, c % 2 == 0);
+  cp_async_commit();
+  if (threadIdx.x == 0) seen[0] = first[0], seen[1] = second[0];
+  cp_async_wait<1>();
+  if (threadIdx.x == 0) seen[2] = first[0], seen[3] = second[0];
+  cp_async_wait<0>();
+  __syncthreads();  // (second[8] is thread 1's copy)
+  if (threadIdx.x == 0) seen[4] = second[0], seen[5] = second[8];
+}
+)";
+  auto a = torch::full({64}, 100, torch::kShort), b = torch::full({64}, 200, torch::kShort);
+  auto seen = torch::full({6}, -1.f), u = torch::zeros({1});
+  launch(tile_prelude(64, false, 32) + kernel, "copies", 32, {a, b, seen, u, u.clone(), u.clone()}, 1);
+  EXPECT_TRUE(torch::equal(seen, torch::tensor({7.f, 7.f, 100.f, 7.f, 200.f, 0.f}))) << seen;
+}
+
+// A warp's collective that only some lanes reach is named, as a divergent __syncthreads is.
+TEST(CudaTensorCores, ACollectiveOnlySomeLanesReachIsNamed) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  const char* kernel = R"(
+extern "C" __global__ void divergent(const store_t* a, const store_t* b, float* out, float* u1, float* u2, float* u3,
+                                     long long, long long, long long, long long) {
+  float v = threadIdx.x;
+  if (threadIdx.x < 16) v = shfl_xor(v, 1);
+  out[threadIdx.x] = v;
+}
+)";
+  auto a = torch::zeros({8}, torch::kShort), out = torch::zeros({32}), u = torch::zeros({1});
+  try {
+    launch(tile_prelude(64, false, 32) + kernel, "divergent", 32, {a, a.clone(), out, u, u.clone(), u.clone()}, 1);
+    ADD_FAILURE() << "the divergent shuffle went unnoticed";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("a warp's collective waited for lanes that had returned"), std::string::npos)
+        << e.what();
+  }
+}
