@@ -4,7 +4,7 @@
 
 namespace sink::kernels {
 
-std::string cuda_math_prelude(bool f64) {
+std::string cuda_math_prelude(bool f64, bool fast_division) {
   // Named per type: NVRTC needs no header for expf/exp, but the C++ overloads would.
   const char* sfx = f64 ? "" : "f";
   std::string out = "#define SINK_INF ((real)__int_as_float(0x7f800000))\n";
@@ -12,6 +12,10 @@ std::string cuda_math_prelude(bool f64) {
     out += fmt::format("__device__ __forceinline__ real r_{0}(real a) {{ return {0}{1}(a); }}\n", f, sfx);
   for (const char* f : {"pow", "fmin", "fmax"})
     out += fmt::format("__device__ __forceinline__ real r_{0}(real a, real b) {{ return {0}{1}(a, b); }}\n", f, sfx);
+  // Division: IEEE's, or (tensor-core kernels, 16-bit storage) the approximate one, within 2 units in float's
+  // last place: no call to the IEEE slow path, whose calling convention makes the kernel spill registers.
+  out += fast_division ? "__device__ __forceinline__ real r_div(real a, real b) { return __fdividef(a, b); }\n"
+                       : "__device__ __forceinline__ real r_div(real a, real b) { return a / b; }\n";
   // expm1 by its Taylor series near 0, where e^a - 1 would cancel to a few digits (the LLVM emitter's, to the
   // same degree: 9 in float, 17 in double).
   out += fmt::format("constexpr int EXPM1_SERIES = {};\n", f64 ? 17 : 9);
@@ -147,9 +151,9 @@ __device__ __forceinline__ void column_grad(real x, real fi, real fj, real dA, r
                                             real& dx) {
   const real xe = ONLINE ? x - st1 : x, unit = ONLINE ? r_exp(-st1) : (real)1;
   const real s = score(xe, fi, fj);
-  A = ALPHA * (norm_weight(s, x, unit) / st0);
+  A = ALPHA * r_div(norm_weight(s, x, unit), st0);
   const real grad_s = ALPHA * norm_weight_slope(s, x, unit) * dA - Dd * norm_slope(s, x, unit, st0, st1);
-  dx = grad_s / st0 * score_grad(xe, fi, fj);
+  dx = r_div(grad_s, st0) * score_grad(xe, fi, fj);
 }
 )";
 }

@@ -34,7 +34,7 @@ std::string c_expr(const ExprNode& e) {
     case Op::Add: return fmt::format("({} + {})", arg(0), arg(1));
     case Op::Sub: return fmt::format("({} - {})", arg(0), arg(1));
     case Op::Mul: return fmt::format("({} * {})", arg(0), arg(1));
-    case Op::Div: return fmt::format("({} / {})", arg(0), arg(1));
+    case Op::Div: return fmt::format("r_div({}, {})", arg(0), arg(1));
     case Op::Pow: return fmt::format("r_pow({}, {})", arg(0), arg(1));
     case Op::Call: break;
   }
@@ -71,6 +71,7 @@ CudaTiles cuda_tiles(const KernelSpec& spec, CudaStorage storage) {
     // 16 rows per warp, four warps; two stages of two tiles of [rows][d + 8] 16-bit numbers within 48 KiB.
     t.tensor_cores = true;
     t.forward_rows = t.key_rows = t.query_rows = 64;
+    t.min_blocks = 1;  // as many registers as a kernel needs: none spills (NVRTC's default aims at 128 and spills)
     t.forward_keys = t.key_queries = t.query_keys = d <= 64 ? 64 : 32;
     // backward_keys holds the warp's K and V rows and its dK and dV sums in registers: 16 queries a tile
     // from d_head 128 on, or the registers spill.
@@ -115,7 +116,7 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage) {
                                                          : "float";
   out += fmt::format("// storage: {}\n\n", stored);
   out += spec.f64 ? "typedef double real;\n" : "typedef float real;\n";
-  out += cuda_math_prelude(spec.f64);
+  out += cuda_math_prelude(spec.f64, tiles.tensor_cores);
   out += storage == CudaStorage::BFloat16  ? cuda_bf16_storage()
          : storage == CudaStorage::Float16 ? cuda_fp16_storage()
                                            : cuda_real_storage();
@@ -160,14 +161,15 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage) {
     out += fmt::format("// Scalar kernels, a row per thread: {}\n", scalar_kernels_reason(spec, storage));
   }
   const int threads = tiles.threads_for(tiles.forward_rows);
-  out += abi::cuda_signature(abi::kForwardSymbol, abi::kCudaForward, threads);
+  out += abi::cuda_signature(abi::kForwardSymbol, abi::kCudaForward, threads, tiles.min_blocks);
   out += tiles.tensor_cores ? cuda_text::kForward : cuda_forward_body();
   out += abi::cuda_signature(abi::kCudaBackwardRowsSymbol, abi::kCudaBackwardRows, tiles.row_threads) +
          cuda_backward_rows_body();
-  out += abi::cuda_signature(abi::kCudaBackwardKeysSymbol, abi::kCudaBackwardKeys, tiles.threads_for(tiles.key_rows));
+  out += abi::cuda_signature(abi::kCudaBackwardKeysSymbol, abi::kCudaBackwardKeys, tiles.threads_for(tiles.key_rows),
+                             tiles.min_blocks);
   out += tiles.tensor_cores ? cuda_text::kBackwardKeys : cuda_backward_keys_body();
   out += abi::cuda_signature(abi::kCudaBackwardQueriesSymbol, abi::kCudaBackwardQueries,
-                             tiles.threads_for(tiles.query_rows));
+                             tiles.threads_for(tiles.query_rows), tiles.min_blocks);
   out += tiles.tensor_cores ? cuda_text::kBackwardQueries : cuda_backward_queries_body();
   out += abi::cuda_signature(abi::kProbeSymbol, abi::kCudaProbe, tiles.row_threads) + cuda_probe_body();
   return out;

@@ -42,6 +42,7 @@ struct CudaTiles {
   int key_rows = 32, key_queries = 32;       // backward_keys: key rows per block; query rows per tile
   int query_rows = 32, query_keys = 32;      // backward_queries: query rows per block; key rows per tile
   int row_threads = 128;                     // backward_rows and probe: threads per block
+  int min_blocks = 0;  // tensor cores: blocks per multiprocessor the registers must allow (__launch_bounds__)
   // Threads per block of a kernel whose blocks own `rows` rows: one per row, or a warp per 16 rows.
   int threads_for(int rows) const { return tensor_cores ? 2 * rows : rows; }
 };

@@ -31,8 +31,9 @@ bool is_written(std::string_view p) {
 }
 }  // namespace
 
-std::string cuda_signature(std::string_view symbol, Params params, int threads) {
-  std::string out = fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(", threads, symbol);
+std::string cuda_signature(std::string_view symbol, Params params, int threads, int min_blocks) {
+  const std::string bounds = min_blocks > 0 ? fmt::format("{}, {}", threads, min_blocks) : std::to_string(threads);
+  std::string out = fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(", bounds, symbol);
   for (const auto& p : params)
     out +=
         fmt::format("{}{}* __restrict__ {}, ", is_written(p) ? "" : "const ", is_activation(p) ? "store_t" : "real", p);

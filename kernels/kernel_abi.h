@@ -58,6 +58,8 @@ std::string host_signature(std::string_view symbol, Params params);
 std::string ptx_signature(std::string_view symbol, Params params, std::span<const std::string_view> extra_sizes);
 // `extern "C" __global__ void __launch_bounds__(THREADS) SYMBOL(const store_t* __restrict__ q, ..., long long T, ...)`:
 // the [T, D] activations and their gradients are store_t (bf16 or real), the rest real; inputs are const.
-std::string cuda_signature(std::string_view symbol, Params params, int threads);
+// With min_blocks > 0, __launch_bounds__(THREADS, min_blocks): the assembler may use as many registers as
+// that many blocks per multiprocessor leave (without it, its own guess of the occupancy wanted can spill).
+std::string cuda_signature(std::string_view symbol, Params params, int threads, int min_blocks = 0);
 
 }  // namespace sink::kernels::abi

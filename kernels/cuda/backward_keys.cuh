@@ -6,7 +6,7 @@
   __shared__ __align__(16) store_t q_tile[2][KEY_QUERIES][PITCH], do_tile[2][KEY_QUERIES][PITCH];
   __shared__ real st0_tile[2][KEY_QUERIES], st1_tile[2][KEY_QUERIES], delta_tile[2][KEY_QUERIES];
   const int warp = threadIdx.x / 32;
-  const long long bh = blockIdx.y, head = bh % H;
+  const long long bh = blockIdx.y, head = (unsigned)blockIdx.y % (unsigned)H;  // (a 64-bit % is a call)
   const long long first_key = (long long)blockIdx.x * BLOCK_ROWS, warp_key = first_key + 16 * warp;
   const long long last_key = imin(first_key + BLOCK_ROWS - 1, T - 1);
   q += bh * T * D, k += bh * T * D, v += bh * T * D, dout += bh * T * D, dk += bh * T * D, dv += bh * T * D;

@@ -5,7 +5,7 @@
   // key-side kernel: no float copy of dQ, no conversion pass, the same sums in every run.
   __shared__ __align__(16) store_t k_tile[2][QUERY_KEYS][PITCH], v_tile[2][QUERY_KEYS][PITCH];
   const int warp = threadIdx.x / 32;
-  const long long bh = blockIdx.y, head = bh % H;
+  const long long bh = blockIdx.y, head = (unsigned)blockIdx.y % (unsigned)H;  // (a 64-bit % is a call)
   const long long first_row = (long long)blockIdx.x * BLOCK_ROWS, warp_row = first_row + 16 * warp;
   const long long last_row = imin(first_row + BLOCK_ROWS - 1, T - 1);
   q += bh * T * D, k += bh * T * D, v += bh * T * D, dout += bh * T * D, dq += bh * T * D;

@@ -5,7 +5,7 @@
   // weights rounded to 16 bits as the A operand of O += W V.
   __shared__ __align__(16) store_t k_tile[2][FWD_KEYS][PITCH], v_tile[2][FWD_KEYS][PITCH];
   const int warp = threadIdx.x / 32, lane = lane_id();
-  const long long bh = blockIdx.y, head = bh % H;
+  const long long bh = blockIdx.y, head = (unsigned)blockIdx.y % (unsigned)H;  // (a 64-bit % is a call)
   const long long first_row = (long long)blockIdx.x * BLOCK_ROWS, warp_row = first_row + 16 * warp;
   const long long last_row = imin(first_row + BLOCK_ROWS - 1, T - 1);
   q += bh * T * D, k += bh * T * D, v += bh * T * D, o += bh * T * D, stats += bh * 2 * T;
@@ -121,7 +121,7 @@
     // Z and m apart, not m + log Z: with large logits the sum would lose log Z's digits.
     const real Z = safe(norm_finish(total, ONLINE ? r_exp(-shift_of(m[h])) : (real)1));
     if (lane % 4 == 0 && warp_row + frag_row(2 * h) < T) stats[row[h]] = Z, stats[T + row[h]] = ONLINE ? m[h] : total;
-    scale[h] = ALPHA / Z;
+    scale[h] = r_div(ALPHA, Z);
   }
   store_rows(o, acc, warp_row, T, scale);
 }

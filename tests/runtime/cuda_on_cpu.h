@@ -14,7 +14,7 @@
 #define __global__
 #define __device__
 #define __forceinline__ inline
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 #define __shared__ static
 #define __align__(n) __attribute__((aligned(n)))
 #define SINK_CPU_EMULATION 1
@@ -33,6 +33,7 @@ inline float __int_as_float(int i) {
   std::memcpy(&f, &i, sizeof f);
   return f;
 }
+inline float __fdividef(float a, float b) { return a / b; }
 inline float __uint_as_float(unsigned i) {
   float f;
   std::memcpy(&f, &i, sizeof f);
