@@ -13,44 +13,15 @@ namespace {
 constexpr int kForwardRows = 4;
 }
 
-std::string Generator::forward(bool nvptx) {
-  IrText b = body(nvptx);
+std::string Generator::forward() {
+  IrText b = body();
   const Ty& L = b.lane;
   const std::string V = b.V;
   const int R = kForwardRows;
-  std::string head;
-  if (nvptx) {
-    // One thread per (batch x head) slice: the same loops, offset by the
-    // slice; g, k* and v* by its head (slice mod heads) times their step,
-    // T and d_head for per-head tensors, 0 for head-shared ones.
-    static constexpr std::array<std::string_view, 4> kSliceSizes = {"slices", "heads", "g_step", "star_step"};
-    head = abi::ptx_signature(abi::kForwardSymbol, abi::kForward, kSliceSizes) + " {\nentry:\n";
-    b.text +=
-        "  %tid = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()\n  %ctaid = call i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()\n"
-        "  %ntid = call i32 @llvm.nvvm.read.ptx.sreg.ntid.x()\n  %base = mul i32 %ctaid, %ntid\n"
-        "  %slice32 = add i32 %base, %tid\n  %slice = zext i32 %slice32 to i64\n"
-        "  %inside = icmp slt i64 %slice, %slices\n  br i1 %inside, label %start, label %exit\nstart:\n";
-    b.text += fmt::format("  %rows = mul i64 %slice, %T\n  %elems = mul i64 %rows, {}\n", spec.d_head);
-    for (const char* p : {"q", "v", "o"})
-      b.text += fmt::format("  %{0} = getelementptr inbounds {1}, ptr %{0}0, i64 %elems\n", p, b.F);
-    b.text += fmt::format("  %kt.elems = mul i64 %slice, %Tp\n  %kt.offset = mul i64 %kt.elems, {}\n", spec.d_head);
-    b.text += "  %kt = getelementptr inbounds " + b.F + ", ptr %kt0, i64 %kt.offset\n";
-    b.text += "  %stats.offset = mul i64 %slice, %Tp\n  %stats.offset2 = mul i64 %stats.offset, 2\n";
-    b.text += "  %stats = getelementptr inbounds " + b.F + ", ptr %stats0, i64 %stats.offset2\n";
-    b.text +=
-        "  %head = urem i64 %slice, %heads\n  %g.offset = mul i64 %head, %g_step\n"
-        "  %star.offset = mul i64 %head, %star_step\n";
-    b.text += "  %g = getelementptr inbounds " + b.F + ", ptr %g0, i64 %g.offset\n";
-    for (const char* p : {"kstar", "vstar"})
-      b.text += fmt::format("  %{0} = getelementptr inbounds {1}, ptr %{0}0, i64 %star.offset\n", p, b.F);
-    b.text += "  %sink = getelementptr inbounds " + b.F + ", ptr %sink0, i64 %head\n";
-    weights_buffer(b);
-  } else {
-    head = "; forward: o and the per-row statistics stats[0][i], stats[1][i]\n" +
-           abi::host_signature(abi::kForwardSymbol, abi::kForward) + " {\nentry:\n";
-  }
-  if (!nvptx) weights_buffer(b);  // (the GPU kernel's is in block "start")
-  open_loop(b, "qg", "0", nvptx ? "start" : "entry", "icmp slt i64 %qg, %T");
+  const std::string head = "; forward: o and the per-row statistics stats[0][i], stats[1][i]\n" +
+                           abi::host_signature(abi::kForwardSymbol, abi::kForward) + " {\nentry:\n";
+  weights_buffer(b);
+  open_loop(b, "qg", "0", "entry", "icmp slt i64 %qg, %T");
   RowGroup g = row_group(b, "%qg", R);
   std::vector<std::string> lo(R), hi(R), fi(R);
   for (int r = 0; r < R; ++r) {
@@ -122,17 +93,8 @@ std::string Generator::forward(bool nvptx) {
     b.store(spec.online ? row.m : row.P, "%stats", b.op("add i64 %Tp, " + g.index[r]));
   }
   close_loop(b, "qg", R);
-  if (nvptx) {
-    b.line("br label %exit");
-    b.label("exit");
-  }
   b.line("ret void");
-  std::string decl =
-      nvptx ? "declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()\ndeclare i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()\n"
-              "declare i32 @llvm.nvvm.read.ptx.sreg.ntid.x()\n\n!nvvm.annotations = !{!0}\n"
-              "!0 = !{ptr @sink_forward, !\"kernel\", i32 1}\n"
-            : "";
-  return head + finish(b) + "}\n" + decl;
+  return head + finish(b) + "}\n";
 }
 
 }  // namespace sink::kernels

@@ -22,7 +22,7 @@ std::string unique_lines(const std::string& text) {
 
 }  // namespace
 
-std::string Generator::module(Target target) {
+std::string Generator::module() {
   std::string out;
   out += "; sinklab attention kernel " + spec.hash() + "\n";
   out += "; " + spec.describe() + "\n";
@@ -36,12 +36,7 @@ std::string Generator::module(Target target) {
   out += fmt::format("; keys in blocks of {} lanes: one vector of logits, one vectorized exp per block and row\n",
                      kKeyBlock);
   out += "; layout: rows [T, D]; kt, vt, qt, doutt transposed [D, Tp] (zero padded); stats [2, Tp]; delta [Tp]\n\n";
-  if (target == Target::NVPTX) {
-    out += "target triple = \"nvptx64-nvidia-cuda\"\n\n";
-    out += forward(true);
-  } else {
-    out += forward(false) + "\n" + backward() + "\n" + probe();
-  }
+  out += forward() + "\n" + backward() + "\n" + probe();
   return out + "\n" + unique_lines(declarations_);
 }
 
@@ -72,6 +67,6 @@ std::string Generator::probe() {
   return out + finish(b) + "}\n";
 }
 
-std::string emit_llvm(const KernelSpec& spec, Target target) { return Generator(spec).module(target); }
+std::string emit_llvm(const KernelSpec& spec) { return Generator(spec).module(); }
 
 }  // namespace sink::kernels

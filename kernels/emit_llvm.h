@@ -12,8 +12,6 @@
 
 namespace sink::kernels {
 
-enum class Target { Host, NVPTX };
-
 // Keys are processed in blocks of this many columns: one vector of logits,
 // one vectorized exp and (softmax) one rescale of the running sums per block.
 // The kernels read k (and v in backward) transposed, [d_head, Tp] with
@@ -21,6 +19,6 @@ enum class Target { Host, NVPTX };
 constexpr int kKeyBlock = 16;
 
 // A whole module: the three functions plus comments that show the variant.
-std::string emit_llvm(const KernelSpec& spec, Target target = Target::Host);
+std::string emit_llvm(const KernelSpec& spec);
 
 }  // namespace sink::kernels

@@ -61,7 +61,7 @@ std::string emit_expr(IrText& b, const Ty& t, const ExprNode& e, const ScoreEnv&
 
 Generator::Generator(const KernelSpec& s) : spec(s), score_grad(s.score_derivative()), norm(s.normalizer()) {}
 
-IrText Generator::body(bool nvptx) const { return IrText(spec.d_head, kKeyBlock, spec.f64, nvptx); }
+IrText Generator::body() const { return IrText(spec.d_head, kKeyBlock, spec.f64); }
 
 std::string Generator::finish(IrText& b) {
   declarations_ += b.declarations();
@@ -174,7 +174,7 @@ std::vector<std::string> Generator::block_dots(IrText& b, const std::string& row
     // An empty asm hides that the row is loop-invariant: otherwise LLVM hoists
     // all R x D broadcasts out of the block loop and spills them, where an
     // FMA can take its broadcast straight from the row in memory.
-    if (!b.nvptx) p = b.op("call ptr asm sideeffect \"\", \"=r,0\"(ptr " + p + ")", "row");
+    p = b.op("call ptr asm sideeffect \"\", \"=r,0\"(ptr " + p + ")", "row");
     row_ptrs.push_back(p);
   }
   std::vector<std::vector<std::string>> acc(R, std::vector<std::string>(chains, b.zero(L)));

@@ -77,7 +77,7 @@ struct RowGroup {
 class Generator {
  public:
   explicit Generator(const KernelSpec& s);
-  std::string module(Target target);
+  std::string module();
 
  private:
   const KernelSpec& spec;
@@ -85,11 +85,11 @@ class Generator {
   NormalizerForm norm;  // the normaliser's expressions, its parameter bound
   std::string declarations_;
 
-  IrText body(bool nvptx = false) const;
+  IrText body() const;
   std::string finish(IrText& b);  // the body text; keeps its declarations
   double scale_qk() const;
 
-  std::string forward(bool nvptx);
+  std::string forward();
   std::string backward();
   void backward_rows(IrText& b);
   void backward_columns(IrText& b);

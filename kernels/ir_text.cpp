@@ -15,10 +15,9 @@ Ty make_ty(const std::string& element, int lanes) {
 
 }  // namespace
 
-IrText::IrText(int64_t d_head, int lanes, bool use_f64, bool use_nvptx)
+IrText::IrText(int64_t d_head, int lanes, bool use_f64)
     : D(d_head),
       f64(use_f64),
-      nvptx(use_nvptx),
       F(use_f64 ? "double" : "float"),
       V(fmt::format("<{} x {}>", d_head, use_f64 ? "double" : "float")),
       scalar(make_ty(F, 1)),
@@ -122,34 +121,22 @@ std::string IrText::exp_polynomial(const Ty& t, const std::string& a) {
 
 std::string IrText::exp(const Ty& t, const std::string& a) {
   if (!f64 && t.vector()) return exp_polynomial(t, a);
-  if (!nvptx) return intrinsic("exp", t, a);
-  return per_lane(t, a, [&](const std::string& s) {
-    return call("llvm.nvvm.ex2.approx.f", scalar, {fmul(s, num(1.4426950408889634))});
-  });
+  return intrinsic("exp", t, a);
 }
 
 std::string IrText::log(const Ty& t, const std::string& a) {
-  if (!nvptx) return intrinsic("log", t, a);
-  return per_lane(t, a, [&](const std::string& s) {
-    return fmul(call("llvm.nvvm.lg2.approx.f", scalar, {s}), num(0.6931471805599453));
-  });
+  return intrinsic("log", t, a);
 }
 
 std::string IrText::pow(const Ty& t, const std::string& a, const std::string& e) {
-  if (!nvptx) return intrinsic("pow", t, a, e);
-  return exp(t, bin("fmul", t, e, log(t, a)));
+  return intrinsic("pow", t, a, e);
 }
 
 std::string IrText::tanh(const Ty& t, const std::string& a) {
-  if (nvptx) {  // (e^2x - 1) / (e^2x + 1), x <= 40
-    std::string e2 = exp(t, bin("fmul", t, num(2, t), min(t, a, num(40, t))));
-    return bin("fdiv", t, bin("fsub", t, e2, num(1, t)), bin("fadd", t, e2, num(1, t)));
-  }
   return per_lane(t, a, [&](const std::string& s) { return call(f64 ? "tanh" : "tanhf", scalar, {s}); });
 }
 
 std::string IrText::log1p(const Ty& t, const std::string& a) {
-  if (nvptx) return log(t, bin("fadd", t, num(1, t), a));
   return per_lane(t, a, [&](const std::string& s) { return call(f64 ? "log1p" : "log1pf", scalar, {s}); });
 }
 

@@ -21,11 +21,11 @@ struct Ty {
 class IrText {
  public:
   // d_head: the row width; lanes: the key block; f64: double precision (for
-  // finite-difference checks); nvptx: no libm, exp/log through PTX ex2/lg2.
-  IrText(int64_t d_head, int lanes, bool f64, bool nvptx);
+  // finite-difference checks).
+  IrText(int64_t d_head, int lanes, bool f64);
 
   const int64_t D;
-  const bool f64, nvptx;
+  const bool f64;
   const std::string F;  // "float" or "double"
   const std::string V;  // one row: "<D x F>"
   const Ty scalar, lane;

@@ -53,9 +53,6 @@ inline constexpr std::string_view kCudaBackwardQueriesSymbol = "sink_backward_qu
 
 // `define void @SYMBOL(ptr noalias %q, ..., i64 %T, i64 %Tp)` for the host.
 std::string host_signature(std::string_view symbol, Params params);
-// The GPU form: `define ptx_kernel void @SYMBOL(ptr %q0, ..., i64 %T, i64 %Tp, i64 %EXTRA...)`;
-// each pointer is named with the suffix 0 and offset to its slice in the body.
-std::string ptx_signature(std::string_view symbol, Params params, std::span<const std::string_view> extra_sizes);
 // `extern "C" __global__ void __launch_bounds__(THREADS) SYMBOL(const store_t* __restrict__ q, ..., long long T, ...)`:
 // the [T, D] activations and their gradients are store_t (bf16 or real), the rest real; inputs are const.
 // With min_blocks > 0, __launch_bounds__(THREADS, min_blocks): the assembler may use as many registers as

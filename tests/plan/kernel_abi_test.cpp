@@ -52,12 +52,6 @@ TEST(KernelAbi, HostEntryPointsTakeTheListedArgumentsInOrder) {
     }
 }
 
-TEST(KernelAbi, TheGpuForwardTakesTheSameListThenItsSliceSizes) {
-  const std::string module = sink::kernels::emit_llvm(variant(true, true), sink::kernels::Target::NVPTX);
-  EXPECT_EQ(parameters(module, abi::kForwardSymbol),
-            expected(abi::kForward, "0", {"T", "Tp", "slices", "heads", "g_step", "star_step"}));
-}
-
 TEST(KernelAbi, SlotsAreCompileTimePositions) {
   static_assert(abi::slot(abi::kForward, "q") == 0);
   static_assert(abi::slot(abi::kBackward, "dsink") == abi::kBackward.size() - 1);

@@ -251,23 +251,6 @@ TEST(Jit, TheCompiledKernelsAreVectorized) {
   EXPECT_LT(expf_calls, kernels::kKeyBlock) << "expf per key, not per block";
 }
 
-TEST(Jit, PtxForSm90Assembles) {
-  if (std::system("command -v ptxas > /dev/null 2>&1") != 0 ||
-      std::system("command -v /usr/lib/llvm-19/bin/llc > /dev/null 2>&1") != 0)
-    GTEST_SKIP() << "ptxas or llc-19 not installed";
-  Variant v{.name = "softmax"};
-  std::string ir = kernels::emit_llvm(spec_of(v), kernels::Target::NVPTX);
-  std::string dir = testing::TempDir();
-  {
-    std::ofstream(dir + "/fwd.ll") << ir;
-  }
-  ASSERT_EQ(std::system(("/usr/lib/llvm-19/bin/llc -march=nvptx64 -mcpu=sm_90 -mattr=+ptx80 " + dir + "/fwd.ll -o " +
-                         dir + "/fwd.ptx")
-                            .c_str()),
-            0);
-  ASSERT_EQ(std::system(("ptxas -arch=sm_90 " + dir + "/fwd.ptx -o " + dir + "/fwd.cubin").c_str()), 0);
-}
-
 TEST(Jit, TrainingMatchesTheReferenceBackend) {
   // 50 steps of a micro model: the same loss curve with either backend.
   auto losses = [](const std::string& backend) {
