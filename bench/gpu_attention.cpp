@@ -1,21 +1,29 @@
-// Attention forward + backward on a GPU, in one process: the generated CUDA
-// kernels against LibTorch's scaled_dot_product_attention for softmax, and
-// against the same variant written as LibTorch composite ops (the reference
-// backend) for the rest; bf16 at the 60M model's batch x heads. Prints ratios
-// and TFLOP/s next to this GPU's bf16 matmul TFLOP/s. (bench/attention_speed
-// is the CPU twin.)
+// Attention forward + backward on a GPU: the generated CUDA kernels (tensor cores in bf16) for every variant
+// of the table below, at each d_head and sequence length asked for, beside LibTorch's
+// scaled_dot_product_attention for plain causal softmax, in one process; bf16, batch 8 x 8 heads (the 60M
+// model's micro-batch). Prints a table and, with --json, the cases for bench/gpu_attention_baselines.py,
+// which times what a researcher would run instead (FlexAttention, torch.compile of the composite) in the
+// node's Python and prints both side by side. bench/attention_speed is the CPU twin.
 //
-//   build-gpu/bench/gpu_attention [repeats=10] [T,T,...=512,1024,2048]
+// TFLOP/s are counted two ways. Ours: the causal pairs T(T+1)/2 times d_head times 2 flops per
+// multiply-add times 6 products (2 forward, 4 backward). FlashAttention's: 4 T^2 d_head for the forward,
+// 3.5 times that for forward + backward, halved when causal.
+//
+//   build-gpu/bench/gpu_attention [--repeats 10] [--T 512,2048,8192] [--D 64,96,128] [--variants softmax,...]
+//                                 [--json FILE]
 #include <algorithm>
 #include <chrono>
 #include <fmt/format.h>
+#include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <torch/torch.h>
 #include <torch/version.h>
 
-#include "runtime/attention/attention.h"
+#include "kernels/emit_cuda.h"
 #include "runtime/attention/attention_backend.h"
+#include "runtime/attention/cuda_attention.h"
 #include "tests/runtime/jit_variants.h"
 
 using namespace sink;
@@ -48,87 +56,133 @@ double seconds(const std::function<torch::Tensor()>& f, int repeats) {
   return times[times.size() / 2];
 }
 
-std::vector<int64_t> lengths(const char* arg) {
-  std::vector<int64_t> out;
-  std::stringstream in(arg ? arg : "512,1024,2048");
-  for (std::string t; std::getline(in, t, ',');) out.push_back(std::stoll(t));
+std::vector<std::string> split(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream in(list);
+  for (std::string t; std::getline(in, t, ',');) out.push_back(t);
   return out;
+}
+
+// A benchmark variant: the kernel's Variant and what the baselines script needs to build the same attention
+// in PyTorch (a score and a normaliser by name, the masks and columns).
+struct Case {
+  Variant variant;
+  std::string score = "exp";  // exp, sigmoid, elu1, relu, stablemax
+};
+
+std::vector<Case> cases() {
+  using Op = ExprNode::Op;
+  const ExprNode sig = call("sigmoid", {var("qk")});
+  return {
+      {{.name = "softmax"}},
+      {{.name = "softmax + learnable k*", .key_bias = true}},
+      {{.name = "sink logit", .sink_logit = true}},
+      {{.name = "softmax, ALiBi", .position_bias = true}},
+      {{.name = "softmax, window 256", .window = 256}},
+      {{.name = "softmax, prefix 64", .prefix = 64}},
+      {{.name = "sigmoid, no normalization", .score = sig, .normalize = "none"}, "sigmoid"},
+      {{.name = "elu+1, normalized", .score = bin(Op::Add, call("elu", {var("qk")}), num(1))}, "elu1"},
+      {{.name = "exp, p-norm 2", .normalize = "pnorm", .p = 2}},
+      {{.name = "softpick", .normalize = "softpick"}},
+      {{.name = "relu, count", .score = call("relu", {var("qk")}), .normalize = "count"}, "relu"},
+      {{.name = "stablemax", .score = call("stablemax", {var("qk")})}, "stablemax"},
+  };
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  int repeats = 10;
+  std::vector<std::string> Ts = {"512", "1024", "2048"}, Ds = {"64"}, wanted;
+  std::string json_path;
+  for (int a = 1; a + 1 < argc; a += 2) {
+    const std::string flag = argv[a], value = argv[a + 1];
+    if (flag == "--repeats") repeats = std::stoi(value);
+    else if (flag == "--T") Ts = split(value);
+    else if (flag == "--D") Ds = split(value);
+    else if (flag == "--variants") wanted = split(value);
+    else if (flag == "--json") json_path = value;
+    else {
+      fmt::print(stderr, "gpu_attention: unknown option {}\n", flag);
+      return 2;
+    }
+  }
   if (!torch::cuda::is_available()) {
     fmt::print("gpu_attention: this LibTorch sees no CUDA device; nothing to measure\n");
     return 77;
   }
-  const int repeats = argc > 1 ? std::atoi(argv[1]) : 10;
-  const auto Ts = lengths(argc > 2 ? argv[2] : nullptr);
   const torch::Device dev(torch::kCUDA, 0);
   const auto bf16 = torch::TensorOptions().device(dev).dtype(torch::kBFloat16);
   torch::manual_seed(0);
-
   auto a = torch::randn({8192, 8192}, bf16), b = torch::randn({8192, 8192}, bf16);
   const double mm_tflops = 2.0 * 8192 * 8192 * 8192 / seconds([&] { return torch::mm(a, b); }, repeats) / 1e12;
-  fmt::print("LibTorch {}: bf16 matmul 8192^3 {:.0f} TFLOP/s; SDPA {}\n", TORCH_VERSION, mm_tflops,
-             has_sdpa() ? "available" : "missing (LibTorch < 2)");
-  fmt::print("ours/base: the baseline's time over ours (above 1: ours is faster)\n\n");
-  fmt::print("{:<22} {:>5} | {:>9} {:>9} {:>9} | {:>10} {:>10}\n", "variant", "T", "ours ms", "base ms", "ours/base",
-             "ours TF/s", "baseline");
-
-  // The 60M model's attention: 8 heads; 8 sequences per micro-batch; d_head 64 as the benchmark asks.
-  const int64_t B = 8, H = 8, dh = 64;
-  std::vector<Variant> variants = {
-      {.name = "softmax"},
-      {.name = "sigmoid, no norm", .score = call("sigmoid", {var("qk")}), .normalize = "none"},
-      {.name = "elu+1, normalized", .score = bin(ExprNode::Op::Add, call("elu", {var("qk")}), num(1))},
-      {.name = "exp, p-norm (p 2)", .normalize = "pnorm", .p = 2},
-      {.name = "softmax + learnable k*", .key_bias = true},
-  };
-  for (const auto& v : variants) {
-    for (int64_t T : Ts) {
-      Variant shaped = v;
-      shaped.T = T, shaped.D = dh;
-      ModelConfig model;
-      model.attention = config_of(shaped);
-      model.attention.backend = Backend::jit;
-      model.pe = PosEmbedding::rope;
-      model.biases = v.key_bias ? Biases::k : Biases::none;
-      model.d_head = dh;
-      auto generated = make_attention_backend(model, dev, KernelChoice::Generated);
-      model.attention.backend = Backend::reference;
-      auto reference = make_attention_backend(model, dev);
-
-      auto q = torch::randn({B, H, T, dh}, bf16).requires_grad_(),
-           k = torch::randn({B, H, T, dh}, bf16).requires_grad_(),
-           val = torch::randn({B, H, T, dh}, bf16).requires_grad_(), dout = torch::randn({B, H, T, dh}, bf16);
-      AttentionCall call{q, k, val, {}, {}, {}, {}};
-      if (v.key_bias) {
-        call.k_star = torch::randn({H, dh}, bf16).requires_grad_();
-        call.v_star = torch::zeros({H, dh}, bf16);
-      }
-      auto forward_backward = [&](const std::function<torch::Tensor()>& attend) {
-        return [&, attend] {
-          auto out = attend();
-          out.backward(dout);
-          return q.grad();
+  fmt::print("LibTorch {} on {}: bf16 matmul 8192^3 {:.0f} TFLOP/s; SDPA {}\n", TORCH_VERSION,
+             torch::cuda::device_count() ? "cuda:0" : "?", mm_tflops, has_sdpa() ? "available" : "missing");
+  fmt::print("{:<28} {:>4} {:>5} | {:>9} {:>8} {:>8} | {:>9} {:>8} | {}\n", "variant", "D", "T", "ours ms", "TF/s",
+             "FA TF/s", "SDPA ms", "TF/s", "kernels");
+  nlohmann::json out = {{"matmul_tflops", mm_tflops}, {"torch", TORCH_VERSION}, {"cases", nlohmann::json::array()}};
+  const int64_t B = 8, H = 8;
+  // Every variant at the first (d_head, T) before the next: a baseline sweep cut short by its budget still
+  // covers every variant at the first shape.
+  for (const auto& d_text : Ds)
+    for (const auto& t_text : Ts)
+      for (const Case& c : cases()) {
+        if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), c.variant.name) == wanted.end()) continue;
+        Variant v = c.variant;
+        v.T = std::stoll(t_text), v.D = std::stoll(d_text);
+        const int64_t T = v.T, D = v.D;
+        const auto spec = spec_of(v);
+        const bool tensor_cores = kernels::cuda_tiles(spec, kernels::CudaStorage::BFloat16).tensor_cores;
+        auto q = torch::randn({B, H, T, D}, bf16).requires_grad_(), k = torch::randn({B, H, T, D}, bf16).requires_grad_(),
+             val = torch::randn({B, H, T, D}, bf16).requires_grad_(), dout = torch::randn({B, H, T, D}, bf16);
+        const auto real = torch::TensorOptions().device(dev).dtype(torch::kFloat);
+        AttentionCall call{q, k, val, {}, {}, {}, {}};
+        if (v.position_bias) call.g = (torch::randn({H, T}, real) * 0.1).requires_grad_();
+        if (v.key_bias) call.k_star = torch::randn({H, D}, real).requires_grad_(), call.v_star = torch::zeros({H, D}, real);
+        if (v.sink_logit) call.sink_logit = torch::zeros({H}, real).requires_grad_();
+        auto forward_backward = [&](const std::function<torch::Tensor()>& attend) {
+          return [&, attend] {
+            auto o = attend();
+            o.backward(dout);
+            return q.grad();
+          };
         };
-      };
-      const double ours = seconds(forward_backward([&] { return generated->attend(call, nullptr); }), repeats);
-      std::string base_name = "composite";
-      double base;
-      if (kernels::kernel_spec(model).plain_causal_softmax() && has_sdpa()) {
-        base_name = "SDPA";
-        base = seconds(forward_backward([&] { return sdpa_causal_attention(q, k, val); }), repeats);
-      } else {
-        base = seconds(forward_backward([&] { return reference->attend(call, nullptr); }), repeats);
+        double ours = -1, sdpa = -1;
+        std::string error;
+        try {
+          ours = seconds(forward_backward([&] { return cuda_attention(spec, call, cuda_modules()); }), repeats);
+          if (spec.plain_causal_softmax() && has_sdpa())
+            sdpa = seconds(forward_backward([&] { return sdpa_causal_attention(q, k, val); }), repeats);
+        } catch (const std::exception& e) {
+          error = e.what();
+        }
+        const double ours_flops = double(B * H) * T * (T + 1) / 2 * D * 2 * 6;
+        const double fa_flops = double(B * H) * 4.0 * T * T * D * 3.5 / 2;
+        auto tf = [](double flops, double s) { return s > 0 ? flops / s / 1e12 : 0.0; };
+        fmt::print("{:<28} {:>4} {:>5} | {:>9.3f} {:>8.1f} {:>8.1f} | {:>9} {:>8} | {}{}\n", v.name, D, T, ours * 1e3,
+                   tf(ours_flops, ours), tf(fa_flops, ours), sdpa > 0 ? fmt::format("{:.3f}", sdpa * 1e3) : "-",
+                   sdpa > 0 ? fmt::format("{:.1f}", tf(ours_flops, sdpa)) : "-",
+                   tensor_cores ? "tensor cores" : "scalar", error.empty() ? "" : " ERROR " + error);
+        out["cases"].push_back({{"variant", v.name},
+                                {"score", c.score},
+                                {"normalize", v.normalize},
+                                {"p", v.p},
+                                {"window", v.window},
+                                {"prefix", v.prefix},
+                                {"alibi", v.position_bias},
+                                {"k_star", v.key_bias},
+                                {"sink_logit", v.sink_logit},
+                                {"B", B},
+                                {"H", H},
+                                {"T", T},
+                                {"D", D},
+                                {"ours_ms", ours * 1e3},
+                                {"sdpa_ms", sdpa > 0 ? nlohmann::json(sdpa * 1e3) : nlohmann::json()},
+                                {"ours_flops", ours_flops},
+                                {"fa_flops", fa_flops},
+                                {"tensor_cores", tensor_cores},
+                                {"error", error}});
       }
-      // Causal: T(T+1)/2 pairs; forward 2 products, backward 4 (recomputing
-      // the scores: 5 in ours), counted as 6, 2 flops per multiply-add.
-      const double flops = double(B * H) * T * (T + 1) / 2 * dh * 2 * 6;
-      fmt::print("{:<22} {:>5} | {:>9.3f} {:>9.3f} {:>8.2f}x | {:>10.1f} {:>10}\n", v.name, T, ours * 1e3, base * 1e3,
-                 base / ours, flops / ours / 1e12, base_name);
-    }
-  }
+  if (!json_path.empty()) std::ofstream(json_path) << out.dump(1) << "\n";
   return 0;
 }

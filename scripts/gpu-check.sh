@@ -15,14 +15,17 @@
 #   kernels           cuda_check --fill-cache: every kernel cuda_check runs, compiled by NVRTC on every core
 #   cuda_check        the CUDA backend against the reference path on the GPU (tests/gpu/cuda_check.cpp)
 #   train_on_cuda     a micro run (tests/plan/fixtures) with train.device = cuda through sinkc-runtime
-#   gpu_attention     benchmark: the generated kernels against SDPA and composite LibTorch (bench/gpu_attention.cpp)
+#   gpu_attention     benchmark: the generated kernels (tensor cores in bf16) and SDPA, d_head 64 and 128,
+#                     T 2048 and 8192 (bench/gpu_attention.cpp)
+#   baselines         benchmark: FlexAttention and torch.compile of the composite on the same cases, in this
+#                     node's Python, printed beside ours (bench/gpu_attention_baselines.py)
 #   train_vs_pytorch  benchmark: paper_60m's shapes end to end against PyTorch (bench/gpu_train_vs_pytorch.sh)
 # --natural: preflight, build, then the natural-text sink runs (plans/gpu_natural_call: softmax and sigmoid
 #   without normalization, no BOS, gpu_text on builtin("large"), which pack-deps.sh --large carries) side by
 #   side on the one GPU until the budget ends; a run cut short keeps every measurement it made.
 #
 # OUT: gpu-check.log (every step's output), gpu-check.json (the preflight, each step's status and seconds,
-# every figure), cuda_check.txt, gpu_attention.txt, train_vs_pytorch.json; with --natural instead
+# every figure), cuda_check.txt, gpu_attention.txt (ours and the baselines), train_vs_pytorch.json; with --natural instead
 # <run>.summary.json and <run>.metrics.jsonl per run (scripts/gpu-results.sh OUT rebuilds run folders from
 # them for `sinkc diff` and `sinkc report`).
 # Exit: 0 every step passed; 1 a step failed or ran out of time; 2 usage or a missing input; 77 no CUDA
@@ -193,8 +196,10 @@ cp "$work/cuda_check.out" "$out/cuda_check.txt"
 mkdir -p "$work/fixture/fixture"
 sed -e 's/^device = "cpu"/device = "cuda"/' tests/plan/fixtures/fixture.plan.toml > "$work/fixture/fixture/plan.toml"
 step train_on_cuda 60 build-gpu/sinkc-runtime run "$work/fixture" --out "$work/runs" --no-progress
-step gpu_attention 90 build-gpu/bench/gpu_attention
-cp "$work/gpu_attention.out" "$out/gpu_attention.txt"
+step gpu_attention 90 build-gpu/bench/gpu_attention --repeats 5 --D 64,128 --T 2048,8192 --json "$work/ours.json"
+step baselines 150 python3 bench/gpu_attention_baselines.py "$work/ours.json" --repeats 5 --budget 120 \
+  --json "$work/baselines.json"
+cat "$work/gpu_attention.out" "$work/baselines.out" > "$out/gpu_attention.txt" 2> /dev/null
 step train_vs_pytorch 150 bench/gpu_train_vs_pytorch.sh build-gpu "$work/train-bench"
 [[ -f $work/train-bench/gpu_train_vs_pytorch.json ]] && cp "$work/train-bench/gpu_train_vs_pytorch.json" \
   "$out/train_vs_pytorch.json"

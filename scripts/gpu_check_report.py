@@ -80,6 +80,9 @@ def main():
     attention = read(os.path.join(work, "gpu_attention.out"))
     if attention is not None:
         report["gpu_attention"] = attention.splitlines()
+    baselines = read(os.path.join(work, "baselines.json"))
+    if baselines:
+        report["attention_baselines"] = json.loads(baselines)
     trained = read(os.path.join(work, "train-bench", "gpu_train_vs_pytorch.json"))
     if trained:
         report["train_vs_pytorch"] = json.loads(trained)
