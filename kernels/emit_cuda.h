@@ -18,6 +18,7 @@
 // sdxstar, dsink [T]; dg [T] by distance. Arguments: kernels/kernel_abi.h.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "plan/kernel_spec.h"
 
@@ -45,8 +46,18 @@ struct CudaTiles {
   int min_blocks = 0;  // tensor cores: blocks per multiprocessor the registers must allow (__launch_bounds__)
   // Threads per block of a kernel whose blocks own `rows` rows: one per row, or a warp per 16 rows.
   int threads_for(int rows) const { return tensor_cores ? 2 * rows : rows; }
+  bool same_as(const CudaTiles& o) const {
+    return tensor_cores == o.tensor_cores && forward_rows == o.forward_rows && forward_keys == o.forward_keys &&
+           key_rows == o.key_rows && key_queries == o.key_queries && query_rows == o.query_rows &&
+           query_keys == o.query_keys && row_threads == o.row_threads && min_blocks == o.min_blocks;
+  }
+  std::string describe() const;  // "rows 64, stream 64, min_blocks 1" per kernel, for logs and the tuning table
 };
 CudaTiles cuda_tiles(const KernelSpec& spec, CudaStorage storage = CudaStorage::Real);
+
+// The tiles a GPU may measure for the tensor-core kernels (runtime/attention/cuda_tuning.h), at most 8, the
+// default (cuda_tiles) first; the scalar kernels' one choice otherwise.
+std::vector<CudaTiles> cuda_tile_candidates(const KernelSpec& spec, CudaStorage storage);
 
 // Why a variant in this storage runs on the scalar kernels; empty where it runs on tensor cores.
 std::string scalar_kernels_reason(const KernelSpec& spec, CudaStorage storage);
@@ -55,6 +66,8 @@ std::string scalar_kernels_reason(const KernelSpec& spec, CudaStorage storage);
 // hands the kernels bf16 q, k and v. Measurements run in float.
 CudaStorage training_storage(const std::string& precision);
 
+// The source of `spec`'s kernels in `storage`, with `tiles` (default: cuda_tiles(spec, storage)).
 std::string emit_cuda(const KernelSpec& spec, CudaStorage storage = CudaStorage::Real);
+std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTiles& tiles);
 
 }  // namespace sink::kernels

@@ -1,5 +1,5 @@
  {
-  // dK and dV on tensor cores: a block owns BLOCK_ROWS keys, 16 per warp, and streams the tiles of queries
+  // dK and dV on tensor cores: a block owns KEY_ROWS keys, 16 per warp, and streams the tiles of queries
   // that can see them (with dO and the rows' statistics). Per tile, transposed so the warp's keys are the
   // rows: S^T = K Q^T and dA^T = V dO^T, each pair's A and logit gradient (column_grad), then dV += A^T dO and
   // dK += dS^T Q. The position bias's gradient goes to dg by distance, atomically.
@@ -7,8 +7,8 @@
   __shared__ real st0_tile[2][KEY_QUERIES], st1_tile[2][KEY_QUERIES], delta_tile[2][KEY_QUERIES];
   const int warp = threadIdx.x / 32;
   const long long bh = blockIdx.y, head = (unsigned)blockIdx.y % (unsigned)H;  // (a 64-bit % is a call)
-  const long long first_key = (long long)blockIdx.x * BLOCK_ROWS, warp_key = first_key + 16 * warp;
-  const long long last_key = imin(first_key + BLOCK_ROWS - 1, T - 1);
+  const long long first_key = (long long)blockIdx.x * KEY_ROWS, warp_key = first_key + 16 * warp;
+  const long long last_key = imin(first_key + KEY_ROWS - 1, T - 1);
   q += bh * T * D, k += bh * T * D, v += bh * T * D, dout += bh * T * D, dk += bh * T * D, dv += bh * T * D;
   stats += bh * 2 * T, delta += bh * T, dg += bh * T;
   if (POSITION_BIAS) g += head * g_step;
@@ -30,10 +30,10 @@
   query_range(last_key, T, unused, last);
   // The query tile's rows (dO's too) and their statistics; rows after `last` are zeros with Z = 1.
   auto load_queries = [&](int to, long long qb) {
-    load_tile_async<KEY_QUERIES>(q_tile[to], q, qb, last);
-    load_tile_async<KEY_QUERIES>(do_tile[to], dout, qb, last);
+    load_tile_async<KEY_QUERIES, KEY_THREADS>(q_tile[to], q, qb, last);
+    load_tile_async<KEY_QUERIES, KEY_THREADS>(do_tile[to], dout, qb, last);
     cp_async_commit();
-    for (int r = threadIdx.x; r < KEY_QUERIES; r += THREADS) {
+    for (int r = threadIdx.x; r < KEY_QUERIES; r += KEY_THREADS) {
       const long long i = qb + r;
       st0_tile[to][r] = i <= last ? stats[i] : (real)1;
       st1_tile[to][r] = i <= last ? stats[T + i] : (real)0;
@@ -58,7 +58,7 @@
     long long tile_lo, tile_hi, unused_lo, unused_hi;
     key_range(qb, T, unused_lo, tile_hi);
     key_range(imin(qb + KEY_QUERIES - 1, T - 1), T, tile_lo, unused_hi);
-    const bool full = qb + KEY_QUERIES - 1 <= last && tile_lo <= first_key && tile_hi >= first_key + BLOCK_ROWS - 1;
+    const bool full = qb + KEY_QUERIES - 1 <= last && tile_lo <= first_key && tile_hi >= first_key + KEY_ROWS - 1;
 #pragma unroll
     for (int nb = 0; nb < KEY_QUERIES / 8; ++nb)
 #pragma unroll

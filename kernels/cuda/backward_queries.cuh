@@ -1,13 +1,13 @@
  {
-  // dQ on tensor cores, in the forward's order: a block owns BLOCK_ROWS query rows and streams key and value
+  // dQ on tensor cores, in the forward's order: a block owns QUERY_ROWS query rows and streams key and value
   // tiles. Per tile it recomputes S = Q K^T and dA = dO V^T, takes each pair's logit gradient from the
   // forward's row statistics (column_grad), and adds dS K. A pass of its own rather than atomics from the
   // key-side kernel: no float copy of dQ, no conversion pass, the same sums in every run.
   __shared__ __align__(16) store_t k_tile[2][QUERY_KEYS][PITCH], v_tile[2][QUERY_KEYS][PITCH];
   const int warp = threadIdx.x / 32;
   const long long bh = blockIdx.y, head = (unsigned)blockIdx.y % (unsigned)H;  // (a 64-bit % is a call)
-  const long long first_row = (long long)blockIdx.x * BLOCK_ROWS, warp_row = first_row + 16 * warp;
-  const long long last_row = imin(first_row + BLOCK_ROWS - 1, T - 1);
+  const long long first_row = (long long)blockIdx.x * QUERY_ROWS, warp_row = first_row + 16 * warp;
+  const long long last_row = imin(first_row + QUERY_ROWS - 1, T - 1);
   q += bh * T * D, k += bh * T * D, v += bh * T * D, dout += bh * T * D, dq += bh * T * D;
   stats += bh * 2 * T, delta += bh * T;
   if (POSITION_BIAS) g += head * g_step;
@@ -32,13 +32,13 @@
   key_range(first_row, T, block_lo, first_hi);
   key_range(last_row, T, last_lo, block_hi);
   int stage = 0;
-  load_tile_async<QUERY_KEYS>(k_tile[0], k, block_lo, block_hi);
-  load_tile_async<QUERY_KEYS>(v_tile[0], v, block_lo, block_hi);
+  load_tile_async<QUERY_KEYS, QUERY_THREADS>(k_tile[0], k, block_lo, block_hi);
+  load_tile_async<QUERY_KEYS, QUERY_THREADS>(v_tile[0], v, block_lo, block_hi);
   cp_async_commit();
   for (long long kb = block_lo; kb <= block_hi; kb += QUERY_KEYS, stage ^= 1) {
     if (kb + QUERY_KEYS <= block_hi) {
-      load_tile_async<QUERY_KEYS>(k_tile[stage ^ 1], k, kb + QUERY_KEYS, block_hi);
-      load_tile_async<QUERY_KEYS>(v_tile[stage ^ 1], v, kb + QUERY_KEYS, block_hi);
+      load_tile_async<QUERY_KEYS, QUERY_THREADS>(k_tile[stage ^ 1], k, kb + QUERY_KEYS, block_hi);
+      load_tile_async<QUERY_KEYS, QUERY_THREADS>(v_tile[stage ^ 1], v, kb + QUERY_KEYS, block_hi);
       cp_async_commit();
       cp_async_wait<1>();
     } else {

@@ -1,13 +1,13 @@
  {
-  // The tensor-core forward: a block of WARPS warps owns BLOCK_ROWS query rows, 16 per warp, and streams
+  // The tensor-core forward: a block of FWD_ROWS / 16 warps owns FWD_ROWS query rows, 16 per warp, and streams
   // tiles of FWD_KEYS keys and values through shared memory, the next tile's copy overlapping this one's
   // products. Scores stay in registers: S = Q K^T on tensor cores, the algebra's fold on S's fragments, the
   // weights rounded to 16 bits as the A operand of O += W V.
   __shared__ __align__(16) store_t k_tile[2][FWD_KEYS][PITCH], v_tile[2][FWD_KEYS][PITCH];
   const int warp = threadIdx.x / 32, lane = lane_id();
   const long long bh = blockIdx.y, head = (unsigned)blockIdx.y % (unsigned)H;  // (a 64-bit % is a call)
-  const long long first_row = (long long)blockIdx.x * BLOCK_ROWS, warp_row = first_row + 16 * warp;
-  const long long last_row = imin(first_row + BLOCK_ROWS - 1, T - 1);
+  const long long first_row = (long long)blockIdx.x * FWD_ROWS, warp_row = first_row + 16 * warp;
+  const long long last_row = imin(first_row + FWD_ROWS - 1, T - 1);
   q += bh * T * D, k += bh * T * D, v += bh * T * D, o += bh * T * D, stats += bh * 2 * T;
   if (POSITION_BIAS) g += head * g_step;
   if (KEY_BIAS) kstar += head * star_step, vstar += head * star_step;
@@ -51,13 +51,13 @@
   key_range(first_row, T, block_lo, first_hi);
   key_range(last_row, T, last_lo, block_hi);
   int stage = 0;
-  load_tile_async<FWD_KEYS>(k_tile[0], k, block_lo, block_hi);
-  load_tile_async<FWD_KEYS>(v_tile[0], v, block_lo, block_hi);
+  load_tile_async<FWD_KEYS, FWD_THREADS>(k_tile[0], k, block_lo, block_hi);
+  load_tile_async<FWD_KEYS, FWD_THREADS>(v_tile[0], v, block_lo, block_hi);
   cp_async_commit();
   for (long long kb = block_lo; kb <= block_hi; kb += FWD_KEYS, stage ^= 1) {
     if (kb + FWD_KEYS <= block_hi) {
-      load_tile_async<FWD_KEYS>(k_tile[stage ^ 1], k, kb + FWD_KEYS, block_hi);
-      load_tile_async<FWD_KEYS>(v_tile[stage ^ 1], v, kb + FWD_KEYS, block_hi);
+      load_tile_async<FWD_KEYS, FWD_THREADS>(k_tile[stage ^ 1], k, kb + FWD_KEYS, block_hi);
+      load_tile_async<FWD_KEYS, FWD_THREADS>(v_tile[stage ^ 1], v, kb + FWD_KEYS, block_hi);
       cp_async_commit();
       cp_async_wait<1>();
     } else {

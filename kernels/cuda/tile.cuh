@@ -34,9 +34,9 @@ __device__ __forceinline__ void load_a_rows(unsigned (&a)[D / 16][4], const stor
   }
 }
 
-// Rows first..first+ROWS-1 of a [T, D] array into a shared tile, by every thread of the block, without
+// Rows first..first+ROWS-1 of a [T, D] array into a shared tile, by the block's THREADS threads, without
 // waiting (cp_async_commit and cp_async_wait complete it); rows after `last` are zeros.
-template <int ROWS>
+template <int ROWS, int THREADS>
 __device__ __forceinline__ void load_tile_async(store_t (*tile)[PITCH], const store_t* x, long long first,
                                                 long long last) {
   constexpr int CHUNKS = D / 8;  // of 16 bytes

@@ -1,11 +1,14 @@
 #include "runtime/attention/cuda_attention.h"
 
+#include <chrono>
+#include <cmath>
 #include <fmt/format.h>
 #include <map>
 #include <mutex>
 
 #include "kernels/emit_cuda.h"
 #include "kernels/kernel_abi.h"
+#include "runtime/attention/cuda_tuning.h"
 #include "runtime/attention/generated_attention.h"
 
 namespace sink::rt {
@@ -56,16 +59,42 @@ struct Slices {
   LaunchShape shape(int64_t items, int threads) const { return shape(items, threads, threads); }
 };
 
-// One variant compiled for one storage type and device, launched on the call's tensors.
+// Seconds per call of `run`, its launches waited for: one call first (loading, caches), then the mean of 3.
+double seconds_per_call(KernelModule& module, const std::function<void()>& run) {
+  run();
+  module.synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int r = 0; r < 3; ++r) run();
+  module.synchronize();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 3;
+}
+
+// What the backward's per-row kernel (backward_rows) leaves for the other two, and the sink logit's terms.
+struct RowTerms {
+  torch::Tensor delta, astar, sdxstar, dsink;
+};
+
+// One variant compiled for one storage type and device, launched on the call's tensors. The three
+// tensor-core kernels may each come from a source of its own tiles (runtime/attention/cuda_tuning.h);
+// backward_rows and the probe come from the default tiles' source.
 class CudaLauncher : public KernelLauncher {
  public:
-  CudaLauncher(const kernels::KernelSpec& spec, torch::ScalarType storage, std::shared_ptr<KernelModule> module,
-               std::string key)
+  CudaLauncher(const kernels::KernelSpec& spec, torch::ScalarType storage, KernelModules modules,
+               torch::Device device, std::string key)
       : spec_(spec),
         storage_(storage),
-        tiles_(kernels::cuda_tiles(spec, layout_of(storage))),
-        module_(std::move(module)),
-        key_(std::move(key)) {}
+        modules_(std::move(modules)),
+        device_(device),
+        key_(std::move(key)),
+        default_(kernels::cuda_tiles(spec, layout_of(storage))),
+        chosen_{default_, default_, default_} {
+    if (!default_.tensor_cores) return;
+    tuning_key_ = tuning_key(module(default_)->device_name(), spec_, layout_of(storage_));
+    if (auto remembered = remembered_tiles(tuning_key_))
+      chosen_ = *remembered;
+    else
+      must_tune_ = modules_.tune && tuning_enabled();
+  }
   const std::string& key() const override { return key_; }
 
   KernelTensors prepare(const AttentionCall& call) const override {
@@ -75,60 +104,30 @@ class CudaLauncher : public KernelLauncher {
   }
 
   std::pair<torch::Tensor, torch::Tensor> forward(const KernelTensors& in) const override {
-    const Slices s(in.q, in.g, in.k_star);
+    std::call_once(tuned_, [&] {
+      if (must_tune_) tune(in);
+    });
     auto o = torch::empty_like(in.q);
-    auto stats = torch::empty({s.B, s.H, 2, s.T}, in.q.options().dtype(real_dtype(storage_)));
-    constexpr auto& F = kernels::abi::kCudaForward;
-    std::array<KernelBuffer, F.size()> a{};
-    a[slot(F, "q")] = buffer(in.q), a[slot(F, "k")] = buffer(in.k), a[slot(F, "v")] = buffer(in.v);
-    a[slot(F, "g")] = buffer(in.g), a[slot(F, "kstar")] = buffer(in.k_star), a[slot(F, "vstar")] = buffer(in.v_star);
-    a[slot(F, "sink")] = buffer(in.sink), a[slot(F, "o")] = buffer(o), a[slot(F, "stats")] = buffer(stats);
-    module_->launch(kernels::abi::kForwardSymbol, s.shape(s.T, tiles_.forward_rows, tiles_.threads_for(tiles_.forward_rows)), a, s.sizes);
+    auto stats = torch::empty({in.q.size(0), in.q.size(1), 2, in.q.size(2)}, in.q.options().dtype(real_dtype(storage_)));
+    launch_forward(chosen_.forward, in, o, stats);
     return {o, stats};
   }
 
   SliceGradients backward(const KernelTensors& in, const torch::Tensor& o, const torch::Tensor& stats,
                           const torch::Tensor& dout) const override {
     const auto real = stats.scalar_type();
-    const Slices s(in.q, in.g, in.k_star);
-    auto rows = [&](bool wanted) { return wanted ? torch::empty({s.B, s.H, s.T}, stats.options()) : torch::Tensor(); };
-    auto delta = rows(true), astar = rows(spec_.key_bias), sdxstar = rows(spec_.key_bias);
+    const RowTerms rows = launch_rows(in, o, stats, dout);
     SliceGradients d;
-    d.dsink = rows(spec_.sink_logit);
-    {
-      constexpr auto& R = kernels::abi::kCudaBackwardRows;
-      std::array<KernelBuffer, R.size()> a{};
-      a[slot(R, "q")] = buffer(in.q), a[slot(R, "kstar")] = buffer(in.k_star), a[slot(R, "vstar")] = buffer(in.v_star);
-      a[slot(R, "sink")] = buffer(in.sink), a[slot(R, "o")] = buffer(o), a[slot(R, "stats")] = buffer(stats);
-      a[slot(R, "dout")] = buffer(dout), a[slot(R, "delta")] = buffer(delta), a[slot(R, "astar")] = buffer(astar);
-      a[slot(R, "sdxstar")] = buffer(sdxstar), a[slot(R, "dsink")] = buffer(d.dsink);
-      module_->launch(kernels::abi::kCudaBackwardRowsSymbol, s.shape(s.T, tiles_.row_threads), a, s.sizes);
-    }
-    d.dk = torch::empty_like(in.k), d.dv = torch::empty_like(in.v);
-    d.dg = spec_.position_bias ? torch::zeros({s.B, s.H, s.T}, stats.options()) : torch::Tensor();
-    {
-      constexpr auto& K = kernels::abi::kCudaBackwardKeys;
-      std::array<KernelBuffer, K.size()> a{};
-      a[slot(K, "q")] = buffer(in.q), a[slot(K, "k")] = buffer(in.k), a[slot(K, "v")] = buffer(in.v);
-      a[slot(K, "g")] = buffer(in.g), a[slot(K, "stats")] = buffer(stats), a[slot(K, "dout")] = buffer(dout);
-      a[slot(K, "delta")] = buffer(delta), a[slot(K, "dk")] = buffer(d.dk), a[slot(K, "dv")] = buffer(d.dv);
-      a[slot(K, "dg")] = buffer(d.dg);
-      module_->launch(kernels::abi::kCudaBackwardKeysSymbol, s.shape(s.T, tiles_.key_rows, tiles_.threads_for(tiles_.key_rows)), a, s.sizes);
-    }
-    d.dq = torch::empty_like(in.q);
-    {
-      constexpr auto& Q = kernels::abi::kCudaBackwardQueries;
-      std::array<KernelBuffer, Q.size()> a{};
-      a[slot(Q, "q")] = buffer(in.q), a[slot(Q, "k")] = buffer(in.k), a[slot(Q, "v")] = buffer(in.v);
-      a[slot(Q, "g")] = buffer(in.g), a[slot(Q, "kstar")] = buffer(in.k_star), a[slot(Q, "stats")] = buffer(stats);
-      a[slot(Q, "dout")] = buffer(dout), a[slot(Q, "delta")] = buffer(delta), a[slot(Q, "sdxstar")] = buffer(sdxstar);
-      a[slot(Q, "dq")] = buffer(d.dq);
-      module_->launch(kernels::abi::kCudaBackwardQueriesSymbol, s.shape(s.T, tiles_.query_rows, tiles_.threads_for(tiles_.query_rows)), a, s.sizes);
-    }
+    d.dsink = rows.dsink;
+    d.dk = torch::empty_like(in.k), d.dv = torch::empty_like(in.v), d.dq = torch::empty_like(in.q);
+    d.dg = spec_.position_bias ? torch::zeros({in.q.size(0), in.q.size(1), in.q.size(2)}, stats.options())
+                               : torch::Tensor();
+    launch_keys(chosen_.keys, in, stats, dout, rows, d.dk, d.dv, d.dg);
+    launch_queries(chosen_.queries, in, stats, dout, rows, d.dq);
     // k* and v*'s per-slice terms: sums over the rows.
     if (in.k_star.defined()) {
-      d.dk_star = torch::einsum("bht,bhtd->bhd", {sdxstar, in.q.to(real)});
-      d.dv_star = torch::einsum("bht,bhtd->bhd", {astar, dout.to(real)});
+      d.dk_star = torch::einsum("bht,bhtd->bhd", {rows.sdxstar, in.q.to(real)});
+      d.dv_star = torch::einsum("bht,bhtd->bhd", {rows.astar, dout.to(real)});
     }
     return d;
   }
@@ -141,16 +140,111 @@ class CudaLauncher : public KernelLauncher {
     std::array<KernelBuffer, P.size()> a{};
     a[slot(P, "q")] = buffer(in.q), a[slot(P, "k")] = buffer(in.k), a[slot(P, "g")] = buffer(in.g);
     a[slot(P, "kstar")] = buffer(in.k_star), a[slot(P, "stats")] = buffer(stats), a[slot(P, "out")] = buffer(scores);
-    module_->launch(kernels::abi::kProbeSymbol, s.shape(s.T * S, tiles_.row_threads), a, s.sizes);
+    module(default_)->launch(kernels::abi::kProbeSymbol, s.shape(s.T * S, default_.row_threads), a, s.sizes);
     return scores;
   }
 
  private:
   kernels::KernelSpec spec_;
   torch::ScalarType storage_;
-  kernels::CudaTiles tiles_;
-  std::shared_ptr<KernelModule> module_;
-  std::string key_;
+  KernelModules modules_;
+  torch::Device device_;
+  std::string key_, tuning_key_;
+  kernels::CudaTiles default_;
+  mutable KernelTiles chosen_;
+  bool must_tune_ = false;
+  mutable std::once_flag tuned_;
+  mutable std::mutex modules_mutex_;
+  mutable std::map<std::string, std::shared_ptr<KernelModule>> modules_by_tiles_;
+
+  // The module of the source with these tiles, loaded once.
+  std::shared_ptr<KernelModule> module(const kernels::CudaTiles& tiles) const {
+    std::lock_guard<std::mutex> lock(modules_mutex_);
+    auto& m = modules_by_tiles_[tiles.describe()];
+    if (!m) m = modules_.load(kernels::emit_cuda(spec_, layout_of(storage_), tiles), device_);
+    return m;
+  }
+
+  void launch_forward(const kernels::CudaTiles& tiles, const KernelTensors& in, const torch::Tensor& o,
+                      const torch::Tensor& stats) const {
+    const Slices s(in.q, in.g, in.k_star);
+    constexpr auto& F = kernels::abi::kCudaForward;
+    std::array<KernelBuffer, F.size()> a{};
+    a[slot(F, "q")] = buffer(in.q), a[slot(F, "k")] = buffer(in.k), a[slot(F, "v")] = buffer(in.v);
+    a[slot(F, "g")] = buffer(in.g), a[slot(F, "kstar")] = buffer(in.k_star), a[slot(F, "vstar")] = buffer(in.v_star);
+    a[slot(F, "sink")] = buffer(in.sink), a[slot(F, "o")] = buffer(o), a[slot(F, "stats")] = buffer(stats);
+    module(tiles)->launch(kernels::abi::kForwardSymbol,
+                          s.shape(s.T, tiles.forward_rows, tiles.threads_for(tiles.forward_rows)), a, s.sizes);
+  }
+
+  RowTerms launch_rows(const KernelTensors& in, const torch::Tensor& o, const torch::Tensor& stats,
+                       const torch::Tensor& dout) const {
+    const Slices s(in.q, in.g, in.k_star);
+    auto rows = [&](bool wanted) { return wanted ? torch::empty({s.B, s.H, s.T}, stats.options()) : torch::Tensor(); };
+    RowTerms r{rows(true), rows(spec_.key_bias), rows(spec_.key_bias), rows(spec_.sink_logit)};
+    constexpr auto& R = kernels::abi::kCudaBackwardRows;
+    std::array<KernelBuffer, R.size()> a{};
+    a[slot(R, "q")] = buffer(in.q), a[slot(R, "kstar")] = buffer(in.k_star), a[slot(R, "vstar")] = buffer(in.v_star);
+    a[slot(R, "sink")] = buffer(in.sink), a[slot(R, "o")] = buffer(o), a[slot(R, "stats")] = buffer(stats);
+    a[slot(R, "dout")] = buffer(dout), a[slot(R, "delta")] = buffer(r.delta), a[slot(R, "astar")] = buffer(r.astar);
+    a[slot(R, "sdxstar")] = buffer(r.sdxstar), a[slot(R, "dsink")] = buffer(r.dsink);
+    module(default_)->launch(kernels::abi::kCudaBackwardRowsSymbol, s.shape(s.T, default_.row_threads), a, s.sizes);
+    return r;
+  }
+
+  void launch_keys(const kernels::CudaTiles& tiles, const KernelTensors& in, const torch::Tensor& stats,
+                   const torch::Tensor& dout, const RowTerms& rows, const torch::Tensor& dk, const torch::Tensor& dv,
+                   const torch::Tensor& dg) const {
+    const Slices s(in.q, in.g, in.k_star);
+    constexpr auto& K = kernels::abi::kCudaBackwardKeys;
+    std::array<KernelBuffer, K.size()> a{};
+    a[slot(K, "q")] = buffer(in.q), a[slot(K, "k")] = buffer(in.k), a[slot(K, "v")] = buffer(in.v);
+    a[slot(K, "g")] = buffer(in.g), a[slot(K, "stats")] = buffer(stats), a[slot(K, "dout")] = buffer(dout);
+    a[slot(K, "delta")] = buffer(rows.delta), a[slot(K, "dk")] = buffer(dk), a[slot(K, "dv")] = buffer(dv);
+    a[slot(K, "dg")] = buffer(dg);
+    module(tiles)->launch(kernels::abi::kCudaBackwardKeysSymbol,
+                          s.shape(s.T, tiles.key_rows, tiles.threads_for(tiles.key_rows)), a, s.sizes);
+  }
+
+  void launch_queries(const kernels::CudaTiles& tiles, const KernelTensors& in, const torch::Tensor& stats,
+                      const torch::Tensor& dout, const RowTerms& rows, const torch::Tensor& dq) const {
+    const Slices s(in.q, in.g, in.k_star);
+    constexpr auto& Q = kernels::abi::kCudaBackwardQueries;
+    std::array<KernelBuffer, Q.size()> a{};
+    a[slot(Q, "q")] = buffer(in.q), a[slot(Q, "k")] = buffer(in.k), a[slot(Q, "v")] = buffer(in.v);
+    a[slot(Q, "g")] = buffer(in.g), a[slot(Q, "kstar")] = buffer(in.k_star), a[slot(Q, "stats")] = buffer(stats);
+    a[slot(Q, "dout")] = buffer(dout), a[slot(Q, "delta")] = buffer(rows.delta);
+    a[slot(Q, "sdxstar")] = buffer(rows.sdxstar), a[slot(Q, "dq")] = buffer(dq);
+    module(tiles)->launch(kernels::abi::kCudaBackwardQueriesSymbol,
+                          s.shape(s.T, tiles.query_rows, tiles.threads_for(tiles.query_rows)), a, s.sizes);
+  }
+
+  // Times every candidate's three kernels on this call's shapes (the backward's on the default forward's
+  // statistics and a random dO), keeps the fastest of each, and remembers the choice for this GPU.
+  void tune(const KernelTensors& in) const {
+    const auto candidates = kernels::cuda_tile_candidates(spec_, layout_of(storage_));
+    auto o = torch::empty_like(in.q);
+    auto stats = torch::empty({in.q.size(0), in.q.size(1), 2, in.q.size(2)}, in.q.options().dtype(real_dtype(storage_)));
+    launch_forward(default_, in, o, stats);
+    const auto dout = torch::randn_like(in.q);
+    const RowTerms rows = launch_rows(in, o, stats, dout);
+    auto scratch_o = torch::empty_like(o), scratch_stats = torch::empty_like(stats);
+    auto dk = torch::empty_like(in.k), dv = torch::empty_like(in.v), dq = torch::empty_like(in.q);
+    auto dg = spec_.position_bias ? torch::zeros({in.q.size(0), in.q.size(1), in.q.size(2)}, stats.options())
+                                  : torch::Tensor();
+    double best[3] = {INFINITY, INFINITY, INFINITY};
+    for (const auto& c : candidates) {
+      KernelModule& m = *module(c);
+      const double times[3] = {
+          seconds_per_call(m, [&] { launch_forward(c, in, scratch_o, scratch_stats); }),
+          seconds_per_call(m, [&] { launch_keys(c, in, stats, dout, rows, dk, dv, dg); }),
+          seconds_per_call(m, [&] { launch_queries(c, in, stats, dout, rows, dq); })};
+      kernels::CudaTiles* slots[3] = {&chosen_.forward, &chosen_.keys, &chosen_.queries};
+      for (int k = 0; k < 3; ++k)
+        if (times[k] < best[k]) best[k] = times[k], *slots[k] = c;
+    }
+    remember_tiles(tuning_key_, chosen_);
+  }
 };
 
 }  // namespace
@@ -161,10 +255,12 @@ std::string cuda_source_for(kernels::KernelSpec spec, torch::ScalarType storage)
 }
 
 KernelModules cuda_modules() {
-  return {"nvrtc", [](const std::string& source, const torch::Device& device) -> std::shared_ptr<KernelModule> {
+  return {"nvrtc",
+          [](const std::string& source, const torch::Device& device) -> std::shared_ptr<KernelModule> {
             if (!device.is_cuda()) throw std::logic_error("cuda_modules: tensors on " + device.str());
             return cuda::module_for(source, device.has_index() ? device.index() : 0);
-          }};
+          },
+          true};
 }
 
 // Every layer calls this every step: emit and load once per variant.
@@ -178,10 +274,7 @@ std::shared_ptr<const KernelLauncher> cuda_launcher(kernels::KernelSpec spec, co
                                 q.device().str(), modules.name);
   std::lock_guard<std::mutex> lock(mutex);
   auto it = known.find(key);
-  if (it == known.end()) {
-    auto module = modules.load(cuda_source_for(spec, storage), q.device());
-    it = known.emplace(key, std::make_shared<CudaLauncher>(spec, storage, std::move(module), key)).first;
-  }
+  if (it == known.end()) it = known.emplace(key, std::make_shared<CudaLauncher>(spec, storage, modules, q.device(), key)).first;
   return it->second;
 }
 

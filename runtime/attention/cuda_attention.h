@@ -21,6 +21,7 @@ namespace sink::rt {
 struct KernelModules {
   std::string name;
   std::function<std::shared_ptr<KernelModule>(const std::string& source, const torch::Device& device)> load;
+  bool tune = false;  // a variant's first forward measures its tiles (runtime/attention/cuda_tuning.h)
 };
 
 // CUDA devices: NVRTC and the driver (cuda::module_for).

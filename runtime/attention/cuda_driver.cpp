@@ -120,6 +120,8 @@ struct Driver {
   decltype(&cuModuleLoadData) load;
   decltype(&cuModuleGetFunction) function;
   decltype(&cuLaunchKernel) launch;
+  decltype(&cuCtxSynchronize) synchronize;
+  decltype(&cuDeviceGetName) name;
   decltype(&cuGetErrorString) error;
   decltype(&cuDriverGetVersion) version;
   std::string file;  // the library opened
@@ -140,6 +142,8 @@ const Driver& driver() {
     a.load = symbol<decltype(a.load)>(lib, "cuModuleLoadData");
     a.function = symbol<decltype(a.function)>(lib, "cuModuleGetFunction");
     a.launch = symbol<decltype(a.launch)>(lib, "cuLaunchKernel");
+    a.synchronize = symbol<decltype(a.synchronize)>(lib, "cuCtxSynchronize");
+    a.name = symbol<decltype(a.name)>(lib, "cuDeviceGetName");
     a.error = symbol<decltype(a.error)>(lib, "cuGetErrorString");
     a.version = symbol<decltype(a.version)>(lib, "cuDriverGetVersion");
     a.file = opened_file(lib);
@@ -186,6 +190,17 @@ class DriverModule : public KernelModule {
     if (shape.grid_x == 0 || shape.grid_y == 0) return;
     check(d.launch(f, shape.grid_x, shape.grid_y, 1, shape.threads, 1, 1, 0, nullptr, args.data(), nullptr),
           "cuLaunchKernel");
+  }
+
+  void synchronize() override {
+    make_current();
+    check(driver().synchronize(), "cuCtxSynchronize");
+  }
+
+  std::string device_name() const override {
+    char name[256] = {};
+    check(driver().name(name, sizeof name - 1, device_), "cuDeviceGetName");
+    return name;
   }
 
  private:

@@ -31,6 +31,10 @@ class KernelModule {
   virtual ~KernelModule() = default;
   virtual void launch(std::string_view symbol, LaunchShape shape, std::span<const KernelBuffer> buffers,
                       std::span<const int64_t> sizes) = 0;
+  // Waits until every launch so far has finished (what a timing must include).
+  virtual void synchronize() {}
+  // The device's name, which keys what was measured on it.
+  virtual std::string device_name() const { return "unnamed device"; }
 };
 
 namespace cuda {

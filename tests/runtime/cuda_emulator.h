@@ -355,6 +355,8 @@ class CpuEmulatedModule : public rt::KernelModule {
   CpuEmulatedModule(std::shared_ptr<const HostCompiledKernels> compiled, ThreadOrder order)
       : compiled_(std::move(compiled)), order_(order) {}
 
+  std::string device_name() const override { return "CPU emulation"; }
+
   void launch(std::string_view symbol, rt::LaunchShape shape, std::span<const rt::KernelBuffer> buffers,
               std::span<const int64_t> sizes) override {
     void* kernel = compiled_->kernel(symbol);

@@ -42,7 +42,7 @@ extern "C" __global__ void products(const store_t* a, const store_t* b, float* a
   __shared__ __align__(16) store_t tile[64][PITCH];
   unsigned fa[D / 16][4];
   load_a_rows(fa, a, 0, T);
-  load_tile_async<64>(tile, b, 0, 63);
+  load_tile_async<64, THREADS>(tile, b, 0, 63);
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();

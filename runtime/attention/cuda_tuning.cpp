@@ -1,0 +1,91 @@
+#include "runtime/attention/cuda_tuning.h"
+
+#include <cstdlib>
+#include <fmt/format.h>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "plan/installation.h"
+
+namespace sink::rt {
+namespace {
+
+std::filesystem::path table_path() { return kernel_cache_dir() / "tiles.json"; }
+
+nlohmann::json tiles_json(const kernels::CudaTiles& t) {
+  return {{"forward_rows", t.forward_rows}, {"forward_keys", t.forward_keys}, {"key_rows", t.key_rows},
+          {"key_queries", t.key_queries},   {"query_rows", t.query_rows},     {"query_keys", t.query_keys},
+          {"min_blocks", t.min_blocks}};
+}
+
+kernels::CudaTiles tiles_of(const nlohmann::json& j) {
+  kernels::CudaTiles t;
+  t.tensor_cores = true;
+  t.forward_rows = j.at("forward_rows"), t.forward_keys = j.at("forward_keys");
+  t.key_rows = j.at("key_rows"), t.key_queries = j.at("key_queries");
+  t.query_rows = j.at("query_rows"), t.query_keys = j.at("query_keys");
+  t.min_blocks = j.at("min_blocks");
+  return t;
+}
+
+nlohmann::json read_table() {
+  std::ifstream in(table_path());
+  if (!in) return nlohmann::json::object();
+  try {
+    nlohmann::json table = nlohmann::json::parse(in);
+    if (table.is_object()) return table;
+  } catch (const std::exception&) {
+  }
+  static bool warned = false;
+  if (!warned) std::cerr << "sinklab: " << table_path().string() << " is not a tuning table; measuring again\n";
+  warned = true;
+  return nlohmann::json::object();
+}
+
+}  // namespace
+
+std::string tuning_key(const std::string& gpu, const kernels::KernelSpec& spec, kernels::CudaStorage storage) {
+  const char* stored = storage == kernels::CudaStorage::Float16 ? "half" : "bf16";
+  return fmt::format("{} | {} | {} storage | d_head {}", gpu, spec.describe(), stored, spec.d_head);
+}
+
+std::optional<KernelTiles> remembered_tiles(const std::string& key) {
+  const nlohmann::json table = read_table();
+  if (!table.contains(key)) return std::nullopt;
+  try {
+    const auto& e = table.at(key);
+    return KernelTiles{tiles_of(e.at("forward")), tiles_of(e.at("backward_keys")),
+                       tiles_of(e.at("backward_queries"))};
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+void remember_tiles(const std::string& key, const KernelTiles& tiles) {
+  std::error_code ec;
+  std::filesystem::create_directories(kernel_cache_dir(), ec);
+  nlohmann::json table = read_table();
+  table[key] = {{"forward", tiles_json(tiles.forward)},
+                {"backward_keys", tiles_json(tiles.keys)},
+                {"backward_queries", tiles_json(tiles.queries)}};
+  const auto temporary = table_path().string() + fmt::format(".{}.tmp", getpid());
+  {
+    std::ofstream out(temporary);
+    out << table.dump(1) << "\n";
+    if (!out) {
+      std::filesystem::remove(temporary, ec);
+      return;  // a full disk costs the next process a measurement, nothing else
+    }
+  }
+  std::filesystem::rename(temporary, table_path(), ec);
+  if (ec) std::filesystem::remove(temporary, ec);
+}
+
+bool tuning_enabled() {
+  const char* v = std::getenv("SINKLAB_TUNE");
+  return !(v && std::string(v) == "0");
+}
+
+}  // namespace sink::rt

@@ -1,0 +1,31 @@
+// The tiles each tensor-core kernel of a variant runs with on a GPU, measured there once: on a variant's
+// first forward the launcher times every candidate (kernels::cuda_tile_candidates, at most 8) of the
+// forward and both backward kernels on the call's own shapes, keeps the fastest of each, and writes the
+// choice to kernel_cache_dir()/tiles.json, keyed by the GPU's name, the variant, the storage and d_head, so
+// later processes on that GPU read it instead of measuring. SINKLAB_TUNE=0 keeps the defaults
+// (kernels::cuda_tiles).
+#pragma once
+#include <optional>
+#include <string>
+
+#include "kernels/emit_cuda.h"
+
+namespace sink::rt {
+
+// Per kernel, the tiles whose source it is launched from.
+struct KernelTiles {
+  kernels::CudaTiles forward, keys, queries;
+};
+
+// The tuning table's key of a variant on a GPU.
+std::string tuning_key(const std::string& gpu, const kernels::KernelSpec& spec, kernels::CudaStorage storage);
+
+// What the table holds for `key`, if anything (an unreadable table reads as empty, and says so on stderr once).
+std::optional<KernelTiles> remembered_tiles(const std::string& key);
+// Adds `key` to the table, keeping what other processes wrote (read again, written to a temporary, renamed).
+void remember_tiles(const std::string& key, const KernelTiles& tiles);
+
+// Whether a variant's first use measures its tiles (SINKLAB_TUNE is not 0).
+bool tuning_enabled();
+
+}  // namespace sink::rt

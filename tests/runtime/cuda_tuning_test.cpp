@@ -1,0 +1,130 @@
+// The tensor-core kernels' tiles as parameters (kernels::cuda_tile_candidates) and their measurement on a
+// GPU (runtime/attention/cuda_tuning.h), on the CPU emulation: every candidate fits and differs; kernels of
+// three different tiles together (as a tuned launcher runs them) still match the reference; a launcher
+// told to tune measures, writes its choice to the table, and a later one reads it.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "kernels/emit_cuda.h"
+#include "runtime/attention/cuda_attention.h"
+#include "runtime/attention/cuda_tuning.h"
+#include "tests/runtime/attention_oracle_expect.h"
+#include "tests/runtime/cuda_emulator.h"
+#include "tests/runtime/jit_variants.h"
+
+using namespace sink;
+using namespace sink::rt;
+using namespace sink::testing_variants;
+
+namespace {
+
+bool have_host_compiler() { return std::system("command -v c++ > /dev/null 2>&1") == 0; }
+
+// SINKLAB_KERNEL_CACHE pointed at a fresh folder for one test, and back.
+class KernelCacheHere {
+ public:
+  explicit KernelCacheHere(const std::string& name)
+      : dir_(std::filesystem::temp_directory_path() / (name + "-" + std::to_string(getpid()))) {
+    std::filesystem::remove_all(dir_);
+    if (const char* before = std::getenv("SINKLAB_KERNEL_CACHE")) before_ = before;
+    setenv("SINKLAB_KERNEL_CACHE", dir_.c_str(), 1);
+  }
+  ~KernelCacheHere() {
+    if (before_.empty())
+      unsetenv("SINKLAB_KERNEL_CACHE");
+    else
+      setenv("SINKLAB_KERNEL_CACHE", before_.c_str(), 1);
+    std::filesystem::remove_all(dir_);
+  }
+  const std::filesystem::path& dir() const { return dir_; }
+
+ private:
+  std::filesystem::path dir_;
+  std::string before_;
+};
+
+// Emulated modules under a name of their own (launchers are kept per loader name), measuring if `tune`.
+KernelModules emulated_modules(const std::string& name, bool tune) {
+  KernelModules m = cpu_emulated_modules(ThreadOrder::Ascending);
+  m.name = name;
+  m.tune = tune;
+  return m;
+}
+
+}  // namespace
+
+TEST(CudaKernels, TileCandidatesFitDifferAndStartWithTheDefault) {
+  for (int64_t d : {16, 64, 96, 128}) {
+    SCOPED_TRACE("d_head " + std::to_string(d));
+    const auto spec = spec_of(Variant{.name = "softmax", .D = d});
+    const auto candidates = kernels::cuda_tile_candidates(spec, kernels::CudaStorage::BFloat16);
+    ASSERT_GE(candidates.size(), 4u);
+    ASSERT_LE(candidates.size(), 8u);
+    EXPECT_TRUE(candidates[0].same_as(kernels::cuda_tiles(spec, kernels::CudaStorage::BFloat16)));
+    for (size_t a = 0; a < candidates.size(); ++a) {
+      EXPECT_TRUE(candidates[a].tensor_cores);
+      EXPECT_LE(2 * 2 * candidates[a].forward_keys * (d + 8) * 2 + 6 * candidates[a].key_queries * 4, 48 * 1024);
+      for (size_t b = a + 1; b < candidates.size(); ++b) EXPECT_FALSE(candidates[a].same_as(candidates[b]));
+      // Every candidate's source is a different text: each compiles to kernels of its own.
+      if (a > 0)
+        EXPECT_NE(kernels::emit_cuda(spec, kernels::CudaStorage::BFloat16, candidates[a]),
+                  kernels::emit_cuda(spec, kernels::CudaStorage::BFloat16, candidates[0]));
+    }
+  }
+  EXPECT_EQ(kernels::cuda_tile_candidates(spec_of(Variant{.name = "softmax", .D = 64}), kernels::CudaStorage::Real)
+                .size(),
+            1u)
+      << "the scalar kernels have one choice";
+}
+
+// The forward, dK/dV and dQ from sources of three different tiles, read from the table as a tuned GPU would.
+TEST(CudaKernels, KernelsOfDifferentTilesTogetherMatchTheReference) {
+  if (!have_host_compiler()) GTEST_SKIP() << "no host C++ compiler (c++) to run the CUDA source on the CPU";
+  const KernelCacheHere cache("sinklab-mixed-tiles");
+  const Variant v{.name = "softmax, window 50, KV biases", .window = 50, .key_bias = true, .learned_v = true,
+                  .T = 150, .D = 64};
+  const auto spec = spec_of(v);
+  const auto candidates = kernels::cuda_tile_candidates(spec, kernels::CudaStorage::BFloat16);
+  ASSERT_EQ(candidates.size(), 8u);
+  // 8 warps of 128 rows with 64-key tiles for the forward, 4 warps with registers for 3 blocks for dK/dV,
+  // 8 warps with 32-key tiles for dQ.
+  const KernelTiles mixed{candidates[5], candidates[1], candidates[6]};
+  ASSERT_EQ(mixed.forward.forward_rows, 128);
+  ASSERT_EQ(mixed.keys.key_rows, 64);
+  ASSERT_EQ(mixed.queries.query_keys, 32);
+  remember_tiles(tuning_key("CPU emulation", spec, kernels::CudaStorage::BFloat16), mixed);
+  const KernelModules modules = emulated_modules("mixed tiles", false);
+  auto attend = [&](const kernels::KernelSpec& s, const AttentionCall& call) { return cuda_attention(s, call, modules); };
+  const SixteenBitResult r = measure_sixteen_bit(attend, v, torch::kBFloat16);
+  EXPECT_TRUE(r.passed()) << "forward " << r.forward << " (< " << r.forward_allowed << ")";
+  for (const auto& [name, error] : r.grads) EXPECT_LT(error, r.grads_allowed) << name;
+}
+
+// A launcher whose loader tunes measures every candidate on its first forward (on the emulation the times
+// mean nothing, but the choice is one of the candidates and the results stay right), writes the choice to
+// the table under this device, this variant and this storage, and a second process's lookup reads it.
+TEST(CudaKernels, TuningWritesItsChoiceForTheNextProcess) {
+  if (!have_host_compiler()) GTEST_SKIP() << "no host C++ compiler (c++) to run the CUDA source on the CPU";
+  const KernelCacheHere cache("sinklab-tuning");
+  const Variant v{.name = "sigmoid, no norm", .score = call("sigmoid", {var("qk")}), .normalize = "none", .T = 40,
+                  .D = 32};
+  const auto spec = spec_of(v);
+  const std::string key = tuning_key("CPU emulation", spec, kernels::CudaStorage::Float16);
+  EXPECT_FALSE(remembered_tiles(key).has_value());
+  const KernelModules modules = emulated_modules("tuning", true);
+  auto attend = [&](const kernels::KernelSpec& s, const AttentionCall& call) { return cuda_attention(s, call, modules); };
+  const SixteenBitResult r = measure_sixteen_bit(attend, v, torch::kHalf);
+  EXPECT_TRUE(r.passed()) << "forward " << r.forward << " (< " << r.forward_allowed << ")";
+  const auto remembered = remembered_tiles(key);
+  ASSERT_TRUE(remembered.has_value()) << "nothing in " << (cache.dir() / "tiles.json").string();
+  const auto candidates = kernels::cuda_tile_candidates(spec, kernels::CudaStorage::Float16);
+  for (const auto* chosen : {&remembered->forward, &remembered->keys, &remembered->queries})
+    EXPECT_TRUE(std::any_of(candidates.begin(), candidates.end(),
+                            [&](const kernels::CudaTiles& c) { return c.same_as(*chosen); }))
+        << chosen->describe();
+  // A table that is not one reads as empty (and is measured again), never as an error.
+  std::ofstream(cache.dir() / "tiles.json") << "not json";
+  EXPECT_FALSE(remembered_tiles(key).has_value());
+}
