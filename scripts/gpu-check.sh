@@ -13,7 +13,8 @@
 #   build             scripts/setup-gpu.sh with CUDA required and the GPU's architecture named (the path CI
 #                     builds against pip's torch 2.11); only sinkc-runtime, cuda_check and gpu_attention
 #   kernels           cuda_check --fill-cache: every kernel cuda_check runs, compiled by NVRTC on every core
-#   cuda_check        the CUDA backend against the reference path on the GPU (tests/gpu/cuda_check.cpp)
+#   cuda_check        the CUDA backend against the reference path on the GPU (tests/gpu/cuda_check.cpp), then
+#                     the tensor-core kernels' tiles measured at the 60M model's shapes (its case 8: tiles.json)
 #   train_on_cuda     a micro run (tests/plan/fixtures) with train.device = cuda through sinkc-runtime
 #   gpu_attention     benchmark: the generated kernels (tensor cores in bf16) and SDPA, d_head 64 and 128,
 #                     T 2048 and 8192 (bench/gpu_attention.cpp)
@@ -25,7 +26,7 @@
 #   side on the one GPU until the budget ends; a run cut short keeps every measurement it made.
 #
 # OUT: gpu-check.log (every step's output), gpu-check.json (the preflight, each step's status and seconds,
-# every figure), cuda_check.txt, gpu_attention.txt (ours and the baselines), train_vs_pytorch.json; with --natural instead
+# every figure), cuda_check.txt, tiles.json, gpu_attention.txt (ours and the baselines), train_vs_pytorch.json; with --natural instead
 # <run>.summary.json and <run>.metrics.jsonl per run (scripts/gpu-results.sh OUT rebuilds run folders from
 # them for `sinkc diff` and `sinkc report`).
 # Exit: 0 every step passed; 1 a step failed or ran out of time; 2 usage or a missing input; 77 no CUDA
@@ -193,6 +194,8 @@ step kernels 120 build-gpu/tests/cuda_check --fill-cache "$arch"
 [[ $gpu == yes ]] || no_gpu cuda_check
 step cuda_check 240 build-gpu/tests/cuda_check
 cp "$work/cuda_check.out" "$out/cuda_check.txt"
+# The tensor-core kernels' tiles measured on this GPU (cuda_check's case 8 writes the table it prints).
+[[ -f $SINKLAB_KERNEL_CACHE/tiles.json ]] && cp "$SINKLAB_KERNEL_CACHE/tiles.json" "$out/tiles.json"
 mkdir -p "$work/fixture/fixture"
 sed -e 's/^device = "cpu"/device = "cuda"/' tests/plan/fixtures/fixture.plan.toml > "$work/fixture/fixture/plan.toml"
 step train_on_cuda 60 build-gpu/sinkc-runtime run "$work/fixture" --out "$work/runs" --no-progress

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "kernels/emit_cuda.h"
 #include "kernels/kernel_abi.h"
@@ -157,12 +158,16 @@ class CudaLauncher : public KernelLauncher {
   mutable std::mutex modules_mutex_;
   mutable std::map<std::string, std::shared_ptr<KernelModule>> modules_by_tiles_;
 
-  // The module of the source with these tiles, loaded once.
+  // The module of the source with these tiles, loaded once (the load outside the lock: candidates load side
+  // by side; two threads loading one source both compile, and the first kept wins).
   std::shared_ptr<KernelModule> module(const kernels::CudaTiles& tiles) const {
+    {
+      std::lock_guard<std::mutex> lock(modules_mutex_);
+      if (auto it = modules_by_tiles_.find(tiles.describe()); it != modules_by_tiles_.end()) return it->second;
+    }
+    auto loaded = modules_.load(kernels::emit_cuda(spec_, layout_of(storage_), tiles), device_);
     std::lock_guard<std::mutex> lock(modules_mutex_);
-    auto& m = modules_by_tiles_[tiles.describe()];
-    if (!m) m = modules_.load(kernels::emit_cuda(spec_, layout_of(storage_), tiles), device_);
-    return m;
+    return modules_by_tiles_.try_emplace(tiles.describe(), std::move(loaded)).first->second;
   }
 
   void launch_forward(const kernels::CudaTiles& tiles, const KernelTensors& in, const torch::Tensor& o,
@@ -223,6 +228,11 @@ class CudaLauncher : public KernelLauncher {
   // statistics and a random dO), keeps the fastest of each, and remembers the choice for this GPU.
   void tune(const KernelTensors& in) const {
     const auto candidates = kernels::cuda_tile_candidates(spec_, layout_of(storage_));
+    {  // compiled side by side (NVRTC takes a second or two each, where the kernel cache has not got them)
+      std::vector<std::thread> compiling;
+      for (const auto& c : candidates) compiling.emplace_back([&, c] { module(c); });
+      for (auto& t : compiling) t.join();
+    }
     auto o = torch::empty_like(in.q);
     auto stats = torch::empty({in.q.size(0), in.q.size(1), 2, in.q.size(2)}, in.q.options().dtype(real_dtype(storage_)));
     launch_forward(default_, in, o, stats);

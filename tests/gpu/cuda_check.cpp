@@ -16,7 +16,11 @@
 //  6. the GPU a run takes: --gpu N, torchrun's LOCAL_RANK modulo the GPUs,
 //     an error past them;
 //  7. a run stopped on the GPU resumes with train.device = cpu in the same
-//     run directory and ends where a CPU-only run ends.
+//     run directory and ends where a CPU-only run ends;
+//  8. "tune": the tensor-core kernels' tiles measured at the 60M model's
+//     attention shapes (batch 8 x 8 heads, T 2048) for the variants of
+//     tuning_variants(); the choices land in kernel_cache_dir()/tiles.json
+//     and are printed. (Cases 1-7 run the default tiles: SINKLAB_TUNE=0.)
 // One line per case; exit 0 when all pass, 1 on a failure, 77 without a GPU.
 //   build-gpu/tests/cuda_check [filter]
 //   build-gpu/tests/cuda_check --fill-cache [ARCH=90]   (NVRTC only, no GPU: every kernel above, on every core)
@@ -37,6 +41,7 @@
 #include "runtime/attention/attention.h"
 #include "runtime/attention/attention_backend.h"
 #include "runtime/attention/cuda_attention.h"
+#include "runtime/attention/cuda_tuning.h"
 #include "runtime/training/device.h"
 #include "runtime/training/model.h"
 #include "runtime/training/optimizer.h"
@@ -271,6 +276,52 @@ void device_choice() {
 
 }  // namespace
 
+// The variants whose tiles case 8 measures, at the 60M model's attention shapes.
+std::vector<Variant> tuning_variants() {
+  const ExprNode sig = call("sigmoid", {var("qk")});
+  std::vector<Variant> out;
+  for (int64_t d : {64, 96, 128}) {
+    out.push_back({.name = "softmax", .T = 2048, .D = d});
+    out.push_back({.name = "sigmoid, no norm", .score = sig, .normalize = "none", .T = 2048, .D = d});
+  }
+  out.push_back({.name = "softmax + k*", .key_bias = true, .T = 2048, .D = 64});
+  out.push_back({.name = "sink logit", .T = 2048, .D = 64, .sink_logit = true});
+  out.push_back({.name = "ALiBi", .position_bias = true, .T = 2048, .D = 64});
+  out.push_back({.name = "softpick", .normalize = "softpick", .T = 2048, .D = 64});
+  return out;
+}
+
+void tune_tiles() {
+  unsetenv("SINKLAB_TUNE");
+  const auto dev = torch::Device(torch::kCUDA, 0);
+  const auto bf16 = torch::TensorOptions().device(dev).dtype(torch::kBFloat16);
+  for (const auto& v : tuning_variants()) {
+    const std::string name = fmt::format("tune: {}, d_head {}, T {}", v.name, v.D, v.T);
+    try {
+      const auto started = std::chrono::steady_clock::now();
+      const int64_t B = 8, H = 8;
+      auto q = torch::randn({B, H, v.T, v.D}, bf16), k = torch::randn({B, H, v.T, v.D}, bf16),
+           val = torch::randn({B, H, v.T, v.D}, bf16);
+      const auto real = torch::TensorOptions().device(dev).dtype(torch::kFloat);
+      AttentionCall call{q, k, val, {}, {}, {}, {}};
+      if (v.position_bias) call.g = torch::randn({H, v.T}, real) * 0.1;
+      if (v.key_bias) call.k_star = torch::randn({H, v.D}, real), call.v_star = torch::zeros({H, v.D}, real);
+      if (v.sink_logit) call.sink_logit = torch::zeros({H}, real);
+      cuda_attention(spec_of(v), call, cuda_modules());  // the first forward measures
+      const auto key = tuning_key(cuda::module_for(cuda_source_for(spec_of(v), torch::kBFloat16), 0)->device_name(),
+                                  spec_of(v), kernels::CudaStorage::BFloat16);
+      const auto chosen = remembered_tiles(key);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      report(name, chosen.has_value(),
+             chosen ? fmt::format("{:.1f} s; forward [{}], backward_keys [{}], backward_queries [{}]", s,
+                                  chosen->forward.describe(), chosen->keys.describe(), chosen->queries.describe())
+                    : "nothing remembered under " + key);
+    } catch (const std::exception& e) {
+      report(name, false, e.what());
+    }
+  }
+}
+
 // Every variant the kernel cases below run, with the storage it runs in and its tolerance.
 struct KernelCase {
   Variant variant;
@@ -293,6 +344,11 @@ int fill_kernel_cache(int arch) {
   std::vector<std::string> sources;
   for (const auto& c : kernel_cases()) sources.push_back(cuda_source_for(spec_of(c.variant), c.storage));
   for (const auto& [v, storage] : sixteen_bit_cases()) sources.push_back(cuda_source_for(spec_of(v), storage));
+  for (const auto& v : tuning_variants()) {  // every tile candidate case 8 measures
+    auto spec = spec_of(v);
+    for (const auto& tiles : kernels::cuda_tile_candidates(spec, kernels::CudaStorage::BFloat16))
+      sources.push_back(kernels::emit_cuda(spec, kernels::CudaStorage::BFloat16, tiles));
+  }
   std::sort(sources.begin(), sources.end());
   sources.erase(std::unique(sources.begin(), sources.end()), sources.end());
   const auto started = std::chrono::steady_clock::now();
@@ -327,6 +383,7 @@ int main(int argc, char** argv) {
     return 77;
   }
   const std::string filter = argc > 1 ? argv[1] : "";
+  setenv("SINKLAB_TUNE", "0", 1);  // cases 1-7: the default tiles (case 8 measures)
   auto wanted = [&](const std::string& name) { return filter.empty() || name.find(filter) != std::string::npos; };
   for (const auto& c : kernel_cases())
     if (wanted(c.variant.name)) variant(c.variant, c.tolerance, c.storage);
@@ -335,6 +392,7 @@ int main(int argc, char** argv) {
   if (wanted("device")) device_choice();
   if (wanted("train")) training_matches_the_cpu(SINKLAB_SOURCE_DIR);
   if (wanted("resume")) run_resumes_on_the_cpu(SINKLAB_SOURCE_DIR);
+  if (wanted("tune")) tune_tiles();
   fmt::print("{} of {} cases passed\n", cases - failures, cases);
   return failures ? 1 : 0;
 }
