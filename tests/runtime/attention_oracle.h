@@ -159,12 +159,14 @@ struct SixteenBitResult {
 
 inline SixteenBitResult measure_sixteen_bit(const Attend& attend, const Variant& v, torch::ScalarType storage,
                                             torch::Device device = torch::kCPU, int64_t B = 2, int64_t H = 2) {
+  // Inputs drawn on the CPU whatever the device: a GPU checks the very numbers the CPU emulation did.
   torch::manual_seed(3);
   const auto on = torch::TensorOptions().device(device);
-  auto q = torch::randn({B, H, v.T, v.D}, on) * v.q_scale, k = torch::randn({B, H, v.T, v.D}, on) * v.q_scale;
-  auto val = torch::randn({B, H, v.T, v.D}, on), dout = torch::randn({B, H, v.T, v.D}, on);
-  auto g = torch::randn({H, v.T}, on) * 0.5, ks = torch::randn({H, v.D}, on), sink = torch::randn({H}, on);
-  auto vs = v.learned_v ? torch::randn({H, v.D}, on) : torch::zeros({H, v.D}, on);
+  auto drawn = [&](std::vector<int64_t> shape, double scale = 1) { return (torch::randn(shape) * scale).to(device); };
+  auto q = drawn({B, H, v.T, v.D}, v.q_scale), k = drawn({B, H, v.T, v.D}, v.q_scale);
+  auto val = drawn({B, H, v.T, v.D}), dout = drawn({B, H, v.T, v.D});
+  auto g = drawn({H, v.T}, 0.5), ks = drawn({H, v.D}), sink = drawn({H});
+  auto vs = v.learned_v ? drawn({H, v.D}) : torch::zeros({H, v.D}, on);
   auto low = [&](const torch::Tensor& t) { return t.to(storage); };
 
   auto reference_on = [&](torch::ScalarType real, const torch::Tensor& q_, const torch::Tensor& k_,
