@@ -7,34 +7,35 @@
   __shared__ real st0_tile[2][KEY_QUERIES], st1_tile[2][KEY_QUERIES], delta_tile[2][KEY_QUERIES];
   const int warp = threadIdx.x / 32;
   const long long bh = blockIdx.y, head = (unsigned)blockIdx.y % (unsigned)H;  // (a 64-bit % is a call)
-  const long long first_key = (long long)blockIdx.x * KEY_ROWS, warp_key = first_key + 16 * warp;
-  const long long last_key = imin(first_key + KEY_ROWS - 1, T - 1);
+  const int n = (int)T;  // positions within the slice are 32-bit (tile.cuh)
+  const int first_key = (int)blockIdx.x * KEY_ROWS, warp_key = first_key + 16 * warp;
+  const int last_key = imin(first_key + KEY_ROWS - 1, n - 1);
   q += bh * T * D, k += bh * T * D, v += bh * T * D, dout += bh * T * D, dk += bh * T * D, dv += bh * T * D;
   stats += bh * 2 * T, delta += bh * T, dg += bh * T;
   if (POSITION_BIAS) g += head * g_step;
   unsigned ka[D / 16][4], va[D / 16][4];
-  load_a_rows(ka, k, warp_key, T);
-  load_a_rows(va, v, warp_key, T);
-  long long key[2];
+  load_a_rows(ka, k, warp_key, n);
+  load_a_rows(va, v, warp_key, n);
+  int key[2];
   bool is_key[2];
   real fj[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    is_key[h] = warp_key + frag_row(2 * h) < T;
-    key[h] = imin(warp_key + frag_row(2 * h), T - 1), fj[h] = (real)(key[h] + 1);
+    is_key[h] = warp_key + frag_row(2 * h) < n;
+    key[h] = imin(warp_key + frag_row(2 * h), n - 1), fj[h] = (real)(key[h] + 1);
   }
   float dk_acc[D / 8][4], dv_acc[D / 8][4];
   zero(dk_acc), zero(dv_acc);
-  long long first, last, unused;
-  query_range(first_key, T, first, unused);
-  query_range(last_key, T, unused, last);
+  int first, last, unused;
+  query_range(first_key, n, first, unused);
+  query_range(last_key, n, unused, last);
   // The query tile's rows (dO's too) and their statistics; rows after `last` are zeros with Z = 1.
-  auto load_queries = [&](int to, long long qb) {
+  auto load_queries = [&](int to, int qb) {
     load_tile_async<KEY_QUERIES, KEY_THREADS>(q_tile[to], q, qb, last);
     load_tile_async<KEY_QUERIES, KEY_THREADS>(do_tile[to], dout, qb, last);
     cp_async_commit();
     for (int r = threadIdx.x; r < KEY_QUERIES; r += KEY_THREADS) {
-      const long long i = qb + r;
+      const int i = qb + r;
       st0_tile[to][r] = i <= last ? stats[i] : (real)1;
       st1_tile[to][r] = i <= last ? stats[T + i] : (real)0;
       delta_tile[to][r] = i <= last ? delta[i] : (real)0;
@@ -42,7 +43,7 @@
   };
   int stage = 0;
   load_queries(0, first);
-  for (long long qb = first; qb <= last; qb += KEY_QUERIES, stage ^= 1) {
+  for (int qb = first; qb <= last; qb += KEY_QUERIES, stage ^= 1) {
     if (qb + KEY_QUERIES <= last) {
       load_queries(stage ^ 1, qb + KEY_QUERIES);
       cp_async_wait<1>();
@@ -55,20 +56,20 @@
     mma_abt<KEY_QUERIES>(sT, ka, q_tile[stage]);
     mma_abt<KEY_QUERIES>(dAT, va, do_tile[stage]);
     // Every query of the tile sees every key of the block, or the mask is decided per element.
-    long long tile_lo, tile_hi, unused_lo, unused_hi;
-    key_range(qb, T, unused_lo, tile_hi);
-    key_range(imin(qb + KEY_QUERIES - 1, T - 1), T, tile_lo, unused_hi);
+    int tile_lo, tile_hi, unused_lo, unused_hi;
+    key_range(qb, n, unused_lo, tile_hi);
+    key_range(imin(qb + KEY_QUERIES - 1, n - 1), n, tile_lo, unused_hi);
     const bool full = qb + KEY_QUERIES - 1 <= last && tile_lo <= first_key && tile_hi >= first_key + KEY_ROWS - 1;
 #pragma unroll
     for (int nb = 0; nb < KEY_QUERIES / 8; ++nb)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int h = e / 2, c = frag_col(nb, e);
-        const long long i = imin(qb + c, last);  // (a row after `last` is hidden)
+        const int i = imin(qb + c, last);  // (a row after `last` is hidden)
         bool seen = is_key[h] && (full || qb + c <= last);
         if (seen && !full) {
-          long long lo, hi;
-          key_range(i, T, lo, hi);
+          int lo, hi;
+          key_range(i, n, lo, hi);
           seen = key[h] >= lo && key[h] <= hi;
         }
         real A, dx;
@@ -86,7 +87,7 @@
     __syncthreads();  // every warp is done with this stage before the next iteration's copy refills it
   }
   const float one[2] = {1, 1};
-  store_rows(dk, dk_acc, warp_key, T, one);
-  store_rows(dv, dv_acc, warp_key, T, one);
+  store_rows(dk, dk_acc, warp_key, n, one);
+  store_rows(dv, dv_acc, warp_key, n, one);
 }
 

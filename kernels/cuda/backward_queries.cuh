@@ -6,20 +6,21 @@
   __shared__ __align__(16) store_t k_tile[2][QUERY_KEYS][PITCH], v_tile[2][QUERY_KEYS][PITCH];
   const int warp = threadIdx.x / 32;
   const long long bh = blockIdx.y, head = (unsigned)blockIdx.y % (unsigned)H;  // (a 64-bit % is a call)
-  const long long first_row = (long long)blockIdx.x * QUERY_ROWS, warp_row = first_row + 16 * warp;
-  const long long last_row = imin(first_row + QUERY_ROWS - 1, T - 1);
+  const int n = (int)T;  // positions within the slice are 32-bit (tile.cuh)
+  const int first_row = (int)blockIdx.x * QUERY_ROWS, warp_row = first_row + 16 * warp;
+  const int last_row = imin(first_row + QUERY_ROWS - 1, n - 1);
   q += bh * T * D, k += bh * T * D, v += bh * T * D, dout += bh * T * D, dq += bh * T * D;
   stats += bh * 2 * T, delta += bh * T;
   if (POSITION_BIAS) g += head * g_step;
   unsigned qa[D / 16][4], da[D / 16][4];
-  load_a_rows(qa, q, warp_row, T);
-  load_a_rows(da, dout, warp_row, T);
-  long long row[2], lo[2], hi[2];
+  load_a_rows(qa, q, warp_row, n);
+  load_a_rows(da, dout, warp_row, n);
+  int row[2], lo[2], hi[2];
   real fi[2], Dd[2], st0[2], st1[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    row[h] = imin(warp_row + frag_row(2 * h), T - 1), fi[h] = (real)(row[h] + 1);
-    key_range(row[h], T, lo[h], hi[h]);
+    row[h] = imin(warp_row + frag_row(2 * h), n - 1), fi[h] = (real)(row[h] + 1);
+    key_range(row[h], n, lo[h], hi[h]);
     Dd[h] = delta[row[h]], st0[h] = stats[row[h]], st1[h] = stats[T + row[h]];
   }
   float dq_acc[D / 8][4];
@@ -28,14 +29,14 @@
 #pragma unroll
     for (int e = 0; e < 4; ++e)
       dq_acc[nb][e] = KEY_BIAS ? kstar[head * star_step + frag_col(nb, e)] * sdxstar[bh * T + row[e / 2]] : 0.f;
-  long long block_lo, block_hi, first_hi, last_lo;
-  key_range(first_row, T, block_lo, first_hi);
-  key_range(last_row, T, last_lo, block_hi);
+  int block_lo, block_hi, first_hi, last_lo;
+  key_range(first_row, n, block_lo, first_hi);
+  key_range(last_row, n, last_lo, block_hi);
   int stage = 0;
   load_tile_async<QUERY_KEYS, QUERY_THREADS>(k_tile[0], k, block_lo, block_hi);
   load_tile_async<QUERY_KEYS, QUERY_THREADS>(v_tile[0], v, block_lo, block_hi);
   cp_async_commit();
-  for (long long kb = block_lo; kb <= block_hi; kb += QUERY_KEYS, stage ^= 1) {
+  for (int kb = block_lo; kb <= block_hi; kb += QUERY_KEYS, stage ^= 1) {
     if (kb + QUERY_KEYS <= block_hi) {
       load_tile_async<QUERY_KEYS, QUERY_THREADS>(k_tile[stage ^ 1], k, kb + QUERY_KEYS, block_hi);
       load_tile_async<QUERY_KEYS, QUERY_THREADS>(v_tile[stage ^ 1], v, kb + QUERY_KEYS, block_hi);
@@ -55,7 +56,7 @@
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int h = e / 2;
-        const long long j = imin(kb + frag_col(nb, e), block_hi);  // (a key after block_hi is hidden)
+        const int j = imin(kb + frag_col(nb, e), block_hi);  // (a key after block_hi is hidden)
         real A, dx;
         column_grad(logit_of(s[nb][e], row[h], j, g), fi[h], (real)(j + 1), dA[nb][e], Dd[h], st0[h], st1[h], A,
                     dx);
@@ -67,6 +68,6 @@
     __syncthreads();  // every warp is done with this stage before the next iteration's copy refills it
   }
   const float one[2] = {1, 1};
-  store_rows(dq, dq_acc, warp_row, T, one);
+  store_rows(dq, dq_acc, warp_row, n, one);
 }
 

@@ -6,23 +6,24 @@
   __shared__ __align__(16) store_t k_tile[2][FWD_KEYS][PITCH], v_tile[2][FWD_KEYS][PITCH];
   const int warp = threadIdx.x / 32, lane = lane_id();
   const long long bh = blockIdx.y, head = (unsigned)blockIdx.y % (unsigned)H;  // (a 64-bit % is a call)
-  const long long first_row = (long long)blockIdx.x * FWD_ROWS, warp_row = first_row + 16 * warp;
-  const long long last_row = imin(first_row + FWD_ROWS - 1, T - 1);
+  const int n = (int)T;  // positions within the slice are 32-bit (tile.cuh)
+  const int first_row = (int)blockIdx.x * FWD_ROWS, warp_row = first_row + 16 * warp;
+  const int last_row = imin(first_row + FWD_ROWS - 1, n - 1);
   q += bh * T * D, k += bh * T * D, v += bh * T * D, o += bh * T * D, stats += bh * 2 * T;
   if (POSITION_BIAS) g += head * g_step;
   if (KEY_BIAS) kstar += head * star_step, vstar += head * star_step;
   if (SINK_LOGIT) sink += head;
   unsigned qa[D / 16][4];
-  load_a_rows(qa, q, warp_row, T);
+  load_a_rows(qa, q, warp_row, n);
   float acc[D / 8][4];
   zero(acc);
   // The lane's two rows (h = 0, 1: frag_row(2 h)); rows from T on act as row T - 1 and are not written.
-  long long row[2], lo[2], hi[2];
+  int row[2], lo[2], hi[2];
   real fi[2], m[2], P[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    row[h] = imin(warp_row + frag_row(2 * h), T - 1), fi[h] = (real)(row[h] + 1);
-    key_range(row[h], T, lo[h], hi[h]);
+    row[h] = imin(warp_row + frag_row(2 * h), n - 1), fi[h] = (real)(row[h] + 1);
+    key_range(row[h], n, lo[h], hi[h]);
     m[h] = ONLINE ? SHIFT_FLOOR : -SINK_INF, P[h] = 0;
   }
   // The k* column (value v*) and the sink logit (no value) first. The four lanes of a row fold them alike (the
@@ -47,14 +48,14 @@
       P[h] = lane % 4 == 0 ? own : (real)0;
     }
   }
-  long long block_lo, block_hi, first_hi, last_lo;
-  key_range(first_row, T, block_lo, first_hi);
-  key_range(last_row, T, last_lo, block_hi);
+  int block_lo, block_hi, first_hi, last_lo;
+  key_range(first_row, n, block_lo, first_hi);
+  key_range(last_row, n, last_lo, block_hi);
   int stage = 0;
   load_tile_async<FWD_KEYS, FWD_THREADS>(k_tile[0], k, block_lo, block_hi);
   load_tile_async<FWD_KEYS, FWD_THREADS>(v_tile[0], v, block_lo, block_hi);
   cp_async_commit();
-  for (long long kb = block_lo; kb <= block_hi; kb += FWD_KEYS, stage ^= 1) {
+  for (int kb = block_lo; kb <= block_hi; kb += FWD_KEYS, stage ^= 1) {
     if (kb + FWD_KEYS <= block_hi) {
       load_tile_async<FWD_KEYS, FWD_THREADS>(k_tile[stage ^ 1], k, kb + FWD_KEYS, block_hi);
       load_tile_async<FWD_KEYS, FWD_THREADS>(v_tile[stage ^ 1], v, kb + FWD_KEYS, block_hi);
@@ -75,7 +76,7 @@
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int h = e / 2;
-        const long long j = kb + frag_col(nb, e);
+        const int j = kb + frag_col(nb, e);
         const bool seen = full || (j >= lo[h] && j <= hi[h]);
         s[nb][e] = seen ? logit_of(s[nb][e], row[h], j, g) : -SINK_INF;  // -inf: hidden, weight 0 below
         if (ONLINE) tile_max[h] = r_fmax(tile_max[h], s[nb][e]);
@@ -120,9 +121,9 @@
     const real total = quad_sum(P[h]);
     // Z and m apart, not m + log Z: with large logits the sum would lose log Z's digits.
     const real Z = safe(norm_finish(total, ONLINE ? r_exp(-shift_of(m[h])) : (real)1));
-    if (lane % 4 == 0 && warp_row + frag_row(2 * h) < T) stats[row[h]] = Z, stats[T + row[h]] = ONLINE ? m[h] : total;
+    if (lane % 4 == 0 && warp_row + frag_row(2 * h) < n) stats[row[h]] = Z, stats[T + row[h]] = ONLINE ? m[h] : total;
     scale[h] = r_div(ALPHA, Z);
   }
-  store_rows(o, acc, warp_row, T, scale);
+  store_rows(o, acc, warp_row, n, scale);
 }
 

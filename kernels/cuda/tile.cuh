@@ -8,6 +8,20 @@
 // different banks.
 
 __device__ __forceinline__ int lane_id() { return threadIdx.x % 32; }
+
+// Positions within a (batch, head) slice as 32-bit integers (T < 2^31): half the registers and instructions
+// of the scalar kernels' 64-bit ones in the per-element masks. Pointer offsets stay 64-bit.
+__device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
+__device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }
+__device__ __forceinline__ int distance(int i, int j) { return i > j ? i - j : j - i; }
+__device__ __forceinline__ void key_range(int i, int T, int& lo, int& hi) {
+  lo = WINDOW > 0 ? imax(0, i - (int)(WINDOW - 1)) : 0;
+  hi = PREFIX > 0 ? imin(imax(i, (int)PREFIX - 1), T - 1) : i;
+}
+__device__ __forceinline__ void query_range(int j, int T, int& first, int& last) {
+  first = PREFIX > 0 && j < PREFIX ? 0 : j;
+  last = WINDOW > 0 ? imin(T - 1, j + (int)WINDOW - 1) : T - 1;
+}
 __device__ __forceinline__ int frag_row(int e) { return lane_id() / 4 + 8 * (e / 2); }
 __device__ __forceinline__ int frag_col(int nb, int e) { return nb * 8 + 2 * (lane_id() % 4) + e % 2; }
 
@@ -21,10 +35,10 @@ __device__ __forceinline__ void zero(float (&c)[NB][4]) {
 
 // Rows r0..r0+15 of a [T, D] array in global memory as A operands (D / 16 of them); rows from T on read
 // row T - 1.
-__device__ __forceinline__ void load_a_rows(unsigned (&a)[D / 16][4], const store_t* x, long long r0, long long T) {
+__device__ __forceinline__ void load_a_rows(unsigned (&a)[D / 16][4], const store_t* x, int r0, int T) {
   const int g = lane_id() / 4, t = lane_id() % 4;
-  const store_t* upper = x + imin(r0 + g, T - 1) * D + 2 * t;
-  const store_t* lower = x + imin(r0 + g + 8, T - 1) * D + 2 * t;
+  const store_t* upper = x + (long long)imin(r0 + g, T - 1) * D + 2 * t;
+  const store_t* lower = x + (long long)imin(r0 + g + 8, T - 1) * D + 2 * t;
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     a[kk][0] = *reinterpret_cast<const unsigned*>(upper + 16 * kk);
@@ -37,12 +51,11 @@ __device__ __forceinline__ void load_a_rows(unsigned (&a)[D / 16][4], const stor
 // Rows first..first+ROWS-1 of a [T, D] array into a shared tile, by the block's THREADS threads, without
 // waiting (cp_async_commit and cp_async_wait complete it); rows after `last` are zeros.
 template <int ROWS, int THREADS>
-__device__ __forceinline__ void load_tile_async(store_t (*tile)[PITCH], const store_t* x, long long first,
-                                                long long last) {
+__device__ __forceinline__ void load_tile_async(store_t (*tile)[PITCH], const store_t* x, int first, int last) {
   constexpr int CHUNKS = D / 8;  // of 16 bytes
   for (int c = threadIdx.x; c < ROWS * CHUNKS; c += THREADS) {
     const int r = c / CHUNKS, col = c % CHUNKS * 8;
-    cp_async_16(&tile[r][col], x + imin(first + r, last) * D + col, first + r <= last);
+    cp_async_16(&tile[r][col], x + (long long)imin(first + r, last) * D + col, first + r <= last);
   }
 }
 
@@ -103,7 +116,7 @@ __device__ __forceinline__ float quad_sum(float v) {
 
 // A 16 x D accumulator, row h of the lane's two scaled by scale[h], into rows r0.. of a [T, D] array
 // (rows from T on are not written).
-__device__ __forceinline__ void store_rows(store_t* x, const float (&c)[D / 8][4], long long r0, long long T,
+__device__ __forceinline__ void store_rows(store_t* x, const float (&c)[D / 8][4], int r0, int T,
                                            const float (&scale)[2]) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -117,7 +130,7 @@ __device__ __forceinline__ void store_rows(store_t* x, const float (&c)[D / 8][4
 }
 
 // The logit of the pair (i, j) whose product q.k is qk.
-__device__ __forceinline__ real logit_of(float qk, long long i, long long j, const real* g) {
+__device__ __forceinline__ real logit_of(float qk, int i, int j, const real* g) {
   real x = qk * SCALE_QK;
   if (POSITION_BIAS) x += g[distance(i, j)];
   return x;

@@ -24,6 +24,7 @@ typedef unsigned short store_t;
 #define SINK_INF ((real)__int_as_float(0x7f800000))
 constexpr int D = {0}, PITCH = D + 8, THREADS = {2};
 constexpr bool HALF_MMA = {1}, POSITION_BIAS = false;
+constexpr long long PREFIX = 0, WINDOW = 0;
 #define SCALE_QK ((real)1)
 __device__ __forceinline__ real r_fmax(real a, real b) {{ return a > b ? a : b; }}
 __device__ __forceinline__ long long imin(long long a, long long b) {{ return a < b ? a : b; }}
