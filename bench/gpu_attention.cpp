@@ -97,11 +97,16 @@ int main(int argc, char** argv) {
   std::string json_path;
   for (int a = 1; a + 1 < argc; a += 2) {
     const std::string flag = argv[a], value = argv[a + 1];
-    if (flag == "--repeats") repeats = std::stoi(value);
-    else if (flag == "--T") Ts = split(value);
-    else if (flag == "--D") Ds = split(value);
-    else if (flag == "--variants") wanted = split(value);
-    else if (flag == "--json") json_path = value;
+    if (flag == "--repeats")
+      repeats = std::stoi(value);
+    else if (flag == "--T")
+      Ts = split(value);
+    else if (flag == "--D")
+      Ds = split(value);
+    else if (flag == "--variants")
+      wanted = split(value);
+    else if (flag == "--json")
+      json_path = value;
     else {
       fmt::print(stderr, "gpu_attention: unknown option {}\n", flag);
       return 2;
@@ -133,12 +138,14 @@ int main(int argc, char** argv) {
         const int64_t T = v.T, D = v.D;
         const auto spec = spec_of(v);
         const bool tensor_cores = kernels::cuda_tiles(spec, kernels::CudaStorage::BFloat16).tensor_cores;
-        auto q = torch::randn({B, H, T, D}, bf16).requires_grad_(), k = torch::randn({B, H, T, D}, bf16).requires_grad_(),
+        auto q = torch::randn({B, H, T, D}, bf16).requires_grad_(),
+             k = torch::randn({B, H, T, D}, bf16).requires_grad_(),
              val = torch::randn({B, H, T, D}, bf16).requires_grad_(), dout = torch::randn({B, H, T, D}, bf16);
         const auto real = torch::TensorOptions().device(dev).dtype(torch::kFloat);
         AttentionCall call{q, k, val, {}, {}, {}, {}};
         if (v.position_bias) call.g = (torch::randn({H, T}, real) * 0.1).requires_grad_();
-        if (v.key_bias) call.k_star = torch::randn({H, D}, real).requires_grad_(), call.v_star = torch::zeros({H, D}, real);
+        if (v.key_bias)
+          call.k_star = torch::randn({H, D}, real).requires_grad_(), call.v_star = torch::zeros({H, D}, real);
         if (v.sink_logit) call.sink_logit = torch::zeros({H}, real).requires_grad_();
         auto forward_backward = [&](const std::function<torch::Tensor()>& attend) {
           return [&, attend] {

@@ -204,15 +204,15 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
   }
   const int threads = tiles.threads_for(tiles.forward_rows);
   out += abi::cuda_signature(abi::kForwardSymbol, abi::kCudaForward, threads, tiles.min_blocks);
-  out += tiles.tensor_cores ? cuda_text::kForward : cuda_forward_body();
+  out += tiles.tensor_cores ? " " + std::string(cuda_text::kForward) + "\n" : cuda_forward_body();
   out += abi::cuda_signature(abi::kCudaBackwardRowsSymbol, abi::kCudaBackwardRows, tiles.row_threads) +
          cuda_backward_rows_body();
   out += abi::cuda_signature(abi::kCudaBackwardKeysSymbol, abi::kCudaBackwardKeys, tiles.threads_for(tiles.key_rows),
                              tiles.min_blocks);
-  out += tiles.tensor_cores ? cuda_text::kBackwardKeys : cuda_backward_keys_body();
+  out += tiles.tensor_cores ? " " + std::string(cuda_text::kBackwardKeys) + "\n" : cuda_backward_keys_body();
   out += abi::cuda_signature(abi::kCudaBackwardQueriesSymbol, abi::kCudaBackwardQueries,
                              tiles.threads_for(tiles.query_rows), tiles.min_blocks);
-  out += tiles.tensor_cores ? cuda_text::kBackwardQueries : cuda_backward_queries_body();
+  out += tiles.tensor_cores ? " " + std::string(cuda_text::kBackwardQueries) + "\n" : cuda_backward_queries_body();
   out += abi::cuda_signature(abi::kProbeSymbol, abi::kCudaProbe, tiles.row_threads) + cuda_probe_body();
   return out;
 }

@@ -124,13 +124,9 @@ std::string IrText::exp(const Ty& t, const std::string& a) {
   return intrinsic("exp", t, a);
 }
 
-std::string IrText::log(const Ty& t, const std::string& a) {
-  return intrinsic("log", t, a);
-}
+std::string IrText::log(const Ty& t, const std::string& a) { return intrinsic("log", t, a); }
 
-std::string IrText::pow(const Ty& t, const std::string& a, const std::string& e) {
-  return intrinsic("pow", t, a, e);
-}
+std::string IrText::pow(const Ty& t, const std::string& a, const std::string& e) { return intrinsic("pow", t, a, e); }
 
 std::string IrText::tanh(const Ty& t, const std::string& a) {
   return per_lane(t, a, [&](const std::string& s) { return call(f64 ? "tanh" : "tanhf", scalar, {s}); });

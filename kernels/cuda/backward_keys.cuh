@@ -1,4 +1,4 @@
- {
+{
   // dK and dV on tensor cores: a block owns KEY_ROWS keys, 16 per warp, and streams the tiles of queries
   // that can see them (with dO and the rows' statistics). Per tile, transposed so the warp's keys are the
   // rows: S^T = K Q^T and dA^T = V dO^T, each pair's A and logit gradient (column_grad), then dV += A^T dO and
@@ -90,4 +90,3 @@
   store_rows(dk, dk_acc, warp_key, n, one);
   store_rows(dv, dv_acc, warp_key, n, one);
 }
-

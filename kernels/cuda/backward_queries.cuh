@@ -1,4 +1,4 @@
- {
+{
   // dQ on tensor cores, in the forward's order: a block owns QUERY_ROWS query rows and streams key and value
   // tiles. Per tile it recomputes S = Q K^T and dA = dO V^T, takes each pair's logit gradient from the
   // forward's row statistics (column_grad), and adds dS K. A pass of its own rather than atomics from the
@@ -58,8 +58,7 @@
         const int h = e / 2;
         const int j = imin(kb + frag_col(nb, e), block_hi);  // (a key after block_hi is hidden)
         real A, dx;
-        column_grad(logit_of(s[nb][e], row[h], j, g), fi[h], (real)(j + 1), dA[nb][e], Dd[h], st0[h], st1[h], A,
-                    dx);
+        column_grad(logit_of(s[nb][e], row[h], j, g), fi[h], (real)(j + 1), dA[nb][e], Dd[h], st0[h], st1[h], A, dx);
         s[nb][e] = full || (kb + frag_col(nb, e) <= hi[h] && j >= lo[h]) ? dx * SCALE_QK : (real)0;
       }
     unsigned sa[QUERY_KEYS / 16][4];
@@ -70,4 +69,3 @@
   const float one[2] = {1, 1};
   store_rows(dq, dq_acc, warp_row, n, one);
 }
-

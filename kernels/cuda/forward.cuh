@@ -1,4 +1,4 @@
- {
+{
   // The tensor-core forward: a block of FWD_ROWS / 16 warps owns FWD_ROWS query rows, 16 per warp, and streams
   // tiles of FWD_KEYS keys and values through shared memory, the next tile's copy overlapping this one's
   // products. Scores stay in registers: S = Q K^T on tensor cores, the algebra's fold on S's fragments, the
@@ -126,4 +126,3 @@
   }
   store_rows(o, acc, warp_row, n, scale);
 }
-

@@ -80,8 +80,8 @@ struct RowTerms {
 // backward_rows and the probe come from the default tiles' source.
 class CudaLauncher : public KernelLauncher {
  public:
-  CudaLauncher(const kernels::KernelSpec& spec, torch::ScalarType storage, KernelModules modules,
-               torch::Device device, std::string key)
+  CudaLauncher(const kernels::KernelSpec& spec, torch::ScalarType storage, KernelModules modules, torch::Device device,
+               std::string key)
       : spec_(spec),
         storage_(storage),
         modules_(std::move(modules)),
@@ -109,7 +109,8 @@ class CudaLauncher : public KernelLauncher {
       if (must_tune_) tune(in);
     });
     auto o = torch::empty_like(in.q);
-    auto stats = torch::empty({in.q.size(0), in.q.size(1), 2, in.q.size(2)}, in.q.options().dtype(real_dtype(storage_)));
+    auto stats =
+        torch::empty({in.q.size(0), in.q.size(1), 2, in.q.size(2)}, in.q.options().dtype(real_dtype(storage_)));
     launch_forward(chosen_.forward, in, o, stats);
     return {o, stats};
   }
@@ -234,7 +235,8 @@ class CudaLauncher : public KernelLauncher {
       for (auto& t : compiling) t.join();
     }
     auto o = torch::empty_like(in.q);
-    auto stats = torch::empty({in.q.size(0), in.q.size(1), 2, in.q.size(2)}, in.q.options().dtype(real_dtype(storage_)));
+    auto stats =
+        torch::empty({in.q.size(0), in.q.size(1), 2, in.q.size(2)}, in.q.options().dtype(real_dtype(storage_)));
     launch_forward(default_, in, o, stats);
     const auto dout = torch::randn_like(in.q);
     const RowTerms rows = launch_rows(in, o, stats, dout);
@@ -245,10 +247,9 @@ class CudaLauncher : public KernelLauncher {
     double best[3] = {INFINITY, INFINITY, INFINITY};
     for (const auto& c : candidates) {
       KernelModule& m = *module(c);
-      const double times[3] = {
-          seconds_per_call(m, [&] { launch_forward(c, in, scratch_o, scratch_stats); }),
-          seconds_per_call(m, [&] { launch_keys(c, in, stats, dout, rows, dk, dv, dg); }),
-          seconds_per_call(m, [&] { launch_queries(c, in, stats, dout, rows, dq); })};
+      const double times[3] = {seconds_per_call(m, [&] { launch_forward(c, in, scratch_o, scratch_stats); }),
+                               seconds_per_call(m, [&] { launch_keys(c, in, stats, dout, rows, dk, dv, dg); }),
+                               seconds_per_call(m, [&] { launch_queries(c, in, stats, dout, rows, dq); })};
       kernels::CudaTiles* slots[3] = {&chosen_.forward, &chosen_.keys, &chosen_.queries};
       for (int k = 0; k < 3; ++k)
         if (times[k] < best[k]) best[k] = times[k], *slots[k] = c;
@@ -284,7 +285,8 @@ std::shared_ptr<const KernelLauncher> cuda_launcher(kernels::KernelSpec spec, co
                                 q.device().str(), modules.name);
   std::lock_guard<std::mutex> lock(mutex);
   auto it = known.find(key);
-  if (it == known.end()) it = known.emplace(key, std::make_shared<CudaLauncher>(spec, storage, modules, q.device(), key)).first;
+  if (it == known.end())
+    it = known.emplace(key, std::make_shared<CudaLauncher>(spec, storage, modules, q.device(), key)).first;
   return it->second;
 }
 

@@ -56,8 +56,7 @@ std::optional<KernelTiles> remembered_tiles(const std::string& key) {
   if (!table.contains(key)) return std::nullopt;
   try {
     const auto& e = table.at(key);
-    return KernelTiles{tiles_of(e.at("forward")), tiles_of(e.at("backward_keys")),
-                       tiles_of(e.at("backward_queries"))};
+    return KernelTiles{tiles_of(e.at("forward")), tiles_of(e.at("backward_keys")), tiles_of(e.at("backward_queries"))};
   } catch (const std::exception&) {
     return std::nullopt;
   }

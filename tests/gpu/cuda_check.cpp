@@ -103,10 +103,9 @@ std::vector<SixteenBitCase> sixteen_bit_cases() {
 void sixteen_bit_storage() {
   const auto dev = torch::Device(torch::kCUDA, 0);
   for (const auto& [v, storage] : sixteen_bit_cases()) {
-    const bool tensor_cores =
-        kernels::cuda_tiles(spec_of(v), storage == torch::kHalf ? kernels::CudaStorage::Float16
-                                                                : kernels::CudaStorage::BFloat16)
-            .tensor_cores;
+    const bool tensor_cores = kernels::cuda_tiles(spec_of(v), storage == torch::kHalf ? kernels::CudaStorage::Float16
+                                                                                      : kernels::CudaStorage::BFloat16)
+                                  .tensor_cores;
     const std::string name =
         fmt::format("{} [{} storage{}]", v.name, c10::toString(storage), tensor_cores ? ", tensor cores" : "");
     try {

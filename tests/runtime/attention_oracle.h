@@ -191,7 +191,7 @@ inline SixteenBitResult measure_sixteen_bit(const Attend& attend, const Variant&
   // The tensor-core kernels round the weights (forward), A and dS (backward) to the storage type before their
   // products, as FlashAttention does: one more unit in the last place than the scalar kernels' one rounding.
   const int roundings = kernels::cuda_tiles(spec_of(v), storage == torch::kHalf ? kernels::CudaStorage::Float16
-                                                                                 : kernels::CudaStorage::BFloat16)
+                                                                                : kernels::CudaStorage::BFloat16)
                                 .tensor_cores
                             ? 2
                             : 1;

@@ -320,7 +320,8 @@ class HostCompiledKernels {
     dir_ = dir_template;
     std::ofstream(dir_ / "kernels.cu") << source;
     const std::string command = fmt::format(
-        "c++ -std=c++20 -O1 -fno-strict-aliasing -fPIC -shared -w -include {}/tests/runtime/cuda_on_cpu.h -x c++ {} -o {} > {} 2>&1",
+        "c++ -std=c++20 -O1 -fno-strict-aliasing -fPIC -shared -w -include {}/tests/runtime/cuda_on_cpu.h -x c++ {} -o "
+        "{} > {} 2>&1",
         SINKLAB_SOURCE_DIR, (dir_ / "kernels.cu").string(), (dir_ / "kernels.so").string(), (dir_ / "log").string());
     if (std::system(command.c_str()) != 0) {
       std::ifstream log(dir_ / "log");

@@ -479,10 +479,11 @@ TEST(CudaKernels, TensorCoreKernelsMatchTheReference) {
     const auto storage = half ? torch::kHalf : torch::kBFloat16;
     SCOPED_TRACE(v.name + " in " + c10::toString(storage));
     const auto spec = spec_of(v);
-    ASSERT_TRUE(kernels::cuda_tiles(spec, half ? kernels::CudaStorage::Float16 : kernels::CudaStorage::BFloat16)
-                    .tensor_cores);
-    const ThreadOrder order = n % 7 == 3 ? ThreadOrder::Descending : n % 7 == 5 ? ThreadOrder::Together
-                                                                                 : ThreadOrder::Ascending;
+    ASSERT_TRUE(
+        kernels::cuda_tiles(spec, half ? kernels::CudaStorage::Float16 : kernels::CudaStorage::BFloat16).tensor_cores);
+    const ThreadOrder order = n % 7 == 3   ? ThreadOrder::Descending
+                              : n % 7 == 5 ? ThreadOrder::Together
+                                           : ThreadOrder::Ascending;
     const SixteenBitResult r = measure_sixteen_bit(emulated_in_order(order), v, storage);
     EXPECT_TRUE(r.right_dtype);
     EXPECT_LT(r.forward, r.forward_allowed) << "the reference's own error: " << r.own;
@@ -573,8 +574,8 @@ TEST(CudaKernels, TensorCoreKernelsUseTensorCoresAndSpillNothing) {
   std::vector<std::pair<Variant, kernels::CudaStorage>> cases;
   for (int64_t d : {64, 96, 128}) {
     cases.push_back({{.name = "softmax", .D = d}, kernels::CudaStorage::BFloat16});
-    cases.push_back({{.name = "sigmoid, no norm", .score = sig, .normalize = "none", .D = d},
-                     kernels::CudaStorage::BFloat16});
+    cases.push_back(
+        {{.name = "sigmoid, no norm", .score = sig, .normalize = "none", .D = d}, kernels::CudaStorage::BFloat16});
     cases.push_back({{.name = "softmax, ALiBi, window, prefix, KV biases, sink logit",
                       .prefix = 8,
                       .window = 40,

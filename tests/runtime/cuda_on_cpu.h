@@ -155,7 +155,8 @@ inline void sink_ldmatrix(unsigned (&r)[4], const void* row, bool transposed) {
   for (unsigned m = 0; m < 4; ++m) {
     unsigned short pair[2];
     for (unsigned half = 0; half < 2; ++half) {
-      const unsigned rr = transposed ? 2 * (lane & 3) + half : lane >> 2, cc = transposed ? lane >> 2 : 2 * (lane & 3) + half;
+      const unsigned rr = transposed ? 2 * (lane & 3) + half : lane >> 2,
+                     cc = transposed ? lane >> 2 : 2 * (lane & 3) + half;
       const auto* source = static_cast<const unsigned short*>(sink_from_lane<const void*>(warp, 8 * m + rr));
       pair[half] = source[cc];
     }
@@ -201,5 +202,6 @@ inline void cp_async_wait() {  // all but the newest N committed groups have lan
 
 // Called by the emulator once per thread before a block starts: no collective or copy carries over.
 extern "C" void sink_emulator_begin_block(unsigned threads) {
-  for (unsigned t = 0; t < threads && t < kSinkMaxThreads; ++t) sink_exchange_phase[t] = 0, sink_async_groups[t].clear();
+  for (unsigned t = 0; t < threads && t < kSinkMaxThreads; ++t)
+    sink_exchange_phase[t] = 0, sink_async_groups[t].clear();
 }

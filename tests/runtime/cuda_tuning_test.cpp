@@ -73,9 +73,9 @@ TEST(CudaKernels, TileCandidatesFitDifferAndStartWithTheDefault) {
                   kernels::emit_cuda(spec, kernels::CudaStorage::BFloat16, candidates[0]));
     }
   }
-  EXPECT_EQ(kernels::cuda_tile_candidates(spec_of(Variant{.name = "softmax", .D = 64}), kernels::CudaStorage::Real)
-                .size(),
-            1u)
+  EXPECT_EQ(
+      kernels::cuda_tile_candidates(spec_of(Variant{.name = "softmax", .D = 64}), kernels::CudaStorage::Real).size(),
+      1u)
       << "the scalar kernels have one choice";
 }
 
@@ -83,8 +83,8 @@ TEST(CudaKernels, TileCandidatesFitDifferAndStartWithTheDefault) {
 TEST(CudaKernels, KernelsOfDifferentTilesTogetherMatchTheReference) {
   if (!have_host_compiler()) GTEST_SKIP() << "no host C++ compiler (c++) to run the CUDA source on the CPU";
   const KernelCacheHere cache("sinklab-mixed-tiles");
-  const Variant v{.name = "softmax, window 50, KV biases", .window = 50, .key_bias = true, .learned_v = true,
-                  .T = 150, .D = 64};
+  const Variant v{
+      .name = "softmax, window 50, KV biases", .window = 50, .key_bias = true, .learned_v = true, .T = 150, .D = 64};
   const auto spec = spec_of(v);
   const auto candidates = kernels::cuda_tile_candidates(spec, kernels::CudaStorage::BFloat16);
   ASSERT_EQ(candidates.size(), 8u);
@@ -96,7 +96,9 @@ TEST(CudaKernels, KernelsOfDifferentTilesTogetherMatchTheReference) {
   ASSERT_EQ(mixed.queries.query_keys, 32);
   remember_tiles(tuning_key("CPU emulation", spec, kernels::CudaStorage::BFloat16), mixed);
   const KernelModules modules = emulated_modules("mixed tiles", false);
-  auto attend = [&](const kernels::KernelSpec& s, const AttentionCall& call) { return cuda_attention(s, call, modules); };
+  auto attend = [&](const kernels::KernelSpec& s, const AttentionCall& call) {
+    return cuda_attention(s, call, modules);
+  };
   const SixteenBitResult r = measure_sixteen_bit(attend, v, torch::kBFloat16);
   EXPECT_TRUE(r.passed()) << "forward " << r.forward << " (< " << r.forward_allowed << ")";
   for (const auto& [name, error] : r.grads) EXPECT_LT(error, r.grads_allowed) << name;
@@ -108,22 +110,24 @@ TEST(CudaKernels, KernelsOfDifferentTilesTogetherMatchTheReference) {
 TEST(CudaKernels, TuningWritesItsChoiceForTheNextProcess) {
   if (!have_host_compiler()) GTEST_SKIP() << "no host C++ compiler (c++) to run the CUDA source on the CPU";
   const KernelCacheHere cache("sinklab-tuning");
-  const Variant v{.name = "sigmoid, no norm", .score = call("sigmoid", {var("qk")}), .normalize = "none", .T = 40,
-                  .D = 32};
+  const Variant v{
+      .name = "sigmoid, no norm", .score = call("sigmoid", {var("qk")}), .normalize = "none", .T = 40, .D = 32};
   const auto spec = spec_of(v);
   const std::string key = tuning_key("CPU emulation", spec, kernels::CudaStorage::Float16);
   EXPECT_FALSE(remembered_tiles(key).has_value());
   const KernelModules modules = emulated_modules("tuning", true);
-  auto attend = [&](const kernels::KernelSpec& s, const AttentionCall& call) { return cuda_attention(s, call, modules); };
+  auto attend = [&](const kernels::KernelSpec& s, const AttentionCall& call) {
+    return cuda_attention(s, call, modules);
+  };
   const SixteenBitResult r = measure_sixteen_bit(attend, v, torch::kHalf);
   EXPECT_TRUE(r.passed()) << "forward " << r.forward << " (< " << r.forward_allowed << ")";
   const auto remembered = remembered_tiles(key);
   ASSERT_TRUE(remembered.has_value()) << "nothing in " << (cache.dir() / "tiles.json").string();
   const auto candidates = kernels::cuda_tile_candidates(spec, kernels::CudaStorage::Float16);
   for (const auto* chosen : {&remembered->forward, &remembered->keys, &remembered->queries})
-    EXPECT_TRUE(std::any_of(candidates.begin(), candidates.end(),
-                            [&](const kernels::CudaTiles& c) { return c.same_as(*chosen); }))
-        << chosen->describe();
+    EXPECT_TRUE(std::any_of(candidates.begin(), candidates.end(), [&](const kernels::CudaTiles& c) {
+      return c.same_as(*chosen);
+    })) << chosen->describe();
   // A table that is not one reads as empty (and is measured again), never as an error.
   std::ofstream(cache.dir() / "tiles.json") << "not json";
   EXPECT_FALSE(remembered_tiles(key).has_value());

@@ -274,9 +274,8 @@ inline std::vector<TensorCoreVariant> tensor_core_variants() {
   // softpick with one key, where dq and dk are dA - D over a small Z, zero but for O's rounding to the
   // storage; and relu under the sum with a position term, where a logit within rounding of 0 falls on either
   // side of relu's kink in the two summation orders, and its key's gradient jumps by (dA - D) / Z.
-  std::erase_if(all, [](const Variant& v) {
-    return (v.normalize == "softpick" && v.T == 1) || v.name == "sum: relu, ALiBi";
-  });
+  std::erase_if(
+      all, [](const Variant& v) { return (v.normalize == "softpick" && v.T == 1) || v.name == "sum: relu, ALiBi"; });
   std::vector<TensorCoreVariant> out;
   int n = 0;
   for (Variant v : all) {

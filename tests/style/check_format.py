@@ -3,7 +3,7 @@
 
 Usage: check_format.py REPO_ROOT
 
-Every tracked *.cpp, *.h and *.cu file must be left unchanged by clang-format-19
+Every tracked *.cpp, *.h, *.cu and *.cuh file must be left unchanged by clang-format-19
 (the version setup.sh --tests installs: another version formats differently),
 and no line may be longer than 120 columns (clang-format does not break string
 literals). Exit 0 when all holds, 1 naming each file and line that does not,
@@ -17,7 +17,7 @@ import sys
 
 FORMATTER = "clang-format-19"
 MAX_COLUMNS = 120
-SUFFIXES = (".cpp", ".h", ".cu")
+SUFFIXES = (".cpp", ".h", ".cu", ".cuh")
 
 
 def tracked_sources(root):
