@@ -31,9 +31,7 @@
   query_range(last_key, n, unused, last);
   // The query tile's rows (dO's too) and their statistics; rows after `last` are zeros with Z = 1.
   auto load_queries = [&](int to, int qb) {
-    load_tile_async<KEY_QUERIES, KEY_THREADS>(q_tile[to], q, qb, last);
-    load_tile_async<KEY_QUERIES, KEY_THREADS>(do_tile[to], dout, qb, last);
-    cp_async_commit();
+    load_pair_async<KEY_QUERIES, KEY_THREADS>(q_tile[to], do_tile[to], q, dout, qb, last);
     for (int r = threadIdx.x; r < KEY_QUERIES; r += KEY_THREADS) {
       const int i = qb + r;
       st0_tile[to][r] = i <= last ? stats[i] : (real)1;
@@ -44,13 +42,9 @@
   int stage = 0;
   load_queries(0, first);
   for (int qb = first; qb <= last; qb += KEY_QUERIES, stage ^= 1) {
-    if (qb + KEY_QUERIES <= last) {
-      load_queries(stage ^ 1, qb + KEY_QUERIES);
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
+    const bool more = qb + KEY_QUERIES <= last;
+    if (more) load_queries(stage ^ 1, qb + KEY_QUERIES);
+    wait_for_stage(more);
     float sT[KEY_QUERIES / 8][4], dAT[KEY_QUERIES / 8][4];
     zero(sT), zero(dAT);
     mma_abt<KEY_QUERIES>(sT, ka, q_tile[stage]);

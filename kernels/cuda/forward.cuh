@@ -52,19 +52,12 @@
   key_range(first_row, n, block_lo, first_hi);
   key_range(last_row, n, last_lo, block_hi);
   int stage = 0;
-  load_tile_async<FWD_KEYS, FWD_THREADS>(k_tile[0], k, block_lo, block_hi);
-  load_tile_async<FWD_KEYS, FWD_THREADS>(v_tile[0], v, block_lo, block_hi);
-  cp_async_commit();
+  load_pair_async<FWD_KEYS, FWD_THREADS>(k_tile[0], v_tile[0], k, v, block_lo, block_hi);
   for (int kb = block_lo; kb <= block_hi; kb += FWD_KEYS, stage ^= 1) {
-    if (kb + FWD_KEYS <= block_hi) {
-      load_tile_async<FWD_KEYS, FWD_THREADS>(k_tile[stage ^ 1], k, kb + FWD_KEYS, block_hi);
-      load_tile_async<FWD_KEYS, FWD_THREADS>(v_tile[stage ^ 1], v, kb + FWD_KEYS, block_hi);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
+    const bool more = kb + FWD_KEYS <= block_hi;
+    if (more)
+      load_pair_async<FWD_KEYS, FWD_THREADS>(k_tile[stage ^ 1], v_tile[stage ^ 1], k, v, kb + FWD_KEYS, block_hi);
+    wait_for_stage(more);
     float s[FWD_KEYS / 8][4];
     zero(s);
     mma_abt<FWD_KEYS>(s, qa, k_tile[stage]);

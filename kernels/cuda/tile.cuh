@@ -59,6 +59,26 @@ __device__ __forceinline__ void load_tile_async(store_t (*tile)[PITCH], const st
   }
 }
 
+// Rows first.. of two [T, D] arrays (keys and values; queries and dO) into a stage of their tiles, as one
+// group of copies.
+template <int ROWS, int THREADS>
+__device__ __forceinline__ void load_pair_async(store_t (*a_tile)[PITCH], store_t (*b_tile)[PITCH], const store_t* a,
+                                                const store_t* b, int first, int last) {
+  load_tile_async<ROWS, THREADS>(a_tile, a, first, last);
+  load_tile_async<ROWS, THREADS>(b_tile, b, first, last);
+  cp_async_commit();
+}
+
+// The two-stage pipeline's wait, then the block's barrier: this stage's copies have landed (the next
+// stage's, issued just before when there is one, may still be in flight).
+__device__ __forceinline__ void wait_for_stage(bool next_in_flight) {
+  if (next_in_flight)
+    cp_async_wait<1>();
+  else
+    cp_async_wait<0>();
+  __syncthreads();
+}
+
 // acc (16 x N) += A B^T: A the warp's 16 x D operand, B^T's columns the tile's N rows.
 template <int N>
 __device__ __forceinline__ void mma_abt(float (&acc)[N / 8][4], const unsigned (&a)[D / 16][4],

@@ -86,7 +86,8 @@ class ThreadsTogether : public EmulatedBlock {
 };
 
 // One thread at a time, each until its next barrier or its return, in
-// `order`, as fibers on the launching thread (a switch costs about a
+// `order` (a warp's lanes in turn, and a warp on to its next block barrier
+// before the next warp), as fibers on the launching thread (a switch costs about a
 // microsecond, where handing a turn between threads costs a wake-up). A
 // barrier releases its threads when every thread it waits for is there: a
 // __syncthreads every thread of the block that has not returned, a warp's
@@ -123,10 +124,14 @@ class FiberTurns : public EmulatedBlock {
       swapcontext(&scheduler_, &fibers_[t].context);
       release_after(t);
       if (!problem_.empty()) return;
+      // A warp goes on as a unit: the search starts at its first lane in the order, so a warp whose
+      // collective completed runs on (to its next block barrier) before the next warp starts. Warps drift
+      // apart as far as the barriers let them, where a missing one shows.
+      const size_t warp_first = warp_first_position(t);
       size_t next = position;
-      for (size_t n = 1; n <= order_.size(); ++n)
-        if (fibers_[order_[(position + n) % order_.size()]].state == State::Ready) {
-          next = (position + n) % order_.size();
+      for (size_t n = 0; n < order_.size(); ++n)
+        if (fibers_[order_[(warp_first + n) % order_.size()]].state == State::Ready) {
+          next = (warp_first + n) % order_.size();
           break;
         }
       if (fibers_[order_[next]].state != State::Ready) {
@@ -161,6 +166,12 @@ class FiberTurns : public EmulatedBlock {
   const std::function<void(unsigned)>* body_ = nullptr;
   std::string problem_;
 
+  size_t warp_first_position(unsigned t) const {
+    size_t first = order_.size();
+    for (size_t p = 0; p < order_.size(); ++p)
+      if (order_[p] / 32 == t / 32) first = std::min(first, p);
+    return first;
+  }
   static void entry(unsigned high, unsigned low) {
     const auto* e = reinterpret_cast<const Entry*>((static_cast<uintptr_t>(high) << 32) | low);
     (*e->block->body_)(e->thread);
@@ -344,7 +355,7 @@ class HostCompiledKernels {
   }
   void (*enter)(unsigned, unsigned, unsigned, void*, void (*)(void*, unsigned, int),
                 void (*)(void*, unsigned, int)) = nullptr;
-  void (*begin_block)(unsigned threads) = nullptr;
+  void (*begin_block)(unsigned threads, bool copies_land_at_issue) = nullptr;
 
  private:
   std::filesystem::path dir_;
@@ -367,7 +378,8 @@ class CpuEmulatedModule : public rt::KernelModule {
     std::vector<char> stacks;  // the fibers', reused by every block
     for (unsigned by = 0; by < shape.grid_y; ++by)
       for (unsigned bx = 0; bx < shape.grid_x; ++bx) {
-        compiled_->begin_block(shape.threads);
+        // Descending turns land asynchronous copies as they are issued, the other orders at their wait.
+        compiled_->begin_block(shape.threads, order_ == ThreadOrder::Descending);
         std::string problem;
         if (order_ == ThreadOrder::Together) {
           ThreadsTogether block(shape.threads);

@@ -614,3 +614,44 @@ TEST(CudaKernels, TensorCoreKernelsUseTensorCoresAndSpillNothing) {
     GTEST_SKIP() << "registers checked; no nvdisasm (SINKLAB_NVDISASM, the PATH or the nvidia-cuda-nvdisasm wheel "
                     "of SINKLAB_PYTHON) to read the machine code for HMMA";
 }
+
+// Every barrier and every wait for the asynchronous copies in the tensor-core kernels is needed, and the
+// emulation notices each one missing (a stage read before its copies landed or overwritten while another warp
+// still reads it): with it removed, some output or gradient leaves the reference's rounding in one of the two
+// orders.
+TEST(CudaKernels, TensorCoreKernelsNeedEveryBarrierAndWait) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  const Variant v{.name = "softmax, T 150, d_head 32", .T = 150, .D = 32};  // 3 blocks, 3 key tiles
+  const std::string source = kernels::emit_cuda(spec_of(v), kernels::CudaStorage::BFloat16);
+  std::vector<std::pair<std::string, std::string>> removals;  // what, replacement of its first occurrence
+  const std::string barrier = "__syncthreads();";
+  for (size_t at = source.find(barrier); at != std::string::npos; at = source.find(barrier, at + 1))
+    if (source.rfind("__global__", at) > source.rfind("sink_backward_rows", at) ||
+        source.rfind("sink_backward_rows", at) == std::string::npos)
+      removals.push_back({fmt::format("the barrier at byte {}", at), std::to_string(at)});
+  ASSERT_GE(removals.size(), 4u) << "wait_for_stage's and each tiled kernel's closing one";
+  auto run = [&](const std::string& broken, ThreadOrder order) {
+    // (named by the source: the runtime keeps a launcher per variant and loader name)
+    const rt::KernelModules modules{
+        fmt::format("tensor cores {:x}, {}", std::hash<std::string>{}(broken), name_of(order)),
+        [&](const std::string&, const torch::Device&) -> std::shared_ptr<rt::KernelModule> {
+          return std::make_shared<CpuEmulatedModule>(host_compiled(broken), order);
+        }};
+    auto attend = [&](const kernels::KernelSpec& spec, const AttentionCall& call) {
+      return cuda_attention(spec, call, modules);
+    };
+    return measure_sixteen_bit(attend, v, torch::kBFloat16).passed();
+  };
+  ASSERT_TRUE(run(source, ThreadOrder::Ascending) && run(source, ThreadOrder::Descending)) << "the intact kernels";
+  for (const auto& [what, at] : removals) {
+    std::string broken = source;
+    broken.replace(std::stoul(at), barrier.size(), "/* barrier removed */");
+    EXPECT_FALSE(run(broken, ThreadOrder::Ascending) && run(broken, ThreadOrder::Descending)) << what << " removed";
+  }
+  // The wait for the stage being read (cp.async.wait_group 1 with the next stage in flight) made a no-op.
+  std::string unwaited = source;
+  const std::string wait = "cp_async_wait<1>();";
+  ASSERT_NE(unwaited.find(wait), std::string::npos);
+  unwaited.replace(unwaited.find(wait), wait.size(), "cp_async_wait<2>();");
+  EXPECT_FALSE(run(unwaited, ThreadOrder::Ascending)) << "the copies' wait made a no-op";
+}

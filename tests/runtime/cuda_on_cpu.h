@@ -148,20 +148,32 @@ inline void mma_16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsign
 
 // ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lanes 8m..8m+7 give the rows of matrix m (16 bytes
 // each); lane l receives in register m the elements (row l / 4, cols 2 (l % 4), +1) of matrix m, or with
-// .trans those of its transpose.
+// .trans those of its transpose. Shared memory is read when the whole warp has arrived, by the last lane
+// to arrive, as the instruction reads it: not later, when each lane goes on (by then other warps may have
+// written what a missing barrier should have waited for).
+inline std::atomic<unsigned> sink_ldmatrix_arrivals[2][kSinkMaxThreads / 32];
+inline unsigned sink_ldmatrix_read[2][kSinkMaxThreads][4];
 inline void sink_ldmatrix(unsigned (&r)[4], const void* row, bool transposed) {
-  const SinkLaneSlot* warp = sink_exchange_all(row);
-  const unsigned lane = threadIdx.x & 31u;
-  for (unsigned m = 0; m < 4; ++m) {
-    unsigned short pair[2];
-    for (unsigned half = 0; half < 2; ++half) {
-      const unsigned rr = transposed ? 2 * (lane & 3) + half : lane >> 2,
-                     cc = transposed ? lane >> 2 : 2 * (lane & 3) + half;
-      const auto* source = static_cast<const unsigned short*>(sink_from_lane<const void*>(warp, 8 * m + rr));
-      pair[half] = source[cc];
-    }
-    r[m] = unsigned(pair[0]) | (unsigned(pair[1]) << 16);
+  const unsigned phase = sink_exchange_phase[threadIdx.x] & 1u, warp = threadIdx.x / 32;
+  sink_exchange_phase[threadIdx.x]++;
+  std::memcpy(sink_exchange[phase][threadIdx.x].bytes, &row, sizeof row);
+  if (sink_ldmatrix_arrivals[phase][warp].fetch_add(1) + 1 == 32) {
+    sink_ldmatrix_arrivals[phase][warp] = 0;
+    const SinkLaneSlot* lanes = &sink_exchange[phase][warp * 32];
+    for (unsigned lane = 0; lane < 32; ++lane)
+      for (unsigned m = 0; m < 4; ++m) {
+        unsigned short pair[2];
+        for (unsigned half = 0; half < 2; ++half) {
+          const unsigned rr = transposed ? 2 * (lane & 3) + half : lane >> 2;
+          const unsigned cc = transposed ? lane >> 2 : 2 * (lane & 3) + half;
+          const auto* source = static_cast<const unsigned short*>(sink_from_lane<const void*>(lanes, 8 * m + rr));
+          pair[half] = source[cc];
+        }
+        sink_ldmatrix_read[phase][warp * 32 + lane][m] = unsigned(pair[0]) | (unsigned(pair[1]) << 16);
+      }
   }
+  sink_warp_wait();
+  for (unsigned m = 0; m < 4; ++m) r[m] = sink_ldmatrix_read[phase][threadIdx.x][m];
 }
 inline void ldmatrix_x4(unsigned (&r)[4], const void* row) { sink_ldmatrix(r, row, false); }
 inline void ldmatrix_x4_trans(unsigned (&r)[4], const void* row) { sink_ldmatrix(r, row, true); }
@@ -180,7 +192,15 @@ struct SinkAsyncCopy {
   bool fill;
 };
 inline std::vector<std::vector<SinkAsyncCopy>> sink_async_groups[kSinkMaxThreads];  // [thread][group], last open
+inline bool sink_copies_land_at_issue = false;  // else at their wait (the emulator picks, per launch)
 inline void cp_async_16(void* shared, const void* global, bool fill) {
+  if (sink_copies_land_at_issue) {
+    if (fill)
+      std::memcpy(shared, global, 16);
+    else
+      std::memset(shared, 0, 16);
+    return;
+  }
   auto& groups = sink_async_groups[threadIdx.x];
   if (groups.empty()) groups.emplace_back();
   groups.back().push_back({shared, global, fill});
@@ -200,8 +220,12 @@ inline void cp_async_wait() {  // all but the newest N committed groups have lan
   }
 }
 
-// Called by the emulator once per thread before a block starts: no collective or copy carries over.
-extern "C" void sink_emulator_begin_block(unsigned threads) {
+// Called by the emulator before a block starts: no collective or copy carries over. Copies land as they
+// are issued (where a stage overwritten too early shows) or at their wait (where one read too early shows).
+extern "C" void sink_emulator_begin_block(unsigned threads, bool copies_land_at_issue) {
+  sink_copies_land_at_issue = copies_land_at_issue;
+  for (auto& phase : sink_ldmatrix_arrivals)
+    for (auto& warp : phase) warp = 0;
   for (unsigned t = 0; t < threads && t < kSinkMaxThreads; ++t)
     sink_exchange_phase[t] = 0, sink_async_groups[t].clear();
 }
