@@ -1,6 +1,6 @@
 // The generated CUDA kernels run on the CPU: the source compiled by the host
 // C++ compiler with tests/runtime/cuda_on_cpu.h, each block's threads as
-// std::threads. An oracle for everything above the hardware: the emitted
+// fibers taking turns or as std::threads together. An oracle for everything above the hardware: the emitted
 // arithmetic, the tiling and barriers, the argument lists and the autograd
 // wrapper (runtime/attention/cuda_attention.cpp). Not for speed, and not a GPU: NVRTC's
 // own compile is tested separately (PTX + ptxas).

@@ -1,8 +1,8 @@
 // The generated CUDA kernels (kernels/emit_cuda.h) where no GPU is:
 //  - NVRTC compiles every variant to PTX for sm_80 and sm_90 and ptxas
 //    assembles it (skipped where the CUDA toolkit is not installed);
-//  - the same source, compiled by the host compiler and run with a thread
-//    per CUDA thread (tests/runtime/cuda_emulator.h), through the runtime's
+//  - the same source, compiled by the host compiler and run with a fiber or
+//    thread per CUDA thread (tests/runtime/cuda_emulator.h), through the runtime's
 //    autograd wrapper, matches the reference path: forward and every
 //    gradient of every paper variant, the later designs and random score
 //    expressions, in float, double, bf16 and half storage (and the 16-bit
