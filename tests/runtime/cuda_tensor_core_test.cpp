@@ -1,0 +1,223 @@
+// The tensor-core kernels (kernels/cuda/*.cuh: bf16 and fp16 storage, d_head a multiple of 16) without a
+// GPU: on the CPU emulation against the reference path, every barrier and copy wait needed; compiled by
+// NVRTC to sm_80 and sm_90 machine code without register spills and with tensor-core instructions.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "kernels/emit_cuda.h"
+#include "runtime/attention/cuda_attention.h"
+#include "runtime/attention/cuda_driver.h"
+#include "tests/runtime/attention_oracle_expect.h"
+#include "tests/runtime/cuda_emulator.h"
+#include "tests/runtime/jit_variants.h"
+
+using namespace sink;
+using namespace sink::rt;
+using namespace sink::testing_variants;
+
+namespace {
+
+bool have_host_compiler() { return std::system("command -v c++ > /dev/null 2>&1") == 0; }
+#define SKIP_WITHOUT_HOST_COMPILER() \
+  if (!have_host_compiler()) GTEST_SKIP() << "no host C++ compiler (c++) to run the CUDA source on the CPU"
+
+Attend emulated_in_order(ThreadOrder order) {
+  return [order](const kernels::KernelSpec& spec, const AttentionCall& call) {
+    return cuda_attention(spec, call, cpu_emulated_modules(order));
+  };
+}
+
+}  // namespace
+
+// The tensor-core kernels (16-bit storage, d_head a multiple of 16) on the emulation: every variant above at
+// their sizes (tensor_core_variants), forward and every gradient within the reference's own rounding, its
+// threads taking turns (the default order and, for a few, the reverse and all together).
+TEST(CudaKernels, TensorCoreKernelsMatchTheReference) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  const auto variants = tensor_core_variants();
+  for (size_t n = 0; n < variants.size(); ++n) {
+    const auto& [v, half] = variants[n];
+    const auto storage = half ? torch::kHalf : torch::kBFloat16;
+    SCOPED_TRACE(v.name + " in " + c10::toString(storage));
+    const auto spec = spec_of(v);
+    ASSERT_TRUE(
+        kernels::cuda_tiles(spec, half ? kernels::CudaStorage::Float16 : kernels::CudaStorage::BFloat16).tensor_cores);
+    const ThreadOrder order = n % 7 == 3   ? ThreadOrder::Descending
+                              : n % 7 == 5 ? ThreadOrder::Together
+                                           : ThreadOrder::Ascending;
+    const SixteenBitResult r = measure_sixteen_bit(emulated_in_order(order), v, storage);
+    EXPECT_TRUE(r.right_dtype);
+    EXPECT_LT(r.forward, r.forward_allowed) << "the reference's own error: " << r.own;
+    for (const auto& [name, error] : r.grads)
+      EXPECT_LT(error, r.grads_allowed) << name << "; the reference's own gradients move " << r.grads_own;
+  }
+}
+
+namespace {
+
+// NVIDIA's disassembler: $SINKLAB_NVDISASM, the PATH, or the nvidia-cuda-nvdisasm wheel beside SINKLAB_PYTHON.
+std::string find_nvdisasm() {
+  if (const char* named = std::getenv("SINKLAB_NVDISASM"); named && *named) return named;
+  if (std::system("command -v nvdisasm > /dev/null 2>&1") == 0) return "nvdisasm";
+  if (const char* python = std::getenv("SINKLAB_PYTHON"); python && *python) {
+    std::error_code ec;
+    const auto lib = std::filesystem::path(python).parent_path().parent_path() / "lib";
+    for (const auto& version : std::filesystem::directory_iterator(lib, ec)) {
+      const auto tool = version.path() / "site-packages/nvidia/cu13/bin/nvdisasm";
+      if (std::filesystem::exists(tool)) return tool.string();
+    }
+  }
+  return {};
+}
+
+// ptxas's verbose report, per kernel: "Function properties for NAME", then its spills, registers and smem.
+struct KernelResources {
+  int registers = -1, spill_stores = -1, spill_loads = -1, shared_bytes = 0;
+};
+std::map<std::string, KernelResources> read_assembler_report(const std::string& report) {
+  std::map<std::string, KernelResources> out;
+  std::istringstream lines(report);
+  std::string line, current;
+  for (; std::getline(lines, line);) {
+    if (auto at = line.find("Function properties for "); at != std::string::npos) {
+      current = line.substr(at + 24);
+      continue;
+    }
+    if (current.empty()) continue;
+    KernelResources& r = out[current];
+    if (auto at = line.find("bytes spill stores"); at != std::string::npos)
+      std::sscanf(line.c_str() + line.find(',') + 1, " %d bytes spill stores, %d bytes spill loads", &r.spill_stores,
+                  &r.spill_loads);
+    if (auto at = line.find("Used "); at != std::string::npos) {
+      std::sscanf(line.c_str() + at, "Used %d registers", &r.registers);
+      if (auto smem = line.find(" bytes smem"); smem != std::string::npos) {
+        const auto start = line.rfind(' ', smem - 1);
+        r.shared_bytes = std::atoi(line.c_str() + start + 1);
+      }
+    }
+  }
+  return out;
+}
+
+// Tensor-core instructions (HMMA) per kernel in a cubin's disassembly.
+std::map<std::string, int> tensor_instructions(const std::string& nvdisasm, const std::string& cubin) {
+  const auto dir = std::filesystem::temp_directory_path() / ("sinklab-sass-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "k.cubin", std::ios::binary) << cubin;
+  const std::string command =
+      fmt::format("'{}' '{}' > '{}' 2>&1", nvdisasm, (dir / "k.cubin").string(), (dir / "k.sass").string());
+  std::map<std::string, int> out;
+  if (std::system(command.c_str()) == 0) {
+    std::ifstream sass(dir / "k.sass");
+    std::string line, current;
+    while (std::getline(sass, line)) {
+      if (auto at = line.find(".section\t.text."); at != std::string::npos)
+        current = line.substr(at + 15, line.find(',', at) - at - 15), out[current] += 0;
+      else if (!current.empty() && line.find("HMMA") != std::string::npos)
+        ++out[current];
+    }
+  }
+  std::filesystem::remove_all(dir);
+  return out;
+}
+
+}  // namespace
+
+// The tensor-core kernels compiled by NVRTC to machine code for sm_80 and sm_90, with the assembler's
+// verbose report: no kernel spills registers to local memory (the report's registers and shared memory per
+// kernel are printed), and the forward's and both backward kernels' machine code holds tensor-core
+// instructions (HMMA, read by nvdisasm from PyPI's nvidia-cuda-nvdisasm).
+TEST(CudaKernels, TensorCoreKernelsUseTensorCoresAndSpillNothing) {
+  std::string why;
+  if (!cuda::nvrtc_available(&why)) GTEST_SKIP() << "NVRTC not available: " << why;
+  const std::string nvdisasm = find_nvdisasm();
+  const ExprNode sig = call("sigmoid", {var("qk")});
+  std::vector<std::pair<Variant, kernels::CudaStorage>> cases;
+  for (int64_t d : {64, 96, 128}) {
+    cases.push_back({{.name = "softmax", .D = d}, kernels::CudaStorage::BFloat16});
+    cases.push_back(
+        {{.name = "sigmoid, no norm", .score = sig, .normalize = "none", .D = d}, kernels::CudaStorage::BFloat16});
+    cases.push_back({{.name = "softmax, ALiBi, window, prefix, KV biases, sink logit",
+                      .prefix = 8,
+                      .window = 40,
+                      .position_bias = true,
+                      .key_bias = true,
+                      .learned_v = true,
+                      .D = d,
+                      .sink_logit = true},
+                     kernels::CudaStorage::Float16});
+    cases.push_back({{.name = "softpick", .normalize = "softpick", .D = d}, kernels::CudaStorage::BFloat16});
+    cases.push_back({{.name = "p-norm 2", .normalize = "pnorm", .p = 2, .D = d}, kernels::CudaStorage::BFloat16});
+  }
+  for (const auto& [v, storage] : cases)
+    for (int arch : {80, 90}) {
+      const auto spec = spec_of(v);
+      SCOPED_TRACE(fmt::format("{}, d_head {}, sm_{}", v.name, v.D, arch));
+      std::string report;
+      const std::string cubin = cuda::compile_cubin(kernels::emit_cuda(spec, storage), arch, &report);
+      const auto resources = read_assembler_report(report);
+      ASSERT_EQ(resources.size(), 5u) << report;
+      for (const auto& [kernel, r] : resources) {
+        std::printf("  sm_%d d_head %3lld %-56s %-22s %3d registers, %6d bytes shared, spills %d/%d\n", arch,
+                    static_cast<long long>(v.D), v.name.c_str(), kernel.c_str(), r.registers, r.shared_bytes,
+                    r.spill_stores, r.spill_loads);
+        EXPECT_EQ(r.spill_stores, 0) << kernel;
+        EXPECT_EQ(r.spill_loads, 0) << kernel;
+        EXPECT_GT(r.registers, 0) << kernel;
+      }
+      if (nvdisasm.empty()) continue;
+      const auto hmma = tensor_instructions(nvdisasm, cubin);
+      for (const char* kernel : {"sink_forward", "sink_backward_keys", "sink_backward_queries"})
+        EXPECT_GT(hmma.count(kernel) ? hmma.at(kernel) : 0, 0) << kernel << " has no HMMA";
+      EXPECT_EQ(hmma.count("sink_probe") ? hmma.at("sink_probe") : -1, 0) << "the disassembly was not read";
+    }
+  if (nvdisasm.empty())
+    GTEST_SKIP() << "registers checked; no nvdisasm (SINKLAB_NVDISASM, the PATH or the nvidia-cuda-nvdisasm wheel "
+                    "of SINKLAB_PYTHON) to read the machine code for HMMA";
+}
+
+// Every barrier and every wait for the asynchronous copies in the tensor-core kernels is needed, and the
+// emulation notices each one missing (a stage read before its copies landed or overwritten while another warp
+// still reads it): with it removed, some output or gradient leaves the reference's rounding in one of the two
+// orders.
+TEST(CudaKernels, TensorCoreKernelsNeedEveryBarrierAndWait) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  const Variant v{.name = "softmax, T 150, d_head 32", .T = 150, .D = 32};  // 3 blocks, 3 key tiles
+  const std::string source = kernels::emit_cuda(spec_of(v), kernels::CudaStorage::BFloat16);
+  std::vector<std::pair<std::string, std::string>> removals;  // what, replacement of its first occurrence
+  const std::string barrier = "__syncthreads();";
+  for (size_t at = source.find(barrier); at != std::string::npos; at = source.find(barrier, at + 1))
+    if (source.rfind("__global__", at) > source.rfind("sink_backward_rows", at) ||
+        source.rfind("sink_backward_rows", at) == std::string::npos)
+      removals.push_back({fmt::format("the barrier at byte {}", at), std::to_string(at)});
+  ASSERT_GE(removals.size(), 4u) << "wait_for_stage's and each tiled kernel's closing one";
+  auto run = [&](const std::string& broken, ThreadOrder order) {
+    // (named by the source: the runtime keeps a launcher per variant and loader name)
+    const rt::KernelModules modules{
+        fmt::format("tensor cores {:x}, {}", std::hash<std::string>{}(broken), name_of(order)),
+        [&](const std::string&, const torch::Device&) -> std::shared_ptr<rt::KernelModule> {
+          return std::make_shared<CpuEmulatedModule>(host_compiled(broken), order);
+        }};
+    auto attend = [&](const kernels::KernelSpec& spec, const AttentionCall& call) {
+      return cuda_attention(spec, call, modules);
+    };
+    return measure_sixteen_bit(attend, v, torch::kBFloat16).passed();
+  };
+  ASSERT_TRUE(run(source, ThreadOrder::Ascending) && run(source, ThreadOrder::Descending)) << "the intact kernels";
+  for (const auto& [what, at] : removals) {
+    std::string broken = source;
+    broken.replace(std::stoul(at), barrier.size(), "/* barrier removed */");
+    EXPECT_FALSE(run(broken, ThreadOrder::Ascending) && run(broken, ThreadOrder::Descending)) << what << " removed";
+  }
+  // The wait for the stage being read (cp.async.wait_group 1 with the next stage in flight) made a no-op.
+  std::string unwaited = source;
+  const std::string wait = "cp_async_wait<1>();";
+  ASSERT_NE(unwaited.find(wait), std::string::npos);
+  unwaited.replace(unwaited.find(wait), wait.size(), "cp_async_wait<2>();");
+  EXPECT_FALSE(run(unwaited, ThreadOrder::Ascending)) << "the copies' wait made a no-op";
+}
