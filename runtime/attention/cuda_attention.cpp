@@ -35,8 +35,12 @@ KernelBuffer buffer(const torch::Tensor& t) {
   return t.defined() && t.numel() > 0 ? KernelBuffer{t.data_ptr(), t.nbytes()} : KernelBuffer{};
 }
 
+// Contiguous, in `dtype`, and starting on a 16-byte boundary: the tensor-core kernels copy rows in 16-byte
+// pieces (cp.async), and a view into another tensor may start anywhere.
 torch::Tensor as(const torch::Tensor& t, torch::ScalarType dtype) {
-  return t.defined() && t.numel() > 0 ? t.to(dtype).contiguous() : torch::Tensor();
+  if (!t.defined() || t.numel() == 0) return torch::Tensor();
+  torch::Tensor out = t.to(dtype).contiguous();
+  return reinterpret_cast<uintptr_t>(out.data_ptr()) % 16 == 0 ? out : out.clone();
 }
 
 unsigned blocks(int64_t n, int per) { return static_cast<unsigned>((n + per - 1) / per); }
