@@ -24,7 +24,7 @@ differences under about 20 points as noise). Sink_1 and Sink_* are
 at eps 0.3 on 100 held-out sequences of 64 tokens; for variants without sum
 normalization they are the paper's proxy scores. The paper's own numbers
 (60M model, 5B tokens) are in the reproduction table of [REPRODUCTION.md](REPRODUCTION.md) and in
-\`shared/design/PAPER-FACTS.md\`.
+the opening comment of each spec in \`specs/\`.
 
 Reproduce a table: \`build/sinkc run specs/NAME.sink --set train.threads=1\`,
 then \`build/sinkc table specs/NAME.sink --set train.threads=1\`.
