@@ -1,8 +1,7 @@
 #!/bin/bash
-# Everything a lent GPU machine can tell us, from a bare machine, in one call
-# of at most 10 minutes. Nothing survives between calls (the machine is given
-# back 30 s after one ends), and at most 8 files come back, 16 MiB each, at
-# most two folders below OUT: so each call builds what it needs, every step
+# Everything one GPU job can tell, from a bare machine, in one call of at
+# most 10 minutes. Nothing survives between calls, and at most 8 files come
+# back, 16 MiB each, at most two folders below OUT: so each call builds what it needs, every step
 # runs under `timeout` inside one budget, and OUT holds at most 8 flat files.
 # Run folders, checkpoints and the kernel cache live in a temporary folder.
 #   scripts/gpu-check.sh OUT [--natural] [--budget SECONDS]

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Run folders from what `scripts/gpu-check.sh OUT --natural` brought back: OUT holds
-# <run>.summary.json and <run>.metrics.jsonl (a lent machine returns 8 flat files at
+# <run>.summary.json and <run>.metrics.jsonl (gpu-check.sh returns 8 flat files at
 # most); each becomes RUNS/<run>-<hash>/ with its plan from plans/gpu_natural_call,
 # the folder `sinkc diff`, `sinkc report` and `sinkc table` read.
 #   scripts/gpu-results.sh OUT RUNS

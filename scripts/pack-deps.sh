@@ -8,8 +8,9 @@
 #   unpacks them with Python's lzma, which every PyTorch's Python has):
 #   default.jsonl always (plans/gpu_throughput), large.jsonl with --large
 #   (plans/gpu_natural_call: 245 MB, 51 MB packed).
-# A lent machine takes at most 64 MiB of working tree and carried folders
-# together: the total is printed, and over it this fails.
+# scripts/gpu-check.sh is built for a GPU job that takes at most 64 MiB of
+# working tree and carried folders together: the total is printed, and over it
+# this fails.
 #   scripts/pack-deps.sh DIR [--large]        (.deps/ is git-ignored)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,6 +58,6 @@ carried=$(du -sb "$dir" | cut -f1)
 total=$((tree + carried))
 limit=$((64 * 1024 * 1024))
 awk -v t="$tree" -v c="$carried" -v d="$dir" 'BEGIN {
-  printf "pack-deps: %.1f MiB working tree + %.1f MiB in %s = %.1f MiB of the 64 MiB a lent machine takes\n",
+  printf "pack-deps: %.1f MiB working tree + %.1f MiB in %s = %.1f MiB of the 64 MiB a GPU job takes\n",
     t / 1048576, c / 1048576, d, (t + c) / 1048576 }'
 ((total <= limit)) || { echo "pack-deps: over the limit" >&2; exit 1; }

@@ -35,6 +35,6 @@ PATH="$venv/bin:$PATH" scripts/setup-gpu.sh .deps build-torch2 -DSINKLAB_FRONTEN
   --target sinkc --target sinkc-runtime --target runtime_tests --target plan_tests --target cuda_check \
   --target gpu_attention
 ctest --test-dir build-torch2 --output-on-failure -j2 -L 'plan|runtime'
-# scripts/gpu-check.sh in a copy holding only what a lent GPU machine receives, up to its first step that
+# scripts/gpu-check.sh in a copy holding only what a GPU job receives, up to its first step that
 # needs a GPU: the build, the kernel cache, the files it returns (tests/gpu/gpu_check_on_cpu.sh).
 ctest --test-dir build-torch2 --output-on-failure -L gpucheck

@@ -1,8 +1,8 @@
 #!/bin/bash
-# scripts/gpu-check.sh on the CPU, in a copy holding only what a lent GPU machine receives: the tracked
+# scripts/gpu-check.sh on the CPU, in a copy holding only what a GPU job receives: the tracked
 # and the untracked-not-ignored files, and the carried .deps. There it must build the GPU node's way,
-# fill the kernel cache, stop with exit 77 at the first step that needs a GPU, and leave OUT as the
-# device tool can return it: at most 8 files, none over 16 MiB, none more than two folders down, names of
+# fill the kernel cache, stop with exit 77 at the first step that needs a GPU, and leave OUT as a
+# GPU job can return it: at most 8 files, none over 16 MiB, none more than two folders down, names of
 # letters, digits, '.', '_' and '-', a gpu-check.json that parses and logs each step's seconds.
 # --natural without the large corpus must stop before building, with exit 2.
 #   tests/gpu/gpu_check_on_cpu.sh SOURCE_DIR WORK_DIR PYTHON
