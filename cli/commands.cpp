@@ -135,19 +135,15 @@ int plan(const std::string& file, const std::string& run, const std::string& for
 }
 
 int fields(const std::string& format, const CommonOptions& common) {
-  // Defaults are what stdlib/defaults.sink says: compile its `defaults` experiment.
-  Compilation c(common.options());
-  c.add_text("<fields>", "experiment __fields {}\n");
-  c.run();
-  if (c.diagnostics().has_errors()) {
-    std::cerr << c.diagnostics().render(common.color == 1);
+  // Defaults are what stdlib/defaults.sink says: an experiment that sets nothing, compiled.
+  auto c = compile_defaults(common.options());
+  if (c->diagnostics().has_errors()) {
+    std::cerr << c->diagnostics().render(common.color == 1);
     return 1;
   }
-  // The run's settings before lowering: the defaults as written, sugar included.
-  const auto& run_fields = c.program().runs.at(0).fields;
-  auto default_of = [&](const std::string& path) {
-    auto it = run_fields.find(path);
-    return it == run_fields.end() ? std::string("(none)") : it->second.value.str();
+  auto default_text = [&](const std::string& path) {
+    const Value* v = default_of(*c, path);
+    return v ? v->str() : std::string("(none)");
   };
   if (format == "markdown") {
     fmt::print(
@@ -157,7 +153,7 @@ int fields(const std::string& format, const CommonOptions& common) {
     for (const auto& f : schema()) {
       std::string type = f.spec.describe();
       for (size_t pos = 0; (pos = type.find('|', pos)) != std::string::npos; pos += 2) type.replace(pos, 1, "\\|");
-      fmt::print("| `{}` | {} | `{}` | {} |\n", f.path, type, default_of(f.path), f.doc);
+      fmt::print("| `{}` | {} | `{}` | {} |\n", f.path, type, default_text(f.path), f.doc);
     }
     return 0;
   }
@@ -165,7 +161,7 @@ int fields(const std::string& format, const CommonOptions& common) {
   for (const auto& f : schema()) {
     if (f.block() != block) fmt::print("{}{}\n", block.empty() ? "" : "\n", block = f.block());
     fmt::print("  {:<28} {}\n", f.path, f.spec.describe());
-    fmt::print("  {:<28} default {}\n", "", default_of(f.path));
+    fmt::print("  {:<28} default {}\n", "", default_text(f.path));
     fmt::print("  {:<28} {}\n", "", f.doc);
   }
   return 0;

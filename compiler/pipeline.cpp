@@ -36,4 +36,18 @@ void Compilation::run() {
   if (!d.has_errors()) plans_ = lower(p, d);
 }
 
+std::unique_ptr<Compilation> compile_defaults(const Options& options) {
+  auto c = std::make_unique<Compilation>(options);
+  c->add_text("<defaults>", "experiment __defaults {}\n");
+  c->run();
+  return c;
+}
+
+const Value* default_of(const Compilation& defaults, const std::string& path) {
+  const auto& runs = defaults.program().runs;
+  if (runs.empty()) return nullptr;
+  auto it = runs.front().fields.find(path);
+  return it == runs.front().fields.end() ? nullptr : &it->second.value;
+}
+
 }  // namespace sink

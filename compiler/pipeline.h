@@ -28,4 +28,12 @@ class Compilation {
   std::vector<Plan> plans_;
 };
 
+// An experiment that sets nothing, compiled alone: its run holds every field's default as the stdlib's
+// defaults.sink writes it (with --set and --base applied). `sinkc fields` lists these and the language server's
+// hover shows them, so neither restates a default.
+std::unique_ptr<Compilation> compile_defaults(const Options& options);
+// A field's default in such a compilation, as written, before lowering (`rope(theta = 10000)`, sugar included);
+// null when the defaults did not compile or do not set it.
+const Value* default_of(const Compilation& defaults, const std::string& path);
+
 }  // namespace sink

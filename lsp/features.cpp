@@ -83,7 +83,7 @@ json values_of(const Field& f) {
   if (t.type == Type::Bool) out.push_back(item("true", kValue)), out.push_back(item("false", kValue));
   if (t.type == Type::ScoreExpr) {
     for (const auto& fn : score_functions()) out.push_back(item(fn.name, kFunction, "score function"));
-    for (const char* v : {"qk", "i", "j"}) out.push_back(item(v, kVariable, "score variable"));
+    for (const auto& v : score_rules().vars) out.push_back(item(v, kVariable, "score variable"));
   }
   return out;
 }
@@ -95,9 +95,11 @@ bool contains(const Span& s, int file, const std::string& text, size_t offset) {
   return offset >= begin && offset <= end;
 }
 
-std::string field_markdown(const Field& f, const Value* value) {
+// The value set here beside the one the field would have without it, so that a reader sees what the line changes.
+std::string field_markdown(const Field& f, const Value* value, const Value* default_value) {
   std::string out = fmt::format("**{}**: {}\n\n{}", f.path, f.spec.describe(), f.doc);
   if (value) out += fmt::format("\n\nhere: `{}`", value->str());
+  if (default_value) out += fmt::format("{}default: `{}`", value ? ", " : "\n\n", default_value->str());
   return out;
 }
 
@@ -124,14 +126,13 @@ json Server::hover(const Document& doc, size_t offset) {
         if (runs > 8) text += fmt::format("\n\n... {} runs in all", runs);
         if (first) {
           // What it resolves to, where that differs from the language's defaults.
-          Compilation defaults(options_);
-          defaults.add_text("<defaults>", "experiment __defaults {}\n");
-          defaults.run();
+          auto defaults = compile_defaults(options_);
           std::string differs;
-          if (!defaults.plans().empty())
+          if (!defaults->plans().empty())
             for (const auto& [path, value] : first->fields) {
-              auto d = defaults.plans().front().fields.find(path);
-              if (path != "train.seed" && (d == defaults.plans().front().fields.end() || !(d->second == value)))
+              const auto& default_fields = defaults->plans().front().fields;
+              auto d = default_fields.find(path);
+              if (path != "train.seed" && (d == default_fields.end() || !(d->second == value)))
                 differs += fmt::format("\n- `{} = {}`", path, value.str());
             }
           if (!differs.empty()) text += "\n\nresolves to, beside the defaults:" + differs;
@@ -152,7 +153,8 @@ json Server::hover(const Document& doc, size_t offset) {
           const Value* value = nullptr;
           auto typed = p.typed_statements.find(&s);
           if (typed != p.typed_statements.end()) value = &typed->second;
-          return markdown(field_markdown(*f, value));
+          auto defaults = compile_defaults(options_);
+          return markdown(field_markdown(*f, value, default_of(*defaults, f->path)));
         }
       for (const auto& [path, span] : x.blocks)
         if (contains(span, own, doc.text, offset)) {
@@ -171,7 +173,10 @@ json Server::hover(const Document& doc, size_t offset) {
   std::smatch m;
   const std::string line = ctx.line + doc.text.substr(offset, end - offset);
   if (ctx.in_experiment && std::regex_search(line, m, std::regex(R"(([A-Za-z_][\w.]*)\s*(=.*)?$)")))
-    if (const Field* f = find_field(joined(ctx.blocks, m[1].str()))) return markdown(field_markdown(*f, nullptr));
+    if (const Field* f = find_field(joined(ctx.blocks, m[1].str()))) {
+      auto defaults = compile_defaults(options_);
+      return markdown(field_markdown(*f, nullptr, default_of(*defaults, f->path)));
+    }
   return nullptr;
 }
 

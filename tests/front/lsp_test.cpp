@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <fstream>
+#include <regex>
 #include <sstream>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,6 +28,22 @@ const std::string kSpec =
     "  optim.lr = 1e-3\n"
     "  model { dd = 32 }\n"
     "}\n";
+
+// A field's default as stdlib/defaults.sink writes it, read from the file by hand: the line `name = value` inside
+// the block `block { ... }`, comment dropped. The hover's own default comes through the compiler.
+std::string default_in_stdlib(const std::string& block, const std::string& name) {
+  std::ifstream in(sink::testing::source_dir() + "/stdlib/defaults.sink");
+  std::string line;
+  bool inside = false;
+  const std::regex opens("^\\s*" + block + "\\s*\\{"), setting("^\\s*" + name + "\\s*=\\s*([^/]*?)\\s*(//.*)?$");
+  std::smatch m;
+  while (std::getline(in, line)) {
+    if (std::regex_search(line, opens)) inside = true;
+    if (inside && line.find('}') != std::string::npos) inside = false;
+    if (inside && std::regex_match(line, m, setting)) return m[1].str();
+  }
+  return "";
+}
 
 struct Client {
   Server server{sink::Options{}};
@@ -124,6 +142,14 @@ TEST(Lsp, HoverCompletionDefinitionSymbolsFormatting) {
   const std::string field = c.result("textDocument/hover", c.at(3, 4))["contents"]["value"];
   EXPECT_NE(field.find("**optim.lr**"), std::string::npos) << field;
   EXPECT_NE(field.find("here: `0.001`"), std::string::npos) << field;
+  // Beside it, the default the line overrides.
+  const std::string lr_default = default_in_stdlib("optim", "lr");
+  ASSERT_FALSE(lr_default.empty());
+  const size_t shown = field.find(", default: `");
+  ASSERT_NE(shown, std::string::npos) << field;
+  EXPECT_DOUBLE_EQ(std::stod(field.substr(shown + 12)), std::stod(lr_default)) << field;
+  const std::string d = c.result("textDocument/hover", c.at(4, 10))["contents"]["value"];
+  EXPECT_NE(d.find("here: `32`, default: `" + default_in_stdlib("model", "d") + "`"), std::string::npos) << d;
   const std::string experiment = c.result("textDocument/hover", c.at(2, 11))["contents"]["value"];
   auto plans = spectest::compile_text(fixed, {}, sink::lsp::path_of_uri(kUri))->plans();
   ASSERT_EQ(plans.size(), 1u);
@@ -150,6 +176,17 @@ TEST(Lsp, HoverCompletionDefinitionSymbolsFormatting) {
   EXPECT_TRUE(has(in_optim, "lr") && has(in_optim, "weight_decay"));
   EXPECT_FALSE(has(in_optim, "heads"));
   EXPECT_TRUE(has(labels(c.result("textDocument/completion", c.at(6, 0))), "experiment"));
+
+  // Hover in a document that does not compile: the field from the text, with its default.
+  c.send("textDocument/didChange",
+         {{"textDocument", {{"uri", kUri}, {"version", 3}}},
+          {"contentChanges", {{{"text", "experiment b extends micro {\n  model.ffn = \n}\n"}}}}},
+         false);
+  const json ffn = c.result("textDocument/hover", c.at(1, 4));
+  ASSERT_TRUE(ffn.is_object()) << ffn;
+  const std::string ffn_text = ffn["contents"]["value"];
+  EXPECT_NE(ffn_text.find("**model.ffn**"), std::string::npos) << ffn_text;
+  EXPECT_NE(ffn_text.find("\n\ndefault: `" + default_in_stdlib("model", "ffn") + "`"), std::string::npos) << ffn_text;
 
   // Definition: `extends micro` goes to the preset in the stdlib.
   c.send("textDocument/didChange",
