@@ -38,17 +38,39 @@ def preflight(text):
 
 
 def cuda_check(text):
+    """cuda_check's outcome, counted from the PASS and FAIL lines it printed (one per case, each flushed as it
+    ends), so that output cut short by a crash or the step's time limit still says how far it got. Its closing
+    line "N of M cases passed" is kept as a cross-check; "complete" says whether it was seen at all."""
     if text is None:
         return None
     lines = text.splitlines()
-    summary = re.search(r"(\d+) of (\d+) cases passed", text)
-    return {
+    passes = [line for line in lines if line.startswith("PASS ")]
+    failures = [line for line in lines if line.startswith("FAIL")]
+    summary = re.search(r"^(\d+) of (\d+) cases passed$", text, re.MULTILINE)
+    result = {
         "libraries": lines[0] if lines else "",
-        "passed": int(summary.group(1)) if summary else None,
-        "cases": int(summary.group(2)) if summary else None,
-        "failures": [line for line in lines if line.startswith("FAIL")],
+        "passed": len(passes),
+        "cases": len(passes) + len(failures),
+        "complete": summary is not None,
+        "failures": failures,
         "skipped": [line for line in lines if line.startswith("SKIP")],
     }
+    if summary:
+        result["summary_line"] = summary.group(0)
+        if (int(summary.group(1)), int(summary.group(2))) != (result["passed"], result["cases"]):
+            result["summary_disagrees"] = True
+    else:
+        result["last_line"] = lines[-1] if lines else ""
+    return result
+
+
+def cuda_check_line(checked):
+    line = f"cuda_check: {checked['passed']} of {checked['cases']} cases passed"
+    if not checked["complete"]:
+        line += " before its output ended without the summary line (a crash or the time limit; see its last line)"
+    elif checked.get("summary_disagrees"):
+        line += f" (its own summary said: {checked['summary_line']})"
+    return line
 
 
 def natural_runs(work):
@@ -96,7 +118,7 @@ def main():
     for s in steps:
         print(f"   {s['name']:<18} {s['status']:<10} {s['seconds']:>8} s (limit {s['limit_s']} s)")
     if checked:
-        print(f"   cuda_check: {checked['passed']} of {checked['cases']} cases passed")
+        print("   " + cuda_check_line(checked))
     for name, run in report.get("natural_runs", {}).items():
         print(f"   {name}: {run['status']} after {run['steps_done']} steps, {run['measurements']} measurements")
 

@@ -1,0 +1,92 @@
+"""scripts/gpu_check_report.py reads cuda_check's output as it was left: whole, cut short by a crash before the
+summary line, or torn mid-line by a time limit. The counts come from the PASS and FAIL lines seen, so a crash
+never turns a run of passing cases into "None of None cases passed".
+
+    python3 tests/gpu/gpu_check_report_test.py SOURCE_DIR
+"""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+SOURCE_DIR = sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
+SCRIPT = os.path.join(SOURCE_DIR, "scripts", "gpu_check_report.py")
+
+spec = importlib.util.spec_from_file_location("gpu_check_report", SCRIPT)
+report = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(report)
+
+LIBRARIES = "NVRTC 13.0 (libnvrtc.so.13), driver 13.0 (libcuda.so.1)"
+CASES = [
+    "PASS softmax [float]                                   forward 1.2e-07 (< 1e-05), worst gradient dq 3.1e-07",
+    "FAIL sigmoid [double]                                  forward 2.0e-03 (< 1e-09), worst gradient dk 1.0e-02",
+    "SKIP sdpa: this LibTorch has no scaled_dot_product_attention",
+    "PASS a run started on the GPU resumes on the CPU, in the same run directory   stopped on cuda, then completed",
+]
+
+
+class CudaCheckOutput(unittest.TestCase):
+    def test_whole_output_is_complete_and_agrees_with_its_summary(self):
+        text = "\n".join([LIBRARIES, *CASES, "2 of 3 cases passed"]) + "\n"
+        checked = report.cuda_check(text)
+        self.assertEqual((checked["passed"], checked["cases"]), (2, 3))
+        self.assertTrue(checked["complete"])
+        self.assertNotIn("summary_disagrees", checked)
+        self.assertEqual(len(checked["failures"]), 1)
+        self.assertEqual(len(checked["skipped"]), 1)
+        self.assertEqual(report.cuda_check_line(checked), "cuda_check: 2 of 3 cases passed")
+
+    def test_a_crash_before_the_summary_still_counts_the_cases_seen(self):
+        text = "\n".join([LIBRARIES, *CASES]) + "\n"  # SIGSEGV after the last case: no summary line
+        checked = report.cuda_check(text)
+        self.assertEqual((checked["passed"], checked["cases"]), (2, 3))
+        self.assertFalse(checked["complete"])
+        self.assertTrue(checked["last_line"].startswith("PASS a run started on the GPU"))
+        line = report.cuda_check_line(checked)
+        self.assertIn("2 of 3 cases passed", line)
+        self.assertIn("without the summary line", line)
+        self.assertNotIn("None", line)
+
+    def test_a_line_torn_by_the_time_limit_counts_by_its_verdict(self):
+        text = "\n".join([LIBRARIES, CASES[0], "FAIL softmax [bf16 sto"])  # no newline at the end
+        checked = report.cuda_check(text)
+        self.assertEqual((checked["passed"], checked["cases"]), (1, 2))
+        self.assertFalse(checked["complete"])
+
+    def test_nothing_but_the_libraries_line_is_zero_cases_not_none(self):
+        checked = report.cuda_check(LIBRARIES + "\n")
+        self.assertEqual((checked["passed"], checked["cases"]), (0, 0))
+        self.assertFalse(checked["complete"])
+
+    def test_a_summary_that_disagrees_with_the_lines_is_flagged(self):
+        text = "\n".join([LIBRARIES, *CASES, "3 of 3 cases passed"]) + "\n"
+        checked = report.cuda_check(text)
+        self.assertEqual((checked["passed"], checked["cases"]), (2, 3))
+        self.assertTrue(checked["summary_disagrees"])
+        self.assertIn("its own summary said", report.cuda_check_line(checked))
+
+    def test_the_written_report_and_log_lines_from_a_truncated_output(self):
+        with tempfile.TemporaryDirectory() as work, tempfile.TemporaryDirectory() as out:
+            with open(os.path.join(work, "cuda_check.out"), "w") as f:
+                f.write("\n".join([LIBRARIES, *CASES]) + "\n")
+            step = {"name": "cuda_check", "status": "failed", "rc": 139, "seconds": 61, "limit_s": 240}
+            with open(os.path.join(work, "steps.jsonl"), "w") as f:
+                f.write(json.dumps(step) + "\n")
+            printed = subprocess.run(
+                [sys.executable, SCRIPT, work, out, "checks", "600", str(int(time.time()))],
+                check=True, capture_output=True, text=True).stdout
+            with open(os.path.join(out, "gpu-check.json")) as f:
+                written = json.load(f)
+        self.assertEqual(written["cuda_check"]["passed"], 2)
+        self.assertEqual(written["cuda_check"]["cases"], 3)
+        self.assertFalse(written["cuda_check"]["complete"])
+        self.assertIn("cuda_check: 2 of 3 cases passed", printed)
+        self.assertNotIn("None of None", printed)
+
+
+if __name__ == "__main__":
+    unittest.main()
