@@ -66,12 +66,28 @@ inline constexpr const char* kPrecision = "precision";
 inline constexpr const char* kMicroBatch = "micro_batch";
 inline constexpr const char* kWorkers = "workers";
 inline constexpr const char* kTrainTokensUnique = "train_tokens_unique";
+// plan/numerics_version.h's kNumericsVersion when the run was trained; absent before it was recorded.
+inline constexpr const char* kNumericsVersion = "numerics_version";
+// What the numbers came from: {"sinklab", "commit", "libtorch", "device_name", "attention_kernels"}
+// (the provenance namespace below).
+inline constexpr const char* kProvenance = "provenance";
 
-inline constexpr std::array<std::string_view, 19> kKeys = {
-    kName,   kHash,       kStatus,     kReason,  kProcess,          kStepsDone,        kTokens,
-    kWallS,  kTrainWallS, kTokensPerS, kFinal,   kParameters,       kAttentionBackend, kThreads,
-    kDevice, kPrecision,  kMicroBatch, kWorkers, kTrainTokensUnique};
+inline constexpr std::array<std::string_view, 21> kKeys = {
+    kName,   kHash,       kStatus,     kReason,  kProcess,           kStepsDone,        kTokens,
+    kWallS,  kTrainWallS, kTokensPerS, kFinal,   kParameters,        kAttentionBackend, kThreads,
+    kDevice, kPrecision,  kMicroBatch, kWorkers, kTrainTokensUnique, kNumericsVersion,  kProvenance};
 }  // namespace summary
+
+// summary.json's "provenance".
+namespace provenance {
+inline constexpr const char* kSinklab = "sinklab";         // sinklab's version (CMake's project version)
+inline constexpr const char* kCommit = "commit";           // the source's git commit, "+modified" when it had edits
+inline constexpr const char* kLibtorch = "libtorch";       // LibTorch's version
+inline constexpr const char* kDeviceName = "device_name";  // the CPU's model name or the GPU's name
+// The attention kernels that ran, each "<kernels> <storage>": "jit float", "cuda bf16", "cuda-tensor bf16",
+// "sdpa bf16", "reference float".
+inline constexpr const char* kAttentionKernels = "attention_kernels";
+}  // namespace provenance
 
 // summary.json's "status", from a run's start to its end.
 enum class RunStatus {

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "plan/installation.h"
+#include "plan/numerics_version.h"
 #include "plan/run_config.h"
 #include "plan/run_record.h"
 #include "runtime/data/batches.h"
@@ -21,6 +22,7 @@
 #include "runtime/processes/sweep.h"
 #include "runtime/training/checkpoint.h"
 #include "runtime/training/device.h"
+#include "runtime/training/provenance.h"
 #include "runtime/training/run_dir.h"
 #include "runtime/training/train.h"
 
@@ -45,6 +47,7 @@ static std::string result_line(const rt::RunResult& r) {
   if (final_eval.contains(eval_key::kSinkStar))
     line += fmt::format(" Sink_* {:.2f}%", number(final_eval[eval_key::kSinkStar]));
   if (summary.contains(summary_key::kReason)) line += "  (" + summary.value(summary_key::kReason, "") + ")";
+  if (!r.note.empty()) line += "  (" + r.note + ")";
   return line;
 }
 
@@ -86,7 +89,7 @@ std::vector<PlanFile> collect_plans(const std::vector<std::string>& targets) {
 
 struct RunFlags {
   std::string only, out = "runs";
-  bool resume = false, wait = false, no_progress = false;
+  bool resume = false, wait = false, no_progress = false, retrain_stale = false;
   int jobs = 1;
   int64_t auto_threads = 0;
   int gpu = -1;
@@ -101,6 +104,7 @@ int run_in_parallel(const std::vector<PlanFile>& plans, const RunFlags& flags) {
   options.flags = {"--out", flags.out};
   if (flags.resume) options.flags.push_back("--resume");
   if (flags.wait) options.flags.push_back("--wait");
+  if (flags.retrain_stale) options.flags.push_back("--retrain-stale");
   if (flags.gpu >= 0)
     options.flags.insert(options.flags.end(), {"--gpu", std::to_string(flags.gpu)});
   else
@@ -138,6 +142,7 @@ int run_command(const std::vector<std::string>& targets, const RunFlags& flags) 
     ro.out = flags.out;
     ro.resume = flags.resume;
     ro.wait = flags.wait;
+    ro.retrain_stale = flags.retrain_stale;
     ro.progress = !flags.no_progress && leader;
     ro.workers = workers.get();
     ro.auto_threads = flags.auto_threads;
@@ -193,9 +198,10 @@ int main(int argc, char** argv) {
   setenv("OMP_WAIT_POLICY", "passive", 0);
   rt::single_threaded_blas();
   CLI::App app{"sinkc runtime commands"};
-  app.set_version_flag("--version",
-                       fmt::format("sinkc-runtime {}: LibTorch {}, CPU JIT {}, CUDA {}", sink::version(), TORCH_VERSION,
-                                   kHaveJit ? "yes (LLVM ORC)" : "no", torch::cuda::is_available() ? "yes" : "no"));
+  app.set_version_flag(
+      "--version", fmt::format("sinkc-runtime {} (commit {}, numerics version {}): LibTorch {}, CPU JIT {}, CUDA {}",
+                               sink::version(), rt::source_commit(), kNumericsVersion, TORCH_VERSION,
+                               kHaveJit ? "yes (LLVM ORC)" : "no", torch::cuda::is_available() ? "yes" : "no"));
   app.require_subcommand(1);
   std::vector<std::string> targets;
   std::string target;
@@ -207,6 +213,9 @@ int main(int argc, char** argv) {
   run->add_flag("--resume", flags.resume, "continue interrupted runs from their last checkpoint");
   run->add_flag("--wait", flags.wait,
                 "a run another process is training: wait for it to finish instead of skipping it");
+  run->add_flag("--retrain-stale", flags.retrain_stale,
+                "train again the completed runs of an older numerics version (stale), their results kept in "
+                "RUN/stale/; without it a stale run is reported and kept");
   run->add_option("--jobs", flags.jobs, "train up to this many runs at once, each in its own process")
       ->check(CLI::Range(1, 1024));
   run->add_option("--auto-threads", flags.auto_threads, "threads for runs whose plan says train.threads = 0")

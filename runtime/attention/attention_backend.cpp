@@ -1,5 +1,6 @@
 #include "runtime/attention/attention_backend.h"
 
+#include <algorithm>
 #include <fmt/format.h>
 #include <torch/version.h>
 
@@ -38,6 +39,7 @@ class ReferenceBackend : public AttentionBackend {
   std::string name() const override { return "reference"; }
 
   torch::Tensor attend(const AttentionCall& call, AttentionProbe* probe) override {
+    note_kernels("reference " + storage_name(call.q.scalar_type()));
     AttentionInputs in{call.q, call.k, call.v, {}, {}, {}, {}};
     if (call.g.defined()) in.bias = bias_from_distance(call.g, call.q.size(2));
     if (call.k_star.defined()) {
@@ -62,7 +64,9 @@ class CpuJitBackend : public AttentionBackend {
   std::string kernel_source(Precision) const override { return kernels::emit_llvm(kernel_); }
 
   torch::Tensor attend(const AttentionCall& call, AttentionProbe* probe) override {
-    return attend_generated(jit_launcher(kernel_, call.q), cfg_, call, probe);
+    auto launcher = jit_launcher(kernel_, call.q);
+    note_kernels(launcher->description());
+    return attend_generated(launcher, cfg_, call, probe);
   }
 
  private:
@@ -88,8 +92,13 @@ class CudaBackend : public AttentionBackend {
   std::string kernel_file_name() const override { return "attention.cu"; }
 
   torch::Tensor attend(const AttentionCall& call, AttentionProbe* probe) override {
-    if (sdpa_ && !probe) return sdpa_causal_attention(call.q, call.k, call.v);
-    return attend_generated(cuda_launcher(kernel_, call.q, modules_), cfg_, call, probe);
+    if (sdpa_ && !probe) {
+      note_kernels("sdpa " + storage_name(call.q.scalar_type()));
+      return sdpa_causal_attention(call.q, call.k, call.v);
+    }
+    auto launcher = cuda_launcher(kernel_, call.q, modules_);
+    note_kernels(launcher->description());
+    return attend_generated(launcher, cfg_, call, probe);
   }
 
  private:
@@ -100,6 +109,27 @@ class CudaBackend : public AttentionBackend {
 };
 
 }  // namespace
+
+std::vector<std::string> AttentionBackend::kernels_run() const {
+  std::lock_guard<std::mutex> lock(kernels_mutex_);
+  return kernels_run_;
+}
+
+void AttentionBackend::note_kernels(const std::string& description) {
+  std::lock_guard<std::mutex> lock(kernels_mutex_);
+  if (std::find(kernels_run_.begin(), kernels_run_.end(), description) == kernels_run_.end())
+    kernels_run_.push_back(description);
+}
+
+std::string storage_name(torch::ScalarType dtype) {
+  switch (dtype) {
+    case torch::kFloat: return "float";
+    case torch::kDouble: return "double";
+    case torch::kBFloat16: return "bf16";
+    case torch::kHalf: return "half";
+    default: return c10::toString(dtype);
+  }
+}
 
 #if TORCH_VERSION_MAJOR >= 2
 bool has_sdpa() { return true; }

@@ -5,8 +5,10 @@
 // its plan and device select.
 #pragma once
 #include <memory>
+#include <mutex>
 #include <string>
 #include <torch/torch.h>
+#include <vector>
 
 #include "plan/run_config.h"
 
@@ -37,7 +39,21 @@ class AttentionBackend {
   // writes it to its directory (attention.ll, attention.cu).
   virtual std::string kernel_source(Precision precision = Precision::fp32) const { return ""; }
   virtual std::string kernel_file_name() const { return "attention.ll"; }
+  // The kernels attend() has run, each "<kernels> <storage>" ("jit float", "cuda-tensor bf16", "sdpa bf16",
+  // "reference float"), in the order they first ran: summary.json's provenance. What the backend's name
+  // alone cannot say: which storage autocast gave them, and which of CUDA's kernels a dtype took.
+  std::vector<std::string> kernels_run() const;
+
+ protected:
+  void note_kernels(const std::string& description);
+
+ private:
+  mutable std::mutex kernels_mutex_;
+  std::vector<std::string> kernels_run_;
 };
+
+// How provenance names a storage dtype: float, double, bf16, half.
+std::string storage_name(torch::ScalarType dtype);
 
 // Fastest: on a GPU, plain causal softmax (KernelSpec::plain_causal_softmax)
 // runs LibTorch's scaled_dot_product_attention where this LibTorch has it;

@@ -92,7 +92,8 @@ class CudaLauncher : public KernelLauncher {
         device_(device),
         key_(std::move(key)),
         default_(kernels::cuda_tiles(spec, layout_of(storage))),
-        chosen_{default_, default_, default_} {
+        chosen_{default_, default_, default_},
+        description_(fmt::format("{} {}", default_.tensor_cores ? "cuda-tensor" : "cuda", storage_name(storage))) {
     if (!default_.tensor_cores) return;
     tuning_key_ = tuning_key(module(default_)->device_name(), spec_, layout_of(storage_));
     if (auto remembered = remembered_tiles(tuning_key_))
@@ -101,6 +102,7 @@ class CudaLauncher : public KernelLauncher {
       must_tune_ = modules_.tune && tuning_enabled();
   }
   const std::string& key() const override { return key_; }
+  const std::string& description() const override { return description_; }
 
   KernelTensors prepare(const AttentionCall& call) const override {
     const auto real = real_dtype(storage_);
@@ -158,6 +160,7 @@ class CudaLauncher : public KernelLauncher {
   std::string key_, tuning_key_;
   kernels::CudaTiles default_;
   mutable KernelTiles chosen_;
+  std::string description_;
   bool must_tune_ = false;
   mutable std::once_flag tuned_;
   mutable std::mutex modules_mutex_;

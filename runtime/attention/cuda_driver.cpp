@@ -371,6 +371,16 @@ std::string describe_libraries() {
   return nvrtc_text + "; " + driver_text;
 }
 
+std::string device_name(int device) {
+  const Driver& d = driver();
+  check(d.init(0), "cuInit");
+  CUdevice handle{};
+  check(d.device_get(&handle, device), "cuDeviceGet");
+  char name[256] = {};
+  check(d.name(name, sizeof name - 1, handle), "cuDeviceGetName");
+  return name;
+}
+
 std::shared_ptr<KernelModule> module_for(const std::string& source, int device) {
   static std::mutex mutex;
   static std::map<std::pair<std::string, int>, std::shared_ptr<KernelModule>> loaded;
@@ -407,6 +417,7 @@ std::string compile_cubin(const std::string&, int, std::string*) { throw std::ru
 std::string loadable_image(const std::string&, int) { throw std::runtime_error(kMissing); }
 int nvrtc_compilations() { return 0; }
 std::string describe_libraries() { return kMissing; }
+std::string device_name(int) { throw std::runtime_error(kMissing); }
 std::shared_ptr<KernelModule> module_for(const std::string&, int) { throw std::runtime_error(kMissing); }
 }  // namespace sink::rt::cuda
 #endif

@@ -63,6 +63,8 @@ std::string loadable_image(const std::string& source, int arch);
 int nvrtc_compilations();
 // Which NVRTC and driver this process opened (files and versions), or why not: for logs.
 std::string describe_libraries();
+// The name of CUDA device `device` ("NVIDIA H100 80GB HBM3"), from the driver; throws where there is none.
+std::string device_name(int device);
 
 // The module of `source` on CUDA device `device`, compiled for its compute
 // capability on first use and cached by content for the process. Kernels run

@@ -30,6 +30,8 @@ class KernelLauncher {
   virtual ~KernelLauncher() = default;
   // One per compiled variant (spec, storage, device): the backward finds its forward's launcher by it.
   virtual const std::string& key() const = 0;
+  // What summary.json's provenance calls these kernels: "<kernels> <storage>" ("jit float", "cuda-tensor bf16").
+  virtual const std::string& description() const = 0;
   virtual KernelTensors prepare(const AttentionCall& call) const = 0;
   // o [B, H, T, dh] and the row statistics [B, H, 2, >= T] (m or Z, then P or l).
   virtual std::pair<torch::Tensor, torch::Tensor> forward(const KernelTensors& in) const = 0;

@@ -75,8 +75,12 @@ torch::Tensor contiguous_as(const torch::Tensor& t, torch::ScalarType dtype) {
 class JitLauncher : public KernelLauncher {
  public:
   explicit JitLauncher(const kernels::KernelSpec& spec)
-      : spec_(spec), kernels_(compile_kernels(spec)), key_("jit " + spec.describe()) {}
+      : spec_(spec),
+        kernels_(compile_kernels(spec)),
+        key_("jit " + spec.describe()),
+        description_(spec.f64 ? "jit double" : "jit float") {}
   const std::string& key() const override { return key_; }
+  const std::string& description() const override { return description_; }
 
   KernelTensors prepare(const AttentionCall& call) const override {
     const auto dtype = spec_.f64 ? torch::kDouble : torch::kFloat;
@@ -181,7 +185,7 @@ class JitLauncher : public KernelLauncher {
  private:
   kernels::KernelSpec spec_;
   Kernels kernels_;
-  std::string key_;
+  std::string key_, description_;
 };
 
 }  // namespace

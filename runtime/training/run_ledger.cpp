@@ -4,10 +4,13 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "plan/numerics_version.h"
 #include "plan/run_record.h"
 #include "runtime/processes/data_parallel.h"
 #include "runtime/processes/process.h"
 #include "runtime/training/checkpoint.h"
+#include "runtime/training/provenance.h"
+#include "runtime/training/stale_runs.h"
 
 namespace sink::rt {
 namespace fs = std::filesystem;
@@ -47,17 +50,24 @@ RunClaim claim_run(const Plan& plan, const RunOptions& options) {
   claim.leader = !workers || workers->leader();
   // One owner per run directory: a second process skips it (or waits). With
   // data-parallel workers rank 0 decides, and every worker follows.
-  enum Decision : int64_t { kTrain, kElsewhere, kCached };
+  enum Decision : int64_t { kTrain, kElsewhere, kCached, kStale };
   int64_t decision = kTrain;
   if (claim.leader) {
     link_a_completed_twin(plan, options.out, claim.dir);
     std::error_code ec;
     fs::create_directories(claim.dir, ec);
     claim.lock = RunLock::acquire(claim.dir, options.wait);
-    if (!claim.lock)
+    const auto summary = claim.lock ? RunDir::read_summary(claim.dir) : std::nullopt;
+    if (!claim.lock) {
       decision = kElsewhere;
-    else if (completed(RunDir::read_summary(claim.dir), plan))
-      decision = kCached;
+    } else if (completed(summary, plan) && is_stale(*summary) && options.retrain_stale) {
+      // Under the lock: no other process reads or writes the run meanwhile.
+      const std::string kept = set_aside_stale_results(claim.dir, *summary);
+      claim.note = fmt::format("retrained: it was trained under numerics version {}; its results are kept in {}",
+                               recorded_numerics_version(*summary), kept);
+    } else if (completed(summary, plan)) {
+      decision = is_stale(*summary) ? kStale : kCached;
+    }
   }
   if (workers) decision = workers->broadcast({decision})[0];
   if (decision == kElsewhere) {
@@ -65,8 +75,10 @@ RunClaim claim_run(const Plan& plan, const RunOptions& options) {
         RunResult{"running elsewhere",
                   claim.dir,
                   {{key::kReason, claim.leader ? RunLock::holder(claim.dir) : std::string("rank 0 skipped it")}}};
-  } else if (decision == kCached) {
-    claim.skipped = RunResult{"cached", claim.dir, claim.leader ? *RunDir::read_summary(claim.dir) : json()};
+  } else if (decision == kCached || decision == kStale) {
+    const json summary = claim.leader ? *RunDir::read_summary(claim.dir) : json();
+    claim.skipped = RunResult{decision == kCached ? "cached" : "stale", claim.dir, summary};
+    if (decision == kStale && claim.leader) claim.skipped->note = stale_note(summary);
   }
   return claim;
 }
@@ -74,11 +86,27 @@ RunClaim claim_run(const Plan& plan, const RunOptions& options) {
 RunRecord::RunRecord(RunDir& dir, const Plan& plan, DataParallel* workers)
     : dir_(dir), workers_(workers), leader_(!workers || workers->leader()), started_(std::chrono::steady_clock::now()) {
   if (leader_) write_atomically(dir.file("plan.toml"), to_toml(plan));
-  summary_ = {{key::kName, plan.name}, {key::kHash, plan.hash()}, {key::kStatus, status_name(RunStatus::Running)}};
+  if (const auto before = dir.summary()) numerics_before_ = recorded_numerics_version(*before);
+  summary_ = {{key::kName, plan.name},
+              {key::kHash, plan.hash()},
+              {key::kStatus, status_name(RunStatus::Running)},
+              {key::kNumericsVersion, kNumericsVersion}};
   // Who is running it: a reader on this host can then tell a run in
   // progress from one whose process was killed (SIGKILL, power loss).
   summary_[key::kProcess] = {{key::kHost, host_name()}, {key::kPid, static_cast<int64_t>(getpid())}};
   dir.write_summary(summary_);
+}
+
+void RunRecord::record_provenance(const torch::Device& device, std::shared_ptr<const AttentionBackend> backend) {
+  summary_[key::kProvenance] = provenance(device);
+  backend_ = std::move(backend);
+}
+
+void RunRecord::record_resumed() { summary_[key::kNumericsVersion] = std::min(numerics_before_, kNumericsVersion); }
+
+void RunRecord::add_note(const std::string& note) {
+  note_ = note;
+  dir_.log(note);
 }
 
 void RunRecord::record_progress(int64_t steps, int64_t tokens_per_step) {
@@ -106,13 +134,14 @@ RunResult RunRecord::finish(RunStatus final_status, const std::string& reason) {
   summary_[key::kStatus] = status;
   if (!reason.empty()) summary_[key::kReason] = reason;
   summary_[key::kWallS] = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  if (backend_) summary_[key::kProvenance][run_record::provenance::kAttentionKernels] = backend_->kernels_run();
   try {
     dir_.write_summary(summary_);
   } catch (const std::exception& e) {  // the disk that failed the run may refuse this too
     fmt::print(stderr, "sinkc: {}: status {} not recorded: {}\n", dir_.path(), status, e.what());
   }
   dir_.log(fmt::format("status: {}{}", status, reason.empty() ? "" : " (" + reason + ")"));
-  return {status, dir_.path(), summary_};
+  return {status, dir_.path(), summary_, note_};
 }
 
 }  // namespace sink::rt

@@ -166,6 +166,7 @@ Training set_up(const Plan& plan, const RunOptions& options, RunDir& dir, RunRec
   summary[summary_key::kAttentionBackend] = backend;
   summary[summary_key::kThreads] = threads;
   summary[summary_key::kDevice] = t.device.str();
+  record.record_provenance(t.device, t.model->backend);
   summary[summary_key::kPrecision] = name_of(cfg.train.precision);
   if (cfg.train.micro_batch > 0) summary[summary_key::kMicroBatch] = cfg.train.micro_batch;
   if (options.workers) {
@@ -321,10 +322,12 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
   DataParallel* workers = options.workers;
   RunDir dir(claim.dir, claim.leader);
   RunRecord record(dir, plan, workers);
+  if (!claim.note.empty()) record.add_note(claim.note);
   try {
     Training t = set_up(plan, options, dir, record, claim.leader);
     Checkpoints checkpoints(dir, t, options, claim.leader);
     Checkpoint state = checkpoints.restore();
+    if (state.step > 0) record.record_resumed();
     const int64_t steps = t.cfg.train.steps, first_step = state.step, tokens_per_step = t.tokens_per_step();
     const bool tty = options.progress && isatty(2);
     const auto loop_start = Clock::now();

@@ -18,15 +18,18 @@ struct RunOptions {
   int64_t stop_after = -1;          // tests: stop (as if killed) after this many steps
   std::string data_cache = "";      // SentencePiece models etc.; default <out>/.cache
   bool wait = false;                // a run another process holds: wait for it rather than skip it
+  bool retrain_stale = false;       // train again a completed run of an older numerics version (stale_runs.h)
   int64_t auto_threads = 0;         // threads when the plan says train.threads = 0; 0: the machine's default
   int gpu = -1;                     // --gpu N for cuda runs; -1: training_device chooses (runtime/training/device.h)
   DataParallel* workers = nullptr;  // data-parallel workers (torchrun); null: this process alone
 };
 
 struct RunResult {
-  std::string status;  // completed | cached | diverged | failed | stopped | interrupted | running elsewhere
+  // completed | cached | stale | diverged | failed | stopped | interrupted | running elsewhere
+  std::string status;
   std::string dir;
   nlohmann::json summary;
+  std::string note = "";  // more for the result line: why a run is stale, where its stale results went
 };
 
 // Never throws for a bad run: a failure is recorded in summary.json.

@@ -1,0 +1,31 @@
+// The version of the numbers a run computes. The run cache is keyed by the
+// plan's hash, which says what was asked for, not how this sinklab computes
+// it: a run trained before a kernel fix would otherwise stay cached, and be
+// compared with runs trained after it, as if nothing had changed.
+//
+// Bump kNumericsVersion in the same commit as any change that can alter a
+// run's numbers: the generated kernels or the reference attention, the
+// model's math (norms, RoPE, initialisation), the loss, the optimizer or
+// gradient clipping, the learning-rate schedule, the data order or the
+// batches, what a measurement reads or how it is computed (precision
+// included). A refactoring that leaves every number bit for bit as it was
+// does not bump it.
+//
+// summary.json records the version a run was trained under; a completed run
+// with an older one (or none: sinklab before this version existed) is
+// stale: `sinkc run` reports it and keeps it, `sinkc run --retrain-stale`
+// trains it again (the old results set aside in RUN/stale/), and `sinkc
+// table` marks it.
+//   1  the first recorded version
+#pragma once
+#include <cstdint>
+
+namespace sink {
+
+inline constexpr int64_t kNumericsVersion = 1;
+
+// A completed run's numbers may differ from what this sinklab computes.
+// `recorded`: summary.json's numerics_version, 0 where it has none.
+constexpr bool numerics_are_stale(int64_t recorded) { return recorded < kNumericsVersion; }
+
+}  // namespace sink
