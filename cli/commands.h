@@ -57,7 +57,7 @@ int compile_file(Compilation& c, const std::string& file, const CommonOptions& c
 // or a spec whose runs are looked up in `out` by name and plan hash.
 struct ResultsOptions {
   std::string out = "runs";       // where `sinkc run` wrote the runs of a spec
-  std::string format = "text";    // text, markdown or json (diff, table)
+  std::string format = "text";    // text, csv, json, markdown or latex (diff, table)
   std::vector<std::string> runs;  // --run: one for every spec target, or one for A and one for B
 };
 int diff(const std::string& a, const std::string& b, const ResultsOptions& options, const CommonOptions& common);

@@ -37,6 +37,12 @@ int guarded(F&& body) {
   }
 }
 
+// sinkc's option parser checks the name already; a caller from a test or a benchmark gets the same answer.
+Format output_format(const ResultsOptions& options) {
+  if (auto f = parse_format(options.format)) return *f;
+  throw ResultsError(fmt::format("unknown format '{}': use {}", options.format, kFormatNames));
+}
+
 std::string side_label(const std::string& target, const std::string& run) {
   return is_spec_file(target) ? fmt::format("{} --run {}", target, run) : target;
 }
@@ -60,6 +66,7 @@ void hint_not_run(const char* side, const std::string& target, const RunGroup& g
 
 int diff(const std::string& a, const std::string& b, const ResultsOptions& options, const CommonOptions& common) {
   return guarded([&] {
+    const Format format = output_format(options);
     if (options.runs.size() > 2) throw ResultsError("--run: give it once (for every spec) or twice (for A, then B)");
     const std::string run_a = options.runs.empty() ? "" : options.runs.front();
     const std::string run_b = options.runs.empty() ? "" : options.runs.back();
@@ -70,12 +77,7 @@ int diff(const std::string& a, const std::string& b, const ResultsOptions& optio
     hint_not_run("B", b, gb, options);
     std::string name_a = ga.name, name_b = gb.name;
     RunDiff d = diff_runs({side_label(a, name_a), std::move(ga)}, {side_label(b, name_b), std::move(gb)});
-    if (options.format == "json")
-      fmt::print("{}\n", to_json(d).dump(2));
-    else if (options.format == "markdown")
-      fmt::print("{}", render_markdown(d));
-    else
-      fmt::print("{}", render_text(d));
+    fmt::print("{}", render(d, format));
     return 0;
   });
 }
@@ -83,18 +85,13 @@ int diff(const std::string& a, const std::string& b, const ResultsOptions& optio
 int table(const std::vector<std::string>& targets, const std::vector<std::string>& metrics,
           const ResultsOptions& options, const CommonOptions& common) {
   return guarded([&] {
+    const Format format = output_format(options);
     for (const auto& m : metrics) metric_by_id(m);  // a typo fails before anything is read
     auto runs = resolve_runs(targets, options.runs, target_options(options, common));
     auto groups = group_seeds(runs);
     // A spec lists its runs in sweep order already; a folder lists them by name.
     if (!any_spec(targets)) sort_like_sweeps(groups);
-    ResultTable t = build_table(groups, metrics);
-    if (options.format == "json")
-      fmt::print("{}\n", t.json().dump(2));
-    else if (options.format == "markdown")
-      fmt::print("{}", t.text_table().markdown());
-    else
-      fmt::print("{}", t.text_table().text());
+    fmt::print("{}", build_table(groups, metrics).data_table().render(format));
     return 0;
   });
 }

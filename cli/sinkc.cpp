@@ -17,6 +17,7 @@
 #include "cli/commands.h"
 #include "lsp/server.h"
 #include "plan/installation.h"
+#include "results/data_table.h"
 #include "results/metrics.h"
 
 namespace fs = std::filesystem;
@@ -284,8 +285,14 @@ int main(int argc, char** argv) {
         ->allow_extra_args(false);
     cmd->add_option("--out", results.out, "folder where `sinkc run` wrote the runs of a spec")->capture_default_str();
     if (with_format)
-      cmd->add_option("--format", results.format, "text, markdown or json")
-          ->check(CLI::IsMember({"text", "markdown", "json"}));
+      cmd->add_option("--format", results.format, "text, csv, json, markdown or latex")
+          ->check(
+              [](const std::string& name) {
+                return sink::results::parse_format(name)
+                           ? std::string()
+                           : fmt::format("unknown format '{}': use {}", name, sink::results::kFormatNames);
+              },
+              "FORMAT");
     add_common(cmd);
   };
 

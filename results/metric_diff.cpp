@@ -4,8 +4,6 @@
 #include <cmath>
 #include <fmt/format.h>
 
-#include "results/text_table.h"
-
 namespace sink::results {
 namespace {
 
@@ -70,16 +68,40 @@ std::string side_line(const DiffSide& s) {
   return fmt::format("{} ({}): {}", s.target, s.group.name, group_status(s.group));
 }
 
-TextTable metric_table(const RunDiff& d) {
-  TextTable t;
-  t.header = {"metric", "A", "B", "delta (B - A)", "seed noise", "beyond noise?"};
-  t.right = {false, true, true, true, true, false};
-  for (const auto& m : d.metrics)
-    t.rows.push_back({m.metric.label, format_aggregate(m.a, m.metric.decimals),
-                      format_aggregate(m.b, m.metric.decimals), signed_number(m.delta, m.metric.decimals),
-                      plain_number(m.noise, m.metric.decimals), m.verdict});
+}  // namespace
+
+DataTable metric_table(const RunDiff& d) {
+  using Shown = Column::Shown;
+  DataTable t;
+  // A row per metric: the unit is a column of its own, not the columns'.
+  t.columns = {{"metric", "metric", "", false, false, Shown::DataOnly},
+               {"label", "metric", "", false, false, Shown::Everywhere},
+               {"unit", "unit", "", false, false, Shown::DataOnly},
+               {"a", "A", "", true, true, Shown::Everywhere},
+               {"a_n", "A seeds", "", true, false, Shown::DataOnly},
+               {"b", "B", "", true, true, Shown::Everywhere},
+               {"b_n", "B seeds", "", true, false, Shown::DataOnly},
+               {"delta", "delta (B - A)", "", true, false, Shown::Everywhere},
+               {"noise", "seed noise", "", true, false, Shown::Everywhere},
+               {"beyond_noise", "beyond noise", "", false, false, Shown::DataOnly},
+               {"verdict", "beyond noise?", "", false, false, Shown::Everywhere}};
+  for (const auto& m : d.metrics) {
+    const int decimals = m.metric.decimals;
+    Cell beyond = m.verdict == "yes"  ? Cell::of_flag(true, "yes")
+                  : m.verdict == "no" ? Cell::of_flag(false, "no")
+                                      : Cell::missing("");
+    t.rows.push_back(
+        {Cell::of_text(m.metric.id), Cell::of_text(m.metric.label), Cell::of_text(m.metric.unit),
+         Cell::of_aggregate(m.a, decimals, true, true), Cell::of_number(static_cast<double>(m.a.n()), "", true),
+         Cell::of_aggregate(m.b, decimals, true, true), Cell::of_number(static_cast<double>(m.b.n()), "", true),
+         Cell::of_number(m.delta, signed_number(m.delta, decimals)),
+         Cell::of_number(m.noise, plain_number(m.noise, decimals)), beyond, Cell::of_text(m.verdict)});
+  }
+  t.notes = {kNoiseRule};
   return t;
 }
+
+namespace {
 
 nlohmann::ordered_json aggregate_json(const Aggregate& a) {
   nlohmann::ordered_json j;
@@ -157,8 +179,7 @@ std::string render_text(const RunDiff& d) {
   else
     out += fmt::format("plan: {} field{} differ{}\n{}", d.plan.size(), d.plan.size() == 1 ? "" : "s",
                        d.plan.size() == 1 ? "s" : "", render_changes(d.plan));
-  out += "\nmetrics at the last evaluation (mean ± std over seeds)\n" + metric_table(d).text();
-  out += std::string(kNoiseRule) + "\n";
+  out += "\nmetrics at the last evaluation (mean ± std over seeds)\n" + metric_table(d).render(Format::Text);
   out += "\nalpha_1 (mean attention on token 1) moved most, A -> B:\n";
   for (const auto& m : d.alpha)
     out += fmt::format("  layer {} head {}: {:.3f} -> {:.3f} ({:+.3f})\n", m.layer, m.head, m.a, m.b, m.b - m.a);
@@ -172,8 +193,7 @@ std::string render_markdown(const RunDiff& d) {
   out += "### Plan\n\n";
   if (d.plan.empty()) out += "Identical plans.\n";
   for (const auto& c : d.plan) out += fmt::format("- `{}`: `{}` → `{}`\n", c.path, c.a, c.b);
-  out += "\n### Metrics at the last evaluation\n\n" + metric_table(d).markdown();
-  out += fmt::format("\nMean ± std over seeds; {}.\n", kNoiseRule);
+  out += "\n### Metrics at the last evaluation (mean ± std over seeds)\n\n" + metric_table(d).render(Format::Markdown);
   out += "\n### alpha_1 moved most\n\n";
   if (!d.alpha.empty()) {
     TextTable t;
@@ -186,6 +206,17 @@ std::string render_markdown(const RunDiff& d) {
   }
   if (!d.alpha_note.empty()) out += "\n_" + d.alpha_note + "_\n";
   return out;
+}
+
+std::string render(const RunDiff& d, Format f) {
+  switch (f) {
+    case Format::Text: return render_text(d);
+    case Format::Markdown: return render_markdown(d);
+    case Format::Json: return to_json(d).dump(2) + "\n";
+    case Format::Csv:
+    case Format::Latex: return metric_table(d).render(f);
+  }
+  return "";
 }
 
 nlohmann::ordered_json to_json(const RunDiff& d) {

@@ -1,11 +1,12 @@
 // `sinkc diff A B`: which knob changed (the plan diff), which metric moved
 // and whether the move is larger than seed noise, and which heads' alpha_1
-// moved most. Built once, printed as text, markdown or JSON.
+// moved most. Built once, printed as text, markdown, JSON, CSV or LaTeX.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "results/data_table.h"
 #include "results/metrics.h"
 #include "results/plan_diff.h"
 
@@ -49,8 +50,14 @@ struct RunDiff {
 double pooled_std(const Aggregate& a, const Aggregate& b);
 RunDiff diff_runs(DiffSide a, DiffSide b, size_t top_alpha = 5);
 
+// The metric rows: metric, A, B, delta, seed noise, beyond noise?; the data formats add the metric's id and unit,
+// `a_std`/`b_std` and the seed counts, and `beyond_noise` as true, false or null.
+DataTable metric_table(const RunDiff& d);
+
 std::string render_text(const RunDiff& d);
 std::string render_markdown(const RunDiff& d);
 nlohmann::ordered_json to_json(const RunDiff& d);
+// text and markdown: the whole diff; json: to_json; csv and latex: one table, metric_table's.
+std::string render(const RunDiff& d, Format f);
 
 }  // namespace sink::results

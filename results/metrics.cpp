@@ -12,27 +12,27 @@ namespace {
 
 const std::vector<MetricDef>& fixed_metrics() {
   static const std::vector<MetricDef> m = {
-      {"sink_star", "Sink_* (%)", 2},
+      {"sink_star", "Sink_* (%)", 2, "%"},
       // Sink_1 counts heads past eps; this mean shows how far from eps they sit.
-      {"alpha_1", "mean alpha_1 (layers x heads)", 3},
-      {"valid_loss", "valid loss (nats/token)", 4},
-      {"train_loss", "final train loss (nats/token)", 4},
-      {"massive_max", "max massive-activation ratio (x)", 2},
+      {"alpha_1", "mean alpha_1 (layers x heads)", 3, ""},
+      {"valid_loss", "valid loss (nats/token)", 4, "nats/token"},
+      {"train_loss", "final train loss (nats/token)", 4, "nats/token"},
+      {"massive_max", "max massive-activation ratio (x)", 2, "x"},
       // Gated attention: the mean gate over layers (the gated-attention paper reports gate sparsity).
-      {"gate_mean", "mean attention gate", 3},
+      {"gate_mean", "mean attention gate", 3, ""},
       // A sink logit's own sink: heads whose logit takes more than eps of a row.
-      {"sink_logit", "Sink_logit (%)", 2},
-      {"max_activation", "max |activation|", 2},
+      {"sink_logit", "Sink_logit (%)", 2, "%"},
+      {"max_activation", "max |activation|", 2, ""},
       // Section 3.1's geometry of token 1, means over layers x heads.
-      {"k1_norm_ratio", "|k_1| / mean |k_t|", 3},
-      {"v1_norm_ratio", "|v_1| / mean |v_t|", 3},
-      {"q_k1_cos", "mean cos(q_t, k_1)", 3},
-      {"tokens_per_s", "tokens/s", 0},
+      {"k1_norm_ratio", "|k_1| / mean |k_t|", 3, ""},
+      {"v1_norm_ratio", "|v_1| / mean |v_t|", 3, ""},
+      {"q_k1_cos", "mean cos(q_t, k_1)", 3, ""},
+      {"tokens_per_s", "tokens/s", 0, "tokens/s"},
   };
   return m;
 }
 
-MetricDef sink_metric(int k) { return {fmt::format("sink_{}", k), fmt::format("Sink_{} (%)", k), 2}; }
+MetricDef sink_metric(int k) { return {fmt::format("sink_{}", k), fmt::format("Sink_{} (%)", k), 2, "%"}; }
 
 int64_t seed_number(const RunData& r) {
   auto it = r.plan.fields.find("train.seed");

@@ -12,6 +12,7 @@ struct MetricDef {
   std::string id;     // sink_1, sink_star, valid_loss, train_loss, massive_max, tokens_per_s
   std::string label;  // "Sink_1 (%)": name and unit
   int decimals = 3;
+  std::string unit;  // "%", "nats/token", "x", "tokens/s"; empty for a plain number
 };
 
 // Every metric the runs carry: Sink_k for the union of measured positions,

@@ -62,6 +62,7 @@ ResultTable build_table(const std::vector<RunGroup>& groups, const std::vector<s
       const auto& fields = g.first().plan.fields;
       auto it = fields.find(axis);
       row.axis_values.push_back(it == fields.end() ? "" : it->second.str());
+      row.axis_data.push_back(it == fields.end() ? Value::none() : it->second);
     }
     row.status = short_status(g);
     row.seeds = g.runs.size();
@@ -71,65 +72,59 @@ ResultTable build_table(const std::vector<RunGroup>& groups, const std::vector<s
   return t;
 }
 
-TextTable ResultTable::text_table() const {
-  TextTable t;
-  t.header.push_back("run");
-  t.right.push_back(false);
+namespace {
+
+bool is_number(const Value& v) { return v.kind == Value::Kind::Int || v.kind == Value::Kind::Float; }
+
+// An axis value as a cell: a number or a flag where the whole column holds numbers or flags (so that a data
+// format's column has one type), its language syntax otherwise.
+Cell axis_cell(const Value& v, const std::string& shown, Value::Kind column_kind) {
+  if (v.kind == Value::Kind::None) return Cell::missing("");
+  if (column_kind == Value::Kind::Bool) return Cell::of_flag(v.b, shown);
+  if (column_kind == Value::Kind::Float || column_kind == Value::Kind::Int)
+    return Cell::of_number(v.number(), shown, column_kind == Value::Kind::Int);
+  return Cell::of_text(shown);
+}
+
+}  // namespace
+
+DataTable ResultTable::data_table() const {
+  DataTable t;
+  t.columns.push_back({"run", "run", "", false, false});
+  std::vector<Value::Kind> axis_kinds;
   for (size_t k = 0; k < axes.size(); ++k) {
-    // Numbers right-aligned, as in the paper's tables; names and calls left.
-    bool numeric = true;
-    for (const auto& r : rows)
-      numeric = numeric &&
-                (r.axis_values[k].empty() || r.axis_values[k].find_first_not_of("0123456789.e+-") == std::string::npos);
-    t.header.push_back(axes[k]);
-    t.right.push_back(numeric);
-  }
-  t.header.push_back("seeds"), t.right.push_back(true);
-  t.header.push_back("status"), t.right.push_back(false);
-  for (const auto& m : metrics) t.header.push_back(m.label), t.right.push_back(true);
-  for (const auto& r : rows) {
-    std::vector<std::string> cells = {r.name};
-    cells.insert(cells.end(), r.axis_values.begin(), r.axis_values.end());
-    cells.push_back(std::to_string(r.seeds));
-    cells.push_back(r.status);
-    for (size_t k = 0; k < metrics.size(); ++k) {
-      // The status column already says why a row is unfinished or has no
-      // value: keep the cells short.
-      Aggregate v = r.values[k];
-      v.partial = false;
-      cells.push_back(v.values.empty() ? "-" : format_aggregate(v, metrics[k].decimals));
+    // One kind for the column: Int, Float (ints among floats too), Bool, or anything else as text.
+    std::optional<Value::Kind> kind;
+    for (const auto& r : rows) {
+      const Value& v = r.axis_data[k];
+      if (v.kind == Value::Kind::None) continue;
+      if (!kind)
+        kind = v.kind;
+      else if (is_number(v) && (*kind == Value::Kind::Int || *kind == Value::Kind::Float))
+        kind = v.kind == Value::Kind::Float ? v.kind : *kind;
+      else if (v.kind != *kind)
+        kind = Value::Kind::String;
     }
+    axis_kinds.push_back(kind.value_or(Value::Kind::String));
+    // Numbers right-aligned, as in the paper's tables; names and calls left.
+    const bool numeric = axis_kinds.back() == Value::Kind::Int || axis_kinds.back() == Value::Kind::Float;
+    t.columns.push_back({axes[k], axes[k], "", numeric, false});
+  }
+  t.columns.push_back({"seeds", "seeds", "", true, false});
+  t.columns.push_back({"status", "status", "", false, false});
+  for (const auto& m : metrics) t.columns.push_back({m.id, m.label, m.unit, true, true});
+  for (const auto& r : rows) {
+    std::vector<Cell> cells = {Cell::of_text(r.name)};
+    for (size_t k = 0; k < axes.size(); ++k)
+      cells.push_back(axis_cell(r.axis_data[k], r.axis_values[k], axis_kinds[k]));
+    cells.push_back(Cell::of_number(static_cast<double>(r.seeds), "", true));
+    cells.push_back(Cell::of_text(r.status));
+    // The status column already says why a row is unfinished or has no value: keep the cells short.
+    for (size_t k = 0; k < metrics.size(); ++k)
+      cells.push_back(Cell::of_aggregate(r.values[k], metrics[k].decimals, false, false));
     t.rows.push_back(std::move(cells));
   }
   return t;
-}
-
-nlohmann::ordered_json ResultTable::json() const {
-  nlohmann::ordered_json j;
-  j["axes"] = axes;
-  j["metrics"] = nlohmann::ordered_json::array();
-  for (const auto& m : metrics) j["metrics"].push_back({{"id", m.id}, {"label", m.label}});
-  j["rows"] = nlohmann::ordered_json::array();
-  for (const auto& r : rows) {
-    nlohmann::ordered_json row;
-    row["run"] = r.name;
-    nlohmann::ordered_json point = nlohmann::ordered_json::object();
-    for (size_t k = 0; k < axes.size(); ++k) point[axes[k]] = r.axis_values[k];
-    row["sweep_point"] = point;
-    row["seeds"] = r.seeds;
-    row["status"] = r.status;
-    nlohmann::ordered_json values = nlohmann::ordered_json::object();
-    for (size_t k = 0; k < metrics.size(); ++k) {
-      const Aggregate& a = r.values[k];
-      nlohmann::ordered_json v = {{"mean", a.mean}, {"std", a.std}, {"n", a.n()}};
-      if (a.partial) v["step"] = a.step;
-      if (!a.missing.empty()) v["missing"] = a.missing;
-      values[metrics[k].id] = v;
-    }
-    row["values"] = values;
-    j["rows"].push_back(row);
-  }
-  return j;
 }
 
 namespace {

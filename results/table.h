@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "results/data_table.h"
 #include "results/metrics.h"
-#include "results/text_table.h"
 
 namespace sink::results {
 
@@ -19,14 +19,16 @@ struct ResultTable {
   struct Row {
     std::string name;                      // the run, without `.seed=K`
     std::vector<std::string> axis_values;  // the run's own values, language syntax
+    std::vector<Value> axis_data;          // the same as values: numbers stay numbers in CSV and JSON
     std::string status;                    // short: completed, running (step 750/1500), diverged, 2/3 done...
     size_t seeds = 1;
     std::vector<Aggregate> values;  // one per metric
   };
   std::vector<Row> rows;
 
-  TextTable text_table() const;
-  nlohmann::ordered_json json() const;
+  // Columns: run, the axes, seeds, status, then each metric (mean, and `<id>_std` in the data formats).
+  DataTable data_table() const;
+  TextTable text_table() const { return data_table().reader_table(); }
 };
 
 // `metric_ids` empty: every metric the runs carry.

@@ -34,6 +34,39 @@ std::string html_escape(const std::string& s) {
   return out;
 }
 
+std::string latex_escape(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    switch (c) {
+      case '\\': out += "\\textbackslash{}"; break;
+      case '&':
+      case '%':
+      case '$':
+      case '#':
+      case '_':
+      case '{':
+      case '}': out.append(1, '\\').append(1, c); break;
+      case '~': out += "\\textasciitilde{}"; break;
+      case '^': out += "\\textasciicircum{}"; break;
+      // Set as other glyphs in the default (OT1) font: an em dash, inverted marks.
+      case '|': out += "\\textbar{}"; break;
+      case '<': out += "\\textless{}"; break;
+      case '>': out += "\\textgreater{}"; break;
+      default:
+        // The two signs the tables use, as math: a document without a UTF-8 font still sets them.
+        if (s.compare(i, 2, "\u00b1") == 0) {
+          out += "$\\pm$", ++i;
+        } else if (s.compare(i, 2, "\u00d7") == 0) {
+          out += "$\\times$", ++i;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
 std::string TextTable::text() const {
   std::vector<size_t> w(header.size(), 0);
   for (size_t c = 0; c < header.size(); ++c) w[c] = width(header[c]);
@@ -53,12 +86,14 @@ std::string TextTable::text() const {
   for (size_t c = 0; c < w.size(); ++c) rule += std::string(w[c], '-') + (c + 1 < w.size() ? "  " : "");
   out += rule + "\n";
   for (const auto& r : rows) out += line(r);
+  for (const auto& n : notes) out += n + "\n";
   return out;
 }
 
 std::string TextTable::markdown() const {
+  // `*` too: a note's leading one would start a list, a pair in a row emphasis.
   auto cell = [](std::string s) {
-    for (size_t pos = 0; (pos = s.find('|', pos)) != std::string::npos; pos += 2) s.replace(pos, 1, "\\|");
+    for (size_t pos = 0; (pos = s.find_first_of("|*", pos)) != std::string::npos; pos += 2) s.insert(pos, 1, '\\');
     return s.empty() ? std::string(" ") : s;
   };
   std::string out = "|";
@@ -72,6 +107,9 @@ std::string TextTable::markdown() const {
     for (size_t c = 0; c < header.size(); ++c) out.append(" ").append(cell(c < r.size() ? r[c] : "")).append(" |");
     out += "\n";
   }
+  // After a blank line: a line right under the rows would be read as one more row.
+  if (!notes.empty()) out += "\n";
+  for (const auto& n : notes) out += cell(n) + "\n";
   return out;
 }
 
@@ -86,7 +124,26 @@ std::string TextTable::html() const {
              html_escape(c < r.size() ? r[c] : "") + "</td>";
     out += "</tr>\n";
   }
-  return out + "</tbody>\n</table>\n";
+  out += "</tbody>\n</table>\n";
+  for (const auto& n : notes) out += "<p class=\"note\">" + html_escape(n) + "</p>\n";
+  return out;
+}
+
+std::string TextTable::latex() const {
+  std::string spec;
+  for (size_t c = 0; c < header.size(); ++c) spec += c < right.size() && right[c] ? 'r' : 'l';
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string out;
+    for (size_t c = 0; c < header.size(); ++c)
+      out.append(c ? " & " : "").append(latex_escape(c < cells.size() ? cells[c] : ""));
+    return out + " \\\\\n";
+  };
+  std::string out = "\\begin{tabular}{" + spec + "}\n\\toprule\n" + line(header) + "\\midrule\n";
+  for (const auto& r : rows) out += line(r);
+  out += "\\bottomrule\n";
+  for (const auto& n : notes)
+    out += "\\multicolumn{" + std::to_string(header.size()) + "}{l}{\\footnotesize " + latex_escape(n) + "} \\\\\n";
+  return out + "\\end{tabular}\n";
 }
 
 }  // namespace sink::results

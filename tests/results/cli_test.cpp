@@ -58,7 +58,12 @@ TEST(Cli, ExitStatusesFollowTheOtherCommands) {
   EXPECT_EQ(sinkc("diff " + s.spec + " " + s.spec + " --out " + s.out).status, 2);  // two runs: which?
   EXPECT_EQ(sinkc("diff " + s.spec + " " + s.spec + " --run zz --out " + s.out).status, 2);
   EXPECT_EQ(sinkc("table " + s.out + " --metric nope").status, 2);
-  EXPECT_EQ(sinkc("table " + s.out + " --format yaml").status, 2);
+  for (const std::string command : {"table " + s.out, "diff " + s.out + " " + s.out}) {
+    Result yaml = sinkc(command + " --format yaml");
+    EXPECT_EQ(yaml.status, 2);
+    EXPECT_NE(yaml.out.find("unknown format 'yaml': use text, csv, json, markdown or latex"), std::string::npos)
+        << yaml.out;
+  }
   std::string bad = s.tmp.path + "/bad.sink";
   std::ofstream(bad) << "experiment x extends micro { model.dd = 3 }\n";
   Result r = sinkc("table " + bad);

@@ -2,6 +2,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -123,11 +124,12 @@ TEST(Table, MarkdownAndJsonParse) {
   for (const auto& l : lines) EXPECT_EQ(static_cast<size_t>(std::count(l.begin(), l.end(), '|')), columns + 1) << l;
   EXPECT_EQ(lines[1].find_first_not_of("|-: "), std::string::npos);
 
-  auto j = nlohmann::json::parse(t.json().dump());
+  auto j = nlohmann::json::parse(t.data_table().render(Format::Json));
   ASSERT_EQ(j["rows"].size(), 2u);
-  EXPECT_EQ(j["rows"][1]["sweep_point"]["optim.weight_decay"], "1.0");
-  EXPECT_NEAR(j["rows"][1]["values"]["valid_loss"]["mean"].get<double>(), 3.1, 1e-12);
-  EXPECT_EQ(j["rows"][1]["values"]["valid_loss"]["n"], 2);
+  EXPECT_EQ(j["rows"][1]["optim.weight_decay"], 1.0);
+  EXPECT_NEAR(j["rows"][1]["valid_loss"].get<double>(), 3.1, 1e-12);
+  EXPECT_NEAR(j["rows"][1]["valid_loss_std"].get<double>(), std::sqrt(0.02), 1e-12);
+  EXPECT_EQ(j["rows"][1]["seeds"], 2);
 }
 
 TEST(Table, ARunWhoseProcessIsGoneIsShownStopped) {
