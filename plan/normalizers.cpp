@@ -117,6 +117,11 @@ const Normalizer& normalizer_named(const std::string& name) {
   throw std::invalid_argument("attention.normalize: no normaliser '" + name + "'");
 }
 
+bool sink_from_proxy(const std::string& normalize, bool differential) {
+  const Normalizer* n = find_normalizer(normalize);
+  return differential || !n || !n->metric_reads_attention;
+}
+
 ExprNode substitute_vars(const ExprNode& e, const std::vector<std::pair<std::string, ExprNode>>& values) {
   if (e.op == ExprNode::Op::Var)
     for (const auto& [name, value] : values)

@@ -61,6 +61,14 @@ const std::vector<Normalizer>& normalizers();
 const Normalizer* find_normalizer(const std::string& name);
 const Normalizer& normalizer_named(const std::string& name);  // throws std::invalid_argument
 
+// Whether a run's Sink values (and alpha) are computed from the paper's proxy scores, s / sum s or |s| / sum |s|,
+// rather than from the attention itself: the normalisers whose rows are not attention that sums to at most 1
+// (none, abs_clamped, pnorm, count: the paper marks these rows with an asterisk), and differential attention,
+// whose A1 - lambda A2 can be negative. The runtime records it in every evaluation (run_record.h's
+// sink_from_proxy); the results read it from the plan for runs recorded before it did. (The runtime reads the proxy
+// also where scores under sum or softpick come out negative, which no score of a non-negative kind does.)
+bool sink_from_proxy(const std::string& normalize, bool differential);
+
 // A row's expressions with its parameters replaced by their values (p for
 // pnorm): what a backend emits.
 struct NormalizerForm {

@@ -27,6 +27,9 @@ inline constexpr const char* kMassive = "massive";               // per layer
 inline constexpr const char* kGate = "gate";                     // per layer
 inline constexpr const char* kSinkLogit = "sink_logit";          // Sink_logit^eps in %
 inline constexpr const char* kMaxActivation = "max_activation";  // per layer
+// true: the Sink values and alpha come from the paper's proxy scores (plan/normalizers.h's sink_from_proxy);
+// absent in runs recorded before it was, whose plans say the same.
+inline constexpr const char* kSinkFromProxy = "sink_from_proxy";
 // [layer][head] tables.
 inline constexpr const char* kSinkLogitShare = "sink_logit_share";
 inline constexpr const char* kKeyNormRatio = "key_norm_ratio";
@@ -37,10 +40,10 @@ inline constexpr const char* kSequences = "sequences";
 
 inline constexpr std::array<std::string_view, 4> kHeadTables = {kSinkLogitShare, kKeyNormRatio, kValueNormRatio,
                                                                 kQueryKeyCos};
-inline constexpr std::array<std::string_view, 19> kKeys = {
-    kStep,          kTokens,         kLr,           kTrainLoss,      kValidLoss,  kElapsedS, kTokensPerS,
-    kSink,          kSinkStar,       kAlpha,        kAlphaStar,      kMassive,    kGate,     kSinkLogit,
-    kMaxActivation, kSinkLogitShare, kKeyNormRatio, kValueNormRatio, kQueryKeyCos};
+inline constexpr std::array<std::string_view, 20> kKeys = {
+    kStep,          kTokens,         kLr,           kTrainLoss,      kValidLoss,   kElapsedS,     kTokensPerS,
+    kSink,          kSinkStar,       kAlpha,        kAlphaStar,      kMassive,     kGate,         kSinkLogit,
+    kMaxActivation, kSinkLogitShare, kKeyNormRatio, kValueNormRatio, kQueryKeyCos, kSinkFromProxy};
 }  // namespace eval
 
 // summary.json.

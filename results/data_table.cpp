@@ -51,6 +51,7 @@ Cell Cell::of_aggregate(const Aggregate& a, int decimals, bool with_step, bool w
   shown.partial = a.partial && with_step;
   Cell c = of_number(a.mean, format_aggregate(shown, decimals));
   c.spread = a.std;
+  c.proxy = a.proxy;
   return c;
 }
 
@@ -106,13 +107,19 @@ TextTable DataTable::reader_table() const {
   TextTable t;
   for (const auto& c : columns)
     if (for_readers(c)) t.header.push_back(c.label), t.right.push_back(c.right);
+  bool proxy = false;
   for (const auto& r : rows) {
     std::vector<std::string> cells;
-    for (size_t k = 0; k < columns.size(); ++k)
-      if (for_readers(columns[k])) cells.push_back(k < r.size() ? r[k].text : "");
+    for (size_t k = 0; k < columns.size(); ++k) {
+      if (!for_readers(columns[k])) continue;
+      const bool starred = k < r.size() && r[k].proxy && r[k].kind == Cell::Kind::Number;
+      cells.push_back(k < r.size() ? r[k].text + (starred ? "*" : "") : "");
+      proxy = proxy || starred;
+    }
     t.rows.push_back(std::move(cells));
   }
   t.notes = notes;
+  if (proxy) t.notes.push_back(kProxyNote);
   return t;
 }
 

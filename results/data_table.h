@@ -29,6 +29,10 @@ struct Cell {
   double spread = NAN;   // Number: the standard deviation over seeds, in the column's `<key>_std` companion
   bool integer = false;  // Number: written without a fraction (a count)
   bool flag = false;     // Flag
+  // A Sink value from the paper's proxy scores (unnormalized attention): the reader formats mark it with an
+  // asterisk and a footnote (kProxyNote); the data formats leave numbers alone and carry the fact in a boolean
+  // column of its own, which the table's builder adds.
+  bool proxy = false;
 
   static Cell missing(std::string why = "-");
   static Cell of_text(std::string text);
@@ -47,7 +51,7 @@ struct Column {
   bool right = false;   // right-aligned in the reader formats (numbers)
   bool spread = false;  // the data formats add `<key>_std` after it (means over seeds)
   // Shown by the reader formats only (what the data formats have in other columns), or by the data formats only
-  // (what the reader formats show another way).
+  // (what the reader formats show another way: the proxy flag is an asterisk there).
   enum class Shown { Everywhere, ReadersOnly, DataOnly };
   Shown shown = Shown::Everywhere;
 };
@@ -57,7 +61,7 @@ struct DataTable {
   std::vector<std::vector<Cell>> rows;  // one cell per column
   std::vector<std::string> notes;       // said under the table by the reader formats
 
-  // The reader formats' view: labels as headers, cells as text.
+  // The reader formats' view: labels as headers, cells as text, an asterisk on proxy values and then its footnote.
   TextTable reader_table() const;
   std::string csv() const;  // RFC 4180: a header of keys, CRLF line ends, fields quoted where they must be
   // {"columns": [{"key", "label", "unit"}...], "rows": [{key: value}...], "notes": [...]}: numbers as numbers,
@@ -65,6 +69,9 @@ struct DataTable {
   nlohmann::ordered_json json() const;
   std::string render(Format f) const;
 };
+
+// The footnote of a proxy value's asterisk.
+inline constexpr const char* kProxyNote = "* proxy scores for unnormalized attention (the paper's asterisk)";
 
 // One CSV field, quoted when it holds a comma, a quote, a line break or a leading or trailing space.
 std::string csv_field(const std::string& s);

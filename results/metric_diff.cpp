@@ -84,7 +84,10 @@ DataTable metric_table(const RunDiff& d) {
                {"delta", "delta (B - A)", "", true, false, Shown::Everywhere},
                {"noise", "seed noise", "", true, false, Shown::Everywhere},
                {"beyond_noise", "beyond noise", "", false, false, Shown::DataOnly},
-               {"verdict", "beyond noise?", "", false, false, Shown::Everywhere}};
+               {"verdict", "beyond noise?", "", false, false, Shown::Everywhere},
+               // The reader formats star such a value instead.
+               {"a_from_proxy", "A from proxy scores", "", false, false, Shown::DataOnly},
+               {"b_from_proxy", "B from proxy scores", "", false, false, Shown::DataOnly}};
   for (const auto& m : d.metrics) {
     const int decimals = m.metric.decimals;
     Cell beyond = m.verdict == "yes"  ? Cell::of_flag(true, "yes")
@@ -95,7 +98,8 @@ DataTable metric_table(const RunDiff& d) {
          Cell::of_aggregate(m.a, decimals, true, true), Cell::of_number(static_cast<double>(m.a.n()), "", true),
          Cell::of_aggregate(m.b, decimals, true, true), Cell::of_number(static_cast<double>(m.b.n()), "", true),
          Cell::of_number(m.delta, signed_number(m.delta, decimals)),
-         Cell::of_number(m.noise, plain_number(m.noise, decimals)), beyond, Cell::of_text(m.verdict)});
+         Cell::of_number(m.noise, plain_number(m.noise, decimals)), beyond, Cell::of_text(m.verdict),
+         Cell::of_flag(m.a.proxy, ""), Cell::of_flag(m.b.proxy, "")});
   }
   t.notes = {kNoiseRule};
   return t;
@@ -110,6 +114,7 @@ nlohmann::ordered_json aggregate_json(const Aggregate& a) {
   j["std"] = a.std;
   j["values"] = a.values;
   j["partial"] = a.partial;
+  j["from_proxy"] = a.proxy;
   if (a.partial) j["step"] = a.step;
   if (!a.missing.empty()) j["missing"] = a.missing;
   return j;
@@ -120,6 +125,7 @@ nlohmann::ordered_json side_json(const DiffSide& s) {
   j["target"] = s.target;
   j["name"] = s.group.name;
   j["status"] = group_status(s.group);
+  j["sink_from_proxy"] = sink_from_proxy(s.group);
   j["runs"] = nlohmann::ordered_json::array();
   for (const auto& r : s.group.runs) {
     nlohmann::ordered_json run;

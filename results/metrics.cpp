@@ -181,6 +181,15 @@ std::vector<const RunData*> contributing_runs(const RunGroup& group, bool* parti
   return use;
 }
 
+bool read_from_attention(const std::string& id) {
+  // sink_logit is the logit's own share of a row, w(b) / Z: never a proxy.
+  return id != "sink_logit" && (id.rfind("sink_", 0) == 0 || id == "alpha_1");
+}
+
+bool sink_from_proxy(const RunGroup& group) {
+  return std::any_of(group.runs.begin(), group.runs.end(), [](const RunData& r) { return r.sink_from_proxy(); });
+}
+
 Aggregate aggregate(const RunGroup& group, const std::string& id) {
   Aggregate a;
   std::vector<const RunData*> use = contributing_runs(group, &a.partial);
@@ -188,6 +197,7 @@ Aggregate aggregate(const RunGroup& group, const std::string& id) {
     double v = metric_value(*r, id);
     if (!std::isfinite(v)) continue;
     a.values.push_back(v);
+    a.proxy = a.proxy || (read_from_attention(id) && r->sink_from_proxy());
     if (a.partial) a.step = a.step == 0 ? r->last()->step : std::min(a.step, r->last()->step);
   }
   if (a.values.empty()) {

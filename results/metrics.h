@@ -52,9 +52,16 @@ struct Aggregate {
   bool partial = false;  // values from runs still going: at `step`, not the end
   int64_t step = 0;
   std::string missing;  // when there is no value: why ("not run", "diverged", ...)
+  // From the paper's proxy scores in some seed (RunData::sink_from_proxy): a Sink value or alpha of
+  // unnormalized attention, which the paper marks with an asterisk.
+  bool proxy = false;
   size_t n() const { return values.size(); }
 };
 Aggregate aggregate(const RunGroup& group, const std::string& id);
+// Metrics read off the attention a measurement sees (Sink_k, Sink_*, alpha_1): those the proxy scores stand in for.
+bool read_from_attention(const std::string& id);
+// Some run of the group has its Sink values from the proxy scores.
+bool sink_from_proxy(const RunGroup& group);
 // The seeds `aggregate` reads; *partial tells whether they are unfinished.
 std::vector<const RunData*> contributing_runs(const RunGroup& group, bool* partial);
 

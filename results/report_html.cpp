@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "results/data_table.h"
 #include "results/metrics.h"
 #include "results/plan_diff.h"
 #include "results/svg.h"
@@ -135,15 +136,27 @@ std::string curves_section(const std::vector<ChartGroup>& groups) {
         star = star || e.sink_star.has_value();
       }
     const double eps = g.runs.empty() ? NAN : eps_of(*g.runs.front());
-    for (int k : positions)
+    // Runs whose Sink values are proxy scores: starred in the legend, the footnote in the caption.
+    std::string proxy_note;
+    auto starred = [&](std::vector<svg::Series> s) {
+      for (size_t k = 0; k < s.size() && k < g.runs.size(); ++k)
+        if (g.runs[k]->sink_from_proxy())
+          s[k].name += "*", proxy_note = std::string(" ") + html_escape(kProxyNote) + ".";
+      return s;
+    };
+    for (int k : positions) {
+      auto series = starred(series_of(g, sink_at, k));
       add(fmt::format("sink_{}", k), fmt::format("Sink_{} over training", k), fmt::format("Sink_{} (%)", k),
-          series_of(g, sink_at, k), 0, 100,
+          std::move(series), 0, 100,
           fmt::format(
-              "Percentage of (sequence, layer, head) triples whose mean attention on token {} exceeds eps = {}.", k,
-              eps));
-    if (star)
-      add("sink_star", "Sink_* over training", "Sink_* (%)", series_of(g, sink_star, 0), 0, 100,
-          "The same on the k* column or the sink token.");
+              "Percentage of (sequence, layer, head) triples whose mean attention on token {} exceeds eps = {}.{}", k,
+              eps, proxy_note));
+    }
+    if (star) {
+      auto series = starred(series_of(g, sink_star, 0));
+      add("sink_star", "Sink_* over training", "Sink_* (%)", std::move(series), 0, 100,
+          "The same on the k* column or the sink token." + proxy_note);
+    }
     add("sink_logit", "Sink_logit over training", "Sink_logit (%)", series_of(g, sink_logit, 0), 0, 100,
         fmt::format("Percentage of (sequence, layer, head) triples whose sink logit takes more than eps = {} of a row.",
                     eps));
@@ -238,9 +251,11 @@ std::string alpha_section(const std::vector<RunData>& runs) {
       missing += (missing.empty() ? "" : ", ") + r.plan.name + " (" + status_name(r.status) + ")";
       continue;
     }
-    svg::Heatmap h{r.plan.name, "layer", "head", "alpha_1", r.last()->alpha, 0, 1};
+    const bool proxy = r.sink_from_proxy();
+    svg::Heatmap h{r.plan.name + (proxy ? "*" : ""), "layer", "head", "alpha_1", r.last()->alpha, 0, 1};
     std::string caption = r.status == Status::Completed ? fmt::format("completed, step {}", r.last()->step)
                                                         : html_escape(r.status_text());
+    if (proxy) caption += std::string(". ") + html_escape(kProxyNote);
     out += figure(fmt::format("alpha:{}", k), svg::heatmap(h), caption);
     // With a k* column or a sink token the sink may move there (Table 4).
     if (!r.last()->alpha_star.empty()) {

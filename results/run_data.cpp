@@ -9,6 +9,7 @@
 #include <optional>
 #include <unistd.h>
 
+#include "plan/normalizers.h"
 #include "plan/run_record.h"
 
 namespace sink::results {
@@ -33,6 +34,14 @@ const char* status_name(Status s) {
 int64_t RunData::steps_total() const {
   auto it = plan.fields.find("train.steps");
   return it == plan.fields.end() ? 0 : it->second.i;
+}
+
+bool RunData::sink_from_proxy() const {
+  if (const Eval* e = last(); e && e->sink_from_proxy) return *e->sink_from_proxy;
+  auto normalize = plan.fields.find("attention.normalize");
+  auto differential = plan.fields.find("attention.differential");
+  if (normalize == plan.fields.end()) return false;
+  return sink::sink_from_proxy(normalize->second.s, differential != plan.fields.end() && differential->second.b);
 }
 
 std::string RunData::status_text() const {
@@ -97,6 +106,7 @@ Eval read_eval(const json& j, const std::string& where) {
   e.valid_loss = number(j, eval_key::kValidLoss);
   e.tokens_per_s = number(j, eval_key::kTokensPerS);
   e.elapsed_s = number(j, eval_key::kElapsedS);
+  e.train_s = number(j, eval_key::kTrainS);
   if (auto it = j.find(eval_key::kSink); it != j.end() && it->is_object())
     for (const auto& [k, v] : it->items()) {
       try {
@@ -112,6 +122,8 @@ Eval read_eval(const json& j, const std::string& where) {
   e.gate = layers(j, eval_key::kGate);
   if (j.contains(eval_key::kSinkLogit)) e.sink_logit = number(j, eval_key::kSinkLogit);
   e.max_activation = layers(j, eval_key::kMaxActivation);
+  if (auto it = j.find(eval_key::kSinkFromProxy); it != j.end() && it->is_boolean())
+    e.sink_from_proxy = it->get<bool>();
   for (std::string_view name : eval_key::kHeadTables)
     if (auto t = table(j, std::string(name).c_str()); !t.empty()) e.head_tables[std::string(name)] = std::move(t);
   return e;

@@ -38,6 +38,9 @@ struct Eval {
   std::map<std::string, std::vector<std::vector<double>>> head_tables;
   double tokens_per_s = NAN;
   double elapsed_s = NAN;  // training seconds since the process started (or resumed) the run
+  double train_s = NAN;    // the part of elapsed_s not spent measuring or checkpointing (NaN in older runs)
+  // Sink values and alpha from the paper's proxy scores; nullopt in runs recorded before the runtime said.
+  std::optional<bool> sink_from_proxy;
 };
 
 // `Running` also covers a run that was killed: only the end of a run writes
@@ -63,6 +66,10 @@ struct RunData {
 
   const Eval* last() const { return evals.empty() ? nullptr : &evals.back(); }
   int64_t steps_total() const;
+  // Its Sink values (and alpha) come from the paper's proxy scores, not the attention itself (unnormalized
+  // attention, the paper's asterisk): as its evaluations say, or, for a run recorded before they said or not run
+  // yet, as its plan says (plan/normalizers.h's sink_from_proxy, the rule the runtime follows).
+  bool sink_from_proxy() const;
   // "completed", "running or interrupted: step 750 of 1500", "diverged: non-finite loss at step 12", ...
   std::string status_text() const;
 };

@@ -66,6 +66,7 @@ ResultTable build_table(const std::vector<RunGroup>& groups, const std::vector<s
     }
     row.status = short_status(g);
     row.seeds = g.runs.size();
+    row.sink_from_proxy = sink_from_proxy(g);
     for (const auto& m : t.metrics) row.values.push_back(aggregate(g, m.id));
     t.rows.push_back(std::move(row));
   }
@@ -113,6 +114,8 @@ DataTable ResultTable::data_table() const {
   t.columns.push_back({"seeds", "seeds", "", true, false});
   t.columns.push_back({"status", "status", "", false, false});
   for (const auto& m : metrics) t.columns.push_back({m.id, m.label, m.unit, true, true});
+  const bool sinks = std::any_of(metrics.begin(), metrics.end(), [](auto& m) { return read_from_attention(m.id); });
+  if (sinks) t.columns.push_back({"sink_from_proxy", "from proxy scores", "", false, false, Column::Shown::DataOnly});
   for (const auto& r : rows) {
     std::vector<Cell> cells = {Cell::of_text(r.name)};
     for (size_t k = 0; k < axes.size(); ++k)
@@ -122,6 +125,7 @@ DataTable ResultTable::data_table() const {
     // The status column already says why a row is unfinished or has no value: keep the cells short.
     for (size_t k = 0; k < metrics.size(); ++k)
       cells.push_back(Cell::of_aggregate(r.values[k], metrics[k].decimals, false, false));
+    if (sinks) cells.push_back(Cell::of_flag(r.sink_from_proxy, r.sink_from_proxy ? "yes" : "no"));
     t.rows.push_back(std::move(cells));
   }
   return t;

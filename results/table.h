@@ -23,10 +23,12 @@ struct ResultTable {
     std::string status;                    // short: completed, running (step 750/1500), diverged, 2/3 done...
     size_t seeds = 1;
     std::vector<Aggregate> values;  // one per metric
+    bool sink_from_proxy = false;   // its Sink values from the paper's proxy scores
   };
   std::vector<Row> rows;
 
-  // Columns: run, the axes, seeds, status, then each metric (mean, and `<id>_std` in the data formats).
+  // Columns: run, the axes, seeds, status, then each metric (mean, and `<id>_std` in the data formats); proxy
+  // Sink values starred, or in the data formats a `sink_from_proxy` column where a metric reads attention.
   DataTable data_table() const;
   TextTable text_table() const { return data_table().reader_table(); }
 };

@@ -1,5 +1,6 @@
 #include "runtime/measurement/measure.h"
 
+#include "plan/normalizers.h"
 #include "plan/run_record.h"
 #include "runtime/attention/attention.h"
 
@@ -71,6 +72,7 @@ SinkReport measure_model(Transformer& model, const torch::Tensor& inputs, const 
     extra = true;
   }
   SinkReport r = sink_metrics(attention, allowed, positions, eps, extra);
+  r.sink_from_proxy = sink_from_proxy(cfg.attention.normalize, cfg.attention.differential);
   for (const auto& g : f.gates) r.gate.push_back(g.to(torch::kDouble).mean().item<double>());
   if (!f.sink_shares.empty()) sink_logit_metrics(f.sink_shares, cfg.sink_token ? 1 : 0, eps, r);
   for (const auto& g : f.geometry) {
@@ -179,6 +181,7 @@ nlohmann::json report_json(const SinkReport& r) {
   if (!r.value_norm_ratio.empty()) j[key::kValueNormRatio] = r.value_norm_ratio;
   if (!r.query_key_cos.empty()) j[key::kQueryKeyCos] = r.query_key_cos;
   j[key::kSequences] = r.sequences;
+  j[key::kSinkFromProxy] = r.sink_from_proxy;
   return j;
 }
 

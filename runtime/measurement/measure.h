@@ -26,6 +26,7 @@ struct SinkReport {
   // [layer][head], the first token's geometry (runtime/measurement/geometry.h)
   std::vector<std::vector<double>> key_norm_ratio, value_norm_ratio, query_key_cos;
   int64_t sequences = 0;
+  bool sink_from_proxy = false;  // sink and alpha from the paper's proxy scores (plan/normalizers.h)
 };
 
 // attention: per layer [N, H, T, S] metric attention; S = T, or T + 1 with the

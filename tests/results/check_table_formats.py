@@ -37,16 +37,27 @@ def runs_on_disk(folder):
         if not os.path.isfile(os.path.join(d, "plan.toml")):
             continue
         with open(os.path.join(d, "plan.toml"), "rb") as f:
-            name = tomllib.load(f)["name"]
+            plan = tomllib.load(f)
+        name = plan["name"]
         status = "running"
         if os.path.exists(os.path.join(d, "summary.json")):
             with open(os.path.join(d, "summary.json")) as f:
                 status = json.load(f)["status"]
         with open(os.path.join(d, "metrics.jsonl")) as f:
             lines = [json.loads(line) for line in f if line.strip()]
+        last = lines[-1] if lines else None
         out.append({"dir": d, "name": name, "base": re.sub(r"\.seed=\d+$", "", name), "status": status,
-                    "last": lines[-1] if lines else None})
+                    "last": last, "proxy": from_proxy(plan, last)})
     return out
+
+
+def from_proxy(plan, last):
+    """The runtime's word in metrics.jsonl; for runs recorded before it said, the paper's rule: attention that
+    is not normalized to sum to at most 1 (normalize none, abs_clamped, pnorm, count) or differential."""
+    if last is not None and "sink_from_proxy" in last:
+        return last["sink_from_proxy"]
+    attention = plan["attention"]
+    return attention["normalize"] not in ("sum", "softpick") or attention["differential"]
 
 
 def metric(line, key):
@@ -81,7 +92,7 @@ def expected_rows(runs):
         use = [r for r in members if r["status"] == "completed"]
         if not use:
             use = [r for r in members if r["status"] in ("running", "stopped", "failed", "interrupted") and r["last"]]
-        row = {"seeds": len(members)}
+        row = {"seeds": len(members), "sink_from_proxy": any(r["proxy"] for r in members)}
         for m in METRICS:
             values = [v for v in (metric(r["last"], m) for r in use) if v is not None]
             row[m] = statistics.fmean(values) if values else None
@@ -117,6 +128,8 @@ def check_csv(raw, expected):
         want = expected[r["run"]]
         if int(r["seeds"]) != want["seeds"]:
             raise Bad(f"{r['run']}: seeds {r['seeds']} != {want['seeds']}")
+        if r["sink_from_proxy"] != ("true" if want["sink_from_proxy"] else "false"):
+            raise Bad(f"{r['run']}: sink_from_proxy '{r['sink_from_proxy']}', the runs say {want['sink_from_proxy']}")
         for key in [m for m in METRICS if m in r] + [m + "_std" for m in METRICS if m + "_std" in r]:
             field, value = r[key], want[key]
             if value is None:
@@ -145,7 +158,9 @@ def check_json(raw, expected):
         want = expected[r["run"]]
         if r["seeds"] != want["seeds"] or not isinstance(r["seeds"], int):
             raise Bad(f"{r['run']}: seeds {r['seeds']!r}")
-        for key in [k for k in keys if k in want]:
+        if r["sink_from_proxy"] is not want["sink_from_proxy"]:
+            raise Bad(f"{r['run']}: sink_from_proxy {r['sink_from_proxy']!r}")
+        for key in [k for k in keys if k in want and k != "sink_from_proxy"]:
             value, got = want[key], r[key]
             if value is None:
                 if got is not None:
@@ -196,6 +211,22 @@ def check_latex(raw, rows, escaped_name=None):
         raise Bad(f"LaTeX: no {escaped_name}: names with _ not escaped")
 
 
+def check_asterisks(fmt, raw, expected, footnote):
+    """The reader formats mark a proxy row's Sink values with an asterisk after the number and say why below; no
+    other row has one."""
+    text = raw.decode()
+    for run, want in expected.items():
+        shown = run.replace("_", "\\_") if fmt == "latex" else run
+        starts = re.compile(r"[|\s]*" + re.escape(shown) + r"[\s|&]")
+        line = next((line for line in text.split("\n") if starts.match(line)), None)
+        if line is None:
+            raise Bad(f"{fmt}: no row for {run}")
+        if bool(re.search(r"\d\\?\*", line)) != want["sink_from_proxy"]:  # markdown escapes it: 18.50\*
+            raise Bad(f"{fmt}: {run}'s row {'lacks' if want['sink_from_proxy'] else 'has'} an asterisk: {line}")
+    if footnote not in text:
+        raise Bad(f"{fmt}: no footnote '{footnote}'")
+
+
 def check_diff(sinkc, runs, expected):
     by_name = {r["name"]: r["dir"] for r in runs}
     a = by_name["weight_decay.weight_decay=0.0.seed=0"]
@@ -222,6 +253,17 @@ def check_diff(sinkc, runs, expected):
         raise Bad("diff JSON: Sink_1's delta")
     latex = run_sinkc([sinkc, "diff", a, b, "--format", "latex"])
     check_latex(latex, len(rows))
+    # Against the unnormalized run: B's Sink_1 and alpha_1 are proxy values, its loss is not, A's nothing is.
+    proxy = next(r for r in runs if r["proxy"])
+    raw = run_sinkc([sinkc, "diff", by_name["k_bias"], proxy["dir"], "--format", "csv"])
+    flags = {r["metric"]: (r["a_from_proxy"], r["b_from_proxy"]) for r in csv.DictReader(io.StringIO(raw.decode()))}
+    if flags["sink_1"] != ("false", "true") or flags["alpha_1"] != ("false", "true"):
+        raise Bad(f"diff CSV proxy flags: {flags}")
+    if flags["valid_loss"] != ("false", "false"):
+        raise Bad(f"diff CSV: a loss is never a proxy value: {flags['valid_loss']}")
+    text = run_sinkc([sinkc, "diff", by_name["k_bias"], proxy["dir"]]).decode()
+    if not re.search(r"^Sink_1 \(%\) .*\d\*", text, re.M) or "(the paper's asterisk)" not in text:
+        raise Bad("diff text: no asterisk on the proxy run's Sink_1, or no footnote:\n" + text)
 
 
 def has_pandas(python):
@@ -249,6 +291,8 @@ def pandas_check(pythons, csv_path, expected):
     for key in ("sink_1", "sink_1_std", "valid_loss", "alpha_1", "sink_star"):
         if got["dtypes"].get(key) != "float64":
             raise Bad(f"pandas reads {key} as {got['dtypes'].get(key)}, not float64")
+    if got["dtypes"].get("sink_from_proxy") != "bool":
+        raise Bad(f"pandas reads sink_from_proxy as {got['dtypes'].get('sink_from_proxy')}, not bool")
     for run, value in got["sink_1"].items():
         want = expected[run]["sink_1"]
         if (value is None) != (want is None) or (want is not None and not close(value, want)):
@@ -285,6 +329,12 @@ def main():
     text = run_sinkc(table + ["text"]).decode()
     if text != run_sinkc(table[:-1]).decode():
         raise Bad("--format text is not the default output")
+    if not any(want["sink_from_proxy"] for want in expected.values()):
+        raise Bad("no run of the fixture has proxy Sink values")
+    note = "* proxy scores for unnormalized attention (the paper's asterisk)"
+    check_asterisks("text", text.encode(), expected, "\n" + note + "\n")
+    check_asterisks("markdown", run_sinkc(table + ["markdown"]), expected, "\n\\" + note + "\n")
+    check_asterisks("latex", run_sinkc(table + ["latex"]), expected, "{\\footnotesize " + note + "}")
     check_diff(sinkc, runs, expected)
     # The oracle must be able to fail: one number moved by 0.1 is caught.
     if b",71.5," not in csv_raw:

@@ -1,6 +1,7 @@
 // results_fixture OUT_DIR: writes a synthetic set of runs (a weight-decay
 // sweep with two seeds per point, a K-bias run with Sink_*, a run still
-// going, a diverged one) for the browser test to report on. Known numbers,
+// going, a diverged one, an unnormalized one whose Sink values are proxy
+// scores) for the browser, TensorBoard and table-format tests. Known numbers,
 // no training, no LibTorch.
 #include <cmath>
 #include <cstdio>
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
       experiment k_bias extends micro { model.biases = k }
       experiment still_going extends micro {}
       experiment too_hot extends micro { optim.lr = 10.0 }
+      experiment sigmoid_none extends micro { attention { score = sigmoid(qk)  normalize = none } }
     )");
     EvalLine star;
     star.sink = {{1, 5}};
@@ -48,6 +50,13 @@ int main(int argc, char** argv) {
     partial.massive = {1.0, 4.0};
     write_run(out, {plan_named(others, "still_going"), "running", "", curve(3, partial)});
     write_run(out, {plan_named(others, "too_hot"), "diverged", "non-finite loss at step 4", {}});
+    // Unnormalized attention: its Sink values come from the paper's proxy scores, as the runtime records.
+    EvalLine proxy;
+    proxy.sink = {{1, 18.5}};
+    proxy.alpha = {{0.2, 0.25}, {0.15, 0.3}};
+    proxy.massive = {1.0, 2.0};
+    proxy.sink_from_proxy = true;
+    write_run(out, {plan_named(others, "sigmoid_none"), "completed", "", curve(6, proxy)});
   } catch (const std::exception& e) {
     std::fprintf(stderr, "results_fixture: %s\n", e.what());
     return 1;

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <unistd.h>
@@ -45,6 +46,8 @@ struct EvalLine {
   std::vector<double> gate;  // empty: not a gated-attention run
   double sink_logit = -1;    // < 0: no sink logit
   double tokens_per_s = 1000;
+  // The runtime's word on proxy scores; nullopt: not written, as by runs recorded before it was.
+  std::optional<bool> sink_from_proxy;
 
   nlohmann::json json() const {
     nlohmann::json j;
@@ -64,6 +67,7 @@ struct EvalLine {
     if (sink_logit >= 0) j[sink::run_record::eval::kSinkLogit] = sink_logit;
     j["elapsed_s"] = static_cast<double>(step) / 100;
     j["tokens_per_s"] = tokens_per_s;
+    if (sink_from_proxy) j[sink::run_record::eval::kSinkFromProxy] = *sink_from_proxy;
     return j;
   }
 };

@@ -1,6 +1,7 @@
 // Sink metric oracles on hand-built attention matrices.
 #include <gtest/gtest.h>
 
+#include "plan/normalizers.h"
 #include "runtime/attention/attention.h"
 #include "runtime/measurement/measure.h"
 
@@ -78,6 +79,25 @@ TEST(Metrics, ProxyScoresForUnnormalizedAttention) {
   cfg.normalize = "sum";
   auto A = torch::tensor({{2.0, 0.0}, {1.0, 1.0}}, torch::kDouble);
   EXPECT_TRUE(torch::equal(metric_attention(cfg, A, A, allowed), A));
+}
+
+TEST(Metrics, TheProxyRuleRecordedIsTheOneTheMeasurementFollows) {
+  // plan/normalizers.h's sink_from_proxy, which every evaluation records and the results read for runs recorded
+  // before, against metric_attention itself: with non-negative scores, A is read as computed exactly where the
+  // rule says no proxy.
+  auto allowed = allowed_pairs(2, 0, 0);
+  auto s = torch::tensor({{0.5, 0.0}, {0.3, 0.1}}, torch::kDouble);
+  auto A = s * 3;  // not s's proxy, s / sum s
+  for (const auto& n : sink::normalizers()) {
+    sink::AttentionConfig cfg;
+    cfg.normalize = n.name;
+    EXPECT_EQ(sink::sink_from_proxy(n.name, false), !torch::equal(metric_attention(cfg, s, A, allowed), A)) << n.name;
+    EXPECT_TRUE(sink::sink_from_proxy(n.name, true)) << n.name << ": differential attention reads |A1 - lambda A2|";
+  }
+  SinkReport r;
+  EXPECT_EQ(report_json(r)["sink_from_proxy"], false);
+  r.sink_from_proxy = true;
+  EXPECT_EQ(report_json(r)["sink_from_proxy"], true);
 }
 
 TEST(Metrics, MasksCombine) {

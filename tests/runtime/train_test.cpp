@@ -92,6 +92,7 @@ TEST(Train, EndToEndRunDirectory) {
   for (const auto& line : m) {
     for (const char* key : {"valid_loss", "train_loss", "lr", "sink", "alpha", "massive", "tokens_per_s"})
       EXPECT_TRUE(line.contains(key)) << key;
+    EXPECT_EQ(line["sink_from_proxy"], false) << "softmax: the metrics read the attention itself";
     EXPECT_TRUE(std::isfinite(line["valid_loss"].get<double>()));
     EXPECT_TRUE(line["sink"].contains("1"));
     const double s1 = line["sink"]["1"].get<double>();
