@@ -122,7 +122,7 @@ __device__ __forceinline__ real shift_of(real m) { return m == -SINK_INF ? (real
 // One column of logit x folded into a row's running state: the shift m (the online form's row max) and the
 // sum of terms P. w: the column's weight (A = ALPHA w / Z at the end); rescale: what the weights so far
 // are scaled by as m grows.
-__device__ __forceinline__ void fold_column(real x, real fi, real fj, real& m, real& P, real& w, real& rescale) {
+__device__ __forceinline__ void fold_column(real x, real fi, real fj, real fT, real& m, real& P, real& w, real& rescale) {
   if (ONLINE) {
     rescale = 1;
     if (x > m) {  // the weights scale by the rescale, the terms by its TERM_DEGREE-th power (p-norm: p-th powers)
@@ -130,30 +130,30 @@ __device__ __forceinline__ void fold_column(real x, real fi, real fj, real& m, r
       P *= TERM_DEGREE == 1 ? rescale : r_pow(rescale, TERM_DEGREE);
       m = x;
     }
-    const real shift = shift_of(m), s = score(x - shift, fi, fj), unit = r_exp(-shift);
+    const real shift = shift_of(m), s = score(x - shift, fi, fj, fT), unit = r_exp(-shift);
     P += norm_term(s, x, unit), w = norm_weight(s, x, unit);
   } else {
-    const real s = score(x, fi, fj);
+    const real s = score(x, fi, fj, fT);
     rescale = 1;
     P += norm_term(s, x, (real)1), w = norm_weight(s, x, (real)1);
   }
 }
 
 // The weight w of a pair with logit x, from the row statistic st1 (m online, P direct).
-__device__ __forceinline__ real column_weight(real x, real fi, real fj, real st1) {
-  return ONLINE ? norm_weight(score(x - st1, fi, fj), x, r_exp(-st1)) : norm_weight(score(x, fi, fj), x, (real)1);
+__device__ __forceinline__ real column_weight(real x, real fi, real fj, real fT, real st1) {
+  return ONLINE ? norm_weight(score(x - st1, fi, fj, fT), x, r_exp(-st1)) : norm_weight(score(x, fi, fj, fT), x, (real)1);
 }
 
 // The attention A of a pair with logit x and its gradient dx, from the forward's row statistics st0 = Z,
 // st1, dA = <dO_i, v_j> and Dd = <dO_i, O_i>: dL/ds = (alpha dw/ds dA - D dZ/ds) / Z. Online, s, unit and
 // ds/dx are of x - m, and A and dx are as unshifted, being of degree 0 in (s, unit).
-__device__ __forceinline__ void column_grad(real x, real fi, real fj, real dA, real Dd, real st0, real st1, real& A,
+__device__ __forceinline__ void column_grad(real x, real fi, real fj, real fT, real dA, real Dd, real st0, real st1, real& A,
                                             real& dx) {
   const real xe = ONLINE ? x - st1 : x, unit = ONLINE ? r_exp(-st1) : (real)1;
-  const real s = score(xe, fi, fj);
+  const real s = score(xe, fi, fj, fT);
   A = ALPHA * r_div(norm_weight(s, x, unit), st0);
   const real grad_s = ALPHA * norm_weight_slope(s, x, unit) * dA - Dd * norm_slope(s, x, unit, st0, st1);
-  dx = r_div(grad_s, st0) * score_grad(xe, fi, fj);
+  dx = r_div(grad_s, st0) * score_grad(xe, fi, fj, fT);
 }
 )";
 }
@@ -182,12 +182,12 @@ std::string cuda_forward_body() {
     real xs = 0;
 #pragma unroll
     for (int d = 0; d < D; ++d) xs += qr[d] * kstar[d];
-    fold_column(xs * SCALE_QK, fi, (real)0, m, P, w, rescale);
+    fold_column(xs * SCALE_QK, fi, (real)0, (real)T, m, P, w, rescale);
 #pragma unroll
     for (int d = 0; d < D; ++d) acc[d] = w * vstar[d];
   }
   if (SINK_LOGIT) {
-    fold_column(sink[0], fi, (real)0, m, P, w, rescale);
+    fold_column(sink[0], fi, (real)0, (real)T, m, P, w, rescale);
 #pragma unroll
     for (int d = 0; d < D; ++d) acc[d] *= rescale;
   }
@@ -206,7 +206,7 @@ std::string cuda_forward_body() {
       for (int d = 0; d < D; ++d) x += qr[d] * k_tile[c][d];
       x *= SCALE_QK;
       if (POSITION_BIAS) x += g[distance(row, j)];
-      fold_column(x, fi, (real)(j + 1), m, P, w, rescale);
+      fold_column(x, fi, (real)(j + 1), (real)T, m, P, w, rescale);
       if (rescale != (real)1) {
 #pragma unroll
         for (int d = 0; d < D; ++d) acc[d] *= rescale;
@@ -241,11 +241,11 @@ std::string cuda_backward_rows_body() {
     kstar += head * star_step, vstar += head * star_step;
     real xs = 0, dA = 0;
     for (int d = 0; d < D; ++d) xs += load(q, i * D + d) * kstar[d], dA += load(dout, i * D + d) * vstar[d];
-    column_grad(xs * SCALE_QK, fi, (real)0, dA, Dd, st0, st1, A, dx);
+    column_grad(xs * SCALE_QK, fi, (real)0, (real)T, dA, Dd, st0, st1, A, dx);
     astar[bh * T + i] = A, sdxstar[bh * T + i] = dx * SCALE_QK;
   }
   if (SINK_LOGIT) {  // no value (dA = 0): the logit's gradient is -D dZ/ds ds/db / Z
-    column_grad(sink[head], fi, (real)0, (real)0, Dd, st0, st1, A, dx);
+    column_grad(sink[head], fi, (real)0, (real)T, (real)0, Dd, st0, st1, A, dx);
     dsink[bh * T + i] = dx;
   }
 }
@@ -298,7 +298,7 @@ std::string cuda_backward_keys_body() {
       x *= SCALE_QK;
       if (POSITION_BIAS) x += g[distance(i, key)];
       real A, dx;
-      column_grad(x, (real)(i + 1), fj, dA, delta_tile[r], st0_tile[r], st1_tile[r], A, dx);
+      column_grad(x, (real)(i + 1), fj, (real)T, dA, delta_tile[r], st0_tile[r], st1_tile[r], A, dx);
       const real sdx = dx * SCALE_QK;
 #pragma unroll
       for (int d = 0; d < D; ++d) dv_acc[d] += A * do_tile[r][d], dk_acc[d] += sdx * q_tile[r][d];
@@ -349,7 +349,7 @@ std::string cuda_backward_queries_body() {
       x *= SCALE_QK;
       if (POSITION_BIAS) x += g[distance(row, j)];
       real A, dx;
-      column_grad(x, fi, (real)(j + 1), dA, Dd, st0, st1, A, dx);
+      column_grad(x, fi, (real)(j + 1), (real)T, dA, Dd, st0, st1, A, dx);
       const real sdx = dx * SCALE_QK;
 #pragma unroll
       for (int d = 0; d < D; ++d) dq_acc[d] += sdx * k_tile[c][d];
@@ -389,7 +389,7 @@ std::string cuda_probe_body() {
     if (POSITION_BIAS) x += g[head * g_step + distance(i, j)];
     fj = (real)(j + 1);
   }
-  out[e] = column_weight(x, fi, fj, stats[T + i]);
+  out[e] = column_weight(x, fi, fj, (real)T, stats[T + i]);
 }
 
 )";

@@ -18,7 +18,7 @@ std::string number(double v) {
   return fmt::format("(real)({})", format_number(v));
 }
 
-// The score expression as a C expression over x (= qk), fi and fj (1-based positions).
+// The score expression as a C expression over x (= qk), fi and fj (1-based positions) and fT (the length).
 std::string c_expr(const ExprNode& e) {
   using Op = ExprNode::Op;
   auto arg = [&](size_t k) { return c_expr(e.args.at(k)); };
@@ -26,7 +26,7 @@ std::string c_expr(const ExprNode& e) {
     case Op::Number: return number(e.number);
     case Op::Var:
       if (e.name == "qk") return "x";
-      if (e.name == "i" || e.name == "j") return "f" + e.name;
+      if (e.name == "i" || e.name == "j" || e.name == "T") return "f" + e.name;
       // The normaliser's (plan/normalizers.h); its x is the logit, as the score's qk is.
       if (e.name == "s" || e.name == "x" || e.name == "unit" || e.name == "P" || e.name == "Z") return e.name;
       throw std::runtime_error("CUDA kernel generator: no value for variable '" + e.name + "'");
@@ -178,9 +178,9 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
       "QUERY_KEYS = {}, ROW_THREADS = {};\n",
       tiles.forward_rows, tiles.forward_keys, tiles.key_rows, tiles.key_queries, tiles.query_rows, tiles.query_keys,
       tiles.row_threads);
-  out += "__device__ __forceinline__ real score(real x, real fi, real fj) { return " + c_expr(spec.score) + "; }\n";
-  out +=
-      "__device__ __forceinline__ real score_grad(real x, real fi, real fj) { return " + c_expr(score_grad) + "; }\n";
+  const std::string positions = "(real x, real fi, real fj, real fT) { return ";
+  out += "__device__ __forceinline__ real score" + positions + c_expr(spec.score) + "; }\n";
+  out += "__device__ __forceinline__ real score_grad" + positions + c_expr(score_grad) + "; }\n";
   out += "// normalize = " + norm.row->name + ": P = sum_j term(s), Z = finish(P), A = alpha weight(s) / Z\n";
   const std::string column = "(real s, real x, real unit) { return ";
   out += "__device__ __forceinline__ real norm_term" + column + c_expr(norm.term) + "; }\n";

@@ -31,6 +31,10 @@ std::string emit_expr(IrText& b, const Ty& t, const ExprNode& e, const ScoreEnv&
       if (e.name == "qk") return env.x;
       if (e.name == "i") return env.i;
       if (e.name == "j") return env.j;
+      if (e.name == "T") {  // every kernel's sequence length, %T
+        std::string length = b.op("sitofp i64 %T to " + b.F);
+        return t.vector() ? b.splat(t, length) : length;
+      }
       for (const auto& [name, value] : env.named)
         if (e.name == name) return value;
       throw std::runtime_error("kernel generator: no value for variable '" + e.name + "'");
@@ -117,9 +121,12 @@ std::pair<std::string, std::string> Generator::key_range(IrText& b, const std::s
     lo = b.op("select i1 " + pos + ", i64 " + start + ", i64 0", "lo");
   }
   std::string hi = i;
-  if (spec.prefix > 0) {
+  if (spec.prefix > 0) {  // max(i, prefix - 1), but no key past the sequence when it is shorter than the prefix
     std::string later = b.op(fmt::format("icmp sgt i64 {}, {}", i, spec.prefix - 1));
-    hi = b.op(fmt::format("select i1 {}, i64 {}, i64 {}", later, i, spec.prefix - 1), "hi");
+    hi = b.op(fmt::format("select i1 {}, i64 {}, i64 {}", later, i, spec.prefix - 1));
+    std::string last = b.op("sub i64 %T, 1");
+    std::string past = b.op("icmp sgt i64 " + hi + ", " + last);
+    hi = b.op("select i1 " + past + ", i64 " + last + ", i64 " + hi, "hi");
   }
   return {lo, hi};
 }

@@ -20,7 +20,7 @@
 
 namespace sink::kernels {
 
-// Values of an expression's variables: x (= qk), i and j (1-based), and the
+// Values of an expression's variables: x (= qk), i and j (1-based; T is the kernel's own), and the
 // normaliser's (s, P, Z: plan/normalizers.h) by name, all of one type.
 struct ScoreEnv {
   std::string x, i, j;

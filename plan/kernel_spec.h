@@ -12,7 +12,9 @@
 namespace sink::kernels {
 
 struct KernelSpec {
-  ExprNode score;  // over qk, i, j (1-based positions)
+  // Over qk, i, j (1-based positions) and T (the sequence length): the language's n, the keys query i sees,
+  // is written in i and T here, so a backend has no n to compute.
+  ExprNode score;
   // The online form: s = exp(qk - m), with the running row maximum m (plan/normalizers.h).
   bool online = false;
   const Normalizer* norm = &normalizer_named("sum");  // the row of attention.normalize

@@ -17,12 +17,13 @@
 // trains it again (the old results set aside in RUN/stale/), and `sinkc
 // table` marks it.
 //   1  the first recorded version
+//   2  the CPU JIT's forward reads no key past the sequence when a prefix is longer than it
 #pragma once
 #include <cstdint>
 
 namespace sink {
 
-inline constexpr int64_t kNumericsVersion = 1;
+inline constexpr int64_t kNumericsVersion = 2;
 
 // A completed run's numbers may differ from what this sinklab computes.
 // `recorded`: summary.json's numerics_version, 0 where it has none.

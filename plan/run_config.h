@@ -17,7 +17,7 @@ bool is_softmax(const ExprNode& score, const std::string& normalize);
 bool is_shifted_exp(const ExprNode& score, const std::string& normalize);
 
 struct AttentionConfig {
-  ExprNode score;            // over qk, i, j
+  ExprNode score;            // over qk, i, j, n (plan/schema.cpp score_rules)
   bool shifted_exp = false;  // is_shifted_exp(score, normalize); tests clear it to force the direct form
   AttnKernel kernel = AttnKernel::identity;
   int64_t kernel_hidden = 64;

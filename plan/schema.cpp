@@ -172,7 +172,9 @@ std::vector<Field> build() {
       {"model.init_std", float_in(0, 10, true), "standard deviation of the normal weight initialization"},
       // attention
       {"attention.score", score,
-       "score s(x) of x = <phi(q_i), phi(k_j)>/sqrt(d_head) + g(i-j); softmax is exp(qk) with normalize = sum"},
+       "score s(x) of x = qk = <phi(q_i), phi(k_j)>/sqrt(d_head) + g(i-j); i, j: the query's and key's positions, "
+       "1-based (the first token is 1); n: the number of keys query i sees (i when causal, fewer with a window); "
+       "softmax is exp(qk) with normalize = sum"},
       {"attention.kernel",
        variant({form(AttnKernel::identity, "phi(x) = x"), form(AttnKernel::elu1, "phi(x) = elu(x) + 1"),
                 form(AttnKernel::mlp, "phi = a two-layer MLP per head",
@@ -342,7 +344,7 @@ std::string TypeSpec::describe() const {
       return fmt::format("{}", fmt::join(names, " | "));
     }
     case Type::VectorExpr: return fmt::format("{} or a vector expression", fmt::join(choices, "|"));
-    case Type::ScoreExpr: return "expression of qk, i, j";
+    case Type::ScoreExpr: return "expression of qk, i, j, n";
     default: return type_name(type);
   }
 }
@@ -373,7 +375,7 @@ std::vector<std::string> block_names() {
 
 const ExprRules& score_rules() {
   static const ExprRules rules = [] {
-    ExprRules r{{"qk", "i", "j"}, {}};
+    ExprRules r{{"qk", "i", "j", "n"}, {}};
     for (const auto& f : score_functions()) r.functions.push_back({f.name, f.arity});
     return r;
   }();

@@ -19,7 +19,7 @@ enum class Type {
   Enum,  // one of `choices`
   String,
   Variant,     // one of `forms`: a bare name or a call with named arguments
-  ScoreExpr,   // attention score: expression of qk, i, j and constants
+  ScoreExpr,   // attention score: expression of qk, i, j, n and constants
   VectorExpr,  // a vector of d_head values (onehot(k), ones, d_head), or one of `choices`
   IntList,
   FloatList,
@@ -78,7 +78,7 @@ std::vector<std::string> field_paths();
 std::vector<std::string> block_names();
 const char* type_name(Type t);
 
-// What score expressions (qk, i, j; exp, sigmoid, ...) and fixed value
+// What score expressions (qk, i, j, n; exp, sigmoid, ...) and fixed value
 // vectors (ones, d_head; onehot, sqrt) may use: the checker and the plan
 // reader both ask these.
 const ExprRules& score_rules();

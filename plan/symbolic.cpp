@@ -33,6 +33,9 @@ ExprNode outer(const std::string& f, const ExprNode& u) {
 }  // namespace
 
 ExprNode derivative(const ExprNode& e, const std::string& var) {
+  // What does not mention var is constant in it: a primitive of positions (n's __max, __min) has no
+  // written derivative and needs none.
+  if (!mentions_var(e, var)) return num(0);
   switch (e.op) {
     case Op::Number: return num(0);
     case Op::Var: return num(e.name == var ? 1 : 0);
@@ -103,6 +106,13 @@ ExprNode simplify(const ExprNode& in) {
       return e;
     default: return e;
   }
+}
+
+ExprNode substitute(const ExprNode& e, const std::string& var, const ExprNode& value) {
+  if (e.op == Op::Var) return e.name == var ? value : e;
+  ExprNode out = e;
+  for (auto& a : out.args) a = substitute(a, var, value);
+  return out;
 }
 
 }  // namespace sink

@@ -9,5 +9,7 @@ namespace sink {
 
 ExprNode derivative(const ExprNode& e, const std::string& var = "qk");
 ExprNode simplify(const ExprNode& e);
+// e with every occurrence of the variable var replaced by value.
+ExprNode substitute(const ExprNode& e, const std::string& var, const ExprNode& value);
 
 }  // namespace sink

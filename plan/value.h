@@ -8,7 +8,7 @@
 
 namespace sink {
 
-// An arithmetic expression over named variables (`qk`, `i`, `j`, `d_head`),
+// An arithmetic expression over named variables (`qk`, `i`, `j`, `n`, `d_head`),
 // used for attention score expressions and fixed value vectors.
 struct ExprNode {
   enum class Op { Number, Var, Call, Neg, Add, Sub, Mul, Div, Pow };

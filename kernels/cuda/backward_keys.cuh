@@ -67,7 +67,7 @@
           seen = key[h] >= lo && key[h] <= hi;
         }
         real A, dx;
-        column_grad(logit_of(sT[nb][e], i, key[h], g), (real)(i + 1), fj[h], dAT[nb][e], delta_tile[stage][c],
+        column_grad(logit_of(sT[nb][e], i, key[h], g), (real)(i + 1), fj[h], (real)n, dAT[nb][e], delta_tile[stage][c],
                     st0_tile[stage][c], st1_tile[stage][c], A, dx);
         sT[nb][e] = seen ? A : (real)0;
         dAT[nb][e] = seen ? dx * SCALE_QK : (real)0;

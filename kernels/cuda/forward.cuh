@@ -35,13 +35,13 @@
       if (KEY_BIAS) {
         real xs = 0;
         for (int d = 0; d < D; ++d) xs += load(q, row[h] * D + d) * kstar[d];
-        fold_column(xs * SCALE_QK, fi[h], (real)0, m[h], own, w, rescale);
+        fold_column(xs * SCALE_QK, fi[h], (real)0, (real)n, m[h], own, w, rescale);
 #pragma unroll
         for (int nb = 0; nb < D / 8; ++nb)
           acc[nb][2 * h] = w * vstar[frag_col(nb, 0)], acc[nb][2 * h + 1] = w * vstar[frag_col(nb, 1)];
       }
       if (SINK_LOGIT) {
-        fold_column(sink[0], fi[h], (real)0, m[h], own, w, rescale);
+        fold_column(sink[0], fi[h], (real)0, (real)n, m[h], own, w, rescale);
 #pragma unroll
         for (int nb = 0; nb < D / 8; ++nb) acc[nb][2 * h] *= rescale, acc[nb][2 * h + 1] *= rescale;
       }
@@ -99,7 +99,7 @@
           s[nb][e] = 0;
           continue;
         }
-        const real sc = score(x - shift[h], fi[h], (real)(kb + frag_col(nb, e) + 1));
+        const real sc = score(x - shift[h], fi[h], (real)(kb + frag_col(nb, e) + 1), (real)n);
         P[h] += norm_term(sc, x, unit[h]);
         s[nb][e] = norm_weight(sc, x, unit[h]);
       }

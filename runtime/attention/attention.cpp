@@ -32,11 +32,13 @@ namespace {
 // The names the normaliser's expressions read (plan/normalizers.h) for logits x: the score s, x itself and
 // unit. Online (`shift`, the row max m, defined): s = score(x - m), unit = e^-m; directly: s = score(x), 1.
 NamedTensors column_values(const AttentionConfig& cfg, const torch::Tensor& x, const torch::Tensor& shift,
-                           const torch::Tensor& pos_i, const torch::Tensor& pos_j) {
+                           const torch::Tensor& pos_i, const torch::Tensor& pos_j, const torch::Tensor& seen) {
   if (!shift.defined())
-    return {
-        {"s", eval_score(cfg.score, x, pos_i, pos_j).expand_as(x)}, {"x", x}, {"unit", torch::ones({}, x.options())}};
-  return {{"s", eval_score(cfg.score, x - shift, pos_i, pos_j).expand_as(x)}, {"x", x}, {"unit", torch::exp(-shift)}};
+    return {{"s", eval_score(cfg.score, x, pos_i, pos_j, seen).expand_as(x)},
+            {"x", x},
+            {"unit", torch::ones({}, x.options())}};
+  return {
+      {"s", eval_score(cfg.score, x - shift, pos_i, pos_j, seen).expand_as(x)}, {"x", x}, {"unit", torch::exp(-shift)}};
 }
 
 const torch::Tensor& value_of(const NamedTensors& values, const std::string& name) {
@@ -58,14 +60,16 @@ AttentionOutput reference_attention(const AttentionConfig& cfg, const AttentionI
   auto x = torch::matmul(in.q, in.k.transpose(-2, -1)) * scale_qk;
   if (in.bias) x = x + *in.bias;
   auto allowed = allowed_pairs(T, cfg.prefix, cfg.window).to(x.device());
+  // n: the keys each query sees, counted before the k* column and the sink logit join the row.
+  auto seen = allowed.sum(-1, true).to(x.scalar_type());
   // 1-based positions; the k* column and the sink logit sit at position 0.
   auto pos_i = torch::arange(1, T + 1, x.options()).unsqueeze(1);
   auto pos_j = torch::arange(1, T + 1, x.options()).unsqueeze(0);
   auto add_column = [&](const torch::Tensor& column, bool first) {
-    auto seen = torch::ones({T, 1}, allowed.options());
+    auto all = torch::ones({T, 1}, allowed.options());
     auto zero = torch::zeros({1, 1}, x.options());
     x = first ? torch::cat({column, x}, -1) : torch::cat({x, column}, -1);
-    allowed = first ? torch::cat({seen, allowed}, -1) : torch::cat({allowed, seen}, -1);
+    allowed = first ? torch::cat({all, allowed}, -1) : torch::cat({allowed, all}, -1);
     pos_j = first ? torch::cat({zero, pos_j}, -1) : torch::cat({pos_j, zero}, -1);
   };
   if (in.k_star) {
@@ -84,9 +88,9 @@ AttentionOutput reference_attention(const AttentionConfig& cfg, const AttentionI
     // Masked pairs are -inf here: exp of x - m could be inf there, and its backward 0 * inf = NaN.
     auto masked = x.masked_fill(hidden, -std::numeric_limits<double>::infinity());
     auto m = std::get<0>(masked.max(-1, true)).clamp_min(norm.row->shift_floor).detach();
-    column = column_values(cfg, masked, m, pos_i, pos_j);
+    column = column_values(cfg, masked, m, pos_i, pos_j, seen);
   } else {
-    column = column_values(cfg, x, {}, pos_i, pos_j);
+    column = column_values(cfg, x, {}, pos_i, pos_j, seen);
     column[0].second = column[0].second.masked_fill(hidden, 0.0);
     if (norm.row->scale_free) {
       scale = column[0].second.detach().abs().amax(-1, true);
@@ -129,7 +133,7 @@ AttentionOutput reference_attention(const AttentionConfig& cfg, const AttentionI
 torch::Tensor sink_logit_share(const AttentionConfig& cfg, const torch::Tensor& b, const torch::Tensor& Z,
                                const torch::Tensor& st1) {
   const auto x = b.expand_as(Z), zero = torch::zeros_like(Z);
-  const NamedTensors column = column_values(cfg, x, cfg.shifted_exp ? st1 : torch::Tensor(), zero, zero);
+  const NamedTensors column = column_values(cfg, x, cfg.shifted_exp ? st1 : torch::Tensor(), zero, zero, zero);
   return eval_expr(normalizer_form(normalizer_named(cfg.normalize), cfg.pnorm_p).weight, column).expand_as(Z) / Z;
 }
 

@@ -57,8 +57,9 @@ torch::Tensor eval_expr(const ExprNode& e, const NamedTensors& vars) {
   throw std::runtime_error("expression: unsupported node '" + to_string(e) + "'");
 }
 
-torch::Tensor eval_score(const ExprNode& e, const torch::Tensor& qk, const torch::Tensor& i, const torch::Tensor& j) {
-  return eval_expr(e, {{"qk", qk}, {"i", i.to(qk.dtype())}, {"j", j.to(qk.dtype())}});
+torch::Tensor eval_score(const ExprNode& e, const torch::Tensor& qk, const torch::Tensor& i, const torch::Tensor& j,
+                         const torch::Tensor& n) {
+  return eval_expr(e, {{"qk", qk}, {"i", i.to(qk.dtype())}, {"j", j.to(qk.dtype())}, {"n", n.to(qk.dtype())}});
 }
 
 torch::Tensor eval_vector(const ExprNode& e, int64_t d_head) {

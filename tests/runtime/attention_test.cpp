@@ -393,6 +393,36 @@ TEST(Attention, ScoreUsingPositions) {
   expect_close(flat(r2.out), want2.out, 1e-12, "out with k*");
 }
 
+TEST(Attention, KeyCountByHand) {
+  // s = sigmoid(qk - log n), unnormalized: n, the keys query i sees, counted here from the hand-written mask.
+  const int T = 6;
+  auto in = random_inputs(1, 2, T, 4, 1.0, 10);
+  auto cfg = config(call("sigmoid", binary(Op::Sub, var("qk"), call("log", var("n")))));
+  cfg.normalize = "none";
+  struct Case {
+    int prefix, window;
+  };
+  for (Case mc : {Case{0, 0}, Case{0, 3}, Case{4, 0}, Case{9, 0}, Case{3, 2}}) {
+    SCOPED_TRACE("prefix " + std::to_string(mc.prefix) + " window " + std::to_string(mc.window));
+    cfg.prefix = mc.prefix, cfg.window = mc.window;
+    auto r = reference_attention(cfg, {in.q, in.k, in.v, {}, {}, {}}, true);
+    Oracle o;
+    const int p = mc.prefix, w = mc.window;
+    o.allowed = [p, w](int i, int j) {
+      bool ok = j <= i || (i < p && j < p);
+      return w > 0 ? ok && i - j < w : ok;
+    };
+    o.normalize = "none";
+    o.score = [mask = o.allowed](double x, int i, int) {
+      int n = 0;
+      for (int j = 0; j < T; ++j) n += mask(i - 1, j);
+      return 1 / (1 + std::exp(-(x - std::log(n))));
+    };
+    auto want = oracle(o, in.q, in.k, in.v);
+    expect_close(flat(r.out), want.out, 1e-12, "out");
+  }
+}
+
 TEST(Attention, PositionBiasIsAddedBeforeTheScore) {
   auto in = random_inputs(1, 2, 5, 4, 1.0, 10);
   // ALiBi-like g(i - j) = -0.5 (i - j), broadcast [1, 1, T, T].

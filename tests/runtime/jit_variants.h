@@ -127,6 +127,8 @@ inline std::vector<Variant> paper_variants() {
 // differential attention compose ordinary calls), alone and with masks,
 // position terms and the k* column.
 inline std::vector<Variant> beyond_the_paper_variants() {
+  using Op = ExprNode::Op;
+  auto sigmoid_minus_log_n = [] { return call("sigmoid", {bin(Op::Sub, var("qk"), call("log", {var("n")}))}); };
   return {
       {.name = "softpick", .normalize = "softpick"},
       {.name = "softpick, T = 1", .normalize = "softpick", .T = 1},
@@ -146,6 +148,22 @@ inline std::vector<Variant> beyond_the_paper_variants() {
       {.name = "sink logit, alpha 0.5, T 20", .alpha = 0.5, .T = 20, .sink_logit = true},
       {.name = "sink logit, large scores", .T = 12, .q_scale = 30, .grad_tol = 5e-3, .sink_logit = true},
       {.name = "sink logit, d_head 64, T 19, K biases", .key_bias = true, .T = 19, .D = 64, .sink_logit = true},
+      // Sigmoid attention with b = -log n (Ramapuram et al., 2024), n the keys the query sees: n = i causally,
+      // min(i, window) in a window, the whole prefix (or all of a shorter sequence) inside a prefix.
+      {.name = "sigmoid(qk - log n), no norm", .score = sigmoid_minus_log_n(), .normalize = "none", .T = 20},
+      {.name = "sigmoid(qk - log n), window 3 + prefix 2, KV biases",
+       .score = sigmoid_minus_log_n(),
+       .normalize = "none",
+       .prefix = 2,
+       .window = 3,
+       .key_bias = true,
+       .learned_v = true,
+       .T = 20},
+      {.name = "sigmoid(qk - log n), prefix 12 beyond T 9", .score = sigmoid_minus_log_n(), .prefix = 12},
+      {.name = "n / (n + qk^2), normalized, window 4, T 21",
+       .score = bin(Op::Div, var("n"), bin(Op::Add, var("n"), bin(Op::Mul, var("qk"), var("qk")))),
+       .window = 4,
+       .T = 21},
   };
 }
 

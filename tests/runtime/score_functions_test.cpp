@@ -37,13 +37,14 @@ TEST(ScoreFunctions, ValueGradientAndSymbolicDerivativeAgreeWithFiniteDifference
     SCOPED_TRACE(f.name);
     const ExprNode e = applied(f);
     auto x = points(f).requires_grad_(true);
-    auto value = sink::rt::eval_score(e, x, zeros, zeros);
+    auto value = sink::rt::eval_score(e, x, zeros, zeros, zeros);
     auto autograd = torch::autograd::grad({value.sum()}, {x})[0];
     const double h = 1e-6;
     auto xd = x.detach();
     auto central =
-        (sink::rt::eval_score(e, xd + h, zeros, zeros) - sink::rt::eval_score(e, xd - h, zeros, zeros)) / (2 * h);
-    auto symbolic = sink::rt::eval_score(sink::simplify(sink::derivative(e)), xd, zeros, zeros);
+        (sink::rt::eval_score(e, xd + h, zeros, zeros, zeros) - sink::rt::eval_score(e, xd - h, zeros, zeros, zeros)) /
+        (2 * h);
+    auto symbolic = sink::rt::eval_score(sink::simplify(sink::derivative(e)), xd, zeros, zeros, zeros);
     EXPECT_TRUE(torch::allclose(autograd, central, 1e-6, 1e-7)) << autograd << central;
     EXPECT_TRUE(torch::allclose(symbolic, central, 1e-6, 1e-7)) << symbolic << central;
   }
@@ -55,7 +56,7 @@ TEST(ScoreFunctions, TheValuesAreTheUsualFunctions) {
   for (const auto& f : sink::score_functions()) {
     SCOPED_TRACE(f.name);
     auto x = points(f);
-    auto ours = sink::rt::eval_score(applied(f), x, zeros, zeros);
+    auto ours = sink::rt::eval_score(applied(f), x, zeros, zeros, zeros);
     torch::Tensor usual = f.name == "exp"         ? torch::exp(x)
                           : f.name == "sigmoid"   ? torch::sigmoid(x)
                           : f.name == "elu"       ? torch::elu(x)
@@ -79,11 +80,11 @@ TEST(ScoreFunctions, TheValuesAreTheUsualFunctions) {
 TEST(ScoreFunctions, ExpIsClampedAt88InTheReferenceAsInTheKernels) {
   const auto big = torch::tensor({87.0, 88.0, 100.0, 1000.0}, torch::kFloat);
   const auto zeros = torch::zeros({4}, torch::kFloat);
-  auto e = sink::rt::eval_score(applied(*sink::find_score_function("exp")), big, zeros, zeros);
+  auto e = sink::rt::eval_score(applied(*sink::find_score_function("exp")), big, zeros, zeros, zeros);
   EXPECT_TRUE(torch::isfinite(e).all().item<bool>()) << e;
   EXPECT_FLOAT_EQ(e[2].item<float>(), std::exp(88.0f));
   EXPECT_FLOAT_EQ(e[3].item<float>(), std::exp(88.0f));
-  auto s = sink::rt::eval_score(applied(*sink::find_score_function("sigmoid")), -big, zeros, zeros);
+  auto s = sink::rt::eval_score(applied(*sink::find_score_function("sigmoid")), -big, zeros, zeros, zeros);
   EXPECT_TRUE(torch::isfinite(s).all().item<bool>()) << s;
 }
 
