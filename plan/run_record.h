@@ -17,7 +17,9 @@ inline constexpr const char* kTokens = "tokens";
 inline constexpr const char* kLr = "lr";
 inline constexpr const char* kTrainLoss = "train_loss";
 inline constexpr const char* kValidLoss = "valid_loss";
-inline constexpr const char* kElapsedS = "elapsed_s";
+inline constexpr const char* kElapsedS = "elapsed_s";  // the training loop's seconds so far (this process's)
+// The part of elapsed_s spent training: without the measurements and checkpoint writes before this line.
+inline constexpr const char* kTrainS = "train_s";
 inline constexpr const char* kTokensPerS = "tokens_per_s";
 inline constexpr const char* kSink = "sink";                     // {"position": Sink_k in %}
 inline constexpr const char* kSinkStar = "sink_star";            // Sink_* in %
@@ -40,10 +42,11 @@ inline constexpr const char* kSequences = "sequences";
 
 inline constexpr std::array<std::string_view, 4> kHeadTables = {kSinkLogitShare, kKeyNormRatio, kValueNormRatio,
                                                                 kQueryKeyCos};
-inline constexpr std::array<std::string_view, 20> kKeys = {
-    kStep,          kTokens,         kLr,           kTrainLoss,      kValidLoss,   kElapsedS,     kTokensPerS,
-    kSink,          kSinkStar,       kAlpha,        kAlphaStar,      kMassive,     kGate,         kSinkLogit,
-    kMaxActivation, kSinkLogitShare, kKeyNormRatio, kValueNormRatio, kQueryKeyCos, kSinkFromProxy};
+inline constexpr std::array<std::string_view, 21> kKeys = {
+    kStep,           kTokens,      kLr,           kTrainLoss,     kValidLoss,      kElapsedS,
+    kTrainS,         kTokensPerS,  kSink,         kSinkStar,      kAlpha,          kAlphaStar,
+    kMassive,        kGate,        kSinkLogit,    kMaxActivation, kSinkLogitShare, kKeyNormRatio,
+    kValueNormRatio, kQueryKeyCos, kSinkFromProxy};
 }  // namespace eval
 
 // summary.json.

@@ -89,7 +89,7 @@ std::vector<PlanFile> collect_plans(const std::vector<std::string>& targets) {
 
 struct RunFlags {
   std::string only, out = "runs";
-  bool resume = false, wait = false, no_progress = false, retrain_stale = false;
+  bool resume = false, wait = false, no_progress = false, retrain_stale = false, profile = false;
   int jobs = 1;
   int64_t auto_threads = 0;
   int gpu = -1;
@@ -105,6 +105,7 @@ int run_in_parallel(const std::vector<PlanFile>& plans, const RunFlags& flags) {
   if (flags.resume) options.flags.push_back("--resume");
   if (flags.wait) options.flags.push_back("--wait");
   if (flags.retrain_stale) options.flags.push_back("--retrain-stale");
+  if (flags.profile) options.flags.push_back("--profile");
   if (flags.gpu >= 0)
     options.flags.insert(options.flags.end(), {"--gpu", std::to_string(flags.gpu)});
   else
@@ -143,6 +144,7 @@ int run_command(const std::vector<std::string>& targets, const RunFlags& flags) 
     ro.resume = flags.resume;
     ro.wait = flags.wait;
     ro.retrain_stale = flags.retrain_stale;
+    ro.profile = flags.profile;
     ro.progress = !flags.no_progress && leader;
     ro.workers = workers.get();
     ro.auto_threads = flags.auto_threads;
@@ -221,6 +223,9 @@ int main(int argc, char** argv) {
   run->add_option("--auto-threads", flags.auto_threads, "threads for runs whose plan says train.threads = 0")
       ->check(CLI::Range(1, 4096));
   run->add_flag("--no-progress", flags.no_progress, "no live progress line");
+  run->add_flag("--profile", flags.profile,
+                "where each run's time went (data, forward, backward, optimizer, measurement, checkpoints): "
+                "printed, and written to RUN/profile.json; on a GPU each part is synchronised, which slows the run");
   run->add_option("--gpu", flags.gpu,
                   "cuda runs train on this GPU (default: torchrun's LOCAL_RANK, or 0; "
                   "with --jobs, each run at once a GPU of its own)")

@@ -26,6 +26,7 @@
 #include "runtime/training/precision.h"
 #include "runtime/training/run_dir.h"
 #include "runtime/training/run_ledger.h"
+#include "runtime/training/step_profile.h"
 
 namespace sink::rt {
 namespace fs = std::filesystem;
@@ -251,24 +252,37 @@ class Checkpoints {
 // loss weighted by its share: the accumulated gradient is the whole batch's
 // (every sequence carries the same number of loss positions). Returns the
 // step's loss, on the device, unread.
-torch::Tensor accumulate_gradients(Training& t, int64_t step, DataParallel* workers) {
-  auto [x, y] = t.batches->train(step);
-  if (workers) x = workers->shard(x), y = workers->shard(y);
-  // From page-locked memory the copy is queued; from pageable memory the
-  // host would first wait for the GPU to finish the previous step.
-  if (t.device.is_cuda()) x = x.pin_memory().to(t.device, true), y = y.pin_memory().to(t.device, true);
-  t.opt->zero_grad();
+torch::Tensor accumulate_gradients(Training& t, int64_t step, DataParallel* workers, StepProfile& profile) {
+  torch::Tensor x, y;
+  {
+    auto timed = profile.time(StepProfile::Data);
+    std::tie(x, y) = t.batches->train(step);
+    if (workers) x = workers->shard(x), y = workers->shard(y);
+    // From page-locked memory the copy is queued; from pageable memory the
+    // host would first wait for the GPU to finish the previous step.
+    if (t.device.is_cuda()) x = x.pin_memory().to(t.device, true), y = y.pin_memory().to(t.device, true);
+  }
+  {
+    auto timed = profile.time(StepProfile::Optimizer);
+    t.opt->zero_grad();
+  }
   const int64_t rows = x.size(0), micro = t.cfg.train.micro_batch > 0 ? std::min(t.cfg.train.micro_batch, rows) : rows;
   torch::Tensor step_loss;
   for (int64_t at = 0; at < rows; at += micro) {
     const int64_t n = std::min(micro, rows - at);
     torch::Tensor loss;
     {
-      AutocastScope autocast(t.cfg.train.precision, t.device);
-      loss = lm_loss(t.model->forward(x.narrow(0, at, n)).logits, y.narrow(0, at, n), t.cfg.model.attention.prefix);
+      auto timed = profile.time(StepProfile::Forward);
+      {
+        AutocastScope autocast(t.cfg.train.precision, t.device);
+        loss = lm_loss(t.model->forward(x.narrow(0, at, n)).logits, y.narrow(0, at, n), t.cfg.model.attention.prefix);
+      }
+      loss = loss.to(torch::kFloat) * (static_cast<double>(n) / rows);
     }
-    loss = loss.to(torch::kFloat) * (static_cast<double>(n) / rows);
-    loss.backward();
+    {
+      auto timed = profile.time(StepProfile::Backward);
+      loss.backward();
+    }
     step_loss = step_loss.defined() ? step_loss + loss.detach() : loss.detach();
   }
   return step_loss;
@@ -297,18 +311,31 @@ std::optional<int64_t> read_losses(PendingLosses& pending, DataParallel* workers
 }
 
 // A line of metrics.jsonl: the validation loss and the sink metrics now, and
-// the training loss since the last one (which it resets).
-json measurement(Training& t, Checkpoint& state, double lr, double elapsed, double tokens_per_s) {
+// the training loss since the last one (which it resets). `elapsed` is the
+// loop's time so far, `train_s` the part of it not spent measuring or
+// writing checkpoints.
+json measurement(Training& t, Checkpoint& state, double lr, double elapsed, double train_s, double tokens_per_s) {
   json m = evaluate(*t.model, *t.batches, t.cfg);
   m[eval_key::kStep] = state.step;
   m[eval_key::kTokens] = state.step * t.tokens_per_step();
   m[eval_key::kLr] = lr;
   m[eval_key::kTrainLoss] = state.loss_sum / std::max<int64_t>(1, state.loss_count);
   m[eval_key::kElapsedS] = elapsed;
+  m[eval_key::kTrainS] = train_s;
   m[eval_key::kTokensPerS] = tokens_per_s;
   state.loss_sum = 0;
   state.loss_count = 0;
   return m;
+}
+
+// profile.json in the run directory, and the same on stderr. A profile that cannot be written fails nothing.
+void write_profile(RunDir& dir, const StepProfile& profile, const std::string& run, int64_t steps) {
+  try {
+    write_atomically(dir.file("profile.json"), profile.to_json(steps).dump(2) + "\n");
+  } catch (const std::exception& e) {
+    dir.log(fmt::format("warning: profile.json not written: {}", e.what()));
+  }
+  fmt::print(stderr, "{}", profile.text(run, steps));
 }
 
 }  // namespace
@@ -330,16 +357,32 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
     if (state.step > 0) record.record_resumed();
     const int64_t steps = t.cfg.train.steps, first_step = state.step, tokens_per_step = t.tokens_per_step();
     const bool tty = options.progress && isatty(2);
+    StepProfile profile(options.profile, t.device);
+    profile.start();
     const auto loop_start = Clock::now();
     auto last_progress = loop_start;
     double last_loss = NAN;
+    // Measurements and checkpoints, timed always (two clock reads, no synchronisation): train_s leaves them out.
+    double outside_training_s = 0;
+    auto outside_training = [&](StepProfile::Part part, const std::function<void()>& work) {
+      const auto began = Clock::now();
+      {
+        auto timed = profile.time(part);
+        work();
+      }
+      outside_training_s += std::chrono::duration<double>(Clock::now() - began).count();
+    };
+    auto finish = [&](RunStatus status, const std::string& reason = "") {
+      if (profile.enabled() && claim.leader) write_profile(dir, profile, plan.name, state.step - first_step);
+      return record.finish(status, reason);
+    };
     PendingLosses pending;
     for (int64_t step = state.step; step < steps; ++step) {
       if (options.stop_after >= 0 && step - first_step >= options.stop_after)
-        return record.finish(RunStatus::Stopped, fmt::format("stopped after step {}", step));
+        return finish(RunStatus::Stopped, fmt::format("stopped after step {}", step));
       const double lr = learning_rate(t.cfg.train, step);
       set_learning_rate(*t.opt, lr);
-      pending.add(step, accumulate_gradients(t, step, workers));
+      pending.add(step, accumulate_gradients(t, step, workers, profile));
       bool stop = interrupt_requested();
       const bool final_step = step + 1 == steps;
       const int64_t every = t.cfg.measure.every, checkpoint_every = t.cfg.train.checkpoint_every;
@@ -352,13 +395,16 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
       if (workers || stop || measure_due || checkpoint_due || log_due || progress_due) {
         if (auto diverged_at = read_losses(pending, workers, step, stop, state, last_loss)) {
           record.record_progress(*diverged_at, tokens_per_step);
-          return record.finish(RunStatus::Diverged, fmt::format("non-finite loss at step {}", *diverged_at + 1));
+          return finish(RunStatus::Diverged, fmt::format("non-finite loss at step {}", *diverged_at + 1));
         }
         last_progress = Clock::now();
       }
-      if (workers) workers->average_gradients(t.model->parameters());
-      if (t.cfg.train.clip > 0) clip_gradient_norm(t.model->parameters(), t.cfg.train.clip);
-      t.opt->step();
+      {
+        auto timed = profile.time(StepProfile::Optimizer);
+        if (workers) workers->average_gradients(t.model->parameters());
+        if (t.cfg.train.clip > 0) clip_gradient_norm(t.model->parameters(), t.cfg.train.clip);
+        t.opt->step();
+      }
       state.step = step + 1;
 
       const double elapsed = std::chrono::duration<double>(Clock::now() - loop_start).count();
@@ -369,33 +415,42 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
       if (progress_due) fmt::print(stderr, "\r{:<100}", line);
       if (log_due) dir.log(line);
       if (measure_due) {
-        json m = measurement(t, state, lr, elapsed, tps);
+        json m;
+        outside_training(StepProfile::Measurement,
+                         [&] { m = measurement(t, state, lr, elapsed, elapsed - outside_training_s, tps); });
         record.leader_writes([&] { dir.append_metrics(m); });
         record.summary()[summary_key::kFinal] = m;
         if (!std::isfinite(m[eval_key::kValidLoss].get<double>())) {
           record.summary()[summary_key::kStepsDone] = state.step;
-          return record.finish(RunStatus::Diverged, fmt::format("non-finite validation loss at step {}", state.step));
+          return finish(RunStatus::Diverged, fmt::format("non-finite validation loss at step {}", state.step));
         }
       }
-      if (checkpoint_due) record.leader_writes([&] { checkpoints.write(state, record); });
+      auto write_checkpoint = [&] {
+        outside_training(StepProfile::Checkpoints,
+                         [&] { record.leader_writes([&] { checkpoints.write(state, record); }); });
+      };
+      if (checkpoint_due) write_checkpoint();
       if (stop && !final_step) {
-        record.leader_writes([&] { checkpoints.write(state, record); });
+        write_checkpoint();
         if (tty) fmt::print(stderr, "\n");
         record.record_progress(state.step, tokens_per_step);
-        return record.finish(RunStatus::Interrupted,
-                             fmt::format("interrupted after step {}; continue with --resume", state.step));
+        return finish(RunStatus::Interrupted,
+                      fmt::format("interrupted after step {}; continue with --resume", state.step));
       }
     }
     if (tty) fmt::print(stderr, "\n");
     const bool bos = measures_with_bos(t.cfg.measure.bos, t.cfg.data);
-    record.leader_writes([&] {
-      write_atomically(dir.file("attention_maps.json"), attention_maps(*t.model, *t.batches, t.cfg, bos).dump() + "\n");
+    outside_training(StepProfile::Measurement, [&] {
+      record.leader_writes([&] {
+        write_atomically(dir.file("attention_maps.json"),
+                         attention_maps(*t.model, *t.batches, t.cfg, bos).dump() + "\n");
+      });
     });
     const double elapsed = std::chrono::duration<double>(Clock::now() - loop_start).count();
     record.record_progress(steps, tokens_per_step);
     record.summary()[summary_key::kTrainWallS] = elapsed;
     record.summary()[summary_key::kTokensPerS] = (steps - first_step) * tokens_per_step / std::max(elapsed, 1e-9);
-    return record.finish(RunStatus::Completed);
+    return finish(RunStatus::Completed);
   } catch (const std::exception& e) {
     return record.finish(RunStatus::Failed, error_text(e).substr(0, 2000));
   }

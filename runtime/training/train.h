@@ -19,6 +19,7 @@ struct RunOptions {
   std::string data_cache = "";      // SentencePiece models etc.; default <out>/.cache
   bool wait = false;                // a run another process holds: wait for it rather than skip it
   bool retrain_stale = false;       // train again a completed run of an older numerics version (stale_runs.h)
+  bool profile = false;             // where the loop's time went: profile.json (runtime/training/step_profile.h)
   int64_t auto_threads = 0;         // threads when the plan says train.threads = 0; 0: the machine's default
   int gpu = -1;                     // --gpu N for cuda runs; -1: training_device chooses (runtime/training/device.h)
   DataParallel* workers = nullptr;  // data-parallel workers (torchrun); null: this process alone
