@@ -219,6 +219,7 @@ TEST(BeyondThePaper, EveryDesignTrainsThroughBothBackends) {
                            {"attention.normalize = softpick", {}},
                            {"attention { score = relu(qk)  normalize = count }", {}},
                            {"attention.score = stablemax(qk)", {}},
+                           {"attention { score = sigmoid(qk - log(n))  normalize = none }", {}},
                            {"attention.differential = true", {"lambda_q1", "lambda_k2", "out_norm_weight"}}}) {
     SCOPED_TRACE(d.body);
     ModelConfig m = model_of(std::string(d.body) + " model.pe = alibi");
