@@ -227,10 +227,16 @@ int main(int argc, char** argv) {
       ->required();
   run_cmd->add_option("--run", run_only, "only this run (and its seeds, NAME.seed=K)");
   run_cmd->add_option("--out", run_out, "folder of run directories")->capture_default_str();
-  bool run_resume = false, run_wait = false;
+  bool run_resume = false, run_wait = false, run_retrain_stale = false, run_profile = false;
   int run_jobs = 1;
   run_cmd->add_flag("--resume", run_resume, "continue interrupted runs from their last checkpoint");
   run_cmd->add_flag("--wait", run_wait, "a run another process is training: wait for it instead of skipping it");
+  run_cmd->add_flag("--retrain-stale", run_retrain_stale,
+                    "train again the completed runs of an older numerics version (stale), their results kept in "
+                    "RUN/stale/; without it a stale run is reported and kept");
+  run_cmd->add_flag("--profile", run_profile,
+                    "print where each run's time went and write RUN/profile.json (on a GPU each part is "
+                    "synchronised, which slows the run)");
   run_cmd->add_option("--jobs", run_jobs, "train up to N runs at once, each in its own process with cores / N threads")
       ->check(CLI::Range(1, 1024));
   int run_workers = 1;
@@ -379,6 +385,8 @@ int main(int argc, char** argv) {
       std::vector<std::string> flags = run_cmd->remaining();
       if (run_resume) flags.push_back("--resume");
       if (run_wait) flags.push_back("--wait");
+      if (run_retrain_stale) flags.push_back("--retrain-stale");
+      if (run_profile) flags.push_back("--profile");
       if (run_jobs > 1) flags.insert(flags.end(), {"--jobs", std::to_string(run_jobs)});
       if (run_gpu >= 0) flags.insert(flags.end(), {"--gpu", std::to_string(run_gpu)});
       if (run_workers > 1 && run_jobs > 1) {

@@ -235,10 +235,10 @@ std::string group_status(const RunGroup& group) {
   size_t done = 0;
   for (const auto& r : group.runs) done += r.status == Status::Completed;
   if (n == 1) return group.first().status_text();
-  if (done == n) return fmt::format("{} seeds, completed", n);
-  std::string out = fmt::format("{} of {} seeds completed", done, n);
+  std::string out =
+      done == n ? fmt::format("{} seeds, completed", n) : fmt::format("{} of {} seeds completed", done, n);
   for (const auto& r : group.runs)
-    if (r.status != Status::Completed) out += fmt::format("; seed {} {}", seed_number(r), r.status_text());
+    if (r.status != Status::Completed || r.stale()) out += fmt::format("; seed {} {}", seed_number(r), r.status_text());
   return out;
 }
 

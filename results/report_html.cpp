@@ -64,6 +64,7 @@ std::vector<ChartGroup> chart_groups(const std::vector<RunData>& runs) {
 std::string legend_name(const RunData& r, const std::string& prefix) {
   std::string name = r.plan.name.rfind(prefix, 0) == 0 ? r.plan.name.substr(prefix.size()) : r.plan.name;
   if (r.status != Status::Completed) name += fmt::format(" ({})", status_name(r.status));
+  if (r.stale()) name += " (stale)";
   return name;
 }
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "plan/normalizers.h"
+#include "plan/numerics_version.h"
 #include "plan/run_record.h"
 
 namespace sink::results {
@@ -44,11 +45,18 @@ bool RunData::sink_from_proxy() const {
   return sink::sink_from_proxy(normalize->second.s, differential != plan.fields.end() && differential->second.b);
 }
 
+bool RunData::stale() const { return status == Status::Completed && numerics_are_stale(numerics_version); }
+
 std::string RunData::status_text() const {
   const Eval* e = last();
   std::string at = e ? fmt::format("step {} of {}", e->step, steps_total()) : "no evaluation yet";
   switch (status) {
-    case Status::Completed: return "completed";
+    case Status::Completed:
+      return stale() ? fmt::format(
+                           "completed, stale (trained under numerics version {}, this sinklab computes "
+                           "version {}; `sinkc run --retrain-stale` trains it again)",
+                           numerics_version, kNumericsVersion)
+                     : "completed";
     case Status::Running: return "running or interrupted: " + at;
     case Status::NotRun: return reason.empty() ? "not run yet" : "not run yet; " + reason;
     default: return fmt::format("{}: {}", status_name(status), reason.empty() ? at : reason);
@@ -211,6 +219,8 @@ RunData load_run(const std::string& dir) {
                       summary[summary_key::kProcess].value(summary_key::kPid, int64_t{0}),
                       e ? fmt::format(", last evaluation at step {}", e->step) : "");
     }
+    if (auto v = summary.find(summary_key::kNumericsVersion); v != summary.end() && v->is_number_integer())
+      r.numerics_version = v->get<int64_t>();
     r.tokens_per_s = number(summary, summary_key::kTokensPerS);
     r.wall_s = number(summary, summary_key::kWallS);
     // A diverged run's last good evaluation may only be in summary.final.

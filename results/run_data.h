@@ -63,6 +63,7 @@ struct RunData {
   double tokens_per_s = NAN;  // the whole run's, from summary.json
   double wall_s = NAN;
   std::vector<AttentionMap> maps;  // written at the end of a run; empty before
+  int64_t numerics_version = 0;    // summary.json's (plan/numerics_version.h); 0 where it records none
 
   const Eval* last() const { return evals.empty() ? nullptr : &evals.back(); }
   int64_t steps_total() const;
@@ -70,7 +71,10 @@ struct RunData {
   // attention, the paper's asterisk): as its evaluations say, or, for a run recorded before they said or not run
   // yet, as its plan says (plan/normalizers.h's sink_from_proxy, the rule the runtime follows).
   bool sink_from_proxy() const;
-  // "completed", "running or interrupted: step 750 of 1500", "diverged: non-finite loss at step 12", ...
+  // Completed under an older numerics version than this sinklab's: shown with its numbers, marked stale.
+  bool stale() const;
+  // "completed", "completed, stale (...)", "running or interrupted: step 750 of 1500",
+  // "diverged: non-finite loss at step 12", ...
   std::string status_text() const;
 };
 

@@ -6,10 +6,12 @@
 namespace sink::results {
 
 std::string short_status(const RunGroup& g) {
-  size_t done = 0;
-  for (const auto& r : g.runs) done += r.status == Status::Completed;
-  if (done == g.runs.size()) return "completed";
-  if (g.runs.size() > 1) return fmt::format("{}/{} completed", done, g.runs.size());
+  size_t done = 0, stale = 0;
+  for (const auto& r : g.runs) done += r.status == Status::Completed, stale += r.stale();
+  // A stale run keeps its row and its numbers (what it measured when it was trained), marked.
+  const std::string marked = stale == 0 ? "" : g.runs.size() == 1 ? ", stale" : fmt::format(", {} stale", stale);
+  if (done == g.runs.size()) return "completed" + marked;
+  if (g.runs.size() > 1) return fmt::format("{}/{} completed{}", done, g.runs.size(), marked);
   const RunData& r = g.first();
   if (r.status == Status::Running || r.status == Status::Stopped || r.status == Status::Failed)
     return fmt::format("{} (step {}/{})", status_name(r.status), r.last() ? r.last()->step : 0, r.steps_total());

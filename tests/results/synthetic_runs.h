@@ -3,6 +3,7 @@
 // summary.json, log.txt. Shared by results_tests and results_fixture (the
 // browser test's input), so that neither needs LibTorch or a real training.
 #pragma once
+#include "plan/numerics_version.h"
 #include "plan/run_record.h"
 #include <filesystem>
 #include <fstream>
@@ -77,6 +78,7 @@ struct SyntheticRun {
   std::string status = "completed";  // completed | diverged | failed | stopped | running (no summary.json yet)
   std::string reason;
   std::vector<EvalLine> evals;
+  int64_t numerics_version = kNumericsVersion;  // summary.json's, as this sinklab writes it; < 0: none recorded
 };
 
 // Writes folder/<run>-<hash8>/ and returns its path.
@@ -91,6 +93,7 @@ inline std::string write_run(const std::string& folder, const SyntheticRun& r) {
   if (r.status != "running") {
     nlohmann::json s = {{"name", r.plan.name}, {"hash", r.plan.hash()}, {"status", r.status}, {"wall_s", 12.5}};
     if (!r.reason.empty()) s["reason"] = r.reason;
+    if (r.numerics_version >= 0) s["numerics_version"] = r.numerics_version;
     if (!r.evals.empty()) s["final"] = r.evals.back().json();
     if (r.status == "completed" && !r.evals.empty()) s["tokens_per_s"] = r.evals.back().tokens_per_s;
     std::ofstream(dir / "summary.json") << s.dump(2) << "\n";

@@ -266,3 +266,38 @@ TEST(Table, AStatusTheRuntimeNeverWritesIsAFailureThatSaysSo) {
   EXPECT_NE(runs[0].status_text().find("'paused'"), std::string::npos) << runs[0].status_text();
   EXPECT_EQ(runs[1].status, Status::Stopped);
 }
+
+// A completed run of an older numerics version than this sinklab's (or none recorded) keeps its row and its
+// numbers, marked stale; the other seeds and current runs read as before.
+TEST(Table, AStaleRunIsShownWithItsNumbersAndMarked) {
+  TempDir tmp("table-stale");
+  auto plans = compile_plans("sweep wd over micro { optim.weight_decay in [0.1, 1.0, 5.0] }\n");
+  EvalLine e;
+  e.valid_loss = 2.5;
+  write_run(tmp.path, {plans[0], "completed", "", curve(2, e)});
+  write_run(tmp.path, {plans[1], "completed", "", curve(2, e), kNumericsVersion - 1});
+  write_run(tmp.path, {plans[2], "completed", "", curve(2, e), -1});  // from before versions were recorded
+  auto runs = load_run_folder(tmp.path);
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_FALSE(runs[0].stale());
+  EXPECT_TRUE(runs[1].stale());
+  EXPECT_TRUE(runs[2].stale());
+  EXPECT_EQ(runs[2].numerics_version, 0);
+  EXPECT_NE(runs[1].status_text().find("--retrain-stale"), std::string::npos) << runs[1].status_text();
+  ResultTable t = build_table(group_seeds(runs), {"valid_loss"});
+  ASSERT_EQ(t.rows.size(), 3u);
+  EXPECT_EQ(t.rows[0].status, "completed");
+  EXPECT_EQ(t.rows[1].status, "completed, stale");
+  EXPECT_EQ(t.rows[2].status, "completed, stale");
+  for (const auto& row : t.rows) EXPECT_NEAR(row.values[0].mean, 2.5, 1e-12) << row.name;
+
+  // Seeds: the group says how many of them are stale.
+  TempDir seeds("table-stale-seeds");
+  auto seeded = compile_plans("experiment s extends micro { train.seeds = 2 }\n");
+  ASSERT_EQ(seeded.size(), 2u);
+  write_run(seeds.path, {seeded[0], "completed", "", curve(2, e)});
+  write_run(seeds.path, {seeded[1], "completed", "", curve(2, e), -1});
+  ResultTable s = build_table(group_seeds(load_run_folder(seeds.path)), {"valid_loss"});
+  ASSERT_EQ(s.rows.size(), 1u);
+  EXPECT_EQ(s.rows[0].status, "completed, 1 stale");
+}
