@@ -7,6 +7,7 @@
 #include <iostream>
 #include <unistd.h>
 
+#include "cli/targets.h"
 #include "compiler/format.h"
 #include "kernels/emit_cuda.h"
 #include "kernels/emit_llvm.h"
@@ -111,27 +112,48 @@ int format(const std::vector<std::string>& targets, FormatMode mode) {
   return rc;
 }
 
-int plan(const std::string& file, const std::string& run, const std::string& format, const CommonOptions& common) {
+int plan(const std::string& file, const std::vector<std::string>& runs, const std::string& format,
+         const CommonOptions& common) {
   Compilation c(common.options());
   if (int rc = compile_file(c, file, common); rc != 0) return rc;
-  bool found = false;
+  // Every pattern must name something before anything is printed.
+  std::vector<std::string> names;
+  for (const auto& p : c.plans()) names.push_back(p.name);
+  if (auto error = results::unmatched_run_pattern(runs, names, file); !error.empty()) {
+    fmt::print(stderr, "sinkc: {}\n", error);
+    return 2;
+  }
   for (const auto& p : c.plans()) {
-    if (!run.empty() && !p.answers_to(run)) continue;
-    found = true;
+    if (!results::wanted_run(p.name, runs)) continue;
     if (format == "json")
       fmt::print("{}\n", to_json(p));
     else
       fmt::print("{}\n", to_toml(p));
   }
-  if (!found) {
-    std::vector<std::string> names;
-    for (const auto& p : c.plans()) names.push_back(p.name);
-    std::string guess = closest(run, names);
-    fmt::print(stderr, "sinkc: no run named '{}' in {}{}\n", run, file,
-               guess.empty() ? "" : fmt::format(" (did you mean '{}'?)", guess));
-    return 2;
-  }
   return 0;
+}
+
+bool select_plan_files(std::vector<std::string>& plan_files, const std::vector<std::string>& runs,
+                       const std::string& where) {
+  if (runs.empty()) return true;
+  std::vector<std::string> names, selected;
+  for (const auto& file : plan_files) {
+    std::string name;
+    try {
+      name = read_plan(file).name;
+    } catch (const PlanError& e) {
+      fmt::print(stderr, "sinkc: {}\n", e.what());
+      return false;
+    }
+    names.push_back(name);
+    if (results::wanted_run(name, runs)) selected.push_back(file);
+  }
+  if (auto error = results::unmatched_run_pattern(runs, names, where); !error.empty()) {
+    fmt::print(stderr, "sinkc: {}\n", error);
+    return false;
+  }
+  plan_files = std::move(selected);
+  return true;
 }
 
 int fields(const std::string& format, const CommonOptions& common) {

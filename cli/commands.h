@@ -18,7 +18,9 @@ struct CommonOptions {
 
 // Exit status: 0 clean, 1 spec errors, 2 usage or I/O.
 int check(const std::vector<std::string>& files, const CommonOptions& common);
-int plan(const std::string& file, const std::string& run, const std::string& format, const CommonOptions& common);
+// `runs`: --run names or patterns (plan/plan.h's run_answers_to); one that matches no run is exit 2.
+int plan(const std::string& file, const std::vector<std::string>& runs, const std::string& format,
+         const CommonOptions& common);
 int fields(const std::string& format, const CommonOptions& common);
 // `sinkc fmt` (compiler/format.h): Print writes the formatted files to stdout; Check lists those not formatted
 // (exit 1); Write rewrites them in place. Exit 2 when a file cannot be read or does not parse.
@@ -32,14 +34,18 @@ int compile(const std::string& file, const std::string& out, const CommonOptions
 // runtime, in order. Exit status as above; `plan_files` is filled on 0.
 int plans_for_runtime(const std::vector<std::string>& targets, const std::string& out, const CommonOptions& common,
                       std::vector<std::string>& plan_files);
+// Keeps the plan files whose run answers to one of `runs` (--run names or patterns; all when there is none).
+// False, the error printed, when a pattern matches none of them: it names the runs of `where`.
+bool select_plan_files(std::vector<std::string>& plan_files, const std::vector<std::string>& runs,
+                       const std::string& where);
 
 // `sinkc submit --slurm` (cli/slurm_submit.cpp): one Slurm job array, one
 // task per run not yet completed in `out`; `dry_run` prints the batch script.
 struct SubmitOptions {
   std::string out = "runs";
-  std::string run;        // only this run (and its seeds)
-  std::string partition;  // empty: the cluster's default
-  std::string time;       // Slurm's --time, e.g. 4:00:00
+  std::vector<std::string> runs;  // only these runs (and their seeds): names or patterns
+  std::string partition;          // empty: the cluster's default
+  std::string time;               // Slurm's --time, e.g. 4:00:00
   int gpus_per_run = 0;
   int cpus_per_run = 0;                  // 0: Slurm's default; the run's threads follow it
   int max_parallel = 0;                  // the array's %limit; 0: none

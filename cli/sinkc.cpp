@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <iostream>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -23,6 +24,9 @@
 namespace fs = std::filesystem;
 
 namespace {
+
+constexpr const char* kRunHelp =
+    "only these runs and their seeds (NAME.seed=K): names or shell patterns ('wd.*', 'op_[sx]*'); repeatable";
 
 fs::path runtime_path() { return fs::read_symlink("/proc/self/exe").parent_path() / "sinkc-runtime"; }
 
@@ -98,12 +102,13 @@ int exec_torchrun(int workers, const std::vector<std::string>& runtime_args) {
 
 // `sinkc run`: the front end compiles, the runtime trains the plans. Options
 // the front end does not know (--resume, ...) are the runtime's.
-int run(const std::vector<std::string>& targets, const std::string& only, const std::string& out,
+int run(const std::vector<std::string>& targets, const std::vector<std::string>& only, const std::string& out,
         const std::vector<std::string>& runtime_flags, int workers, const sink::cli::CommonOptions& common) {
   std::vector<std::string> plan_files;
   if (int rc = sink::cli::plans_for_runtime(targets, out, common, plan_files); rc != 0) return rc;
+  // --run picks plan files here, so that the runtime trains just those, however many patterns there are.
+  if (!sink::cli::select_plan_files(plan_files, only, fmt::format("{}", fmt::join(targets, ", ")))) return 2;
   std::vector<std::string> args = plan_files;
-  if (!only.empty()) args.insert(args.end(), {"--run", only});
   args.insert(args.end(), {"--out", out});
   args.insert(args.end(), runtime_flags.begin(), runtime_flags.end());
   if (workers > 1) return exec_torchrun(workers, args);
@@ -194,11 +199,12 @@ int main(int argc, char** argv) {
   check->add_option("files", check_files, "spec files")->required();
   add_common(check);
 
-  std::string plan_file, plan_run, plan_format = "toml";
+  std::string plan_file, plan_format = "toml";
+  std::vector<std::string> plan_runs;
   auto* plan =
       app.add_subcommand("plan", "print resolved plans (every default filled, sweeps expanded) with their hashes");
   plan->add_option("file", plan_file, "spec file")->required();
-  plan->add_option("--run", plan_run, "only this run (and its seeds, NAME.seed=K)");
+  plan->add_option("--run", plan_runs, kRunHelp)->allow_extra_args(false);
   plan->add_option("--format", plan_format, "toml or json")->check(CLI::IsMember({"toml", "json"}));
   add_common(plan);
 
@@ -219,13 +225,13 @@ int main(int argc, char** argv) {
       fmt_cmd->add_flag("--check", fmt_check, "list the files not formatted; exit 1 if there are any");
   fmt_cmd->add_flag("--write", fmt_write, "rewrite the files not formatted in place")->excludes(fmt_check_flag);
 
-  std::vector<std::string> run_targets;
-  std::string run_only, run_out = "runs";
+  std::vector<std::string> run_targets, run_only;
+  std::string run_out = "runs";
   auto* run_cmd =
       app.add_subcommand("run", "train and measure every run of specs or plans; runs already completed are cached");
   run_cmd->add_option("targets", run_targets, "spec files, folders of specs, or plan.toml files and folders of them")
       ->required();
-  run_cmd->add_option("--run", run_only, "only this run (and its seeds, NAME.seed=K)");
+  run_cmd->add_option("--run", run_only, kRunHelp)->allow_extra_args(false);
   run_cmd->add_option("--out", run_out, "folder of run directories")->capture_default_str();
   bool run_resume = false, run_wait = false, run_retrain_stale = false, run_profile = false;
   int run_jobs = 1;
@@ -268,7 +274,7 @@ int main(int argc, char** argv) {
       ->required();
   submit->add_flag("--slurm", submit_slurm, "submit with sbatch (the one scheduler supported)")->required();
   submit->add_option("--out", submit_options.out, "shared folder of run directories")->capture_default_str();
-  submit->add_option("--run", submit_options.run, "only this run (and its seeds, NAME.seed=K)");
+  submit->add_option("--run", submit_options.runs, kRunHelp)->allow_extra_args(false);
   submit->add_option("--partition", submit_options.partition, "Slurm partition");
   submit->add_option("--time", submit_options.time, "time limit per run (Slurm's --time, e.g. 4:00:00)");
   submit->add_option("--gpus-per-run", submit_options.gpus_per_run, "GPUs per run")->check(CLI::Range(0, 64));
@@ -286,8 +292,8 @@ int main(int argc, char** argv) {
   sink::cli::ResultsOptions results;
   auto add_results = [&](CLI::App* cmd, bool with_format) {
     cmd->add_option("--run", results.runs,
-                    "only this run and its seeds (table, report: repeatable; diff: once for every spec, or once for A "
-                    "and once for B)")
+                    "only these runs and their seeds: names or shell patterns ('wd.*'; table, report, export: "
+                    "repeatable; diff: once for every spec, or once for A and once for B, each matching one run)")
         ->allow_extra_args(false);
     cmd->add_option("--out", results.out, "folder where `sinkc run` wrote the runs of a spec")->capture_default_str();
     if (with_format)
@@ -328,7 +334,11 @@ int main(int argc, char** argv) {
   bisect->add_option("--jobs", bisect_jobs, "train up to N runs at once, each in its own process")
       ->check(CLI::Range(1, 1024));
   bisect->add_flag("--resume", bisect_resume, "continue runs an interrupted bisection left from their last checkpoint");
-  bisect->add_option("--run", bisect_options.runs, "with spec files: the run of A and of B (once for both, or twice)");
+  bisect
+      ->add_option("--run", bisect_options.runs,
+                   "with spec files: the run of A and of B (once for both, or twice), a name or a shell pattern "
+                   "matching one run")
+      ->allow_extra_args(false);
   bisect->add_option("--out", bisect_options.out, "folder of run directories (A's, B's and the bisection's)")
       ->capture_default_str();
   bisect->add_option("--format", bisect_options.format, "text, markdown or json")
@@ -411,7 +421,7 @@ int main(int argc, char** argv) {
                                             : fmt_write ? sink::cli::FormatMode::Write
                                                         : sink::cli::FormatMode::Print);
     if (*check) return sink::cli::check(check_files, common);
-    if (*plan) return sink::cli::plan(plan_file, plan_run, plan_format, common);
+    if (*plan) return sink::cli::plan(plan_file, plan_runs, plan_format, common);
     if (*fields) return sink::cli::fields(fields_format, common);
     if (*compile) return sink::cli::compile(compile_file, compile_out, common);
     if (*submit) return sink::cli::submit_slurm(submit_targets, submit_options, common);

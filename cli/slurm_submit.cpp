@@ -7,6 +7,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
@@ -33,10 +34,6 @@ bool completed(const fs::path& run_dir) {
   auto j = nlohmann::json::parse(in, nullptr, false);
   return !j.is_discarded() && j.is_object() &&
          j.value(sink::run_record::summary::kStatus, "") == status_name(sink::run_record::RunStatus::Completed);
-}
-
-bool selected(const std::string& name, const std::string& only) {
-  return only.empty() || name == only || name.rfind(only + ".seed=", 0) == 0;
 }
 
 std::string batch_script(const SubmitOptions& o, const fs::path& out, const fs::path& tasks, size_t count,
@@ -78,11 +75,11 @@ int submit_slurm(const std::vector<std::string>& targets, const SubmitOptions& o
   const fs::path out = fs::absolute(o.out, ec).lexically_normal();
   std::vector<std::string> plan_files;
   if (int rc = plans_for_runtime(targets, out.string(), common, plan_files); rc != 0) return rc;
+  if (!select_plan_files(plan_files, o.runs, fmt::format("{}", fmt::join(targets, ", ")))) return 2;
   std::vector<std::string> pending;
   size_t done = 0;
   for (const auto& file : plan_files) {
     Plan p = read_plan(file);
-    if (!selected(p.name, o.run)) continue;
     if (completed(out / p.dir_name())) {
       ++done;
       continue;

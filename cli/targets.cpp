@@ -71,6 +71,32 @@ RunData find_run(const Plan& plan, const TargetOptions& options) {
 
 }  // namespace
 
+bool wanted_run(const std::string& run_name, const std::vector<std::string>& patterns) {
+  return patterns.empty() ||
+         std::any_of(patterns.begin(), patterns.end(), [&](const auto& p) { return run_answers_to(run_name, p); });
+}
+
+std::string unmatched_run_pattern(const std::vector<std::string>& patterns, const std::vector<std::string>& run_names,
+                                  const std::string& where) {
+  for (const auto& pattern : patterns) {
+    if (std::any_of(run_names.begin(), run_names.end(), [&](const auto& n) { return run_answers_to(n, pattern); }))
+      continue;
+    std::vector<std::string> bases;
+    for (const auto& n : run_names)
+      if (std::find(bases.begin(), bases.end(), seed_base(n)) == bases.end()) bases.push_back(seed_base(n));
+    // A long sweep's names would bury the message: the first ones say what the names look like.
+    constexpr size_t kMostNames = 20;
+    std::string list =
+        fmt::format("{}", fmt::join(bases.begin(), bases.begin() + std::min(bases.size(), kMostNames), ", "));
+    if (bases.size() > kMostNames) list += fmt::format(", ... ({} in all)", bases.size());
+    const bool plain = pattern.find_first_of("*?[") == std::string::npos;
+    const std::string guess = plain ? closest(pattern, bases) : "";
+    return fmt::format("no run {} '{}' in {}{}; its runs: {}", plain ? "named" : "matches", pattern, where,
+                       guess.empty() ? "" : fmt::format(" (did you mean '{}'?)", guess), bases.empty() ? "none" : list);
+  }
+  return "";
+}
+
 bool is_spec_file(const std::string& target) {
   std::error_code ec;
   return fs::is_regular_file(target, ec);
@@ -98,23 +124,26 @@ RunGroup resolve_group(const std::string& target, const std::string& run, const 
     want = names.front();
   }
   std::vector<RunData> runs;
-  for (const auto& p : plans)
+  std::vector<std::string> all;
+  for (const auto& p : plans) {
+    all.push_back(p.name);
     if (p.answers_to(want)) runs.push_back(find_run(p, options));
-  if (runs.empty()) {
-    std::string guess = closest(want, names);
-    throw ResultsError(fmt::format("no run named '{}' in {}{}", want, target,
-                                   guess.empty() ? "" : fmt::format(" (did you mean '{}'?)", guess)));
   }
+  if (runs.empty()) throw ResultsError(unmatched_run_pattern({want}, all, target));
   auto groups = group_seeds(runs);
+  if (groups.size() > 1) {
+    std::vector<std::string> matched;
+    for (const auto& g : groups) matched.push_back(g.name);
+    throw ResultsError(fmt::format("'{}' matches {} runs in {} ({}): name one", want, groups.size(), target,
+                                   fmt::join(matched, ", ")));
+  }
   return groups.front();
 }
 
 std::vector<RunData> resolve_runs(const std::vector<std::string>& targets, const std::vector<std::string>& run_names,
                                   const TargetOptions& options) {
-  auto wanted = [&](const Plan& p) {
-    return run_names.empty() ||
-           std::any_of(run_names.begin(), run_names.end(), [&](const auto& n) { return p.answers_to(n); });
-  };
+  auto wanted = [&](const Plan& p) { return wanted_run(p.name, run_names); };
+  std::vector<std::string> all;  // every run's name, for a pattern that matches none of them
   std::vector<RunData> out;
   auto add = [&](RunData r) {
     // The same folder twice (named twice); two names of one content-cached
@@ -126,24 +155,30 @@ std::vector<RunData> resolve_runs(const std::vector<std::string>& targets, const
   for (const auto& t : targets) {
     std::error_code ec;
     if (is_run_dir(t)) {
-      add(load_run(t));
+      // Named on its own: not filtered, but a pattern may match it.
+      RunData r = load_run(t);
+      all.push_back(r.plan.name);
+      add(std::move(r));
     } else if (fs::is_directory(t, ec)) {
       std::vector<std::string> skipped;
       auto runs = load_run_folder(t, &skipped);
       for (const auto& s : skipped) std::cerr << "sinkc: " << s << "\n";
       if (runs.empty()) throw ResultsError(fmt::format("no run directories (folders with a plan.toml) in '{}'", t));
-      for (auto& r : runs)
+      for (auto& r : runs) {
+        all.push_back(r.plan.name);
         if (wanted(r.plan)) add(std::move(r));
+      }
     } else if (is_spec_file(t)) {
-      for (const auto& p : compile_spec(t, options))
+      for (const auto& p : compile_spec(t, options)) {
+        all.push_back(p.name);
         if (wanted(p)) add(find_run(p, options));
+      }
     } else {
       throw ResultsError(fmt::format("'{}' is neither a run directory, a folder of runs, nor a spec file", t));
     }
   }
-  for (const auto& name : run_names)
-    if (std::none_of(out.begin(), out.end(), [&](const RunData& r) { return r.plan.answers_to(name); }))
-      throw ResultsError(fmt::format("no run named '{}' in {}", name, fmt::join(targets, ", ")));
+  if (auto error = unmatched_run_pattern(run_names, all, fmt::format("{}", fmt::join(targets, ", "))); !error.empty())
+    throw ResultsError(error);
   return out;
 }
 

@@ -27,15 +27,25 @@ struct TargetOptions {
 
 // One side of a diff: a run directory with the seeds of it found beside it,
 // or the run `run` of a spec with all its seeds. `run` may be empty when the
-// spec has a single run. Seeds not run yet come back with Status::NotRun.
+// spec has a single run, and a pattern that matches one run (and its seeds).
+// Seeds not run yet come back with Status::NotRun.
 RunGroup resolve_group(const std::string& target, const std::string& run, const TargetOptions& options);
 
 // Runs for table and report: run directories as given, every run directory
-// in a folder, every run of a spec; with run names, only those runs and
-// their seeds (a name that matches nothing is an error).
+// in a folder, every run of a spec; with run names or patterns, only the runs
+// answering to one and their seeds (a pattern that matches nothing is an
+// error naming the runs there are).
 std::vector<RunData> resolve_runs(const std::vector<std::string>& targets, const std::vector<std::string>& run_names,
                                   const TargetOptions& options);
 
 bool is_spec_file(const std::string& target);
+
+// `--run PATTERN...` (plan/plan.h's run_answers_to; repeatable): with no pattern every run, else those answering to
+// any of them.
+bool wanted_run(const std::string& run_name, const std::vector<std::string>& patterns);
+// The error for the first of `patterns` that none of `run_names` answers to: it names the runs there are (each
+// seed base once) and, for a plain name that is a typo, the closest. Empty when every pattern matches a run.
+std::string unmatched_run_pattern(const std::vector<std::string>& patterns, const std::vector<std::string>& run_names,
+                                  const std::string& where);
 
 }  // namespace sink::results

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <fmt/format.h>
+#include <fnmatch.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -325,6 +326,12 @@ std::string seed_base(const std::string& run_name) {
   return seed_suffix(run_name) ? run_name.substr(0, run_name.rfind(".seed=")) : run_name;
 }
 
-bool Plan::answers_to(const std::string& run) const { return name == run || seed_base(name) == run; }
+bool run_answers_to(const std::string& run_name, const std::string& pattern) {
+  const std::string base = seed_base(run_name);
+  if (run_name == pattern || base == pattern) return true;
+  return fnmatch(pattern.c_str(), run_name.c_str(), 0) == 0 || fnmatch(pattern.c_str(), base.c_str(), 0) == 0;
+}
+
+bool Plan::answers_to(const std::string& pattern) const { return run_answers_to(name, pattern); }
 
 }  // namespace sink

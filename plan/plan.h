@@ -34,8 +34,8 @@ struct Plan {
   std::string hash8() const { return hash().substr(0, 8); }
   std::string dir_name() const { return name + "-" + hash8(); }
   bool operator==(const Plan& o) const { return name == o.name && fields == o.fields; }
-  // `--run NAME`: this run, or one of its seeds when NAME has `train.seeds > 1`.
-  bool answers_to(const std::string& run) const;
+  // `--run PATTERN`: see run_answers_to.
+  bool answers_to(const std::string& pattern) const;
 };
 
 struct PlanError : std::runtime_error {
@@ -45,6 +45,11 @@ struct PlanError : std::runtime_error {
 // The seeds of a run are named NAME.seed=K.
 std::optional<int64_t> seed_suffix(const std::string& run_name);
 std::string seed_base(const std::string& run_name);  // "x.seed=3" -> "x"
+// `--run PATTERN`: a run's name, or a shell-style pattern of names (fnmatch's *, ? and [...]: `wd.*`,
+// `op_sig*`). A run answers to it when its name, or its seed base (NAME for the seeds NAME.seed=K of a run with
+// `train.seeds > 1`), is that name or matches that pattern; a name is itself first, so one holding [ or * is
+// still named exactly.
+bool run_answers_to(const std::string& run_name, const std::string& pattern);
 
 std::string to_toml(const Plan& plan);
 std::string to_json(const Plan& plan);

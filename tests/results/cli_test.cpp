@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <sys/wait.h>
 
 #include "synthetic_runs.h"
@@ -122,4 +123,66 @@ TEST(Cli, ExportSaysWhichExportAndAnswersTensorBoardItself) {
       << tb.out;
   EXPECT_TRUE(std::filesystem::is_directory(s.tmp.path + "/tb/a"));
   EXPECT_EQ(sinkc("export " + s.spec + " --out " + s.out + " --run b --tensorboard " + s.tmp.path + "/tb").status, 2);
+}
+
+TEST(Cli, RunTakesShellPatternsAndMayBeRepeated) {
+  TempDir tmp{"cli-patterns"};
+  const std::string spec = tmp.path + "/s.sink", out = tmp.path + "/runs";
+  const std::string text =
+      "experiment a extends micro {}\nexperiment b extends micro { model.biases = k }\n"
+      "sweep wd over micro { optim.weight_decay in [0.1, 0.5] }\n";
+  std::ofstream(spec) << text;
+  for (const auto& p : compile_plans(text)) write_run(out, {p, "completed", "", curve(2, {})});
+  // The runs a table shows, from its CSV's first column.
+  auto table_runs = [&](const std::string& args) {
+    Result r = sinkc("table " + spec + " --out " + out + " --format csv " + args);
+    EXPECT_EQ(r.status, 0) << r.out;
+    std::set<std::string> runs;
+    for (size_t at = r.out.find("\r\n"); at != std::string::npos && at + 2 < r.out.size();
+         at = r.out.find("\r\n", at + 2))
+      runs.insert(r.out.substr(at + 2, r.out.find(',', at + 2) - at - 2));
+    return runs;
+  };
+  using Runs = std::set<std::string>;
+  EXPECT_EQ(table_runs("--run 'wd.*' --run a"), (Runs{"a", "wd.weight_decay=0.1", "wd.weight_decay=0.5"}));
+  EXPECT_EQ(table_runs("--run 'wd.weight_decay=0.[15]'"), (Runs{"wd.weight_decay=0.1", "wd.weight_decay=0.5"}));
+  EXPECT_EQ(table_runs("--run '?'"), (Runs{"a", "b"}));
+
+  // A pattern that matches nothing is an error that names the runs there are, in a folder as in a spec.
+  for (const std::string target : {out, spec + " --out " + out}) {
+    Result none = sinkc("table " + target + " --run a --run 'zz*'");
+    EXPECT_EQ(none.status, 2) << none.out;
+    EXPECT_NE(none.out.find("no run matches 'zz*'"), std::string::npos) << none.out;
+    EXPECT_NE(none.out.find("its runs: a, b, wd.weight_decay=0.1, wd.weight_decay=0.5"), std::string::npos) << none.out;
+  }
+  Result typo = sinkc("report " + out + " -o " + tmp.path + "/r.html --run wd.weight_decay=0.2");
+  EXPECT_EQ(typo.status, 2) << typo.out;
+  EXPECT_NE(typo.out.find("no run named 'wd.weight_decay=0.2'"), std::string::npos) << typo.out;
+  EXPECT_NE(typo.out.find("did you mean"), std::string::npos) << typo.out;
+
+  // diff: a pattern per side that matches one run; one that matches two says which.
+  Result both = sinkc("diff " + spec + " " + spec + " --out " + out + " --run 'a*' --run '[b]'");
+  EXPECT_EQ(both.status, 0) << both.out;
+  EXPECT_NE(both.out.find("model.biases: none -> k"), std::string::npos) << both.out;
+  Result two = sinkc("diff " + spec + " " + spec + " --out " + out + " --run 'wd.*'");
+  EXPECT_EQ(two.status, 2) << two.out;
+  EXPECT_NE(two.out.find("'wd.*' matches 2 runs"), std::string::npos) << two.out;
+
+  // plan, run and submit: the same patterns, checked before anything is printed, trained or submitted.
+  Result plans = sinkc("plan " + spec + " --run 'wd.*' --run b");
+  EXPECT_EQ(plans.status, 0) << plans.out;
+  size_t names = 0;
+  for (size_t at = 0; (at = plans.out.find("\nname = ", at)) != std::string::npos; ++at) ++names;
+  EXPECT_EQ(names + (plans.out.rfind("name = ", 0) == 0), 3u) << plans.out;
+  Result no_plan = sinkc("plan " + spec + " --run a --run 'x?'");
+  EXPECT_EQ(no_plan.status, 2) << no_plan.out;
+  EXPECT_EQ(no_plan.out.find("name = "), std::string::npos) << no_plan.out;
+  Result no_run = sinkc("run " + spec + " --out " + tmp.path + "/fresh --run 'zz*'");
+  EXPECT_EQ(no_run.status, 2) << no_run.out;
+  EXPECT_NE(no_run.out.find("no run matches 'zz*' in " + spec), std::string::npos) << no_run.out;
+  Result submit = sinkc("submit " + spec + " --slurm --dry-run --out " + tmp.path + "/fresh --run 'wd.*'");
+  EXPECT_EQ(submit.status, 0) << submit.out;
+  EXPECT_NE(submit.out.find("dry run: 2 tasks"), std::string::npos) << submit.out;
+  EXPECT_NE(submit.out.find("/wd.weight_decay=0.5-"), std::string::npos) << submit.out;
+  EXPECT_EQ(submit.out.find("/a-"), std::string::npos) << submit.out;
 }

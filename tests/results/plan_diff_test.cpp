@@ -61,3 +61,19 @@ TEST(PlanDiff, SeedsOfOneRunDifferOnlyBySeed) {
   EXPECT_EQ(seed_base("wd.weight_decay=0.1"), "wd.weight_decay=0.1");
   EXPECT_EQ(seed_suffix("a.seed=12").value_or(-1), 12);
 }
+
+TEST(PlanDiff, RunPatternsMatchNamesAndSeedBases) {
+  // A name answers for itself and its seeds.
+  EXPECT_TRUE(run_answers_to("a", "a"));
+  EXPECT_TRUE(run_answers_to("a.seed=2", "a"));
+  EXPECT_FALSE(run_answers_to("ab", "a"));
+  // fnmatch's *, ? and [...], on the name or on the seed base.
+  EXPECT_TRUE(run_answers_to("wd.weight_decay=0.1", "wd.*"));
+  EXPECT_TRUE(run_answers_to("wd.weight_decay=0.1.seed=1", "wd.weight_decay=0.?"));
+  EXPECT_TRUE(run_answers_to("op_sigmoid", "op_[sx]*"));
+  EXPECT_FALSE(run_answers_to("op_softmax", "op_[x]*"));
+  EXPECT_FALSE(run_answers_to("wd.weight_decay=0.1", "wd"));
+  // A name that holds a pattern's characters is still named exactly.
+  EXPECT_TRUE(run_answers_to("pos.measure.positions=[1, 2]", "pos.measure.positions=[1, 2]"));
+  EXPECT_FALSE(run_answers_to("pos.measure.positions=[1, 2]", "pos.measure.positions=[3]"));
+}
