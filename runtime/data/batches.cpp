@@ -106,9 +106,13 @@ std::pair<torch::Tensor, torch::Tensor> Batches::train(int64_t step) const {
 std::pair<torch::Tensor, torch::Tensor> Batches::valid(int64_t n) const {
   auto inputs = torch::empty({n, context_}, torch::kLong);
   auto targets = torch::empty({n, context_}, torch::kLong);
+  // Through accessors, as train() does: `inputs[b][t] = v` would build two tensor views and a
+  // fill per token, every evaluation.
+  auto in = inputs.accessor<int64_t, 2>();
+  auto out = targets.accessor<int64_t, 2>();
   for (int64_t b = 0; b < n; ++b) {
     auto seq = sequence(true, b, context_, cfg_.bos, true);
-    for (int64_t t = 0; t < context_; ++t) inputs[b][t] = seq[t], targets[b][t] = seq[t + 1];
+    for (int64_t t = 0; t < context_; ++t) in[b][t] = seq[t], out[b][t] = seq[t + 1];
   }
   return {inputs, targets};
 }

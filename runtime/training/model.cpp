@@ -237,6 +237,17 @@ torch::Tensor Transformer::distance_bias(int64_t T) {
   return {};
 }
 
+std::pair<torch::Tensor, torch::Tensor> Transformer::rope_tables(int64_t T) {
+  if (!rope_cos_.defined() || rope_cos_.size(0) < T) {
+    // In double on the CPU, then cast: the angles of long sequences keep their precision.
+    auto inv = torch::pow(cfg.rope_theta, -torch::arange(0, cfg.d_head, 2, torch::kDouble) / double(cfg.d_head));
+    auto angles = torch::arange(T, torch::kDouble).unsqueeze(1) * inv.unsqueeze(0);
+    rope_cos_ = torch::cos(angles).to(device, torch::kFloat);
+    rope_sin_ = torch::sin(angles).to(device, torch::kFloat);
+  }
+  return {rope_cos_.narrow(0, 0, T), rope_sin_.narrow(0, 0, T)};
+}
+
 ForwardResult Transformer::forward(const torch::Tensor& tokens, bool probe, bool want_hidden) {
   ForwardResult r;
   auto x = embed(tokens.to(device));  // batches are built on the CPU
@@ -248,12 +259,7 @@ ForwardResult Transformer::forward(const torch::Tensor& tokens, bool probe, bool
   if (cfg.pe == PosEmbedding::sinusoidal)
     x = x + sinusoidal_positions(T, cfg.d).to(x.device());  // built on the CPU, moved once
   torch::Tensor cos, sin;
-  if (cfg.pe == PosEmbedding::rope) {
-    auto inv = torch::pow(cfg.rope_theta, -torch::arange(0, cfg.d_head, 2, torch::kDouble) / double(cfg.d_head));
-    auto angles = torch::arange(T, torch::kDouble).unsqueeze(1) * inv.unsqueeze(0);
-    cos = torch::cos(angles).to(x.device(), torch::kFloat);
-    sin = torch::sin(angles).to(x.device(), torch::kFloat);
-  }
+  if (cfg.pe == PosEmbedding::rope) std::tie(cos, sin) = rope_tables(T);
   auto g = distance_bias(T);
   for (auto& blk : blocks) {
     LayerProbe p;

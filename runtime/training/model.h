@@ -74,6 +74,8 @@ struct Transformer : torch::nn::Module {
   explicit Transformer(const ModelConfig& c, torch::Device device = torch::kCPU);
   ForwardResult forward(const torch::Tensor& tokens, bool probe = false, bool hidden = false);
   torch::Tensor distance_bias(int64_t T);  // ALiBi or T5 bucket bias by distance |i - j|: [H, T], or undefined
+  // RoPE's cos and sin tables for positions 0..T-1, [T, d_head / 2] float on the model's device.
+  std::pair<torch::Tensor, torch::Tensor> rope_tables(int64_t T);
   // Parameters AdamW decays: weight matrices and embeddings, not gains, k*, v*, x*.
   std::vector<torch::Tensor> decayed_parameters();
   std::vector<torch::Tensor> other_parameters();
@@ -86,6 +88,11 @@ struct Transformer : torch::nn::Module {
   torch::Tensor sink_token;
   std::vector<std::shared_ptr<Block>> blocks;
   std::shared_ptr<Norm> final_norm;
+
+ private:
+  // Built once for the longest sequence seen and narrowed: each entry depends on its position alone, so a
+  // longer table's first T rows are the T-row table bit for bit. Not parameters or buffers: never saved.
+  torch::Tensor rope_cos_, rope_sin_;
 };
 
 // T5's bucket of a distance n >= 0.

@@ -567,3 +567,21 @@ TEST(Corpus, MalformedFilesGiveClearErrors) {
   write_file(bad_tok, good.substr(0, good.size() / 2 + 3));
   expect_error([&] { llama2c_tokenizer(bad_tok, 512); }, {bad_tok});
 }
+
+// valid(n) is the first n validation sequences, modified like training chunks: row b holds
+// sequence(validation, b) shifted by one for the targets.
+TEST(Batches, ValidationRowsAreTheValidationSequences) {
+  auto cfg = cfg_of("data { random at [3] }");
+  TokenData data = load_data(cfg.data, "");
+  Batches batches(data, cfg.data, cfg.train.context, cfg.train.batch, 7);
+  auto [x, y] = batches.valid(5);
+  ASSERT_EQ(x.sizes(), (std::vector<int64_t>{5, cfg.train.context}));
+  ASSERT_EQ(y.sizes(), x.sizes());
+  for (int64_t b = 0; b < 5; ++b) {
+    const auto seq = batches.sequence(true, b, cfg.train.context, cfg.data.bos, true);
+    for (int64_t t = 0; t < cfg.train.context; ++t) {
+      EXPECT_EQ(x[b][t].item<int64_t>(), seq[t]) << b << "," << t;
+      EXPECT_EQ(y[b][t].item<int64_t>(), seq[t + 1]) << b << "," << t;
+    }
+  }
+}

@@ -377,3 +377,36 @@ TEST(Model, AutocastHandsTheBackendBf16Heads) {
     for (auto t : spy->seen) EXPECT_EQ(t, torch::kBFloat16) << body;
   }
 }
+
+// RoPE's tables are built once for the longest sequence seen and narrowed for shorter ones: a
+// model's logits do not depend on what it ran before, and the tables are RoPE's, computed here
+// from the formula (cos and sin of p * theta^(-2i / d_head)).
+TEST(Model, RopeTablesAreCachedWithoutChangingAnything) {
+  auto cfg = sinktest::config_of("experiment rope extends micro { model.vocab = 32 }").model;
+  ASSERT_EQ(cfg.pe, PosEmbedding::rope);
+  torch::manual_seed(3);
+  Transformer warm(cfg);
+  torch::manual_seed(3);
+  Transformer fresh(cfg);
+  auto long_tokens = torch::randint(0, 32, {2, 16}, torch::kLong);
+  auto short_tokens = long_tokens.narrow(1, 0, 8).contiguous();
+  torch::NoGradGuard no_grad;
+  warm.forward(long_tokens);  // the tables now span 16 positions
+  EXPECT_TRUE(torch::equal(warm.forward(short_tokens).logits, fresh.forward(short_tokens).logits));
+
+  auto [cos, sin] = warm.rope_tables(5);
+  ASSERT_EQ(cos.sizes(), (std::vector<int64_t>{5, cfg.d_head / 2}));
+  for (int64_t p = 0; p < 5; ++p)
+    for (int64_t i = 0; i < cfg.d_head / 2; ++i) {
+      const double angle = p * std::pow(cfg.rope_theta, -2.0 * i / cfg.d_head);
+      EXPECT_NEAR(cos[p][i].item<double>(), std::cos(angle), 1e-7) << p << "," << i;
+      EXPECT_NEAR(sin[p][i].item<double>(), std::sin(angle), 1e-7) << p << "," << i;
+    }
+  Transformer cold(cfg);
+  EXPECT_TRUE(torch::equal(cold.rope_tables(5).first, cos));
+  EXPECT_TRUE(torch::equal(cold.rope_tables(5).second, sin));
+  // Longer than any seen: built again, and still the formula's.
+  auto [cos40, sin40] = warm.rope_tables(40);
+  EXPECT_EQ(cos40.size(0), 40);
+  EXPECT_NEAR(sin40[39][0].item<double>(), std::sin(39.0), 1e-6);
+}
