@@ -18,12 +18,14 @@
 // table` marks it.
 //   1  the first recorded version
 //   2  the CPU JIT's forward reads no key past the sequence when a prefix is longer than it
+//   3  evaluation and the attention maps under train.precision's autocast (a bf16 run's validation loss
+//      and sink metrics as its training steps compute them); gradient norms through _foreach_norm
 #pragma once
 #include <cstdint>
 
 namespace sink {
 
-inline constexpr int64_t kNumericsVersion = 2;
+inline constexpr int64_t kNumericsVersion = 3;
 
 // A completed run's numbers may differ from what this sinklab computes.
 // `recorded`: summary.json's numerics_version, 0 where it has none.

@@ -16,7 +16,8 @@ double learning_rate(const TrainConfig& cfg, int64_t step);
 void set_learning_rate(torch::optim::Optimizer& opt, double lr);
 // Scales the gradients so their joint L2 norm is at most max_norm, as
 // LibTorch's clip_grad_norm_ does, but without reading the norm back to the
-// host: that read would make the host wait for the GPU every step.
+// host: that read would make the host wait for the GPU every step. The norms
+// and the scaling are multi-tensor operations where LibTorch has them.
 void clip_gradient_norm(const std::vector<torch::Tensor>& parameters, double max_norm);
 
 }  // namespace sink::rt

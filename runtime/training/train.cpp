@@ -20,6 +20,7 @@
 #include "runtime/processes/process.h"
 #include "runtime/training/checkpoint.h"
 #include "runtime/training/device.h"
+#include "runtime/training/evaluation.h"
 #include "runtime/training/model.h"
 #include "runtime/training/optimizer.h"
 #include "runtime/training/pending_losses.h"
@@ -42,81 +43,6 @@ std::string duration(double s) {
   if (s < 60) return fmt::format("{:.0f}s", s);
   if (s < 3600) return fmt::format("{}m{:02}s", int(s) / 60, int(s) % 60);
   return fmt::format("{}h{:02}m", int(s) / 3600, (int(s) % 3600) / 60);
-}
-
-// Cross-entropy over the positions that carry loss: prefix-LM excludes the
-// targets inside the prefix.
-torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& cpu_targets, int64_t prefix) {
-  auto targets = cpu_targets.to(logits.device());
-  auto flat = logits.reshape({-1, logits.size(-1)});
-  if (prefix <= 1) return torch::nn::functional::cross_entropy(flat, targets.reshape({-1}));
-  // Target t (0-based input index) is token t+2 (1-based): inside the prefix when t + 2 <= prefix.
-  auto keep = torch::arange(targets.size(1), targets.options()) + 2 > prefix;
-  auto per = torch::nn::functional::cross_entropy(
-      flat, targets.reshape({-1}), torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
-  auto mask = keep.unsqueeze(0).expand_as(targets).reshape({-1}).to(per.dtype());
-  return (per * mask).sum() / mask.sum().clamp_min(1);
-}
-
-json evaluate(Transformer& model, const Batches& batches, const RunConfig& cfg) {
-  torch::NoGradGuard no_grad;
-  model.eval();
-  json m;
-  const int64_t n_valid = std::min<int64_t>(cfg.measure.sequences, 64);
-  auto [x, y] = batches.valid(n_valid);
-  double loss = 0;
-  int64_t chunks = 0;
-  for (int64_t b = 0; b < n_valid; b += 16, ++chunks) {
-    int64_t n = std::min<int64_t>(16, n_valid - b);
-    loss +=
-        lm_loss(model.forward(x.narrow(0, b, n)).logits, y.narrow(0, b, n), cfg.model.attention.prefix).item<double>();
-  }
-  m[eval_key::kValidLoss] = loss / std::max<int64_t>(1, chunks);
-
-  const bool bos = measures_with_bos(cfg.measure.bos, cfg.data);
-  auto inputs = batches.measure_inputs(cfg.measure.sequences, cfg.measure.T, cfg.measure.input, bos);
-  std::vector<SinkReport> parts;
-  for (int64_t b = 0; b < inputs.size(0); b += 25)
-    parts.push_back(measure_model(model, inputs.narrow(0, b, std::min<int64_t>(25, inputs.size(0) - b)),
-                                  cfg.measure.positions, cfg.measure.eps, cfg.measure.massive_activations));
-  auto report = report_json(combine_chunks(parts));
-  report.erase(eval_key::kSequences);
-  m.update(report);
-  model.train();
-  return m;
-}
-
-// The attention of the heads with the largest alpha_1 on the first measurement
-// sequence (at most 32 tokens, 4 heads), for the report's maps.
-json attention_maps(Transformer& model, const Batches& batches, const RunConfig& cfg, bool bos) {
-  torch::NoGradGuard no_grad;
-  const int64_t T = std::min<int64_t>(32, cfg.measure.T);
-  auto x = batches.measure_inputs(1, T, cfg.measure.input, bos);
-  model.eval();
-  ForwardResult f = model.forward(x, /*probe=*/true);
-  model.train();
-  const bool k_column = cfg.model.key_column();
-  std::vector<std::tuple<double, int64_t, int64_t>> heads;  // (alpha_1, layer, head)
-  std::vector<torch::Tensor> maps;
-  for (size_t l = 0; l < f.attention.size(); ++l) {
-    auto A = f.attention[l][0];  // [H, T', S]
-    if (cfg.model.sink_token) A = A.narrow(1, 1, A.size(1) - 1).narrow(2, 1, A.size(2) - 1);
-    if (k_column) A = A.narrow(2, 1, A.size(2) - 1);
-    maps.push_back(A);
-    for (int64_t h = 0; h < A.size(0); ++h) heads.emplace_back(A[h].select(1, 0).mean().item<double>(), l, h);
-  }
-  std::sort(heads.rbegin(), heads.rend());
-  json out = {{"tokens", std::vector<int64_t>(x.data_ptr<int64_t>(), x.data_ptr<int64_t>() + T)},
-              {"maps", json::array()}};
-  for (size_t k = 0; k < std::min<size_t>(4, heads.size()); ++k) {
-    auto [alpha, l, h] = heads[k];
-    auto A = maps[l][h].to(torch::kCPU, torch::kDouble).contiguous();
-    std::vector<std::vector<double>> rows(A.size(0));
-    for (int64_t i = 0; i < A.size(0); ++i)
-      rows[i].assign(A[i].data_ptr<double>(), A[i].data_ptr<double>() + A.size(1));
-    out["maps"].push_back({{"layer", l}, {"head", h}, {"A", rows}});
-  }
-  return out;
 }
 
 // Everything a run trains with, built from its plan.

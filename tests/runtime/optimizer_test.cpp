@@ -66,3 +66,29 @@ TEST(Optimizer, PendingLossesSumInStepOrderAndFindTheFirstNonFinite) {
   EXPECT_EQ(r.count, 1);
   EXPECT_DOUBLE_EQ(r.sum, 2.0);
 }
+
+// The multi-tensor path (_foreach_norm, and _foreach_mul_ where LibTorch has it) against the per-parameter
+// one it replaced, in float as training runs it: one norm per gradient, their norm, one scale for all.
+TEST(Optimizer, ClippingAllGradientsAtOnceMatchesThePerParameterPath) {
+  for (double scale : {10.0, 0.01}) {
+    torch::manual_seed(11);
+    std::vector<torch::Tensor> ours, reference;
+    for (auto shape : {std::vector<int64_t>{64, 48}, {48}, {3, 16, 8}, {1}}) {
+      auto g = torch::randn(shape) * scale;
+      for (auto* list : {&ours, &reference}) {
+        auto p = torch::zeros(shape).requires_grad_();
+        p.mutable_grad() = g.clone();
+        list->push_back(p);
+      }
+    }
+    clip_gradient_norm(ours, 1.5);
+    std::vector<torch::Tensor> norms;
+    for (const auto& p : reference) norms.push_back(p.grad().norm());
+    const auto factor = (1.5 / (torch::stack(norms).norm() + 1e-6)).clamp_max(1.0);
+    for (auto& p : reference) p.mutable_grad().mul_(factor);
+    for (size_t k = 0; k < ours.size(); ++k)
+      EXPECT_TRUE(torch::allclose(ours[k].grad(), reference[k].grad(), 1e-6, 1e-8))
+          << "parameter " << k << " scale " << scale << ": "
+          << (ours[k].grad() - reference[k].grad()).abs().max().item<double>();
+  }
+}

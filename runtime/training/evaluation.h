@@ -1,0 +1,29 @@
+// What a run measures of its model as it trains: the validation loss and the
+// sink metrics (the measured part of a metrics.jsonl line) and, at the end,
+// the attention maps for the report. Both run under the autocast the training
+// steps run under (train.precision): a bf16 run is measured as it computes,
+// and the measurement costs what a bf16 forward costs, not an fp32 one.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "plan/run_config.h"
+#include "runtime/data/batches.h"
+#include "runtime/training/model.h"
+
+namespace sink::rt {
+
+// Cross-entropy over the positions that carry loss: prefix-LM excludes the
+// targets inside the prefix. `cpu_targets` move to the logits' device.
+torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& cpu_targets, int64_t prefix);
+
+// The validation loss over the first min(measure.sequences, 64) validation
+// sequences, in chunks of 16, and the sink metrics of measure.sequences
+// measurement inputs: a metrics.jsonl line's measurements.
+nlohmann::json evaluate(Transformer& model, const Batches& batches, const RunConfig& cfg);
+
+// The attention of the heads with the largest alpha_1 on the first measurement
+// sequence (at most 32 tokens, 4 heads), for the report's maps.
+nlohmann::json attention_maps(Transformer& model, const Batches& batches, const RunConfig& cfg, bool bos);
+
+}  // namespace sink::rt
