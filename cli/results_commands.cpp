@@ -146,7 +146,6 @@ int report(const std::vector<std::string>& targets, const std::string& output, c
 int export_tensorboard(const std::vector<std::string>& targets, const std::string& dir, const ResultsOptions& options,
                        const CommonOptions& common) {
   return guarded([&] {
-    require_tensorboard();
     auto runs = resolve_runs(targets, options.runs, target_options(options, common));
     TensorBoardExport done = write_tensorboard(runs, dir);
     for (const auto& s : done.skipped) fmt::print(stderr, "sinkc: skipped {}\n", s);

@@ -30,20 +30,3 @@ if(SINKLAB_FRONTEND OR SINKLAB_RUNTIME)
   sinklab_header_only(CLI11::CLI11 CLI/CLI.hpp "")
 endif()
 
-# `sinkc export --tensorboard`: protobuf (libprotobuf-dev, protobuf-compiler)
-# encodes the events, ISA-L (libisal-dev) computes the CRC-32C of their
-# TFRecord framing. Optional: without them sinkc still builds, and the command
-# says which packages it needs. -DSINKLAB_TENSORBOARD=OFF leaves it out.
-option(SINKLAB_TENSORBOARD "TensorBoard export in sinkc, when protobuf and ISA-L are found" ON)
-if(SINKLAB_FRONTEND AND SINKLAB_TENSORBOARD)
-  find_package(Protobuf QUIET)
-  find_package(PkgConfig QUIET)
-  if(PKG_CONFIG_FOUND)
-    pkg_check_modules(ISAL QUIET IMPORTED_TARGET libisal)
-  endif()
-  if(NOT Protobuf_FOUND OR NOT Protobuf_PROTOC_EXECUTABLE OR NOT TARGET protobuf::libprotobuf-lite OR NOT ISAL_FOUND)
-    message(STATUS "protobuf (${Protobuf_FOUND}, protoc: ${Protobuf_PROTOC_EXECUTABLE}) or ISA-L (${ISAL_FOUND}) not found: "
-                   "sinkc without TensorBoard export")
-    set(SINKLAB_TENSORBOARD OFF)
-  endif()
-endif()

@@ -6,61 +6,16 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
-#include <isa-l/crc.h>
 #include <map>
 #include <unistd.h>
 
 #include "results/metrics.h"
-#include "results/tensorboard_event.pb.h"
+#include "results/tfevents.h"
 
 namespace sink::results {
 namespace fs = std::filesystem;
 
-bool tensorboard_supported() { return true; }
-void require_tensorboard() {}
-
-uint32_t crc32c(const void* data, size_t size) {
-  // ISA-L's crc32_iscsi leaves the initial and final inversion of the CRC
-  // register to the caller, and takes an int length: long inputs go in parts.
-  const auto* p = static_cast<const unsigned char*>(data);
-  uint32_t reg = 0xFFFFFFFFu;
-  while (size > 0) {
-    const size_t part = std::min<size_t>(size, size_t{1} << 30);
-    reg = crc32_iscsi(const_cast<unsigned char*>(p), static_cast<int>(part), reg);
-    p += part;
-    size -= part;
-  }
-  return ~reg;
-}
-
-uint32_t masked_crc32c(const void* data, size_t size) {
-  const uint32_t crc = crc32c(data, size);
-  return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
-}
-
 namespace {
-
-constexpr const char* kPrefix = "events.out.tfevents.";
-
-void put_le(std::string& out, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
-}
-
-// A TFRecord: length (u64), its masked CRC (u32), the bytes, their masked CRC (u32); little-endian.
-void append_record(std::string& file, const std::string& data) {
-  std::string header;
-  put_le(header, data.size(), 8);
-  file += header;
-  put_le(file, masked_crc32c(header.data(), header.size()), 4);
-  file += data;
-  put_le(file, masked_crc32c(data.data(), data.size()), 4);
-}
-
-std::string host_name() {
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) != 0 || !host[0]) return "localhost";
-  return host;
-}
 
 // TensorBoard's "relative" axis is wall time since the first point. The
 // runs record training seconds per evaluation (elapsed_s), restarted by a
@@ -85,30 +40,13 @@ std::vector<double> wall_times(const RunData& run) {
   return offsets;
 }
 
-std::string serialize(const tensorboard::Event& event) {
-  std::string out;
-  if (!event.SerializeToString(&out)) throw ResultsError("cannot encode a TensorBoard event");
-  return out;
-}
-
 std::string event_file(const RunData& run) {
   const std::vector<double> wall = wall_times(run);
-  std::string file;
-  tensorboard::Event version;
-  version.set_wall_time(wall.empty() ? 0 : wall.front());
-  version.set_file_version("brain.Event:2");
-  append_record(file, serialize(version));
+  std::string file = tfevents::file_version_record(wall.empty() ? 0 : wall.front());
   for (size_t i = 0; i < run.evals.size(); ++i) {
-    tensorboard::Event event;
-    event.set_wall_time(wall[i]);
-    event.set_step(run.evals[i].step);
-    auto* summary = event.mutable_summary();
-    for (const auto& s : eval_series(run.evals[i])) {
-      auto* v = summary->add_value();
-      v->set_tag(s.name);
-      v->set_simple_value(static_cast<float>(s.value));  // TensorBoard's scalars are float32
-    }
-    append_record(file, serialize(event));
+    tfevents::Scalars values;
+    for (const auto& s : eval_series(run.evals[i])) values.push_back({s.name, s.value});
+    file += tfevents::scalars_record(wall[i], run.evals[i].step, values);
   }
   return file;
 }
@@ -129,7 +67,7 @@ void write_file(const fs::path& folder, const std::string& name, const std::stri
   if (ec) throw ResultsError(fmt::format("cannot write {}: {}", (folder / name).string(), ec.message()));
   for (const auto& e : fs::directory_iterator(folder, ec)) {
     const std::string leaf = e.path().filename().string();
-    if (leaf != name && leaf.rfind(kPrefix, 0) == 0) fs::remove(e.path(), ec);
+    if (leaf != name && leaf.rfind(tfevents::kFilePrefix, 0) == 0) fs::remove(e.path(), ec);
   }
 }
 
@@ -138,9 +76,7 @@ void write_file(const fs::path& folder, const std::string& name, const std::stri
 TensorBoardExport write_tensorboard(const std::vector<RunData>& runs, const std::string& dir) {
   std::map<std::string, int> uses;
   for (const auto& r : runs) ++uses[r.plan.name];
-  const auto now =
-      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch());
-  const std::string name = fmt::format("{}{}.{}", kPrefix, now.count(), host_name());
+  const std::string name = tfevents::event_file_name(tfevents::wall_time_now());
   TensorBoardExport out;
   for (const auto& r : runs) {
     if (r.evals.empty()) {

@@ -2,7 +2,7 @@
 // event files, so `tensorboard --logdir DIR` shows them. One folder per run,
 // DIR/<run>/events.out.tfevents.<seconds>.<host> (the name TensorBoard looks
 // for), holding one scalar series per name of eval_series (results/metrics.h)
-// with the training step as its x axis.
+// with the training step as its x axis (the format: results/tfevents.h).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -12,12 +12,6 @@
 #include "results/run_data.h"
 
 namespace sink::results {
-
-// False in a build configured without protobuf or ISA-L (cmake/Dependencies.cmake):
-// write_tensorboard then throws a ResultsError naming the packages to install.
-bool tensorboard_supported();
-// Throws that ResultsError when unsupported: before any run is read.
-void require_tensorboard();
 
 struct TensorBoardExport {
   struct Written {
@@ -35,10 +29,5 @@ struct TensorBoardExport {
 // files rather than adding one, which TensorBoard would show as a second
 // copy of every curve. Throws ResultsError when DIR cannot be written.
 TensorBoardExport write_tensorboard(const std::vector<RunData>& runs, const std::string& dir);
-
-// The checksum of the TFRecord framing: CRC-32C (Castagnoli), rotated right
-// by 15 bits and offset by 0xa282ead8 ("masked").
-uint32_t crc32c(const void* data, size_t size);
-uint32_t masked_crc32c(const void* data, size_t size);
 
 }  // namespace sink::results

@@ -23,8 +23,6 @@ packages=(
   # front end
   antlr4 libantlr4-runtime-dev libtomlplusplus-dev libfmt-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev
-  # `sinkc export --tensorboard`: event records (protobuf) and their framing's CRC-32C (ISA-L)
-  libprotobuf-dev protobuf-compiler libisal-dev
   # runtime: LibTorch needs a real BLAS (the reference libblas3 is ~30x slower)
   libtorch-dev libopenblas0-pthread libzstd-dev zlib1g-dev
   # data-parallel training: the gloo headers LibTorch's c10d includes
