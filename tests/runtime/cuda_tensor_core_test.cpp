@@ -221,3 +221,17 @@ TEST(CudaKernels, TensorCoreKernelsNeedEveryBarrierAndWait) {
   unwaited.replace(unwaited.find(wait), wait.size(), "cp_async_wait<2>();");
   EXPECT_FALSE(run(unwaited, ThreadOrder::Ascending)) << "the copies' wait made a no-op";
 }
+
+// What summary.json's provenance calls the kernels a call runs: the tensor-core kernels for 16-bit storage at
+// their sizes, the scalar ones otherwise, with the storage the call's dtype gives.
+TEST(CudaKernels, LaunchersSayWhichKernelsTheyRun) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  const auto variants = tensor_core_variants();
+  const auto& [v, half] = variants.front();
+  const auto spec = spec_of(v);
+  const auto q = [&](torch::ScalarType dtype) { return torch::zeros({1, 1, v.T, v.D}, dtype); };
+  EXPECT_EQ(cuda_launcher(spec, q(half ? torch::kHalf : torch::kBFloat16), cpu_emulated_modules())->description(),
+            half ? "cuda-tensor half" : "cuda-tensor bf16");
+  EXPECT_EQ(cuda_launcher(spec, q(torch::kFloat), cpu_emulated_modules())->description(), "cuda float");
+  EXPECT_EQ(cuda_launcher(spec, q(torch::kDouble), cpu_emulated_modules())->description(), "cuda double");
+}
