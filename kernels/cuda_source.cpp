@@ -122,7 +122,8 @@ __device__ __forceinline__ real shift_of(real m) { return m == -SINK_INF ? (real
 // One column of logit x folded into a row's running state: the shift m (the online form's row max) and the
 // sum of terms P. w: the column's weight (A = ALPHA w / Z at the end); rescale: what the weights so far
 // are scaled by as m grows.
-__device__ __forceinline__ void fold_column(real x, real fi, real fj, real fT, real& m, real& P, real& w, real& rescale) {
+__device__ __forceinline__ void fold_column(real x, real fi, real fj, real fT, real& m, real& P, real& w,
+                                            real& rescale) {
   if (ONLINE) {
     rescale = 1;
     if (x > m) {  // the weights scale by the rescale, the terms by its TERM_DEGREE-th power (p-norm: p-th powers)
@@ -141,14 +142,15 @@ __device__ __forceinline__ void fold_column(real x, real fi, real fj, real fT, r
 
 // The weight w of a pair with logit x, from the row statistic st1 (m online, P direct).
 __device__ __forceinline__ real column_weight(real x, real fi, real fj, real fT, real st1) {
-  return ONLINE ? norm_weight(score(x - st1, fi, fj, fT), x, r_exp(-st1)) : norm_weight(score(x, fi, fj, fT), x, (real)1);
+  return ONLINE ? norm_weight(score(x - st1, fi, fj, fT), x, r_exp(-st1))
+                : norm_weight(score(x, fi, fj, fT), x, (real)1);
 }
 
 // The attention A of a pair with logit x and its gradient dx, from the forward's row statistics st0 = Z,
 // st1, dA = <dO_i, v_j> and Dd = <dO_i, O_i>: dL/ds = (alpha dw/ds dA - D dZ/ds) / Z. Online, s, unit and
 // ds/dx are of x - m, and A and dx are as unshifted, being of degree 0 in (s, unit).
-__device__ __forceinline__ void column_grad(real x, real fi, real fj, real fT, real dA, real Dd, real st0, real st1, real& A,
-                                            real& dx) {
+__device__ __forceinline__ void column_grad(real x, real fi, real fj, real fT, real dA, real Dd, real st0, real st1,
+                                            real& A, real& dx) {
   const real xe = ONLINE ? x - st1 : x, unit = ONLINE ? r_exp(-st1) : (real)1;
   const real s = score(xe, fi, fj, fT);
   A = ALPHA * r_div(norm_weight(s, x, unit), st0);

@@ -51,7 +51,8 @@
         const int h = e / 2;
         const int j = imin(kb + frag_col(nb, e), block_hi);  // (a key after block_hi is hidden)
         real A, dx;
-        column_grad(logit_of(s[nb][e], row[h], j, g), fi[h], (real)(j + 1), (real)n, dA[nb][e], Dd[h], st0[h], st1[h], A, dx);
+        column_grad(logit_of(s[nb][e], row[h], j, g), fi[h], (real)(j + 1), (real)n, dA[nb][e], Dd[h], st0[h], st1[h],
+                    A, dx);
         s[nb][e] = full || (kb + frag_col(nb, e) <= hi[h] && j >= lo[h]) ? dx * SCALE_QK : (real)0;
       }
     unsigned sa[QUERY_KEYS / 16][4];
