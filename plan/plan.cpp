@@ -26,8 +26,9 @@ std::string field_lines(const Plan& plan, bool for_hash) {
   std::string out;
   for (const auto& [path, value] : plan.fields) {
     const Field* f = find_field(path);
-    if (f && f->neutral && value == *f->neutral) continue;
-    out += path + " = " + (for_hash && f && f->hashed_as ? f->hashed_as->str() : value.str()) + "\n";
+    const Value& written = for_hash && f && f->hashed_as ? *f->hashed_as : value;
+    if (f && f->neutral && written == *f->neutral) continue;
+    out += path + " = " + written.str() + "\n";
   }
   return out;
 }

@@ -136,6 +136,7 @@ RunConfig read_config(const Plan& p) {
   t.threads = p.integer("train.threads");
   t.device = parse_choice<DeviceKind>(p.choice("train.device"));
   t.micro_batch = p.integer("train.micro_batch");
+  t.log_every = p.integer("train.log_every");
   t.precision = parse_choice<Precision>(p.choice("train.precision"));
   m.max_positions = std::max(t.context, p.integer("measure.T")) + (m.sink_token ? 1 : 0);
 

@@ -271,6 +271,10 @@ std::vector<Field> build() {
        "bf16: the forward under LibTorch's autocast in bfloat16 (matmuls, generated attention kernels); weights, "
        "optimizer state, the loss and the measurements stay fp32",
        enum_value(Precision::fp32)},
+      {"train.log_every", int_in(1, 1e9),
+       "steps between train-loss lines: log.txt, the run's live TensorBoard events, and stderr when it is not a "
+       "terminal (a Slurm log); how a run reports, not what it trains: not part of the hash",
+       Value::of_int(10), "", Value::of_int(10)},
       // measure
       {"measure.every", int_in(0, 1e9), "steps between evaluations (valid loss, sink metrics); 0 = only at the end"},
       {"measure.eps", float_in(0, 1, true), "threshold eps of Sink_k^eps"},

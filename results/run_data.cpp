@@ -103,6 +103,36 @@ std::optional<std::string> unknown_key(const json& j, const std::array<std::stri
   return std::nullopt;
 }
 
+// summary.json's status, as results show it; nullopt for one the runtime never writes.
+std::optional<Status> parse_status(const std::string& s) {
+  if (s.empty()) return Status::Running;
+  auto written = run_record::parse_status(s);
+  if (!written) return std::nullopt;
+  switch (*written) {
+    case RunStatus::Completed: return Status::Completed;
+    case RunStatus::Diverged: return Status::Diverged;
+    case RunStatus::Failed: return Status::Failed;
+    case RunStatus::Stopped:
+    case RunStatus::Interrupted: return Status::Stopped;  // resumable with --resume
+    case RunStatus::Running: return Status::Running;
+  }
+  return std::nullopt;
+}
+
+// summary.json says "running" from the start of a run; a SIGKILL leaves it
+// so. On the host that ran it, a pid that no longer exists says killed.
+bool process_is_gone(const json& summary) {
+  auto it = summary.find(summary_key::kProcess);
+  if (it == summary.end() || !it->is_object()) return false;  // written before runs recorded it
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0 || it->value(summary_key::kHost, "") != host) return false;
+  const int64_t pid = it->value(summary_key::kPid, int64_t{0});
+  std::error_code ec;
+  return pid > 0 && !fs::exists(fmt::format("/proc/{}", pid), ec);
+}
+
+}  // namespace
+
 Eval read_eval(const json& j, const std::string& where) {
   if (auto k = unknown_key(j, eval_key::kKeys))
     throw ResultsError(fmt::format("{}: key '{}' is none that this sinklab writes", where, *k));
@@ -136,36 +166,6 @@ Eval read_eval(const json& j, const std::string& where) {
     if (auto t = table(j, std::string(name).c_str()); !t.empty()) e.head_tables[std::string(name)] = std::move(t);
   return e;
 }
-
-// summary.json's status, as results show it; nullopt for one the runtime never writes.
-std::optional<Status> parse_status(const std::string& s) {
-  if (s.empty()) return Status::Running;
-  auto written = run_record::parse_status(s);
-  if (!written) return std::nullopt;
-  switch (*written) {
-    case RunStatus::Completed: return Status::Completed;
-    case RunStatus::Diverged: return Status::Diverged;
-    case RunStatus::Failed: return Status::Failed;
-    case RunStatus::Stopped:
-    case RunStatus::Interrupted: return Status::Stopped;  // resumable with --resume
-    case RunStatus::Running: return Status::Running;
-  }
-  return std::nullopt;
-}
-
-// summary.json says "running" from the start of a run; a SIGKILL leaves it
-// so. On the host that ran it, a pid that no longer exists says killed.
-bool process_is_gone(const json& summary) {
-  auto it = summary.find(summary_key::kProcess);
-  if (it == summary.end() || !it->is_object()) return false;  // written before runs recorded it
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) != 0 || it->value(summary_key::kHost, "") != host) return false;
-  const int64_t pid = it->value(summary_key::kPid, int64_t{0});
-  std::error_code ec;
-  return pid > 0 && !fs::exists(fmt::format("/proc/{}", pid), ec);
-}
-
-}  // namespace
 
 bool is_run_dir(const std::string& path) {
   std::error_code ec;

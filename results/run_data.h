@@ -5,6 +5,7 @@
 #pragma once
 #include <cmath>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -85,6 +86,9 @@ struct RunGroup {
   std::vector<RunData> runs;
   const RunData& first() const { return runs.front(); }
 };
+
+// One metrics.jsonl line (or the runtime's measurement before it is written); `where` names it in errors.
+Eval read_eval(const nlohmann::json& j, const std::string& where);
 
 bool is_run_dir(const std::string& path);
 RunData load_run(const std::string& dir);  // throws ResultsError

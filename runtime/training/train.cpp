@@ -21,6 +21,7 @@
 #include "runtime/training/checkpoint.h"
 #include "runtime/training/device.h"
 #include "runtime/training/evaluation.h"
+#include "runtime/training/live_events.h"
 #include "runtime/training/model.h"
 #include "runtime/training/optimizer.h"
 #include "runtime/training/pending_losses.h"
@@ -303,6 +304,7 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
       return record.finish(status, reason);
     };
     PendingLosses pending;
+    LiveEvents events(dir, claim.leader);
     for (int64_t step = state.step; step < steps; ++step) {
       if (options.stop_after >= 0 && step - first_step >= options.stop_after)
         return finish(RunStatus::Stopped, fmt::format("stopped after step {}", step));
@@ -314,7 +316,7 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
       const int64_t every = t.cfg.measure.every, checkpoint_every = t.cfg.train.checkpoint_every;
       const bool measure_due = final_step || (every > 0 && (step + 1) % every == 0);
       const bool checkpoint_due = final_step || (checkpoint_every > 0 && (step + 1) % checkpoint_every == 0);
-      const bool log_due = (step + 1) % std::max<int64_t>(1, steps / 10) == 0;
+      const bool log_due = final_step || (step + 1) % std::max<int64_t>(1, t.cfg.train.log_every) == 0;
       const bool progress_due = tty && Clock::now() - last_progress > std::chrono::milliseconds(250);
       // Alone, the losses are read when something shows or keeps them, and a
       // non-finite one is found there, before anything is written.
@@ -339,13 +341,19 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
       std::string line = fmt::format("{} step {}/{} loss {:.4f} lr {:.2e} {:.1f}k tok/s ETA {}", plan.name, state.step,
                                      steps, last_loss, lr, tps / 1000, duration(eta));
       if (progress_due) fmt::print(stderr, "\r{:<100}", line);
-      if (log_due) dir.log(line);
+      if (log_due) {
+        dir.log(line);
+        events.step(state.step, last_loss);
+        // Without a terminal (a Slurm log, a pipe) the progress is a line at a steady interval instead.
+        if (options.progress && !tty) fmt::print(stderr, "{}\n", line);
+      }
       if (measure_due) {
         json m;
         outside_training(StepProfile::Measurement,
                          [&] { m = measurement(t, state, lr, elapsed, elapsed - outside_training_s, tps); });
         record.leader_writes([&] { dir.append_metrics(m); });
         record.summary()[summary_key::kFinal] = m;
+        events.measurement(state.step, m);
         if (!std::isfinite(m[eval_key::kValidLoss].get<double>())) {
           record.summary()[summary_key::kStepsDone] = state.step;
           return finish(RunStatus::Diverged, fmt::format("non-finite validation loss at step {}", state.step));

@@ -7,6 +7,13 @@ by hand. Every (step, tag, value) must be what the run's metrics.jsonl says,
 under the tag names TensorBoard users will see, and nothing else.
 
     check_tfevents.py SINKC RESULTS_FIXTURE WORK_DIR
+
+With --live (ctest `tensorboard_live`), a short run trained by `sinkc run` is
+read instead: the event file the runtime appended to as it trained holds every
+evaluation as metrics.jsonl says, and the step's loss every train.log_every
+steps as log.txt says; without a terminal, the same lines reached stderr.
+
+    check_tfevents.py --live SINKC WORK_DIR
 """
 import json
 import math
@@ -160,6 +167,12 @@ def expected_points(line):
     add("massive_max", max(massive) if massive else None)
     gate = line.get("gate") or []
     add("gate_mean", None if None in gate else mean(gate))  # a NaN (null) gate makes the mean NaN
+    add("sink_logit", line.get("sink_logit"))
+    finite = [m for m in (line.get("max_activation") or []) if m is not None and math.isfinite(m)]
+    add("max_activation", max(finite) if finite else None)
+    for metric, table in (("k1_norm_ratio", "key_norm_ratio"), ("v1_norm_ratio", "value_norm_ratio"),
+                          ("q_k1_cos", "query_key_cos")):
+        add(metric, mean([v for layer in line.get(table) or [] for v in layer]))
     add("tokens_per_s", line.get("tokens_per_s"))
     add("lr", line.get("lr"))
     for name, key in (("alpha_1", "alpha"), ("alpha_star", "alpha_star")):
@@ -170,6 +183,12 @@ def expected_points(line):
         add(f"massive/layer_{l}", v)
     for l, v in enumerate(line.get("gate") or []):
         add(f"gate/layer_{l}", v)
+    for l, v in enumerate(line.get("max_activation") or []):
+        add(f"max_activation/layer_{l}", v)
+    for table in ("sink_logit_share", "key_norm_ratio", "value_norm_ratio", "query_key_cos"):
+        for l, layer in enumerate(line.get(table) or []):
+            for h, v in enumerate(layer):
+                add(f"{table}/layer_{l}/head_{h}", v)
     return points
 
 
@@ -232,7 +251,73 @@ def check_run(run_dir, tb_dir):
     return len(got)
 
 
+def read_events(path, name):
+    with open(path, "rb") as f:
+        events = [event(r) for r in tfrecords(f.read())]
+    if not events or events[0]["file_version"] != "brain.Event:2" or events[0]["values"] is not None:
+        raise Bad(f"{name}: the first record is not the file version")
+    return events[1:]
+
+
+LIVE_SPEC = """import "stdlib/presets.sink"
+experiment live extends micro {
+  train { steps = 24  log_every = 4 }
+  measure.every = 8
+}
+"""
+
+
+def live(sinkc, work):
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    with open(os.path.join(work, "live.sink"), "w") as f:
+        f.write(LIVE_SPEC)
+    out = subprocess.run([sinkc, "run", "live.sink", "--out", "runs"], cwd=work, capture_output=True, text=True)
+    if out.returncode != 0:
+        print(out.stdout + out.stderr)
+        print(f"FAIL: sinkc run exited {out.returncode}")
+        return 1
+    (leaf,) = [d for d in os.listdir(os.path.join(work, "runs")) if d.startswith("live-")]
+    run_dir = os.path.join(work, "runs", leaf)
+    files = [f for f in os.listdir(run_dir) if f.startswith("events.out.tfevents.")]
+    try:
+        if len(files) != 1:
+            raise Bad(f"expected one event file in the run's folder, found {files}")
+        got = {}
+        for e in read_events(os.path.join(run_dir, files[0]), "live"):
+            for tag, value in e["values"]:
+                if (e["step"], tag) in got:
+                    raise Bad(f"{tag} twice at step {e['step']}")
+                got[(e["step"], tag)] = value
+        want = {(line["step"], tag): v for line in metrics_lines(run_dir) for tag, v in expected_points(line).items()}
+        evaluations = {k: v for k, v in got.items() if k[1] != "loss"}
+        if evaluations != want:
+            raise Bad(f"the evaluations differ from metrics.jsonl: {sorted(set(evaluations) ^ set(want))[:5]}")
+        logged = {}
+        with open(os.path.join(run_dir, "log.txt")) as f:
+            for line in f:
+                m = re.search(r" step (\d+)/\d+ loss ([0-9.]+) ", line)
+                if m:
+                    logged[int(m.group(1))] = float(m.group(2))
+        losses = {k[0]: v for k, v in got.items() if k[1] == "loss"}
+        if sorted(losses) != [4, 8, 12, 16, 20, 24] or sorted(logged) != sorted(losses):
+            raise Bad(f"loss points at steps {sorted(losses)}, log.txt lines at {sorted(logged)}: every 4 steps wanted")
+        for step, value in losses.items():
+            if abs(value - logged[step]) > 6e-5:
+                raise Bad(f"loss at step {step} is {value}, log.txt says {logged[step]}")
+        lines = [l for l in out.stderr.splitlines() if re.search(r"^live step \d+/24 loss", l)]
+        if len(lines) != 6:
+            raise Bad(f"without a terminal, 6 progress lines on stderr were wanted, found {len(lines)}:\n{out.stderr}")
+    except Bad as e:
+        print(f"FAIL: {e}")
+        return 1
+    print(f"ok: {len(want)} evaluation points and {len(losses)} losses in {files[0]}, as the run wrote them")
+    return 0
+
+
 def main():
+    if sys.argv[1] == "--live":
+        return live(*sys.argv[2:4])
     sinkc, fixture, work = sys.argv[1:4]
     shutil.rmtree(work, ignore_errors=True)
     runs, tb = os.path.join(work, "runs"), os.path.join(work, "tb")
