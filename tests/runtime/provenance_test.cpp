@@ -20,17 +20,11 @@
 using namespace sink;
 using namespace sink::rt;
 using json = nlohmann::json;
+using sinktest::run_options;
 using sinktest::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-RunOptions options(const std::string& out) {
-  RunOptions o;
-  o.out = out;
-  o.progress = false;
-  return o;
-}
 
 json summary_of(const std::string& dir) { return json::parse(sinktest::read_file(dir + "/summary.json")); }
 
@@ -65,7 +59,7 @@ int run_sinkc(const std::string& args, std::string& output) {
 
 TEST(Provenance, SummaryRecordsWhatComputedTheRun) {
   TempDir out("provenance");
-  auto r = run_plan(sinktest::plan_of("experiment prov extends micro { }"), options(out.str()));
+  auto r = run_plan(sinktest::plan_of("experiment prov extends micro { }"), run_options(out.str()));
   ASSERT_EQ(r.status, "completed") << r.summary.dump(2);
   const json s = summary_of(r.dir);
   EXPECT_EQ(s.at("numerics_version"), kNumericsVersion);
@@ -84,7 +78,7 @@ TEST(Provenance, SummaryRecordsWhatComputedTheRun) {
   // The reference path says so, with the dtype autocast gives it.
   auto ref = run_plan(sinktest::plan_of("experiment prov_ref extends micro { attention.backend = reference "
                                         "train.precision = bf16 }"),
-                      options(out.str()));
+                      run_options(out.str()));
   ASSERT_EQ(ref.status, "completed") << ref.summary.dump(2);
   // Training and measurement alike run under bf16 autocast: no float attention ran.
   EXPECT_EQ(summary_of(ref.dir)["provenance"]["attention_kernels"], json::array({"reference bf16"}));
@@ -93,13 +87,13 @@ TEST(Provenance, SummaryRecordsWhatComputedTheRun) {
 TEST(Provenance, AnOlderNumericsVersionIsStaleKeptAndRetrainedOnlyWhenAsked) {
   TempDir out("stale");
   auto plan = sinktest::plan_of("experiment stale extends micro { }");
-  auto first = run_plan(plan, options(out.str()));
+  auto first = run_plan(plan, run_options(out.str()));
   ASSERT_EQ(first.status, "completed") << first.summary.dump(2);
   for (std::optional<int64_t> older : {std::optional<int64_t>(kNumericsVersion - 1), std::optional<int64_t>()}) {
     make_older(first.dir, older);
     const std::string metrics_before = sinktest::read_file(first.dir + "/metrics.jsonl");
     const auto mtime = fs::last_write_time(first.dir + "/metrics.jsonl");
-    auto again = run_plan(plan, options(out.str()));
+    auto again = run_plan(plan, run_options(out.str()));
     EXPECT_EQ(again.status, "stale");
     EXPECT_NE(again.note.find("--retrain-stale"), std::string::npos) << again.note;
     EXPECT_EQ(again.summary["final"], first.summary["final"]);  // the result is kept and reported
@@ -114,7 +108,7 @@ TEST(Provenance, AnOlderNumericsVersionIsStaleKeptAndRetrainedOnlyWhenAsked) {
   const json old_summary = summary_of(first.dir);
   const std::string old_metrics = sinktest::read_file(first.dir + "/metrics.jsonl");
   const std::string old_log = sinktest::read_file(first.dir + "/log.txt");
-  auto o = options(out.str());
+  auto o = run_options(out.str());
   o.retrain_stale = true;
   o.resume = true;
   auto retrained = run_plan(plan, o);
@@ -140,7 +134,7 @@ TEST(Provenance, AnOlderNumericsVersionIsStaleKeptAndRetrainedOnlyWhenAsked) {
 TEST(Provenance, SettingAsideSurvivesACrashAtEitherSide) {
   TempDir out("stale-crash");
   auto plan = sinktest::plan_of("experiment stale_crash extends micro { train.steps = 10 }");
-  auto first = run_plan(plan, options(out.str()));
+  auto first = run_plan(plan, run_options(out.str()));
   ASSERT_EQ(first.status, "completed");
   make_older(first.dir, std::nullopt);
   // Killed mid-copy: a partial .incoming folder, the run untouched.
@@ -149,9 +143,9 @@ TEST(Provenance, SettingAsideSurvivesACrashAtEitherSide) {
   // Killed after the rename, before the retraining wrote anything.
   const std::string once = set_aside_stale_results(first.dir, summary_of(first.dir));
   EXPECT_EQ(once, first.dir + "/stale/numerics-0");
-  EXPECT_FALSE(fs::exists(first.dir + "/checkpoint/state.pt"));   // set aside, so the retraining starts at step 0
-  EXPECT_EQ(run_plan(plan, options(out.str())).status, "stale");  // still stale, still reported
-  auto o = options(out.str());
+  EXPECT_FALSE(fs::exists(first.dir + "/checkpoint/state.pt"));       // set aside, so the retraining starts at step 0
+  EXPECT_EQ(run_plan(plan, run_options(out.str())).status, "stale");  // still stale, still reported
+  auto o = run_options(out.str());
   o.retrain_stale = true;
   auto retrained = run_plan(plan, o);
   ASSERT_EQ(retrained.status, "completed") << retrained.summary.dump(2);
@@ -164,7 +158,7 @@ TEST(Provenance, SettingAsideSurvivesACrashAtEitherSide) {
 TEST(Provenance, AResumedRunKeepsTheOlderNumericsVersion) {
   TempDir out("stale-resume");
   auto plan = sinktest::plan_of("experiment stale_resume extends micro { train.checkpoint_every = 5 }");
-  auto o = options(out.str());
+  auto o = run_options(out.str());
   o.stop_after = 7;
   auto stopped = run_plan(plan, o);
   ASSERT_EQ(stopped.status, "stopped");
@@ -174,7 +168,7 @@ TEST(Provenance, AResumedRunKeepsTheOlderNumericsVersion) {
   auto resumed = run_plan(plan, o);
   ASSERT_EQ(resumed.status, "completed") << resumed.summary.dump(2);
   EXPECT_EQ(resumed.summary["numerics_version"], kNumericsVersion - 1);
-  EXPECT_EQ(run_plan(plan, options(out.str())).status, "stale");
+  EXPECT_EQ(run_plan(plan, run_options(out.str())).status, "stale");
 }
 
 TEST(Provenance, SinkcRunSaysStaleAndRetrainsWithTheFlag) {

@@ -41,6 +41,14 @@ inline sink::Plan plan_of(const std::string& text) {
 
 inline sink::RunConfig config_of(const std::string& text) { return sink::read_config(plan_of(text)); }
 
+// Options of a run trained by a test: into `out`, without the live progress line.
+inline sink::rt::RunOptions run_options(const std::string& out) {
+  sink::rt::RunOptions o;
+  o.out = out;
+  o.progress = false;
+  return o;
+}
+
 // A fresh directory under the system temp dir, removed when the object dies.
 struct TempDir {
   std::filesystem::path path;

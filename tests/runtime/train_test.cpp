@@ -16,17 +16,11 @@
 using namespace sink;
 using namespace sink::rt;
 using json = nlohmann::json;
+using sinktest::run_options;
 using sinktest::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-RunOptions options(const std::string& out) {
-  RunOptions o;
-  o.out = out;
-  o.progress = false;
-  return o;
-}
 
 std::vector<json> metrics_lines(const std::string& dir) {
   std::vector<json> out;
@@ -63,7 +57,7 @@ void expect_same_metrics(const json& a, const json& b, const std::string& where)
 TEST(Train, EndToEndRunDirectory) {
   TempDir out("e2e");
   auto plan = sinktest::plan_of("experiment e2e extends micro { }");
-  auto r = run_plan(plan, options(out.str()));
+  auto r = run_plan(plan, run_options(out.str()));
   ASSERT_EQ(r.status, "completed") << r.summary.dump(2);
   EXPECT_EQ(r.dir, out.str() + "/" + plan.dir_name());
   for (const char* f : {"plan.toml", "metrics.jsonl", "summary.json", "log.txt", "checkpoint/state.pt"})
@@ -120,19 +114,19 @@ TEST(Train, EndToEndRunDirectory) {
 
   // Again: cached, nothing rewritten.
   const auto mtime = fs::last_write_time(r.dir + "/metrics.jsonl");
-  auto again = run_plan(plan, options(out.str()));
+  auto again = run_plan(plan, run_options(out.str()));
   EXPECT_EQ(again.status, "cached");
   EXPECT_EQ(again.summary["final"]["valid_loss"], m[1]["valid_loss"]);
   EXPECT_EQ(fs::last_write_time(r.dir + "/metrics.jsonl"), mtime);
   // The same content under another name is cached too, through a link.
   sink::Plan renamed = plan;
   renamed.name = "same_content";
-  auto alias = run_plan(renamed, options(out.str()));
+  auto alias = run_plan(renamed, run_options(out.str()));
   EXPECT_EQ(alias.status, "cached");
   EXPECT_TRUE(fs::is_symlink(alias.dir));
   EXPECT_EQ(fs::last_write_time(r.dir + "/metrics.jsonl"), mtime);
   // A different plan is a different directory, not a cache hit.
-  auto other = run_plan(sinktest::plan_of("experiment e2e extends micro { train.steps = 10 }"), options(out.str()));
+  auto other = run_plan(sinktest::plan_of("experiment e2e extends micro { train.steps = 10 }"), run_options(out.str()));
   EXPECT_EQ(other.status, "completed");
   EXPECT_NE(other.dir, r.dir);
 }
@@ -144,10 +138,10 @@ TEST(Train, AnInterruptCheckpointsAndResumes) {
       "experiment ctrl_c extends micro { train { steps = 9  checkpoint_every = 100 }  measure.every = 3 }";
   auto plan = sinktest::plan_of(spec);
   TempDir a("straight"), b("interrupted");
-  auto straight = run_plan(plan, options(a.str()));
+  auto straight = run_plan(plan, run_options(a.str()));
   ASSERT_EQ(straight.status, "completed");
   request_interrupt();
-  auto o = options(b.str());
+  auto o = run_options(b.str());
   auto stopped = run_plan(plan, o);
   clear_interrupt();
   ASSERT_EQ(stopped.status, "interrupted") << stopped.summary.dump(2);
@@ -166,10 +160,10 @@ TEST(Train, ResumeEqualsUninterrupted) {
       "  optim.schedule = cosine(warmup = 2, min_lr = 1e-3) }";
   auto plan = sinktest::plan_of(spec);
   TempDir a("straight"), b("resumed");
-  auto straight = run_plan(plan, options(a.str()));
+  auto straight = run_plan(plan, run_options(a.str()));
   ASSERT_EQ(straight.status, "completed") << straight.summary.dump(2);
 
-  auto o = options(b.str());
+  auto o = run_options(b.str());
   o.stop_after = 7;
   auto stopped = run_plan(plan, o);
   ASSERT_EQ(stopped.status, "stopped") << stopped.summary.dump(2);
@@ -190,7 +184,7 @@ TEST(Train, ResumeEqualsUninterrupted) {
 
   // Resuming a run that is not there starts from scratch (and still matches).
   TempDir c("fresh");
-  auto fresh_opts = options(c.str());
+  auto fresh_opts = run_options(c.str());
   fresh_opts.resume = true;
   auto fresh = run_plan(plan, fresh_opts);
   ASSERT_EQ(fresh.status, "completed");
@@ -207,20 +201,20 @@ TEST(Train, DivergenceIsRecorded) {
       "0 } }");
   TempDir out("diverge");
   RunResult r;
-  ASSERT_NO_THROW(r = run_plan(plan, options(out.str())));
+  ASSERT_NO_THROW(r = run_plan(plan, run_options(out.str())));
   EXPECT_EQ(r.status, "diverged") << r.summary.dump(2);
   auto summary = json::parse(sinktest::read_file(r.dir + "/summary.json"));
   EXPECT_EQ(summary["status"], "diverged");
   EXPECT_NE(summary["reason"].get<std::string>().find("non-finite"), std::string::npos);
   EXPECT_LT(summary["steps_done"].get<int64_t>(), 20);
   // Not cached: a diverged run is run again.
-  EXPECT_EQ(run_plan(plan, options(out.str())).status, "diverged");
+  EXPECT_EQ(run_plan(plan, run_options(out.str())).status, "diverged");
 }
 
 TEST(Train, CorruptCheckpointFailsClearly) {
   auto plan = sinktest::plan_of("experiment corrupt extends micro { train.checkpoint_every = 5 }");
   TempDir out("corrupt");
-  auto o = options(out.str());
+  auto o = run_options(out.str());
   o.stop_after = 7;
   ASSERT_EQ(run_plan(plan, o).status, "stopped");
   const std::string ckpt = out.str() + "/" + plan.dir_name() + "/checkpoint/state.pt";
@@ -234,7 +228,7 @@ TEST(Train, CorruptCheckpointFailsClearly) {
   // A checkpoint from another model (the same run name, a different width) also fails clearly.
   auto wide = sinktest::plan_of("experiment corrupt extends micro { train.checkpoint_every = 5  model.d = 32 }");
   TempDir out2("mismatch");
-  auto o2 = options(out2.str());
+  auto o2 = run_options(out2.str());
   o2.stop_after = 6;
   ASSERT_EQ(run_plan(plan, o2).status, "stopped");
   fs::create_directories(out2.str() + "/" + wide.dir_name() + "/checkpoint");
@@ -286,9 +280,9 @@ TEST(Train, SinkcRunCommand) {
 // one pass of four (float summation order apart).
 TEST(Train, MicroBatchesTrainTheSameCurve) {
   TempDir out("micro-batch");
-  auto whole = run_plan(sinktest::plan_of("experiment whole extends micro { }"), options(out.str()));
+  auto whole = run_plan(sinktest::plan_of("experiment whole extends micro { }"), run_options(out.str()));
   auto split =
-      run_plan(sinktest::plan_of("experiment split extends micro { train.micro_batch = 1 }"), options(out.str()));
+      run_plan(sinktest::plan_of("experiment split extends micro { train.micro_batch = 1 }"), run_options(out.str()));
   ASSERT_EQ(whole.status, "completed");
   ASSERT_EQ(split.status, "completed");
   EXPECT_EQ(split.summary["micro_batch"], 1);
@@ -305,9 +299,9 @@ TEST(Train, MicroBatchesTrainTheSameCurve) {
 // the fp32 one), and it trains about as well (bf16 keeps 8 significant bits).
 TEST(Train, Bf16AutocastTrainsCloseToFp32) {
   TempDir out("bf16");
-  auto fp32 = run_plan(sinktest::plan_of("experiment fp32 extends micro { }"), options(out.str()));
+  auto fp32 = run_plan(sinktest::plan_of("experiment fp32 extends micro { }"), run_options(out.str()));
   auto bf16 =
-      run_plan(sinktest::plan_of("experiment bf16 extends micro { train.precision = bf16 }"), options(out.str()));
+      run_plan(sinktest::plan_of("experiment bf16 extends micro { train.precision = bf16 }"), run_options(out.str()));
   ASSERT_EQ(fp32.status, "completed");
   ASSERT_EQ(bf16.status, "completed") << bf16.summary.dump(2);
   EXPECT_EQ(bf16.summary["precision"], "bf16");
