@@ -30,7 +30,7 @@ import sys
 RULES = [
     (r"\bsessions? #?\s?\d+", "a development session's number"),
     (r"\bissues? #?\s?\d+", "an issue number"),
-    (r"\b(a )?lent\b(\s+(gpu|h100))?(\s+machines?)?|\blender\b", "a lent machine"),
+    (r"\b(a )?lent\b(\s+(gpu|h100))?(\s+machines?)?|\blender\b", "a machine on loan"),
     (r"`?\bdevice`? tool\b", "the tool that lends machines"),
     (r"(?<![\w/.])shared/(design|paper|hooks)\b([\w./-]*[\w/])?|\.\./shared/([\w./-]*[\w/])?",
      "a path into shared/, outside the repository"),
@@ -115,7 +115,7 @@ def main(argv):
     if found:
         print(f"{len(found)} phrase(s) that speak of something other than the repository")
         return 1
-    print("tracked files: no session or issue numbers, lent machines, notes from outside, or dead GPU claims")
+    print("tracked files: no session or issue numbers, machines on loan, notes from outside, or dead GPU claims")
     return 0
 
 
