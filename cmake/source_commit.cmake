@@ -1,7 +1,8 @@
 # Writes OUTPUT, a C++ file defining sink::rt::source_commit(): the git commit the sources are at, with
-# "+modified" when tracked files differ from it, or "unknown" outside a git checkout (a source tarball, the
-# copy a GPU job receives). Run at every build, it rewrites OUTPUT only when the answer changes, so a new
-# commit recompiles this one file and relinks what links the runtime, nothing else.
+# "+modified" when tracked files differ from it; outside a git checkout, what SOURCE_DIR/SOURCE_COMMIT says
+# (scripts/pack-node.sh's archive writes it), else "unknown" (the copy a GPU job receives). Run at every
+# build, it rewrites OUTPUT only when the answer changes, so a new commit recompiles this one file and
+# relinks what links the runtime, nothing else.
 #   cmake -DSOURCE_DIR=... -DOUTPUT=... [-DGIT=git] -P source_commit.cmake
 set(commit "unknown")
 if(GIT AND EXISTS "${SOURCE_DIR}/.git")
@@ -15,6 +16,11 @@ if(GIT AND EXISTS "${SOURCE_DIR}/.git")
     if(modified EQUAL 1)
       string(APPEND commit "+modified")
     endif()
+  endif()
+elseif(EXISTS "${SOURCE_DIR}/SOURCE_COMMIT")
+  file(STRINGS "${SOURCE_DIR}/SOURCE_COMMIT" recorded LIMIT_COUNT 1 REGEX "^[0-9a-f]+(\\+modified)?$")
+  if(recorded)
+    set(commit "${recorded}")
   endif()
 endif()
 file(WRITE "${OUTPUT}.tmp"

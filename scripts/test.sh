@@ -10,7 +10,7 @@ export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACH
 scripts/setup.sh --tests
 # The CUDA kernels on the CPU emulation (CudaKernels.*, about half the runtime tests' time) run in the
 # torch 2.11 leg below, the one built as a GPU node builds.
-ctest --test-dir build --output-on-failure -j2 -E '^CudaKernels\.' -LE gpucheck
+ctest --test-dir build --output-on-failure -j2 -E '^CudaKernels\.' -LE 'gpucheck|node'
 # The plan library and kernel emitters alone, configured without ANTLR,
 # LibTorch or LLVM: the layering the runtime's portability rests on.
 cmake -S . -B build-plan -G Ninja -DCMAKE_BUILD_TYPE=Release -DSINKLAB_FRONTEND=OFF -DSINKLAB_RUNTIME=OFF > /dev/null
@@ -30,7 +30,8 @@ UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-fuzz --output-on-failure
 # tests that need no GPU run on it: the data-parallel ones under torch 2.11's torchrun, the CUDA kernels on
 # the CPU emulation.
 venv=$(scripts/torch-venv.sh)
-scripts/pack-deps.sh .deps
+# The archive a node without root installs from (its .deps/ is the one below; sinkc linked statically).
+scripts/pack-node.sh build-node
 PATH="$venv/bin:$PATH" scripts/setup-gpu.sh .deps build-torch2 -DSINKLAB_FRONTEND=ON -DSINKLAB_PYTHON="$venv/bin/python" \
   --target sinkc --target sinkc-runtime --target runtime_tests --target plan_tests --target cuda_check \
   --target gpu_attention
@@ -38,3 +39,5 @@ ctest --test-dir build-torch2 --output-on-failure -j2 -L 'plan|runtime'
 # scripts/gpu-check.sh in a copy holding only what a GPU job receives, up to its first step that
 # needs a GPU: the build, the kernel cache, the files it returns (tests/gpu/gpu_check_on_cpu.sh).
 ctest --test-dir build-torch2 --output-on-failure -L gpucheck
+# That archive installed into a fresh prefix as on a node (scripts/install-node.sh), then a study from there.
+ctest --test-dir build-torch2 --output-on-failure -L node
