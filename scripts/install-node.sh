@@ -30,12 +30,10 @@ fail() { echo "install-node: $*" >&2; exit 1; }
 archive unpacks to (a clone has no portable front end; make the archive on a machine with Debian's packages)"
 [[ -d .deps/include ]] || fail ".deps/ is missing: the archive of scripts/pack-node.sh carries it"
 if [[ -n $python ]]; then
-  [[ -x $python ]] || fail "--python $python is not an executable"
-  # setup-gpu.sh asks the python3 on PATH for its PyTorch.
-  bin=$(mktemp -d "${TMPDIR:-/tmp}/sinklab-python-XXXXXX")
-  trap 'rm -rf "$bin"' EXIT
-  ln -s "$(realpath "$python")" "$bin/python3"
-  PATH="$bin:$PATH"
+  # setup-gpu.sh asks the python3 on PATH for its PyTorch: the one in --python's folder (a virtual or conda
+  # environment's bin/, found through its own folder, so not through a link made elsewhere).
+  [[ -x $(dirname "$python")/python3 ]] || fail "--python: $(dirname "$python")/python3 is not an executable"
+  PATH="$(cd "$(dirname "$python")" && pwd):$PATH"
 fi
 python3 -c 'import torch' 2> /dev/null || fail "$(command -v python3 || echo python3) has no torch: \
 pip install torch (into a virtual environment of yours), or name its python with --python"

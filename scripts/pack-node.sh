@@ -34,8 +34,9 @@ stage=$(mktemp -d "${TMPDIR:-/tmp}/sinklab-pack-XXXXXX")
 trap 'rm -rf "$stage"' EXIT
 root=$stage/$name
 mkdir -p "$root/portable/bin"
-# Tracked files as they are in the working tree (a tracked file deleted here is left out).
-git ls-files -z --cached | while IFS= read -r -d '' f; do [[ -e $f ]] && printf '%s\0' "$f"; done |
+# The working tree as a GPU job receives it: tracked files and untracked ones git does not ignore (a tracked
+# file deleted here is left out).
+git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' f; do [[ -e $f ]] && printf '%s\0' "$f"; done |
   tar --null -T - -cf - | tar -xf - -C "$root"
 cp -r .deps "$root/.deps"
 install -m 755 -s "$sinkc" "$root/portable/bin/sinkc"
