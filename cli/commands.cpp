@@ -257,7 +257,9 @@ int compile(const std::string& file, const std::string& out, const CommonOptions
     // The kernel each backend would run: LLVM IR for the CPU JIT, CUDA C++ for a GPU.
     std::ofstream ll(dir / "attention.ll"), cu(dir / "attention.cu");
     ll << kernels::emit_llvm(kernels::kernel_spec(p));
-    const Precision precision = read_config(p).train.precision;
+    // attention.cu is what a GPU runs, and auto is bf16 on every GPU the tensor-core kernels target.
+    const Precision asked = read_config(p).train.precision;
+    const Precision precision = asked == Precision::auto_ ? Precision::bf16 : asked;
     cu << kernels::emit_cuda(kernels::kernel_spec(p), kernels::training_storage(name_of(precision)));
     if (!f || !ll || !cu) {
       fmt::print(stderr, "sinkc: cannot write {}\n", (dir / "plan.toml").string());

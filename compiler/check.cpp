@@ -66,9 +66,11 @@ std::optional<Value> type_number(const TypeSpec& spec, const ast::Expr& e, const
                                  Diagnostics& diags) {
   bool integral = true, tokens = false;
   auto v = fold(e, integral, tokens);
-  bool want_int = spec.type != Type::Float && spec.type != Type::FloatList && spec.type != Type::NumberOr;
+  bool want_int =
+      spec.type != Type::Float && spec.type != Type::FloatList && (spec.type != Type::NumberOr || spec.integral);
   const std::string want = spec.type == Type::OptionalInt ? "an integer or none"
-                           : spec.type == Type::NumberOr  ? fmt::format("{} or a number", fmt::join(spec.choices, ", "))
+                           : spec.type == Type::NumberOr  ? fmt::format("{} or {}", fmt::join(spec.choices, ", "),
+                                                                       want_int ? "an integer" : "a number")
                            : want_int                     ? "an integer"
                                                           : "a number";
   if (!v) {

@@ -38,7 +38,11 @@ namespace sink {
 #define SINK_FIRST_TOKEN_CHOICES(X) X(natural) X(random)
 #define SINK_SCHEDULE_CHOICES(X) X(constant) X(cosine)
 #define SINK_DEVICE_CHOICES(X) X(cpu) X(cuda)
-#define SINK_PRECISION_CHOICES(X) X(fp32) X(bf16)
+// auto: bf16 on a GPU that has it, else fp32; resolved when a run starts
+// (runtime/training/auto_settings.h), so a RunConfig may hold it.
+#define SINK_PRECISION_CHOICES(X) X(fp32) X(bf16) X(auto_)
+// The keyword, then `fixed`: a number of sequences written in its place.
+#define SINK_MICRO_BATCH_CHOICES(X) X(auto_) X(fixed)
 #define SINK_MEASURE_INPUT_CHOICES(X) X(natural) X(random) X(repeat)
 #define SINK_MEASURE_BOS_CHOICES(X) X(auto_) X(with) X(without)
 
@@ -123,6 +127,7 @@ SINK_CHOICE_ENUM(FirstToken, "data.first_token", SINK_FIRST_TOKEN_CHOICES)
 SINK_CHOICE_ENUM(Schedule, "optim.schedule", SINK_SCHEDULE_CHOICES)
 SINK_CHOICE_ENUM(DeviceKind, "train.device", SINK_DEVICE_CHOICES)
 SINK_CHOICE_ENUM(Precision, "train.precision", SINK_PRECISION_CHOICES)
+SINK_CHOICE_ENUM(MicroBatch, "train.micro_batch", SINK_MICRO_BATCH_CHOICES)
 SINK_CHOICE_ENUM(MeasureInput, "measure.input", SINK_MEASURE_INPUT_CHOICES)
 SINK_CHOICE_ENUM(MeasureBos, "measure.bos", SINK_MEASURE_BOS_CHOICES)
 

@@ -164,6 +164,7 @@ Value read_value(const toml::node& node, const TypeSpec& spec, const std::string
         for (const auto& c : spec.choices)
           if (c == str->get()) return Value::of_enum(c);
       if (str) bad(key, "expected " + spec.describe());
+      if (spec.integral) return Value::of_int(static_cast<int64_t>(checked_number(node, spec, true, key)));
       return Value::of_float(checked_number(node, spec, false, key));
     case Type::Bool:
       if (auto b = node.as_boolean()) return Value::of_bool(b->get());

@@ -135,7 +135,9 @@ RunConfig read_config(const Plan& p) {
   t.checkpoint_every = p.integer("train.checkpoint_every");
   t.threads = p.integer("train.threads");
   t.device = parse_choice<DeviceKind>(p.choice("train.device"));
-  t.micro_batch = p.integer("train.micro_batch");
+  const Value& micro_batch = p.at("train.micro_batch");
+  t.micro_batch_auto = micro_batch.kind == Value::Kind::Enum;
+  t.micro_batch = t.micro_batch_auto ? 0 : micro_batch.i;
   t.log_every = p.integer("train.log_every");
   t.precision = parse_choice<Precision>(p.choice("train.precision"));
   m.max_positions = std::max(t.context, p.integer("measure.T")) + (m.sink_token ? 1 : 0);

@@ -88,10 +88,11 @@ struct TrainConfig {
   int64_t warmup = 0;
   double min_lr = 0;
   int64_t steps = 0, batch = 0, context = 0, seed = 0, checkpoint_every = 0, threads = 0;
-  int64_t micro_batch = 0;  // 0: the whole batch in one pass
-  int64_t log_every = 10;   // steps between train-loss lines
+  int64_t micro_batch = 0;        // 0: the whole batch in one pass
+  bool micro_batch_auto = false;  // micro_batch = auto, until the run resolves it (auto_settings.h)
+  int64_t log_every = 10;         // steps between train-loss lines
   DeviceKind device = DeviceKind::cpu;
-  Precision precision = Precision::fp32;
+  Precision precision = Precision::fp32;  // auto until the run resolves it
 };
 
 struct MeasureConfig {

@@ -70,6 +70,8 @@ inline constexpr const char* kThreads = "threads";
 inline constexpr const char* kDevice = "device";
 inline constexpr const char* kPrecision = "precision";
 inline constexpr const char* kMicroBatch = "micro_batch";
+// What train.precision = auto and train.micro_batch = auto became on this device, and from what; absent without auto.
+inline constexpr const char* kAutoSettings = "auto_settings";
 inline constexpr const char* kWorkers = "workers";
 inline constexpr const char* kTrainTokensUnique = "train_tokens_unique";
 // plan/numerics_version.h's kNumericsVersion when the run was trained; absent before it was recorded.
@@ -78,10 +80,11 @@ inline constexpr const char* kNumericsVersion = "numerics_version";
 // (the provenance namespace below).
 inline constexpr const char* kProvenance = "provenance";
 
-inline constexpr std::array<std::string_view, 21> kKeys = {
-    kName,   kHash,       kStatus,     kReason,  kProcess,           kStepsDone,        kTokens,
-    kWallS,  kTrainWallS, kTokensPerS, kFinal,   kParameters,        kAttentionBackend, kThreads,
-    kDevice, kPrecision,  kMicroBatch, kWorkers, kTrainTokensUnique, kNumericsVersion,  kProvenance};
+inline constexpr std::array<std::string_view, 22> kKeys = {
+    kName,      kHash,       kStatus,     kReason,       kProcess,    kStepsDone,         kTokens,
+    kWallS,     kTrainWallS, kTokensPerS, kFinal,        kParameters, kAttentionBackend,  kThreads,
+    kDevice,    kPrecision,  kMicroBatch, kAutoSettings, kWorkers,    kTrainTokensUnique, kNumericsVersion,
+    kProvenance};
 }  // namespace summary
 
 // summary.json's "provenance".

@@ -85,6 +85,11 @@ TypeSpec number_or(std::vector<std::string> keywords, double lo, double hi) {
   t.max = hi;
   return t;
 }
+TypeSpec count_or(std::vector<std::string> keywords, double lo, double hi) {
+  TypeSpec t = number_or(std::move(keywords), lo, hi);
+  t.integral = true;
+  return t;
+}
 TypeSpec variant(std::vector<TypeSpec::Form> forms) {
   TypeSpec t;
   t.type = Type::Variant;
@@ -264,12 +269,16 @@ std::vector<Field> build() {
        "device = cuda; the GPU is picked when the run starts, not in the spec: sinkc run --gpu N (or "
        "CUDA_VISIBLE_DEVICES), so the same experiment keeps its hash on any GPU",
        enum_value(DeviceKind::cpu)},
-      {"train.micro_batch", int_in(0, 1e6),
-       "sequences per forward/backward pass (per worker), gradients accumulated over train.batch; 0 = all at once",
+      {"train.micro_batch", count_or(keywords<MicroBatch>(), 0, 1e6),
+       "sequences per forward/backward pass (per worker), gradients accumulated over train.batch; 0 = all at once; "
+       "auto = the largest divisor of the worker's batch that the GPU's memory holds, estimated from the model's "
+       "shapes when the run starts (the whole batch on a CPU); the hash reads auto as written, summary.json the "
+       "size used",
        Value::of_int(0)},
       {"train.precision", one_of<Precision>(),
        "bf16: the forward under LibTorch's autocast in bfloat16 (matmuls, generated attention kernels); weights, "
-       "optimizer state, the loss and the measurements stay fp32",
+       "optimizer state, the loss and the measurements stay fp32; auto = bf16 on a GPU that has it (compute "
+       "capability 8.0 or newer), fp32 elsewhere, chosen when the run starts and recorded in summary.json",
        enum_value(Precision::fp32)},
       {"train.log_every", int_in(1, 1e9),
        "steps between train-loss lines: log.txt, the run's live TensorBoard events, and stderr when it is not a "
@@ -328,7 +337,8 @@ std::string TypeSpec::describe() const {
     case Type::Count:
     case Type::Float:
     case Type::OptionalInt: return fmt::format("{} in {}", type_name(type), range());
-    case Type::NumberOr: return fmt::format("{} or a float in {}", fmt::join(choices, "|"), range());
+    case Type::NumberOr:
+      return fmt::format("{} or {} in {}", fmt::join(choices, "|"), integral ? "an int" : "a float", range());
     case Type::IntList:
     case Type::FloatList:
       return fmt::format("{}{} in {}", type_name(type), list_len ? fmt::format(" of length {}", list_len) : "",

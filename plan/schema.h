@@ -43,6 +43,7 @@ struct TypeSpec {
   };
   std::vector<Form> forms;
   int list_len = 0;              // lists: exact length, 0 = any
+  bool integral = false;         // NumberOr: the number is a whole number
   std::string describe() const;  // "int in [1, 65536]", "one of relu|gelu|..."
   bool admits(double v) const;   // inside [min, max] (min excluded when min_open); never NaN
   const Form* form(const std::string& name) const;

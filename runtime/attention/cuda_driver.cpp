@@ -122,6 +122,7 @@ struct Driver {
   decltype(&cuLaunchKernel) launch;
   decltype(&cuCtxSynchronize) synchronize;
   decltype(&cuDeviceGetName) name;
+  decltype(&cuDeviceTotalMem) total_memory;
   decltype(&cuGetErrorString) error;
   decltype(&cuDriverGetVersion) version;
   std::string file;  // the library opened
@@ -144,6 +145,7 @@ const Driver& driver() {
     a.launch = symbol<decltype(a.launch)>(lib, "cuLaunchKernel");
     a.synchronize = symbol<decltype(a.synchronize)>(lib, "cuCtxSynchronize");
     a.name = symbol<decltype(a.name)>(lib, "cuDeviceGetName");
+    a.total_memory = symbol<decltype(a.total_memory)>(lib, "cuDeviceTotalMem_v2");
     a.error = symbol<decltype(a.error)>(lib, "cuGetErrorString");
     a.version = symbol<decltype(a.version)>(lib, "cuDriverGetVersion");
     a.file = opened_file(lib);
@@ -381,6 +383,19 @@ std::string device_name(int device) {
   return name;
 }
 
+DeviceProperties device_properties(int device) {
+  const Driver& d = driver();
+  check(d.init(0), "cuInit");
+  CUdevice handle{};
+  check(d.device_get(&handle, device), "cuDeviceGet");
+  size_t bytes = 0;
+  check(d.total_memory(&bytes, handle), "cuDeviceTotalMem");
+  int major = 0, minor = 0;
+  check(d.attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, handle), "cuDeviceGetAttribute");
+  check(d.attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, handle), "cuDeviceGetAttribute");
+  return {static_cast<int64_t>(bytes), major * 10 + minor};
+}
+
 std::shared_ptr<KernelModule> module_for(const std::string& source, int device) {
   static std::mutex mutex;
   static std::map<std::pair<std::string, int>, std::shared_ptr<KernelModule>> loaded;
@@ -418,6 +433,7 @@ std::string loadable_image(const std::string&, int) { throw std::runtime_error(k
 int nvrtc_compilations() { return 0; }
 std::string describe_libraries() { return kMissing; }
 std::string device_name(int) { throw std::runtime_error(kMissing); }
+DeviceProperties device_properties(int) { throw std::runtime_error(kMissing); }
 std::shared_ptr<KernelModule> module_for(const std::string&, int) { throw std::runtime_error(kMissing); }
 }  // namespace sink::rt::cuda
 #endif

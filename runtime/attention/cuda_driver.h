@@ -65,6 +65,13 @@ int nvrtc_compilations();
 std::string describe_libraries();
 // The name of CUDA device `device` ("NVIDIA H100 80GB HBM3"), from the driver; throws where there is none.
 std::string device_name(int device);
+// CUDA device `device`'s total memory in bytes and compute capability (major * 10 + minor), from the driver;
+// throws where there is none. What train.precision = auto and train.micro_batch = auto are resolved from.
+struct DeviceProperties {
+  int64_t memory_bytes = 0;
+  int capability = 0;
+};
+DeviceProperties device_properties(int device);
 
 // The module of `source` on CUDA device `device`, compiled for its compute
 // capability on first use and cached by content for the process. Kernels run

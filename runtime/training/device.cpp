@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <fmt/format.h>
 
+#include "runtime/attention/cuda_driver.h"
+
 namespace sink::rt {
 
 int visible_gpus() { return torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0; }
@@ -28,6 +30,20 @@ torch::Device training_device(DeviceKind kind, int gpu) {
     if (gpu < 0) gpu = 0;
   }
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(gpu));
+}
+
+DeviceFacts device_facts(const torch::Device& device) {
+  DeviceFacts facts;
+  if (!device.is_cuda()) return facts;
+  facts.gpu = true;
+  try {
+    const cuda::DeviceProperties p = cuda::device_properties(device.has_index() ? device.index() : 0);
+    facts.memory_bytes = p.memory_bytes;
+    facts.capability = p.capability;
+  } catch (const std::exception&) {
+    // Unknown: auto precision then stays fp32, and auto micro-batching says why it cannot choose.
+  }
+  return facts;
 }
 
 }  // namespace sink::rt

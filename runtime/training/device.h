@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "plan/choices.h"
+#include "runtime/training/auto_settings.h"
 
 namespace sink::rt {
 
@@ -19,5 +20,9 @@ int visible_gpus();
 // std::runtime_error when cuda is asked for and no GPU is visible, or
 // --gpu names one past them.
 torch::Device training_device(DeviceKind kind, int gpu);
+
+// What the automatic settings read of `device`: a GPU's memory and compute
+// capability from the CUDA driver, left unknown (0) where it cannot say.
+DeviceFacts device_facts(const torch::Device& device);
 
 }  // namespace sink::rt

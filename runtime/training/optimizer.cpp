@@ -1,14 +1,126 @@
 #include "runtime/training/optimizer.h"
 
 #include <cmath>
+#include <sstream>
+#include <stdexcept>
 #include <torch/version.h>
+#include <type_traits>
 
 // `_foreach_mul_(tensors, scalar_tensor)`, which scales every gradient by a factor still on the device in one
 // multi-tensor kernel, came with PyTorch 2.1; before it, one mul_ per gradient does the same.
 #define SINKLAB_FOREACH_MUL_BY_TENSOR \
   (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1))
 
+// `_fused_adamw_` has a CUDA kernel since PyTorch 2.0 and a CPU one since 2.4.
+#define SINKLAB_FUSED_ADAMW (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4))
+
 namespace sink::rt {
+namespace {
+
+// The key of a parameter's state: LibTorch 1.13 keys it by the TensorImpl's
+// address as text (c10::guts::to_string), 2.x by the address itself.
+template <class Map>
+typename Map::key_type state_key(const Map&, const torch::Tensor& p) {
+  if constexpr (std::is_same_v<typename Map::key_type, std::string>) {
+    std::ostringstream text;
+    text << p.unsafeGetTensorImpl();
+    return text.str();
+  } else {
+    return p.unsafeGetTensorImpl();
+  }
+}
+
+// One update's tensors: parameters of one group, on one device, at one step count.
+struct Update {
+  std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs;
+  bool fusable = true;  // the fused kernel's restrictions: one dtype, dense and alike in layout
+};
+
+}  // namespace
+
+MultiTensorAdamW::Kernel MultiTensorAdamW::best_kernel() {
+#if SINKLAB_FUSED_ADAMW
+  return Kernel::fused;
+#else
+  return Kernel::foreach_;
+#endif
+}
+
+MultiTensorAdamW::MultiTensorAdamW(const std::vector<torch::optim::OptimizerParamGroup>& groups,
+                                   const torch::optim::AdamWOptions& defaults, Kernel kernel)
+    : torch::optim::AdamW(groups, defaults), kernel_(kernel) {
+#if !SINKLAB_FUSED_ADAMW
+  if (kernel_ == Kernel::fused) throw std::invalid_argument("this LibTorch has no fused AdamW (it came with 2.4)");
+#endif
+}
+
+torch::Tensor MultiTensorAdamW::step(LossClosure closure) {
+  if (closure) return torch::optim::AdamW::step(closure);
+  torch::NoGradGuard no_grad;
+  for (auto& group : param_groups_) {
+    auto& options = static_cast<torch::optim::AdamWOptions&>(group.options());
+    if (options.amsgrad()) return torch::optim::AdamW::step();
+  }
+  for (auto& group : param_groups_) {
+    const auto& options = static_cast<const torch::optim::AdamWOptions&>(group.options());
+    const double lr = options.lr(), wd = options.weight_decay(), eps = options.eps();
+    const auto [beta1, beta2] = options.betas();
+    // Keyed by the step count after this update, then the device: a group's
+    // parameters normally share both.
+    std::map<std::pair<int64_t, std::string>, Update> updates;
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      auto key = state_key(state_, p);
+      auto found = state_.find(key);
+      if (found == state_.end()) {
+        auto fresh = std::make_unique<torch::optim::AdamWParamState>();
+        fresh->step(0);
+        fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        found = state_.emplace(key, std::move(fresh)).first;
+      }
+      auto& st = static_cast<torch::optim::AdamWParamState&>(*found->second);
+      st.step(st.step() + 1);
+      Update& u = updates[{st.step(), p.device().str()}];
+      const torch::Tensor& g = p.grad();
+      u.fusable = u.fusable && p.scalar_type() == g.scalar_type() && p.is_contiguous() && g.is_contiguous() &&
+                  st.exp_avg().is_contiguous() && st.exp_avg_sq().is_contiguous() &&
+                  (u.params.empty() || u.params[0].scalar_type() == p.scalar_type());
+      u.params.push_back(p);
+      u.grads.push_back(g);
+      u.exp_avgs.push_back(st.exp_avg());
+      u.exp_avg_sqs.push_back(st.exp_avg_sq());
+    }
+    for (auto& [at, u] : updates) {
+      const auto [step, device] = at;
+      const double bias_correction1 = 1 - std::pow(beta1, static_cast<double>(step));
+      const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(step));
+#if SINKLAB_FUSED_ADAMW
+      if (kernel_ == Kernel::fused && u.fusable) {
+        torch::Tensor& count = step_counts_[device];
+        if (!count.defined())
+          count = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(u.params[0].device()));
+        count.fill_(static_cast<double>(step));  // a launch with the value, not a read
+        const std::vector<torch::Tensor> counts(u.params.size(), count);
+        at::_fused_adamw_(u.params, u.grads, u.exp_avgs, u.exp_avg_sqs, {}, counts, lr, beta1, beta2, wd, eps,
+                          /*amsgrad=*/false, /*maximize=*/false);
+        continue;
+      }
+#endif
+      // LibTorch's AdamW step, operation for operation, on every tensor at once.
+      if (wd != 0) at::_foreach_mul_(u.params, 1 - lr * wd);
+      at::_foreach_mul_(u.exp_avgs, beta1);
+      at::_foreach_add_(u.exp_avgs, u.grads, 1 - beta1);
+      at::_foreach_mul_(u.exp_avg_sqs, beta2);
+      at::_foreach_addcmul_(u.exp_avg_sqs, u.grads, u.grads, 1 - beta2);
+      std::vector<torch::Tensor> denom = at::_foreach_sqrt(u.exp_avg_sqs);
+      at::_foreach_div_(denom, std::sqrt(bias_correction2));
+      at::_foreach_add_(denom, eps);
+      at::_foreach_addcdiv_(u.params, u.exp_avgs, denom, -lr / bias_correction1);
+    }
+  }
+  return {};
+}
 
 std::unique_ptr<torch::optim::AdamW> make_optimizer(Transformer& model, const TrainConfig& cfg) {
   auto options = [&](double wd) {
@@ -19,7 +131,7 @@ std::unique_ptr<torch::optim::AdamW> make_optimizer(Transformer& model, const Tr
   groups.emplace_back(model.decayed_parameters(), options(cfg.weight_decay));
   auto rest = model.other_parameters();
   if (!rest.empty()) groups.emplace_back(rest, options(0.0));
-  return std::make_unique<torch::optim::AdamW>(groups, torch::optim::AdamWOptions(cfg.lr));
+  return std::make_unique<MultiTensorAdamW>(groups, torch::optim::AdamWOptions(cfg.lr));
 }
 
 double learning_rate(const TrainConfig& cfg, int64_t step) {

@@ -2,13 +2,38 @@
 // (not on norm gains, k*, v*, the sink token or the T5 bucket table), and
 // the learning-rate schedule.
 #pragma once
+#include <map>
 #include <memory>
+#include <string>
 #include <torch/torch.h>
 
 #include "plan/run_config.h"
 #include "runtime/training/model.h"
 
 namespace sink::rt {
+
+// torch::optim::AdamW's options, state and checkpoints, with step() as a few
+// multi-tensor operations per parameter group instead of six kernels per
+// parameter: LibTorch's fused AdamW (one kernel) where it has one for the
+// device (>= 2.4), else the same arithmetic as LibTorch's AdamW in
+// `_foreach_` operations. Nothing is read back to the host: the step counts
+// and bias corrections are host numbers, as in LibTorch's AdamW. amsgrad
+// and a loss closure take LibTorch's own step.
+class MultiTensorAdamW : public torch::optim::AdamW {
+ public:
+  enum class Kernel { foreach_, fused };
+  // The fastest this LibTorch has; a test may ask for the other.
+  static Kernel best_kernel();
+  MultiTensorAdamW(const std::vector<torch::optim::OptimizerParamGroup>& groups,
+                   const torch::optim::AdamWOptions& defaults, Kernel kernel = best_kernel());
+  torch::Tensor step(LossClosure closure = nullptr) override;
+  Kernel kernel() const { return kernel_; }
+
+ private:
+  Kernel kernel_;
+  // fused: each device's step count as a tensor, which the kernel reads (it is the same for every parameter).
+  std::map<std::string, torch::Tensor> step_counts_;
+};
 
 std::unique_ptr<torch::optim::AdamW> make_optimizer(Transformer& model, const TrainConfig& cfg);
 // Linear warm-up to lr over `warmup` steps, then constant or cosine to min_lr.

@@ -66,6 +66,16 @@ Training set_up(const Plan& plan, const RunOptions& options, RunDir& dir, RunRec
                                                      : std::max(1u, std::thread::hardware_concurrency());
   at::set_num_threads(static_cast<int>(threads));
   t.device = training_device(cfg.train.device, options.gpu);
+  // Before anything reads them: the kernels' storage, the autocast, the passes per step.
+  std::string auto_note;
+  if (cfg.train.precision == Precision::auto_ || cfg.train.micro_batch_auto) {
+    const int64_t rows = cfg.train.batch / (options.workers ? options.workers->size() : 1);
+    const ResolvedSettings resolved = resolve_auto_settings(cfg, rows, device_facts(t.device));
+    cfg.train.precision = resolved.precision;
+    cfg.train.micro_batch = resolved.micro_batch;
+    cfg.train.micro_batch_auto = false;
+    auto_note = resolved.note;
+  }
 
   t.data = std::make_unique<TokenData>(
       load_data(cfg.data, options.data_cache.empty() ? options.out + "/.cache" : options.data_cache));
@@ -97,6 +107,10 @@ Training set_up(const Plan& plan, const RunOptions& options, RunDir& dir, RunRec
   record.record_provenance(t.device, t.model->backend);
   summary[summary_key::kPrecision] = name_of(cfg.train.precision);
   if (cfg.train.micro_batch > 0) summary[summary_key::kMicroBatch] = cfg.train.micro_batch;
+  if (!auto_note.empty()) {
+    summary[summary_key::kAutoSettings] = auto_note;
+    dir.log(auto_note);
+  }
   if (options.workers) {
     summary[summary_key::kWorkers] = options.workers->size();
     dir.log(fmt::format("data parallel: {} workers, {} sequences each per step", options.workers->size(),

@@ -110,6 +110,7 @@ TEST(Choices, EveryEnumHasTheSchemaRowsNamesInOrder) {
   EXPECT_EQ(sink::choice_names<sink::Schedule>(), row_names(spec_of("optim.schedule")));
   EXPECT_EQ(sink::choice_names<sink::DeviceKind>(), row_names(spec_of("train.device")));
   EXPECT_EQ(sink::choice_names<sink::Precision>(), row_names(spec_of("train.precision")));
+  EXPECT_EQ(sink::choice_names<sink::MicroBatch>(), row_names(spec_of("train.micro_batch")));
   EXPECT_EQ(sink::choice_names<sink::MeasureInput>(), row_names(spec_of("measure.input")));
   EXPECT_EQ(sink::choice_names<sink::MeasureBos>(), row_names(spec_of("measure.bos")));
 }
@@ -120,11 +121,11 @@ TEST(Choices, EveryEnumHasTheSchemaRowsNamesInOrder) {
 TEST(Choices, EveryChoiceRowOfTheSchemaHasAnEnum) {
   using namespace sink;
   const std::set<std::string> with_enum = {
-      field_of<Ffn>(),           field_of<PosEmbedding>(), field_of<NormKind>(),  field_of<NormPlacement>(),
-      field_of<HeadsCombine>(),  field_of<Biases>(),       field_of<VStar>(),     field_of<AttnKernel>(),
-      field_of<Backend>(),       field_of<Gate>(),         field_of<SinkLogit>(), field_of<CorpusKind>(),
-      field_of<TokenizerKind>(), field_of<FirstToken>(),   field_of<Schedule>(),  field_of<DeviceKind>(),
-      field_of<Precision>(),     field_of<MeasureInput>(), field_of<MeasureBos>()};
+      field_of<Ffn>(),           field_of<PosEmbedding>(), field_of<NormKind>(),     field_of<NormPlacement>(),
+      field_of<HeadsCombine>(),  field_of<Biases>(),       field_of<VStar>(),        field_of<AttnKernel>(),
+      field_of<Backend>(),       field_of<Gate>(),         field_of<SinkLogit>(),    field_of<CorpusKind>(),
+      field_of<TokenizerKind>(), field_of<FirstToken>(),   field_of<Schedule>(),     field_of<DeviceKind>(),
+      field_of<Precision>(),     field_of<MicroBatch>(),   field_of<MeasureInput>(), field_of<MeasureBos>()};
   for (const sink::Field& f : sink::schema()) {
     const bool has_names = f.spec.type == Type::Enum || f.spec.type == Type::Variant || f.spec.type == Type::NumberOr ||
                            f.spec.type == Type::VectorExpr;
@@ -137,7 +138,7 @@ TEST(Choices, NamesRoundTripAndAnUnknownNameIsAnError) {
   expect_all_round_trip<sink::Ffn, sink::PosEmbedding, sink::NormKind, sink::NormPlacement, sink::HeadsCombine,
                         sink::Biases, sink::VStar, sink::AttnKernel, sink::Backend, sink::Gate, sink::SinkLogit,
                         sink::CorpusKind, sink::SyntheticKind, sink::TokenizerKind, sink::FirstToken, sink::Schedule,
-                        sink::DeviceKind, sink::Precision, sink::MeasureInput, sink::MeasureBos>();
+                        sink::DeviceKind, sink::Precision, sink::MicroBatch, sink::MeasureInput, sink::MeasureBos>();
 }
 
 TEST(Choices, AnUnknownNameSaysFieldValueAndChoices) {

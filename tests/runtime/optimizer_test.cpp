@@ -5,6 +5,7 @@
 
 #include "runtime/training/optimizer.h"
 #include "runtime/training/pending_losses.h"
+#include "runtime_test_util.h"
 
 using namespace sink::rt;
 
@@ -91,4 +92,92 @@ TEST(Optimizer, ClippingAllGradientsAtOnceMatchesThePerParameterPath) {
           << "parameter " << k << " scale " << scale << ": "
           << (ours[k].grad() - reference[k].grad()).abs().max().item<double>();
   }
+}
+
+namespace {
+
+// Two groups as make_optimizer builds them (decayed and not), with a parameter that never gets a gradient.
+struct AdamWCase {
+  std::vector<torch::Tensor> params;
+  std::vector<torch::optim::OptimizerParamGroup> groups() const {
+    auto options = [](double wd) {
+      return std::make_unique<torch::optim::AdamWOptions>(
+          torch::optim::AdamWOptions(1e-2).betas({0.9, 0.95}).eps(1e-8).weight_decay(wd));
+    };
+    std::vector<torch::optim::OptimizerParamGroup> g;
+    g.emplace_back(std::vector<torch::Tensor>{params[0], params[1], params[4]}, options(0.1));
+    g.emplace_back(std::vector<torch::Tensor>{params[2], params[3]}, options(0.0));
+    return g;
+  }
+  static AdamWCase make() {
+    torch::manual_seed(5);
+    AdamWCase c;
+    for (auto shape : {std::vector<int64_t>{16, 8}, {8}, {4, 4, 2}, {3}, {5}})
+      c.params.push_back(torch::randn(shape).requires_grad_());
+    return c;
+  }
+  AdamWCase copy() const {
+    AdamWCase c;
+    for (const auto& p : params) c.params.push_back(p.detach().clone().requires_grad_());
+    return c;
+  }
+  void set_gradients(uint64_t seed) {
+    torch::manual_seed(seed);
+    for (size_t k = 0; k + 1 < params.size(); ++k) params[k].mutable_grad() = torch::randn(params[k].sizes());
+  }
+};
+
+void expect_same_parameters(const AdamWCase& ours, const AdamWCase& theirs, const std::string& when) {
+  for (size_t k = 0; k < ours.params.size(); ++k)
+    EXPECT_TRUE(torch::allclose(ours.params[k], theirs.params[k], 1e-5, 1e-6))
+        << when << ", parameter " << k << ": largest difference "
+        << (ours.params[k] - theirs.params[k]).abs().max().item<double>();
+}
+
+}  // namespace
+
+// The multi-tensor AdamW (and the fused one where LibTorch has it) against LibTorch's own AdamW: the same
+// weights after several steps with a changing learning rate, and after a checkpoint of its state is loaded
+// into a fresh optimizer (the state is LibTorch's, so checkpoints stay as they were).
+TEST(Optimizer, MultiTensorAdamWMatchesLibTorchsAdamW) {
+  std::vector<MultiTensorAdamW::Kernel> kernels = {MultiTensorAdamW::Kernel::foreach_};
+  if (MultiTensorAdamW::best_kernel() == MultiTensorAdamW::Kernel::fused)
+    kernels.push_back(MultiTensorAdamW::Kernel::fused);
+  for (auto kernel : kernels) {
+    SCOPED_TRACE(kernel == MultiTensorAdamW::Kernel::fused ? "fused" : "foreach");
+    AdamWCase theirs = AdamWCase::make(), ours = theirs.copy();
+    torch::optim::AdamW reference(theirs.groups(), torch::optim::AdamWOptions(1e-2));
+    auto optimizer = std::make_unique<MultiTensorAdamW>(ours.groups(), torch::optim::AdamWOptions(1e-2), kernel);
+    const AdamWCase start = theirs.copy();
+    int64_t step = 0;
+    auto train = [&](int steps) {
+      for (int k = 0; k < steps; ++k, ++step) {
+        const double lr = 1e-2 * (1.0 + 0.5 * std::sin(static_cast<double>(step)));
+        set_learning_rate(reference, lr);
+        set_learning_rate(*optimizer, lr);
+        theirs.set_gradients(100 + step);
+        ours.set_gradients(100 + step);
+        reference.step();
+        optimizer->step();
+      }
+    };
+    train(5);
+    expect_same_parameters(ours, theirs, "after 5 steps");
+    EXPECT_FALSE(torch::allclose(ours.params[0], start.params[0])) << "the parameters did not move";
+    EXPECT_TRUE(torch::equal(ours.params[4], start.params[4])) << "a parameter without a gradient moved";
+
+    std::stringstream saved;
+    torch::save(*optimizer, saved);
+    optimizer = std::make_unique<MultiTensorAdamW>(ours.groups(), torch::optim::AdamWOptions(1e-2), kernel);
+    torch::load(*optimizer, saved);
+    train(3);
+    expect_same_parameters(ours, theirs, "3 steps after a checkpoint");
+  }
+}
+
+// What make_optimizer gives the training loop.
+TEST(Optimizer, TrainingUsesTheMultiTensorAdamW) {
+  const sink::RunConfig cfg = sinktest::config_of("experiment x extends micro {}");
+  Transformer model(cfg.model, torch::kCPU);
+  EXPECT_NE(dynamic_cast<MultiTensorAdamW*>(make_optimizer(model, cfg.train).get()), nullptr);
 }
