@@ -10,9 +10,8 @@
 # --no-cuda installs a runtime without the CUDA backend where the toolkit's headers are missing (otherwise
 # that is an error: on a GPU node it means the toolkit is not loaded, e.g. `module load cuda`).
 set -euo pipefail
-cd "$(dirname "$0")/.."
 usage="usage: scripts/install-node.sh PREFIX [--python PYTHON] [--build DIR] [--no-cuda] [-DOPTION=VALUE...]"
-prefix=${1:?$usage}
+prefix=$(realpath -m "${1:?$usage}")
 shift
 build=build-gpu python="" options=() require_cuda=ON
 while (($#)); do
@@ -25,6 +24,8 @@ while (($#)); do
   esac
   shift
 done
+[[ -z $python ]] || python=$(realpath -s "$python")  # absolute, links kept: an environment is found by its path
+cd "$(dirname "$0")/.."
 fail() { echo "install-node: $*" >&2; exit 1; }
 [[ -x portable/bin/sinkc ]] || fail "portable/bin/sinkc is missing: run this in the folder scripts/pack-node.sh's \
 archive unpacks to (a clone has no portable front end; make the archive on a machine with Debian's packages)"

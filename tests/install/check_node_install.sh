@@ -21,6 +21,7 @@ fi
 fail() { echo "FAIL: $*" >&2; exit 1; }
 rm -rf "$work"
 mkdir -p "$work"
+work=$(cd "$work" && pwd)
 trap 'rm -rf "$work"' EXIT
 unset SINKLAB_HOME SINKLAB_STDLIB
 export SINKLAB_KERNEL_CACHE=$work/kernels  # never into $HOME
