@@ -238,11 +238,14 @@ std::optional<int64_t> read_losses(PendingLosses& pending, DataParallel* workers
   auto losses = pending.read();
   std::optional<int64_t> diverged_at = losses.first_non_finite;
   if (workers) {
-    auto agreed = workers->sum({diverged_at ? NAN : losses.last, stop ? 1.0 : 0.0});
-    losses.last = losses.sum = agreed[0] / workers->size();
-    losses.count = 1;
-    stop = agreed[1] > 0;
-    if (!std::isfinite(losses.last)) diverged_at = step;
+    // Every worker read the same steps, so the counts agree and the sums average. A non-finite loss on any
+    // worker makes every worker's sum non-finite; the step named is the first one seen here, else this one.
+    const double size = workers->size();
+    auto agreed = workers->sum({diverged_at ? NAN : losses.sum, diverged_at ? NAN : losses.last, stop ? 1.0 : 0.0});
+    losses.sum = agreed[0] / size;
+    losses.last = agreed[1] / size;
+    stop = agreed[2] > 0;
+    if (!diverged_at && !(std::isfinite(losses.sum) && std::isfinite(losses.last))) diverged_at = step;
   }
   if (diverged_at) return diverged_at;
   state.loss_sum += losses.sum;
@@ -332,9 +335,14 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
       const bool checkpoint_due = final_step || (checkpoint_every > 0 && (step + 1) % checkpoint_every == 0);
       const bool log_due = final_step || (step + 1) % std::max<int64_t>(1, t.cfg.train.log_every) == 0;
       const bool progress_due = tty && Clock::now() - last_progress > std::chrono::milliseconds(250);
-      // Alone, the losses are read when something shows or keeps them, and a
-      // non-finite one is found there, before anything is written.
-      if (workers || stop || measure_due || checkpoint_due || log_due || progress_due) {
+      // The losses are read when something shows or keeps them, and a
+      // non-finite one is found there, before anything is written; between
+      // those steps nothing waits for the GPU. Workers read (and agree) only
+      // at the steps every one of them reaches alike, so a signal stops them
+      // together at the next logged step.
+      const bool read_due = measure_due || checkpoint_due || log_due;
+      if (workers && !read_due) stop = false;
+      if (workers ? read_due : read_due || stop || progress_due) {
         if (auto diverged_at = read_losses(pending, workers, step, stop, state, last_loss)) {
           record.record_progress(*diverged_at, tokens_per_step);
           return finish(RunStatus::Diverged, fmt::format("non-finite loss at step {}", *diverged_at + 1));
@@ -350,7 +358,9 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
       state.step = step + 1;
 
       const double elapsed = std::chrono::duration<double>(Clock::now() - loop_start).count();
-      const double tps = (state.step - first_step) * tokens_per_step / std::max(elapsed, 1e-9);
+      // Training speed: the steps' own time, without the measurements and checkpoints.
+      const double train_s = elapsed - outside_training_s;
+      const double tps = (state.step - first_step) * tokens_per_step / std::max(train_s, 1e-9);
       const double eta = (steps - state.step) * tokens_per_step / std::max(tps, 1e-9);
       std::string line = fmt::format("{} step {}/{} loss {:.4f} lr {:.2e} {:.1f}k tok/s ETA {}", plan.name, state.step,
                                      steps, last_loss, lr, tps / 1000, duration(eta));
@@ -363,8 +373,7 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
       }
       if (measure_due) {
         json m;
-        outside_training(StepProfile::Measurement,
-                         [&] { m = measurement(t, state, lr, elapsed, elapsed - outside_training_s, tps); });
+        outside_training(StepProfile::Measurement, [&] { m = measurement(t, state, lr, elapsed, train_s, tps); });
         record.leader_writes([&] { dir.append_metrics(m); });
         record.summary()[summary_key::kFinal] = m;
         events.measurement(state.step, m);
@@ -397,7 +406,8 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
     const double elapsed = std::chrono::duration<double>(Clock::now() - loop_start).count();
     record.record_progress(steps, tokens_per_step);
     record.summary()[summary_key::kTrainWallS] = elapsed;
-    record.summary()[summary_key::kTokensPerS] = (steps - first_step) * tokens_per_step / std::max(elapsed, 1e-9);
+    record.summary()[summary_key::kTokensPerS] =
+        (steps - first_step) * tokens_per_step / std::max(elapsed - outside_training_s, 1e-9);
     return finish(RunStatus::Completed);
   } catch (const std::exception& e) {
     return record.finish(RunStatus::Failed, error_text(e).substr(0, 2000));
