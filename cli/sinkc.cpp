@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/tokenize.h"
 #include "lsp/server.h"
 #include "plan/installation.h"
 #include "results/data_table.h"
@@ -108,6 +109,9 @@ int run(const std::vector<std::string>& targets, const std::vector<std::string>&
   if (int rc = sink::cli::plans_for_runtime(targets, out, common, plan_files); rc != 0) return rc;
   // --run picks plan files here, so that the runtime trains just those, however many patterns there are.
   if (!sink::cli::select_plan_files(plan_files, only, fmt::format("{}", fmt::join(targets, ", ")))) return 2;
+  // Tokenized here, once, so the runtime and every worker map the tokens. A corpus that fails is the runtime's
+  // to record, run by run.
+  sink::cli::fill_token_caches(plan_files, out, true);
   std::vector<std::string> args = plan_files;
   args.insert(args.end(), {"--out", out});
   args.insert(args.end(), runtime_flags.begin(), runtime_flags.end());
@@ -257,6 +261,17 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1023));
   run_cmd->allow_extras();
   add_common(run_cmd);
+
+  std::vector<std::string> tokenize_targets, tokenize_runs;
+  std::string tokenize_out = "runs";
+  auto* tokenize = app.add_subcommand(
+      "tokenize", "tokenize the corpora of specs or plans into the token cache (OUT/.cache/tokens), where sinkc is");
+  tokenize->add_option("targets", tokenize_targets, "spec files, folders of specs, or plan.toml files and folders")
+      ->required();
+  tokenize->add_option("--run", tokenize_runs, kRunHelp)->allow_extra_args(false);
+  tokenize->add_option("--out", tokenize_out, "folder of run directories, whose .cache/tokens is the cache")
+      ->capture_default_str();
+  add_common(tokenize);
 
   std::string compile_file, compile_out;
   auto* compile = app.add_subcommand(
@@ -424,13 +439,21 @@ int main(int argc, char** argv) {
     if (*plan) return sink::cli::plan(plan_file, plan_runs, plan_format, common);
     if (*fields) return sink::cli::fields(fields_format, common);
     if (*compile) return sink::cli::compile(compile_file, compile_out, common);
-    if (*submit) return sink::cli::submit_slurm(submit_targets, submit_options, common);
+    if (*tokenize) return sink::cli::tokenize(tokenize_targets, tokenize_runs, tokenize_out, common, false);
+    if (*submit) {
+      // The nodes map the tokens the login node made: nothing is submitted that could not be tokenized.
+      if (!submit_options.dry_run)
+        if (int rc = sink::cli::tokenize(submit_targets, submit_options.runs, submit_options.out, common, true))
+          return rc;
+      return sink::cli::submit_slurm(submit_targets, submit_options, common);
+    }
     if (*diff) return sink::cli::diff(diff_a, diff_b, results, common);
     if (*bisect) {
       std::vector<std::string> flags = {"--no-progress"};
       if (bisect_resume) flags.push_back("--resume");
       if (bisect_jobs > 1) flags.insert(flags.end(), {"--jobs", std::to_string(bisect_jobs)});
       return sink::cli::bisect(bisect_a, bisect_b, bisect_options, common, [&](const std::vector<std::string>& files) {
+        sink::cli::fill_token_caches(files, bisect_options.out, true);
         if (!bisect_slurm) return train_with_runtime(files, bisect_options.out, flags);
         sink::cli::SubmitOptions o = bisect_submit;
         o.out = bisect_options.out;

@@ -1,6 +1,6 @@
 // Corpora: documents from the builtin corpus or the user's files, tokenized
-// and joined with EOS into train and validation token streams; or a
-// synthetic generator of whole sequences.
+// and joined with EOS into train and validation token streams, read from the
+// token cache (tokens/corpus_tokens.h); or a synthetic generator of whole sequences.
 #pragma once
 #include <memory>
 #include <optional>
@@ -10,6 +10,8 @@
 
 #include "plan/run_config.h"
 #include "runtime/data/tokenizer.h"
+#include "tokens/documents.h"
+#include "tokens/token_cache.h"
 
 namespace sink::rt {
 
@@ -34,18 +36,18 @@ struct TokenData {
   int64_t vocab = 0;     // model vocabulary (with BOS/EOS where they exist)
   int64_t ordinary = 0;  // tokens [0, ordinary) are drawn for random positions
   int32_t bos = -1, eos = -1;
-  std::vector<int32_t> train, valid;       // text: documents joined with EOS
+  tokens::TokenSpan train, valid;          // text: documents joined with EOS (a mapped token file)
   std::shared_ptr<BigramBackcopy> bigram;  // synthetic bigram_backcopy
   std::optional<SyntheticKind> synthetic;  // none: text
   std::shared_ptr<Tokenizer> tokenizer;    // text corpora
   std::string description;                 // for the log
 };
 
-// Throws std::runtime_error with a clear message for missing or malformed data.
+// Throws std::runtime_error with a clear message for missing or malformed data. `cache_dir`: the run's data
+// cache (<out>/.cache), whose tokens/ holds the token cache; "" tokenizes in memory. A text corpus whose
+// tokens are not cached is tokenized here when this machine can (bytes, llama2c, the spm_* programs).
 TokenData load_data(const DataConfig& cfg, const std::string& cache_dir);
 
-// Reads documents: .txt (one document per file), .jsonl (`text` field, one
-// per line), .jsonl.zst, and a .bin of uint16 tokens (returned via tokens_out).
-std::vector<std::string> read_documents(const std::string& pattern, std::vector<int32_t>* tokens_out);
+using tokens::read_documents;
 
 }  // namespace sink::rt

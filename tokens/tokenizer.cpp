@@ -1,6 +1,4 @@
-#include "runtime/data/tokenizer.h"
-
-#include "runtime/processes/process.h"
+#include "tokens/tokenizer.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -10,8 +8,9 @@
 #include <map>
 #include <sstream>
 #include <stdexcept>
+#include <unistd.h>
 
-namespace sink::rt {
+namespace sink::tokens {
 namespace fs = std::filesystem;
 
 std::vector<std::vector<int32_t>> Tokenizer::encode_all(const std::vector<std::string>& docs) const {
@@ -142,22 +141,28 @@ std::string shell_quote(const std::string& s) {
 
 int run(const std::string& cmd) { return std::system(cmd.c_str()); }
 
-// SentencePiece through its command-line tools. Documents go one per line
-// (newlines inside a document become spaces: SentencePiece works on lines).
-class SentencePieceTokenizer : public Tokenizer {
+std::string command_output(const std::string& command) {
+  std::string out;
+  if (FILE* p = popen(command.c_str(), "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    pclose(p);
+  }
+  return out;
+}
+
+// A model through the command-line tools, one document per line.
+class ProgramTokenizer : public Tokenizer {
  public:
-  SentencePieceTokenizer(std::string model, int64_t vocab) : model_(std::move(model)), vocab_(vocab) {}
+  ProgramTokenizer(std::string model, int64_t vocab) : model_(std::move(model)), vocab_(vocab) {}
   std::vector<int32_t> encode(const std::string& text) const override { return encode_all({text}).at(0); }
   std::vector<std::vector<int32_t>> encode_all(const std::vector<std::string>& docs) const override {
     fs::path dir = fs::temp_directory_path() / fmt::format("sinklab-spm-{}", getpid());
     fs::create_directories(dir);
     {
       std::ofstream f(dir / "in.txt");
-      for (auto d : docs) {
-        std::replace(d.begin(), d.end(), '\n', ' ');
-        std::replace(d.begin(), d.end(), '\r', ' ');
-        f << d << "\n";
-      }
+      for (const auto& d : docs) f << sentencepiece_line(d, false) << "\n";
     }
     if (run(fmt::format("spm_encode --model={} --output_format=id < {} > {}", shell_quote(model_),
                         shell_quote((dir / "in.txt").string()), shell_quote((dir / "out.txt").string()))) != 0)
@@ -201,7 +206,62 @@ class SentencePieceTokenizer : public Tokenizer {
   int64_t vocab_;
 };
 
+class Programs : public SentencePiece {
+ public:
+  std::string name() const override { return "the spm_train/spm_encode programs"; }
+  bool available() const override {
+    return run("command -v spm_train > /dev/null 2>&1 && command -v spm_encode > /dev/null 2>&1") == 0;
+  }
+  void train(const std::string& text_file, const std::string& prefix, int64_t vocab) const override {
+    std::string cmd =
+        fmt::format("spm_train --input={} --model_prefix={}", shell_quote(text_file), shell_quote(prefix));
+    for (const auto& [key, value] : sentencepiece_training_options(vocab)) cmd += fmt::format(" --{}={}", key, value);
+    cmd += fmt::format(" > {}.log 2>&1", shell_quote(prefix));
+    if (run(cmd) == 0) return;
+    // Say why: the usual cause is a vocabulary too small for the 256
+    // byte-fallback pieces plus the corpus's characters.
+    std::string reason;
+    std::ifstream log(prefix + ".log");
+    for (std::string line; std::getline(log, line);) {
+      const bool internal = line.find("Internal") != std::string::npos;
+      if (internal || (reason.empty() && line.find("rror") != std::string::npos)) reason = line;
+      if (internal) break;  // the first internal error says why
+    }
+    throw std::runtime_error(fmt::format("spm_train failed for sentencepiece(vocab = {}){}{}; see {}.log", vocab,
+                                         reason.empty() ? "" : ": ", reason.substr(0, 400), prefix));
+  }
+  std::unique_ptr<Tokenizer> load(const std::string& model_path, int64_t vocab) const override {
+    return std::make_unique<ProgramTokenizer>(model_path, vocab);
+  }
+};
+
 }  // namespace
+
+std::vector<std::pair<std::string, std::string>> sentencepiece_training_options(int64_t vocab) {
+  return {{"vocab_size", std::to_string(vocab)},
+          {"model_type", "bpe"},
+          {"character_coverage", "1.0"},
+          {"byte_fallback", "true"},
+          {"pad_id", "-1"},
+          {"unk_id", "0"},
+          {"bos_id", "1"},
+          {"eos_id", "2"},
+          {"max_sentence_length", "1000000"},
+          {"input_sentence_size", "200000"},
+          {"shuffle_input_sentence", "true"},
+          {"minloglevel", "2"}};
+}
+
+std::string sentencepiece_line(std::string doc, bool training) {
+  std::replace(doc.begin(), doc.end(), '\n', ' ');
+  if (!training) std::replace(doc.begin(), doc.end(), '\r', ' ');
+  return doc;
+}
+
+const SentencePiece& sentencepiece_programs() {
+  static const Programs programs;
+  return programs;
+}
 
 std::unique_ptr<Tokenizer> byte_tokenizer() { return std::make_unique<ByteTokenizer>(); }
 
@@ -210,7 +270,7 @@ std::unique_ptr<Tokenizer> llama2c_tokenizer(const std::string& path, int64_t vo
 }
 
 std::unique_ptr<Tokenizer> sentencepiece_model_tokenizer(const std::string& model_path, int64_t vocab) {
-  return std::make_unique<SentencePieceTokenizer>(model_path, vocab);
+  return sentencepiece_programs().load(model_path, vocab);
 }
 
 std::unique_ptr<Tokenizer> sentencepiece_tokenizer(const std::vector<std::string>& docs, int64_t vocab,
@@ -224,32 +284,12 @@ std::unique_ptr<Tokenizer> sentencepiece_tokenizer(const std::vector<std::string
     fs::path text = prefix.string() + ".train.txt";
     {
       std::ofstream f(text);
-      for (auto d : docs) {
-        std::replace(d.begin(), d.end(), '\n', ' ');
-        f << d << "\n";
-      }
+      for (const auto& d : docs) f << sentencepiece_line(d, true) << "\n";
     }
-    std::string cmd = fmt::format(
-        "spm_train --input={} --model_prefix={} --vocab_size={} --model_type=bpe --character_coverage=1.0 "
-        "--byte_fallback=true --pad_id=-1 --unk_id=0 --bos_id=1 --eos_id=2 --max_sentence_length=1000000 "
-        "--input_sentence_size=200000 --shuffle_input_sentence=true --minloglevel=2 > {}.log 2>&1",
-        shell_quote(text.string()), shell_quote(prefix.string()), vocab, shell_quote(prefix.string()));
-    if (run(cmd) != 0) {
-      // Say why: the usual cause is a vocabulary too small for the 256
-      // byte-fallback pieces plus the corpus's characters.
-      std::string reason;
-      std::ifstream log(prefix.string() + ".log");
-      for (std::string line; std::getline(log, line);) {
-        const bool internal = line.find("Internal") != std::string::npos;
-        if (internal || (reason.empty() && line.find("rror") != std::string::npos)) reason = line;
-        if (internal) break;  // the first internal error says why
-      }
-      throw std::runtime_error(fmt::format("spm_train failed for sentencepiece(vocab = {}){}{}; see {}.log", vocab,
-                                           reason.empty() ? "" : ": ", reason.substr(0, 400), prefix.string()));
-    }
+    sentencepiece_programs().train(text.string(), prefix.string(), vocab);
     fs::remove(text);
   }
-  return std::make_unique<SentencePieceTokenizer>(prefix.string() + ".model", vocab);
+  return sentencepiece_programs().load(prefix.string() + ".model", vocab);
 }
 
-}  // namespace sink::rt
+}  // namespace sink::tokens
