@@ -37,6 +37,7 @@ prefix=$work/prefix
 (cd "$tree" && scripts/install-node.sh "$prefix" --python "$python") > "$work/install.log" 2>&1 ||
   { tail -40 "$work/install.log"; fail "install-node.sh"; }
 tail -3 "$work/install.log"
+echo "node install: installed in ${SECONDS} s"
 bin=$prefix/bin
 for tool in sinkc sinkc-runtime; do [[ -x $bin/$tool ]] || fail "$tool not installed"; done
 if grep -qF "$tree" "$bin/sinkc"; then fail "sinkc contains the archive's path"; fi
@@ -55,6 +56,7 @@ SPEC
 "$bin/sinkc" check spec.sink
 "$bin/sinkc" run spec.sink --out runs --no-progress > run.log 2>&1 || { cat run.log; fail "sinkc run"; }
 [[ $(grep -c '^completed' run.log) == 2 ]] || { cat run.log; fail "both runs should complete"; }
+echo "node install: trained at ${SECONDS} s"
 "$bin/sinkc" table spec.sink --out runs --format csv > table.csv || fail "sinkc table"
 [[ $(grep -c . table.csv) -ge 3 ]] || { cat table.csv; fail "the table has fewer than two runs"; }
 "$bin/sinkc" diff runs/softmax-* runs/sigmoid-* > diff.txt || fail "sinkc diff"
@@ -67,4 +69,4 @@ grep -qi "attention" bisect.txt || { cat bisect.txt; fail "the bisection names n
 "$bin/sinkc" submit spec.sink --slurm --dry-run --gpus-per-run 1 --out runs-cluster > submit.txt ||
   fail "sinkc submit --dry-run"
 grep -qF "$bin/sinkc-runtime" submit.txt || { cat submit.txt; fail "the batch script does not run the installed runtime"; }
-echo "node install: ok"
+echo "node install: ok (${SECONDS} s in all)"
