@@ -1,43 +1,125 @@
 #!/bin/bash
-# End-to-end training throughput on one GPU: sinkc-runtime training
-# plans/gpu_throughput (paper_60m in bf16, bench/gpu_60m.sink)
-# against the same model in plain PyTorch with SDPA (bench/pytorch_twin.py),
-# same shapes, batch, micro-batches and precision, run one after the other.
-# Ours is the real run loop (data, metrics, everything), measured from the
-# run's own metrics between its first and last measurement; the twin's
-# after 3 warm-up steps.
-#   bench/gpu_train_vs_pytorch.sh [BUILD_DIR=build-gpu] [OUT_DIR]
+# End-to-end training throughput: sinkc-runtime training
+# plans/gpu_throughput (paper_60m in bf16, bench/gpu_60m.sink) against the
+# same model in plain PyTorch with SDPA (bench/pytorch_twin.py), eager and
+# under torch.compile: same shapes, batch, micro-batches, precision and a
+# fused AdamW where PyTorch has one. Several interleaved rounds (sinklab,
+# eager twin, compiled twin, again), so a machine that slows down or speeds
+# up shifts all three alike; the report is the median of each round's
+# ratios and their range.
+# sinklab's side is the real run loop (data, metrics, everything) in a fresh
+# run each round, its speed read from the run's own metrics.jsonl: the
+# tokens between its first and last measurement over train_s, the training
+# time without the measurements (which the twin does not make). The twins
+# start once, warm up (and compile) for 3 steps, then time a round of as
+# many steps as sinklab's measured ones whenever asked (--serve).
+#   bench/gpu_train_vs_pytorch.sh [--device cpu|cuda] [--tiny] [--rounds N] [BUILD_DIR=build-gpu] [OUT_DIR]
+# --tiny: a model small enough for a CPU (d 64, 2 layers, 8 x 128 tokens a
+# step, fp32, one thread each), compiled from bench/gpu_60m.sink with
+# BUILD_DIR's sinkc: checks the script itself where there is no GPU; its
+# numbers say nothing about a GPU. $SINKLAB_TORCH_PYTHON: the Python with
+# PyTorch (default python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${1:-build-gpu}
-out=${2:-$(mktemp -d)}
-plan=plans/gpu_throughput/gpu_60m_throughput/plan.toml
+device=cuda tiny=0 rounds=3 positional=()
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --device) device=$2; shift 2 ;;
+    --tiny) tiny=1; shift ;;
+    --rounds) rounds=$2; shift 2 ;;
+    -*) echo "unknown option $1" >&2; exit 2 ;;
+    *) positional+=("$1"); shift ;;
+  esac
+done
+build=${positional[0]:-build-gpu}
+out=${positional[1]:-$(mktemp -d)}
+python=${SINKLAB_TORCH_PYTHON:-python3}
 mkdir -p "$out"
-"$build/sinkc-runtime" run plans/gpu_throughput --out "$out/runs" > "$out/runtime.log" 2>&1 || {
-  tail -n 20 "$out/runtime.log"
-  exit 1
-}
-run=$(ls -td "$out"/runs/gpu_60m_throughput-* | head -n 1)
-python3 - "$plan" "$run" "$out" <<'PY'
-import json, subprocess, sys, tomllib
-plan, run, out = sys.argv[1:4]
-p = tomllib.load(open(plan, "rb"))
-m, t = p["model"], p["train"]
-metrics = [json.loads(line) for line in open(f"{run}/metrics.jsonl")]
-first, last = metrics[0], metrics[-1]
-ours = (last["tokens"] - first["tokens"]) / (last["elapsed_s"] - first["elapsed_s"])
-summary = json.load(open(f"{run}/summary.json"))
-steps = t["steps"] - first["step"]
-twin = subprocess.run(
-    ["python3", "bench/pytorch_twin.py", *map(str, [m["d"], m["layers"], m["heads"], m["ffn_hidden"], t["context"],
-     t["batch"], m["vocab"], steps, 16, "cuda", t["precision"], t["micro_batch"]])],
-    check=True, capture_output=True, text=True)
-theirs = json.loads(twin.stdout.strip().splitlines()[-1])
-result = {"sinklab_tokens_per_s": ours, "pytorch_tokens_per_s": theirs["tokens_per_s"],
-          "ratio": ours / theirs["tokens_per_s"], "sinklab_attention": summary.get("attention_backend"),
-          "pytorch": theirs, "steps_measured": steps, "final_loss": last.get("train_loss")}
+plans=plans/gpu_throughput
+if [[ $tiny == 1 ]]; then
+  plans=$out/plan
+  "$build/sinkc" compile bench/gpu_60m.sink -o "$plans" --set model.d=64 --set model.layers=2 --set model.heads=4 \
+    --set model.ffn_hidden=128 --set model.vocab=512 --set train.context=128 --set train.batch=8 \
+    --set train.micro_batch=4 --set train.precision=fp32 --set train.threads=1 --set train.device="$device" \
+    > "$out/compile.log"
+elif [[ $device != cuda ]]; then
+  plans=$out/plan
+  "$build/sinkc" compile bench/gpu_60m.sink -o "$plans" --set train.device="$device" > "$out/compile.log"
+fi
+"$python" - "$build" "$plans" "$out" "$rounds" <<'PY'
+import json, os, statistics, subprocess, sys, tomllib
+build, plans, out, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+plan = tomllib.load(open(f"{plans}/gpu_60m_throughput/plan.toml", "rb"))
+m, t, me = plan["model"], plan["train"], plan["measure"]
+measured_steps = t["steps"] - me["every"]  # between the first measurement and the last
+threads = t["threads"] or os.cpu_count()
+
+
+def sinklab(r):
+    log = f"{out}/runtime-{r}.log"
+    with open(log, "w") as f:
+        done = subprocess.run([f"{build}/sinkc-runtime", "run", plans, "--out", f"{out}/runs-{r}"], stdout=f,
+                              stderr=subprocess.STDOUT)
+    if done.returncode != 0:
+        sys.exit(f"sinkc-runtime failed (round {r}):\n" + "".join(open(log).readlines()[-20:]))
+    runs = f"{out}/runs-{r}"
+    run = os.path.join(runs, next(d for d in os.listdir(runs) if d.startswith("gpu_60m_throughput-")))
+    metrics = [json.loads(line) for line in open(f"{run}/metrics.jsonl")]
+    first, last = metrics[0], metrics[-1]
+    summary = json.load(open(f"{run}/summary.json"))
+    return {"tokens_per_s": (last["tokens"] - first["tokens"]) / (last["train_s"] - first["train_s"]),
+            "steps": last["step"] - first["step"], "attention": summary.get("attention_backend"),
+            "final_loss": last.get("train_loss")}
+
+
+def twin(compiled):
+    args = [m["d"], m["layers"], m["heads"], m["ffn_hidden"], t["context"], t["batch"], m["vocab"], measured_steps,
+            threads, t["device"], t["precision"], t["micro_batch"]]
+    return subprocess.Popen([sys.executable, "bench/pytorch_twin.py", "--serve", *(["--compile"] if compiled else []),
+                             *map(str, args)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+def twin_round(p):
+    p.stdin.write("round\n")
+    p.stdin.flush()
+    return json.loads(p.stdout.readline())
+
+
+# Both warm up (and compile) side by side: none of that is timed.
+twins = {"eager": twin(False), "compiled": twin(True)}
+for name, p in twins.items():
+    if not p.stdout.readline():
+        sys.exit(f"the {name} twin (bench/pytorch_twin.py) ended before it was ready")
+rows = []
+for r in range(rounds):
+    row = {"sinklab": sinklab(r)}
+    for name, p in twins.items():
+        row[name] = twin_round(p)
+    rows.append(row)
+    print(f"round {r + 1}: sinklab {row['sinklab']['tokens_per_s']:,.0f}, eager {row['eager']['tokens_per_s']:,.0f}, "
+          f"compiled {row['compiled']['tokens_per_s']:,.0f} tokens/s", flush=True)
+for p in twins.values():
+    p.stdin.close()
+    p.wait()
+
+
+def spread(values):
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+result = {"device": t["device"], "precision": t["precision"], "batch": t["batch"], "context": t["context"],
+          "micro_batch": t["micro_batch"], "steps_per_round": measured_steps, "rounds": rows,
+          "sinklab_tokens_per_s": spread([r["sinklab"]["tokens_per_s"] for r in rows]),
+          "sinklab_attention": rows[0]["sinklab"]["attention"], "torch": rows[0]["eager"]["torch"],
+          "optimizer_twin": rows[0]["eager"]["optimizer"]}
+for name in twins:
+    result[f"{name}_tokens_per_s"] = spread([r[name]["tokens_per_s"] for r in rows])
+    result[f"ratio_vs_{name}"] = spread([r["sinklab"]["tokens_per_s"] / r[name]["tokens_per_s"] for r in rows])
 json.dump(result, open(f"{out}/gpu_train_vs_pytorch.json", "w"), indent=2)
-print(f"paper_60m shapes, bf16, batch {t['batch']} x {t['context']} in micro-batches of {t['micro_batch']}:")
-print(f"  sinklab ({result['sinklab_attention']}) {ours:,.0f} tokens/s, PyTorch {theirs['torch']} "
-      f"(sdpa {theirs['sdpa']}) {theirs['tokens_per_s']:,.0f} tokens/s: {result['ratio']:.2f}x")
+print(f"d {m['d']}, {m['layers']} layers, {t['precision']}, batch {t['batch']} x {t['context']} in micro-batches of "
+      f"{t['micro_batch']} on {t['device']}, {rounds} rounds of {measured_steps} steps, median (min-max):")
+for name in twins:
+    s = result[f"ratio_vs_{name}"]
+    print(f"  sinklab ({result['sinklab_attention']}) / {name} twin (torch {result['torch']}): "
+          f"{s['median']:.2f}x ({s['min']:.2f}-{s['max']:.2f})")
 PY

@@ -9,9 +9,15 @@ Attention is F.scaled_dot_product_attention where this PyTorch has it
 torch.compile (inductor; >= 2.0), as a researcher on torch 2.x would train
 it; the warm-up steps include its compile.
 
-usage: pytorch_twin.py [--compile] [--rounds=N] D LAYERS HEADS FFN CONTEXT BATCH VOCAB STEPS THREADS
+AdamW is the fused one where this PyTorch has it for the device (CUDA >= 2.0,
+CPU >= 2.4), as sinklab's is.
+
+usage: pytorch_twin.py [--compile] [--rounds=N] [--serve] D LAYERS HEADS FFN CONTEXT BATCH VOCAB STEPS THREADS
                        [DEVICE [PRECISION [MICRO_BATCH]]]
-       (DEVICE cpu | cuda, PRECISION fp32 | bf16; N rounds of STEPS steps, the median round reported)
+       (DEVICE cpu | cuda, PRECISION fp32 | bf16; N rounds of STEPS steps, the median round reported.
+       --serve: after the warm-up print {"ready": ...}, then time one round of STEPS steps for each line read
+       from stdin, printing its JSON line, until stdin ends: bench/gpu_train_vs_pytorch.sh interleaves
+       rounds of sinklab, this eager twin and the compiled one without compiling again each round)
 """
 import json
 import math
@@ -27,6 +33,7 @@ flags = [a for a in sys.argv[1:] if a.startswith("--")]
 argv = [sys.argv[0]] + [a for a in sys.argv[1:] if not a.startswith("--")]
 compiled = "--compile" in flags
 rounds = next((int(f.split("=")[1]) for f in flags if f.startswith("--rounds=")), 1)
+serve = "--serve" in flags
 d, layers, heads, ffn, context, batch, vocab, steps, threads = map(int, argv[1:10])
 device = argv[10] if len(argv) > 10 else "cpu"
 precision = argv[11] if len(argv) > 11 else "fp32"
@@ -99,7 +106,14 @@ class Model(nn.Module):
 
 model = Model().to(device)
 forward = torch.compile(model) if compiled else model
-opt = torch.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.95), weight_decay=0.1)
+try:
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
+    optimizer = "fused"
+    opt.zero_grad()
+    opt.step()  # a fused kernel this PyTorch lacks for the device fails here, not mid-measurement
+except (TypeError, RuntimeError):
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.95), weight_decay=0.1)
+    optimizer = "default"
 g = torch.Generator().manual_seed(0)
 data = [torch.randint(0, vocab, (batch, context + 1), generator=g).to(device) for _ in range(4)]
 
@@ -122,17 +136,28 @@ def wait():
         torch.cuda.synchronize()
 
 
-for i in range(3):  # warm-up
-    step(i)
-wait()
-times = []
-for r in range(rounds):
+def timed_round():
     t0 = time.perf_counter()
     for i in range(steps):
         step(i)
     wait()
-    times.append(time.perf_counter() - t0)
-elapsed = sorted(times)[len(times) // 2]
-print(json.dumps({"tokens_per_s": steps * batch * context / elapsed, "seconds": elapsed, "device": device,
-                  "precision": precision, "micro_batch": micro, "sdpa": sdpa, "compile": compiled,
-                  "rounds": [steps * batch * context / t for t in times], "torch": torch.__version__}))
+    return time.perf_counter() - t0
+
+
+def report(times):
+    elapsed = sorted(times)[len(times) // 2]
+    print(json.dumps({"tokens_per_s": steps * batch * context / elapsed, "seconds": elapsed, "device": device,
+                      "precision": precision, "micro_batch": micro, "sdpa": sdpa, "compile": compiled,
+                      "optimizer": optimizer, "rounds": [steps * batch * context / t for t in times],
+                      "torch": torch.__version__}), flush=True)
+
+
+for i in range(3):  # warm-up (and torch.compile's compilation)
+    step(i)
+wait()
+if serve:
+    print(json.dumps({"ready": True, "compile": compiled, "torch": torch.__version__}), flush=True)
+    for _ in sys.stdin:
+        report([timed_round()])
+else:
+    report([timed_round() for _ in range(rounds)])

@@ -205,7 +205,7 @@ step gpu_attention 120 env SINKLAB_TUNE=0 build-gpu/bench/gpu_attention --repeat
 step baselines 150 python3 bench/gpu_attention_baselines.py "$work/ours.json" --repeats 5 --budget 120 \
   --json "$work/baselines.json"
 cat "$work/gpu_attention.out" "$work/baselines.out" > "$out/gpu_attention.txt" 2> /dev/null
-step train_vs_pytorch 150 bench/gpu_train_vs_pytorch.sh build-gpu "$work/train-bench"
+step train_vs_pytorch 210 bench/gpu_train_vs_pytorch.sh --rounds 3 build-gpu "$work/train-bench"
 [[ -f $work/train-bench/gpu_train_vs_pytorch.json ]] && cp "$work/train-bench/gpu_train_vs_pytorch.json" \
   "$out/train_vs_pytorch.json"
 report $status

@@ -1,0 +1,25 @@
+#!/bin/bash
+# bench/gpu_train_vs_pytorch.sh on the CPU (--device cpu --tiny, two rounds): sinklab's run loop and both
+# PyTorch twins, eager and compiled, in interleaved rounds, and the JSON with each ratio's median and range.
+# It checks the script; its numbers say nothing about a GPU.
+#   tests/gpu/train_vs_pytorch_on_cpu.sh SOURCE_DIR BUILD_DIR WORK_DIR PYTHON
+# PYTHON: a Python with torch >= 2 (for torch.compile); exit 77 (skip) without it or without BUILD_DIR/sinkc.
+set -euo pipefail
+src=$1 build=$2 work=$3 python=${4:-}
+[[ -x $python ]] && "$python" -c 'import torch, sys; sys.exit(int(torch.__version__.split(".")[0]) < 2)' 2> /dev/null ||
+  { echo "SKIP: no Python with torch >= 2 given (configure with -DSINKLAB_PYTHON=...)"; exit 77; }
+[[ -x $build/sinkc ]] || { echo "SKIP: no $build/sinkc (the front end compiles the tiny plan)"; exit 77; }
+rm -rf "$work"
+SINKLAB_TORCH_PYTHON=$python "$src/bench/gpu_train_vs_pytorch.sh" --device cpu --tiny --rounds 2 "$build" "$work"
+"$python" - "$work/gpu_train_vs_pytorch.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["device"] == "cpu" and len(r["rounds"]) == 2, r
+assert r["sinklab_tokens_per_s"]["median"] > 0, r
+for name in ("eager", "compiled"):
+    s = r[f"ratio_vs_{name}"]
+    assert 0 < s["min"] <= s["median"] <= s["max"], (name, s)
+    assert all(row[name]["compile"] == (name == "compiled") for row in r["rounds"]), name
+    assert all(row[name]["micro_batch"] == r["micro_batch"] for row in r["rounds"]), name
+print("ok: two interleaved rounds, ratios", r["ratio_vs_eager"]["median"], r["ratio_vs_compiled"]["median"])
+PY
