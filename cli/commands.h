@@ -39,19 +39,28 @@ int plans_for_runtime(const std::vector<std::string>& targets, const std::string
 bool select_plan_files(std::vector<std::string>& plan_files, const std::vector<std::string>& runs,
                        const std::string& where);
 
+// How long before its time limit Slurm warns a task (SIGUSR1): time for a
+// step, a checkpoint and the requeue. Slurm may send it up to a minute early.
+constexpr int kSlurmSignalLeadS = 120;
+// A task requeues itself at most this many times (SLURM_RESTART_COUNT), so
+// that a run whose steps never fit its time limit does not loop.
+constexpr int kSlurmMaxRequeues = 20;
+
 // `sinkc submit --slurm` (cli/slurm_submit.cpp): one Slurm job array, one
 // task per run not yet completed in `out`; `dry_run` prints the batch script.
 struct SubmitOptions {
   std::string out = "runs";
-  std::vector<std::string> runs;  // only these runs (and their seeds): names or patterns
-  std::string partition;          // empty: the cluster's default
-  std::string time;               // Slurm's --time, e.g. 4:00:00
-  int gpus_per_run = 0;
+  std::vector<std::string> runs;         // only these runs (and their seeds): names or patterns
+  std::string partition;                 // empty: the cluster's default
+  std::string time;                      // Slurm's --time, e.g. 4:00:00
+  int gpus_per_run = 0;                  // > 1: the task runs the runtime's workers under torchrun
   int cpus_per_run = 0;                  // 0: Slurm's default; the run's threads follow it
   int max_parallel = 0;                  // the array's %limit; 0: none
   std::vector<std::string> sbatch_args;  // passed through as #SBATCH lines
   bool dry_run = false;
   bool wait = false;  // sbatch --wait: return once the array has ended, messages on stderr (sinkc bisect)
+  int signal_lead_s = kSlurmSignalLeadS;
+  int max_requeues = kSlurmMaxRequeues;
 };
 int submit_slurm(const std::vector<std::string>& targets, const SubmitOptions& options, const CommonOptions& common);
 

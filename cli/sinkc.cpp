@@ -2,7 +2,6 @@
 // answer in milliseconds; training commands are forwarded to sinkc-runtime.
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <arpa/inet.h>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -10,13 +9,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <iostream>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli/commands.h"
 #include "cli/tokenize.h"
+#include "cli/torchrun.h"
 #include "lsp/server.h"
 #include "plan/installation.h"
 #include "results/data_table.h"
@@ -60,38 +58,11 @@ int exec_runtime(const std::string& command, std::vector<std::string> args) {
   return 2;
 }
 
-// A port no one listens on now, for the workers' store.
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  const bool ok = fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  if (fd >= 0) close(fd);
-  return ok ? ntohs(addr.sin_port) : 29500;
-}
-
 // `sinkc run --workers W`: torchrun starts W data-parallel workers on this
-// machine (runtime/processes/data_parallel.h). The torchrun of the PyTorch the runtime
-// was built with (its store and the runtime's c10d client must be one
-// version), else the one on PATH. --redirects/--tee: Debian's torchrun
-// (torch 1.13) dies at start without them, and knows only the underscore
-// spellings, which PyTorch 2.x still accepts.
-#ifndef SINKLAB_TORCH_PYTHON
-#define SINKLAB_TORCH_PYTHON ""
-#endif
+// machine (runtime/processes/data_parallel.h).
 int exec_torchrun(int workers, const std::vector<std::string>& runtime_args) {
-  std::vector<std::string> argv;
-  const std::string torch_python = SINKLAB_TORCH_PYTHON;
-  if (!torch_python.empty() && access(torch_python.c_str(), X_OK) == 0)
-    argv = {torch_python, "-m", "torch.distributed.run"};
-  else
-    argv = {"torchrun"};
-  argv.insert(argv.end(), {"--nnodes", "1", "--nproc_per_node", std::to_string(workers), "--master_addr", "127.0.0.1",
-                           "--master_port", std::to_string(free_port()), "--no_python", "--redirects", "1", "--tee",
-                           "1", runtime_path().string(), "run"});
+  std::vector<std::string> argv =
+      sink::cli::torchrun_argv(workers, std::to_string(sink::cli::free_port()), runtime_path().string());
   argv.insert(argv.end(), runtime_args.begin(), runtime_args.end());
   std::vector<char*> raw;
   for (auto& a : argv) raw.push_back(a.data());
@@ -292,7 +263,10 @@ int main(int argc, char** argv) {
   submit->add_option("--run", submit_options.runs, kRunHelp)->allow_extra_args(false);
   submit->add_option("--partition", submit_options.partition, "Slurm partition");
   submit->add_option("--time", submit_options.time, "time limit per run (Slurm's --time, e.g. 4:00:00)");
-  submit->add_option("--gpus-per-run", submit_options.gpus_per_run, "GPUs per run")->check(CLI::Range(0, 64));
+  submit
+      ->add_option("--gpus-per-run", submit_options.gpus_per_run,
+                   "GPUs per run; more than one: the run trains data-parallel on them, under torchrun")
+      ->check(CLI::Range(0, 64));
   submit->add_option("--cpus-per-run", submit_options.cpus_per_run, "CPU cores per run (its training threads)")
       ->check(CLI::Range(0, 4096));
   submit->add_option("--max-parallel", submit_options.max_parallel, "at most this many runs at once")
@@ -300,6 +274,16 @@ int main(int argc, char** argv) {
   submit
       ->add_option("--sbatch-arg", submit_options.sbatch_args, "an extra #SBATCH line, e.g. --sbatch-arg=--account=lab")
       ->allow_extra_args(false);
+  submit
+      ->add_option("--signal-lead", submit_options.signal_lead_s,
+                   "seconds before the time limit at which a run checkpoints and requeues itself (Slurm's USR1)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 65535));
+  submit
+      ->add_option("--max-requeues", submit_options.max_requeues,
+                   "a run requeues itself at its time limit at most this many times")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100000));
   submit->add_flag("--dry-run", submit_options.dry_run, "print the batch script and the runs; submit nothing");
   add_common(submit);
 

@@ -1,6 +1,8 @@
-// Ctrl-C and SIGTERM during `sinkc run`: the run in progress finishes its
-// step, writes a checkpoint and a summary with status "interrupted" (continue
-// it with --resume), and the sweep stops. A second signal ends the process.
+// Ctrl-C, SIGTERM and SIGUSR1 during `sinkc run`: the run in progress
+// finishes its step, writes a checkpoint and a summary with status
+// "interrupted" (continue it with --resume), and the sweep stops. A second
+// Ctrl-C or SIGTERM ends the process; SIGUSR1 (the warning `sinkc submit
+// --slurm` asks Slurm for before the time limit) never does.
 #pragma once
 
 namespace sink::rt {
