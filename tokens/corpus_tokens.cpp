@@ -1,5 +1,6 @@
 #include "tokens/corpus_tokens.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -7,9 +8,11 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sys/file.h>
+#include <thread>
 #include <unistd.h>
 
 #include "plan/installation.h"
@@ -55,12 +58,12 @@ std::unique_ptr<Tokenizer> trained_sentencepiece(const DataConfig& cfg, const st
     std::ofstream out(text, std::ios::binary);
     uint64_t at = 0;
     for (const auto& f : files)
-      for (const auto& d : file_documents(f)) {
+      for_each_document(f, [&](std::string&& d) {
         line_starts.push_back(at);
-        const std::string line = sentencepiece_line(d, true) + "\n";
+        const std::string line = sentencepiece_line(std::move(d), true) + "\n";
         out << line;
         at += line.size();
-      }
+      });
     if (!out) throw std::runtime_error(fmt::format("cannot write '{}'", text.string()));
   }
   const uint64_t n = line_starts.size();
@@ -71,6 +74,31 @@ std::unique_ptr<Tokenizer> trained_sentencepiece(const DataConfig& cfg, const st
   fs::remove(dir / "tokenizer.vocab");
   fs::remove(dir / "tokenizer.log");
   return spm.load((dir / "tokenizer.model").string(), cfg.tokenizer_vocab);
+}
+
+// A batch's ids: the programs take the batch at once (one process); the other tokenizers encode on every
+// core, each thread a contiguous share of the documents.
+std::vector<std::vector<int32_t>> encode_batch(const Tokenizer& tokenizer, const std::vector<std::string>& docs,
+                                               bool programs) {
+  if (programs || docs.size() < 64) return tokenizer.encode_all(docs);
+  std::vector<std::vector<int32_t>> out(docs.size());
+  const size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 64);
+  std::vector<std::thread> pool;
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  for (size_t t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      try {
+        for (size_t k = t * docs.size() / threads; k < (t + 1) * docs.size() / threads; ++k)
+          out[k] = tokenizer.encode(docs[k]);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(failure_mutex);
+        failure = std::current_exception();
+      }
+    });
+  for (auto& thread : pool) thread.join();
+  if (failure) std::rethrow_exception(failure);
+  return out;
 }
 
 // Tokenizes the corpus into `dir` (tokens.bin, tokenizer.model, info.json).
@@ -87,18 +115,25 @@ void build(const DataConfig& cfg, const std::vector<std::string>& files, const C
   TokenFileWriter writer((dir / "tokens.bin").string(), tokenizer->vocab(), tokenizer->bos(), tokenizer->eos(),
                          key.hash());
   uint64_t documents = 0;
-  for (const auto& f : files) {
-    auto docs = file_documents(f);
-    // In batches: the programs' start-up is paid once a batch, and a shard's ids are never all in memory.
-    constexpr size_t kBatchBytes = 64 << 20;
-    for (size_t k = 0; k < docs.size();) {
-      size_t end = k, bytes = 0;
-      while (end < docs.size() && (end == k || bytes < kBatchBytes)) bytes += docs[end++].size();
-      for (const auto& ids : tokenizer->encode_all({docs.begin() + long(k), docs.begin() + long(end)})) writer.add(ids);
-      documents += end - k;
-      k = end;
-    }
-  }
+  // In batches of about 64 MB of text: the programs' start-up is paid once a batch, and a shard's documents
+  // and ids are never all in memory.
+  std::vector<std::string> batch;
+  size_t batch_bytes = 0;
+  auto flush = [&] {
+    for (const auto& ids : encode_batch(
+             *tokenizer, batch, cfg.tokenizer == TokenizerKind::sentencepiece && &spm == &sentencepiece_programs()))
+      writer.add(ids);
+    documents += batch.size();
+    batch.clear();
+    batch_bytes = 0;
+  };
+  for (const auto& f : files)
+    for_each_document(f, [&](std::string&& d) {
+      batch_bytes += d.size();
+      batch.push_back(std::move(d));
+      if (batch_bytes >= (64u << 20)) flush();
+    });
+  flush();
   writer.finish();
   nlohmann::json info = {
       {"corpus", cfg.corpus == CorpusKind::builtin ? "builtin(" + cfg.corpus_arg + ")" : cfg.corpus_arg},

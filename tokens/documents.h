@@ -14,6 +14,8 @@ std::vector<std::string> corpus_files(const std::string& pattern);
 
 // One file's documents; throws std::runtime_error naming the file (and line) for a malformed one.
 std::vector<std::string> file_documents(const std::string& path);
+// The same, one at a time as they are read: a Pile shard (15 GB of zstd) is never whole in memory.
+void for_each_document(const std::string& path, const std::function<void(std::string&&)>& each);
 
 // Every document of every file `pattern` matches, and a .bin's tokens (returned via tokens_out).
 std::vector<std::string> read_documents(const std::string& pattern, std::vector<int32_t>* tokens_out);
