@@ -1,6 +1,7 @@
 #include "tokens/documents.h"
 
 #include <cstring>
+#include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
 #include <glob.h>
@@ -97,7 +98,13 @@ std::vector<std::string> corpus_files(const std::string& pattern) {
   if (glob(pattern.c_str(), 0, nullptr, &g) == 0)
     for (size_t k = 0; k < g.gl_pathc; ++k) paths.push_back(g.gl_pathv[k]);
   globfree(&g);
-  if (paths.empty()) throw std::runtime_error(fmt::format("no data file matches '{}'", pattern));
+  if (paths.empty()) {
+    std::error_code ec;
+    const std::string from =
+        pattern.starts_with('/') ? "" : " (from " + std::filesystem::current_path(ec).string() + ")";
+    throw std::runtime_error(
+        fmt::format("no data file matches '{}'{}; docs/DATA.md says where a corpus comes from", pattern, from));
+  }
   return paths;
 }
 
