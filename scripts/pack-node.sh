@@ -16,10 +16,26 @@ out=$(realpath "$out")
 scripts/pack-deps.sh .deps "$@" | grep -v '^pack-deps: .* of the 64 MiB' || true
 [[ -d .deps/include/fmt ]] || { echo "pack-node: scripts/pack-deps.sh failed" >&2; exit 1; }
 
+# SentencePiece, linked into sinkc so that a node tokenizes where its front end runs (sinkc tokenize): Debian
+# ships no static library, so it is built from PyPI's source distribution of the pinned version, once.
+spm_version=0.2.1
+spm=$PWD/build-portable/sentencepiece-$spm_version
+if [[ ! -f $spm/root/lib/libsentencepiece_train.a ]]; then
+  rm -rf "$spm" && mkdir -p "$spm"
+  python3 -m pip download --quiet --no-deps --no-binary :all: "sentencepiece==$spm_version" -d "$spm"
+  tar -xzf "$spm/sentencepiece-$spm_version.tar.gz" -C "$spm"
+  cmake -S "$spm/sentencepiece-$spm_version/sentencepiece" -B "$spm/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DSPM_ENABLE_SHARED=OFF -DSPM_ENABLE_TCMALLOC=OFF -DCMAKE_INSTALL_PREFIX="$spm/root" > /dev/null
+  cmake --build "$spm/build" --target install > /dev/null
+fi
 # fmt and toml++ header-only from .deps (Debian ships no static fmt), ANTLR's static library, -static.
-cmake -S . -B build-portable -G Ninja -DCMAKE_BUILD_TYPE=Release -DSINKLAB_PORTABLE=ON -DSINKLAB_RUNTIME=OFF \
+PKG_CONFIG_PATH="$spm/root/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}" \
+  cmake -S . -B build-portable -G Ninja -DCMAKE_BUILD_TYPE=Release -DSINKLAB_PORTABLE=ON -DSINKLAB_RUNTIME=OFF \
   -DSINKLAB_TESTS=OFF -DSINKLAB_DEPS_DIR="$PWD/.deps" -DCMAKE_DISABLE_FIND_PACKAGE_fmt=ON \
-  -DCMAKE_DISABLE_FIND_PACKAGE_tomlplusplus=ON > /dev/null
+  -DCMAKE_DISABLE_FIND_PACKAGE_tomlplusplus=ON > build-portable/configure.log ||
+  { cat build-portable/configure.log >&2; exit 1; }
+grep -q "SentencePiece linked into sinkc 1" build-portable/configure.log ||
+  { grep -i sentencepiece build-portable/configure.log >&2; echo "pack-node: SentencePiece not linked" >&2; exit 1; }
 cmake --build build-portable --target sinkc
 sinkc=build-portable/sinkc
 # ldd exits non-zero on a static executable; anything it lists would be a library the node may lack.
