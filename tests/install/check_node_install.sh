@@ -3,7 +3,8 @@
 # fresh folder, scripts/install-node.sh PREFIX run there against a pip PyTorch (the runtime built by
 # setup-gpu.sh with the header-only dependencies from the archive, never the machine's packages), then every
 # command of a study run from the prefix in an unrelated folder: check, run, table, diff, report, bisect,
-# and submit's batch script. The portable sinkc must be static (ldd) and carry no source path.
+# submit's batch script, and a SentencePiece corpus tokenized and trained with no spm program on PATH. The
+# portable sinkc must be static (ldd) and carry no source path.
 #   check_node_install.sh ARCHIVE_DIR PYTHON WORK_DIR
 # WORK_DIR is a scratch folder inside the source tree's clone, so that ccache serves the runtime's build from
 # the one the torch 2.11 leg made (the same relative paths); it is removed afterwards.
@@ -66,6 +67,19 @@ grep -q "<svg" report.html || fail "the report has no plot"
 "$bin/sinkc" bisect runs/softmax-* runs/sigmoid-* --metric valid_loss --seeds 2 --max-runs 2 --out runs \
   > bisect.txt 2>&1 || { cat bisect.txt; fail "sinkc bisect"; }
 grep -qi "attention" bisect.txt || { cat bisect.txt; fail "the bisection names no field"; }
+# Text through SentencePiece: the portable sinkc tokenizes with the library linked into it, the runtime trains
+# from the token cache; neither finds a program on PATH (spm_train, spm_encode).
+head -n 300 "$prefix/share/sinklab/data/builtin/default.jsonl" > small.jsonl
+cat > text.sink << 'SPEC'
+import "stdlib/presets.sink"
+experiment text extends micro {
+  model { vocab = 512 }
+  data { corpus = file("small.jsonl")  tokenizer = sentencepiece(vocab = 512)  bos = false }
+}
+SPEC
+PATH=/nonexistent "$bin/sinkc" tokenize text.sink --out runs > tokenize.log 2>&1 || { cat tokenize.log; fail "tokenize"; }
+PATH=/nonexistent "$bin/sinkc" run text.sink --out runs --no-progress > text.log 2>&1 || { cat text.log; fail "run text"; }
+grep -q '^completed' text.log || { cat text.log; fail "the text run did not complete"; }
 "$bin/sinkc" submit spec.sink --slurm --dry-run --gpus-per-run 1 --out runs-cluster > submit.txt ||
   fail "sinkc submit --dry-run"
 grep -qF "$bin/sinkc-runtime" submit.txt || { cat submit.txt; fail "the batch script does not run the installed runtime"; }
