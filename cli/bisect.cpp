@@ -117,7 +117,8 @@ struct Bisection {
       try {
         if (!is_run_dir(dir.string())) return false;
         RunData r = load_run(dir.string());
-        return r.status == Status::Completed && r.plan.hash() == p.hash();
+        // A stale run (older numerics) is trained again: the trainer passes --retrain-stale.
+        return r.status == Status::Completed && !r.stale() && r.plan.hash() == p.hash();
       } catch (const ResultsError&) {
         return false;  // the runtime says what is wrong with it
       }

@@ -433,7 +433,8 @@ int main(int argc, char** argv) {
     }
     if (*diff) return sink::cli::diff(diff_a, diff_b, results, common);
     if (*bisect) {
-      std::vector<std::string> flags = {"--no-progress"};
+      // A stale run is not a current answer: train it again (its results are kept in RUN/stale/).
+      std::vector<std::string> flags = {"--no-progress", "--retrain-stale"};
       if (bisect_resume) flags.push_back("--resume");
       if (bisect_jobs > 1) flags.insert(flags.end(), {"--jobs", std::to_string(bisect_jobs)});
       return sink::cli::bisect(bisect_a, bisect_b, bisect_options, common, [&](const std::vector<std::string>& files) {

@@ -20,12 +20,13 @@
 //   2  the CPU JIT's forward reads no key past the sequence when a prefix is longer than it
 //   3  evaluation and the attention maps under train.precision's autocast (a bf16 run's validation loss
 //      and sink metrics as its training steps compute them); gradient norms through _foreach_norm
+//   4  AdamW as one multi-tensor update per group (LibTorch's fused kernel on >= 2.4: other float rounding)
 #pragma once
 #include <cstdint>
 
 namespace sink {
 
-inline constexpr int64_t kNumericsVersion = 3;
+inline constexpr int64_t kNumericsVersion = 4;
 
 // A completed run's numbers may differ from what this sinklab computes.
 // `recorded`: summary.json's numerics_version, 0 where it has none.

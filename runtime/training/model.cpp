@@ -230,9 +230,12 @@ torch::Tensor Transformer::distance_bias(int64_t T) {
     return -slopes * n.view({1, T});
   }
   if (cfg.pe == PosEmbedding::relative) {
-    std::vector<int64_t> buckets(T);
-    for (int64_t d = 0; d < T; ++d) buckets[d] = relative_bucket(d, cfg.rel_buckets, cfg.rel_max_distance);
-    return relative(torch::tensor(buckets).to(device)).t();  // [H, T]
+    if (!relative_buckets_.defined() || relative_buckets_.size(0) < T) {
+      std::vector<int64_t> buckets(T);
+      for (int64_t d = 0; d < T; ++d) buckets[d] = relative_bucket(d, cfg.rel_buckets, cfg.rel_max_distance);
+      relative_buckets_ = torch::tensor(buckets).to(device);
+    }
+    return relative(relative_buckets_.narrow(0, 0, T)).t();  // [H, T]
   }
   return {};
 }
@@ -256,8 +259,10 @@ ForwardResult Transformer::forward(const torch::Tensor& tokens, bool probe, bool
   const int64_t T = x.size(1);
   if (cfg.pe == PosEmbedding::learned)
     x = x + positions(torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(device)));
-  if (cfg.pe == PosEmbedding::sinusoidal)
-    x = x + sinusoidal_positions(T, cfg.d).to(x.device());  // built on the CPU, moved once
+  if (cfg.pe == PosEmbedding::sinusoidal) {
+    if (!sinusoid_.defined() || sinusoid_.size(0) < T) sinusoid_ = sinusoidal_positions(T, cfg.d).to(device);
+    x = x + sinusoid_.narrow(0, 0, T);
+  }
   torch::Tensor cos, sin;
   if (cfg.pe == PosEmbedding::rope) std::tie(cos, sin) = rope_tables(T);
   auto g = distance_bias(T);

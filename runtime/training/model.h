@@ -92,7 +92,9 @@ struct Transformer : torch::nn::Module {
  private:
   // Built once for the longest sequence seen and narrowed: each entry depends on its position alone, so a
   // longer table's first T rows are the T-row table bit for bit. Not parameters or buffers: never saved.
-  torch::Tensor rope_cos_, rope_sin_;
+  // The same for the sinusoidal table and T5's bucket of each distance: on the device, so a step copies
+  // nothing from pageable host memory (a copy that would wait for the GPU).
+  torch::Tensor rope_cos_, rope_sin_, sinusoid_, relative_buckets_;
 };
 
 // T5's bucket of a distance n >= 0.

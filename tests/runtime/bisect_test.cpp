@@ -94,6 +94,21 @@ TEST(Bisect, FindsTheOneFieldThatMovesTheLossAndCachesEveryRun) {
   EXPECT_EQ(again["from_a"], first["from_a"]);
   EXPECT_EQ(again["trials"], first["trials"]);
 
+  // A run trained under older numerics is not a current answer: that one run is trained again, its results
+  // set aside in its stale/ folder, and the answer stays.
+  fs::path stale;
+  for (const auto& e : fs::directory_iterator(dir.path / "runs"))
+    if (e.path().filename().string().rfind("a.seed=", 0) == 0 && fs::exists(e.path() / "summary.json"))
+      stale = e.path();
+  ASSERT_FALSE(stale.empty());
+  auto summary = json::parse(sinktest::read_file((stale / "summary.json").string()));
+  summary["numerics_version"] = 1;
+  sinktest::write_file((stale / "summary.json").string(), summary.dump(2));
+  json retrained = bisect(dir, "stale");
+  EXPECT_EQ(retrained["runs_trained"], 1) << "the stale run, alone";
+  EXPECT_EQ(retrained["from_a"], first["from_a"]);
+  EXPECT_TRUE(fs::exists(stale / "stale" / "numerics-1")) << stale;
+
   // The plain-text form says the same in one sentence and shows the table.
   std::string cmd;
   for (const auto& a : bisect_args(dir)) cmd += "'" + a + "' ";

@@ -410,3 +410,24 @@ TEST(Model, RopeTablesAreCachedWithoutChangingAnything) {
   EXPECT_EQ(cos40.size(0), 40);
   EXPECT_NEAR(sin40[39][0].item<double>(), std::sin(39.0), 1e-6);
 }
+
+// The sinusoidal table and T5's buckets are kept on the model's device for the longest sequence seen (a step
+// copies nothing from the host): a shorter sequence after a longer one computes what it computes alone.
+TEST(Model, PositionTablesAreCachedWithoutChangingAnything) {
+  for (const char* pe : {"sinusoidal", "relative"}) {
+    SCOPED_TRACE(pe);
+    auto cfg =
+        sinktest::config_of(std::string("experiment p extends micro { model.vocab = 32  model.pe = ") + pe + " }")
+            .model;
+    torch::manual_seed(3);
+    Transformer warm(cfg);
+    torch::manual_seed(3);
+    Transformer fresh(cfg);
+    auto long_tokens = torch::randint(0, 32, {2, 16}, torch::kLong);
+    auto short_tokens = long_tokens.narrow(1, 0, 8).contiguous();
+    torch::NoGradGuard no_grad;
+    warm.forward(long_tokens);
+    EXPECT_TRUE(torch::equal(warm.forward(short_tokens).logits, fresh.forward(short_tokens).logits));
+    EXPECT_TRUE(torch::equal(warm.forward(long_tokens).logits, fresh.forward(long_tokens).logits));
+  }
+}

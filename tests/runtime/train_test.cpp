@@ -310,3 +310,21 @@ TEST(Train, Bf16AutocastTrainsCloseToFp32) {
   EXPECT_NE(a, b) << "bf16 autocast changed nothing";
   EXPECT_NEAR(b, a, 0.05 * a);
 }
+
+// Training speed is the steps' own time: tokens_per_s divides the tokens by train_s (the loop's time less
+// the measurements and checkpoints), not by elapsed_s.
+TEST(Train, TokensPerSecondLeavesOutTheMeasurements) {
+  TempDir out("tokens-per-s");
+  auto r =
+      run_plan(sinktest::plan_of("experiment speed extends micro { measure.sequences = 64 }"), run_options(out.str()));
+  ASSERT_EQ(r.status, "completed");
+  const std::vector<json> lines = metrics_lines(r.dir);
+  ASSERT_EQ(lines.size(), 2u);
+  for (size_t k = 0; k < lines.size(); ++k) {
+    const json& m = lines[k];
+    const double tokens = m["tokens"], train_s = m["train_s"], elapsed_s = m["elapsed_s"];
+    ASSERT_GT(train_s, 0);
+    EXPECT_NEAR(m["tokens_per_s"].get<double>() * train_s / tokens, 1.0, 1e-9) << m.dump();
+    if (k > 0) EXPECT_LT(train_s, elapsed_s) << "the measurement before it is not left out: " << m.dump();
+  }
+}
