@@ -93,8 +93,8 @@ std::string batch_script(const SubmitOptions& o, const fs::path& out, const fs::
   // In the background, not exec: bash must stay to pass signals on, wait for the checkpoint, and requeue.
   // USR1 is ignored until the runtime sets its handler: torchrun has none, and would die of it.
   s += fmt::format(
-      "( trap '' USR1; exec {} \"$plan\" --out {} --resume --retrain-stale --auto-threads \"$threads\" ) &\n",
-      command, shell_quote(out.string()));
+      "( trap '' USR1; exec {} \"$plan\" --out {} --resume --retrain-stale --auto-threads \"$threads\" ) &\n", command,
+      shell_quote(out.string()));
   // A trapped signal ends `wait` early; the last one gives the runtime's exit status.
   s += "pid=$!\n"
        "wait \"$pid\"\n"
