@@ -153,10 +153,12 @@ for g in 1 2; do
   done
   [[ -z $(squeue -h -j "${jobs[$g]}") ]] || { squeue -j "${jobs[$g]}"; fail "job ${jobs[$g]} did not end"; }
   log=$(cat "$tmp"/gpus$g/.slurm/*.out)
-  grep -q "requeued itself" <<< "$log" || { echo "$log" | tail -30; fail "--gpus-per-run $g: the task did not requeue"; }
+  grep -q "requeued itself" <<< "$log" ||
+    { echo "$log" | tail -30; fail "--gpus-per-run $g: the task did not requeue"; }
   grep -q "resumed at step" "$tmp"/gpus$g/long-*/log.txt || fail "--gpus-per-run $g: the run did not resume"
 done
-python3 - "$tmp"/{reference1,gpus1,reference2,gpus2} << 'PY' || fail "the requeued runs do not end where uninterrupted ones do"
+same_ends() {
+  python3 - "$@" << 'PY'
 import glob, json, sys
 def final(out):
     [path] = glob.glob(out + "/long-*/summary.json")
@@ -169,4 +171,7 @@ print(f"valid_loss after {ref1[0]} steps: uninterrupted {ref1[1]}, requeued {one
 assert one == ref1, (one, ref1)
 assert two == ref2, (two, ref2)
 PY
-echo "slurm: ok (job $job, 3 runs; warned, requeued and completed: jobs ${jobs[1]}, ${jobs[2]} in $((SECONDS - started)) s)"
+}
+same_ends "$tmp"/{reference1,gpus1,reference2,gpus2} || fail "the requeued runs do not end where uninterrupted ones do"
+echo "slurm: ok (job $job, 3 runs; warned, requeued and completed:" \
+  "jobs ${jobs[1]}, ${jobs[2]} in $((SECONDS - started)) s)"
