@@ -57,6 +57,7 @@ TokenData load_data(const DataConfig& cfg, const std::string& cache_dir) {
     out.description = fmt::format("synthetic({}, vocab {})", name_of(cfg.synthetic_kind), cfg.synthetic_vocab);
     return out;
   }
+  std::string cached;  // the token cache entry, for the log
   if (const auto files = tokens::text_corpus_files(cfg); !files.empty()) {
     auto t = tokens::corpus_tokens(cfg, cache_dir.empty() ? "" : tokens::token_cache_dir(cache_dir),
                                    tokens::sentencepiece_programs(),
@@ -69,6 +70,7 @@ TokenData load_data(const DataConfig& cfg, const std::string& cache_dir) {
     out.train = t.file.tokens.slice(0, split);
     out.valid = t.file.tokens.slice(split, t.file.tokens.size());
     out.vocab = t.file.vocab;
+    if (!t.dir.empty()) cached = ", tokens from " + t.dir;
     out.bos = t.file.bos;
     out.eos = t.file.eos;
     if (cfg.tokenizer == TokenizerKind::bytes)
@@ -105,9 +107,9 @@ TokenData load_data(const DataConfig& cfg, const std::string& cache_dir) {
   out.ordinary = cfg.tokenizer == TokenizerKind::bytes ? 256 : out.vocab;
   if (cfg.amount > 0 && static_cast<int64_t>(out.train.size()) > cfg.amount)
     out.train = out.train.slice(0, static_cast<size_t>(cfg.amount));
-  out.description = fmt::format("{} ({} train / {} valid tokens, {} tokenizer, vocab {})",
+  out.description = fmt::format("{} ({} train / {} valid tokens, {} tokenizer, vocab {}{})",
                                 cfg.corpus == CorpusKind::builtin ? "builtin(" + cfg.corpus_arg + ")" : cfg.corpus_arg,
-                                out.train.size(), out.valid.size(), out.tokenizer->name(), out.vocab);
+                                out.train.size(), out.valid.size(), out.tokenizer->name(), out.vocab, cached);
   return out;
 }
 
