@@ -196,8 +196,8 @@ CacheKey cache_key(const DataConfig& cfg, const std::vector<std::string>& files)
   std::string d = std::string(kKeyVersion) + "\n";
   if (cfg.tokenizer == TokenizerKind::sentencepiece)
     // Trained on the training share, so the split is part of the tokenizer; so are its training options.
-    d += fmt::format("tokenizer sentencepiece vocab {} valid_fraction {:.17g} options {}\n", cfg.tokenizer_vocab,
-                     cfg.valid_fraction, [&] {
+    d += fmt::format("tokenizer sentencepiece vocab {} seed {} valid_fraction {:.17g} options {}\n",
+                     cfg.tokenizer_vocab, kSentencePieceSeed, cfg.valid_fraction, [&] {
                        Hasher h;
                        for (const auto& [k, v] : sentencepiece_training_options(cfg.tokenizer_vocab)) h.add(k + v);
                        return h.hex();

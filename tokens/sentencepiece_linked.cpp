@@ -55,6 +55,7 @@ class Linked : public SentencePiece {
   void train(const std::string& text_file, const std::string& prefix, int64_t vocab) const override {
     std::unordered_map<std::string, std::string> options = {{"input", text_file}, {"model_prefix", prefix}};
     for (const auto& [key, value] : sentencepiece_training_options(vocab)) options[key] = value;
+    sentencepiece::SetRandomGeneratorSeed(kSentencePieceSeed);
     if (auto status = sentencepiece::SentencePieceTrainer::Train(options); !status.ok())
       throw std::runtime_error(
           fmt::format("SentencePiece training failed for sentencepiece(vocab = {}): {}", vocab, status.ToString()));

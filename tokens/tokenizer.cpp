@@ -216,6 +216,7 @@ class Programs : public SentencePiece {
     std::string cmd =
         fmt::format("spm_train --input={} --model_prefix={}", shell_quote(text_file), shell_quote(prefix));
     for (const auto& [key, value] : sentencepiece_training_options(vocab)) cmd += fmt::format(" --{}={}", key, value);
+    cmd += fmt::format(" --random_seed={}", kSentencePieceSeed);
     cmd += fmt::format(" > {}.log 2>&1", shell_quote(prefix));
     if (run(cmd) == 0) return;
     // Say why: the usual cause is a vocabulary too small for the 256

@@ -46,6 +46,9 @@ const SentencePiece& sentencepiece_programs();
 // The linked library where this program links it (tokens/sentencepiece_linked.cpp: the front end), else null.
 const SentencePiece* sentencepiece_linked();
 
+// The seed of SentencePiece's sampling of training lines (only a corpus of more lines than
+// input_sentence_size is sampled): one corpus trains one model, wherever and however often it is trained.
+constexpr unsigned kSentencePieceSeed = 20250101;
 // The training options, the same for both ways (key, value), without input and model_prefix.
 std::vector<std::pair<std::string, std::string>> sentencepiece_training_options(int64_t vocab);
 // One document as SentencePiece sees it: a line (the encoder's form; the trainer's also keeps '\r').
