@@ -1,21 +1,35 @@
 #include "cli/torchrun.h"
 
 #include <arpa/inet.h>
+#include <cstdio>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-// The torchrun of the PyTorch the runtime was built with (its store and the
-// runtime's c10d client must be one version), else the one on PATH.
-#ifndef SINKLAB_TORCH_PYTHON
-#define SINKLAB_TORCH_PYTHON ""
-#endif
-
 namespace sink::cli {
 
+namespace {
+
+// The Python whose torch the runtime was built with, as the runtime says (`--torch-python`): a front end built
+// apart from it (the portable sinkc) knows nothing of it.
+std::string torch_python_of(const std::string& runtime) {
+  std::string out;
+  if (FILE* pipe = popen(("'" + runtime + "' --torch-python 2>/dev/null").c_str(), "r")) {
+    char buf[4096];
+    while (fgets(buf, sizeof buf, pipe)) out += buf;
+    pclose(pipe);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
+}  // namespace
+
+// The torchrun of the PyTorch the runtime was built with (its store and the
+// runtime's c10d client must be one version), else the one on PATH.
 std::vector<std::string> torchrun_argv(int workers, const std::string& port, const std::string& runtime) {
   std::vector<std::string> argv;
-  const std::string torch_python = SINKLAB_TORCH_PYTHON;
+  const std::string torch_python = torch_python_of(runtime);
   if (!torch_python.empty() && access(torch_python.c_str(), X_OK) == 0)
     argv = {torch_python, "-m", "torch.distributed.run"};
   else

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <iostream>
+#include <string_view>
 #include <thread>
 
 #include "plan/installation.h"
@@ -195,7 +196,16 @@ int export_command(const std::string& run_dir, const std::string& llama2c_file, 
 
 }  // namespace
 
+#ifndef SINKLAB_TORCH_PYTHON
+#define SINKLAB_TORCH_PYTHON ""
+#endif
+
 int main(int argc, char** argv) {
+  // The Python whose torch this LibTorch is: the front end starts that one's torchrun (cli/torchrun.cpp).
+  if (argc == 2 && std::string_view(argv[1]) == "--torch-python") {
+    fmt::print("{}\n", SINKLAB_TORCH_PYTHON);
+    return 0;
+  }
   // OpenBLAS/OpenMP threads spin between small ops unless told to yield.
   setenv("OMP_WAIT_POLICY", "passive", 0);
   rt::single_threaded_blas();
