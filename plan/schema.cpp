@@ -221,7 +221,7 @@ std::vector<Field> build() {
        "training and validation text"},
       {"data.tokenizer",
        variant({form(TokenizerKind::bytes, "UTF-8 bytes (256 symbols plus BOS/EOS)"),
-                form(TokenizerKind::sentencepiece, "BPE trained on the corpus on first use, cached",
+                form(TokenizerKind::sentencepiece, "BPE trained on the corpus once, ids kept in the token cache",
                      {param("vocab", int_in(64, 1e6), Value::of_int(2048))}),
                 form(TokenizerKind::llama2c, "a llama2.c tokenizer file (tok*.bin)",
                      {param("path", text(), Value::of_string(""))})}),

@@ -16,7 +16,7 @@ struct RunOptions {
   bool resume = false;
   bool progress = true;             // the live progress line on a terminal
   int64_t stop_after = -1;          // tests: stop (as if killed) after this many steps
-  std::string data_cache = "";      // SentencePiece models etc.; default <out>/.cache
+  std::string data_cache = "";      // token cache (tokens/corpus_tokens.h) and the like; default <out>/.cache
   bool wait = false;                // a run another process holds: wait for it rather than skip it
   bool retrain_stale = false;       // train again a completed run of an older numerics version (stale_runs.h)
   bool profile = false;             // where the loop's time went: profile.json (runtime/training/step_profile.h)
