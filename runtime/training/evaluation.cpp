@@ -30,14 +30,15 @@ json evaluate(Transformer& model, const Batches& batches, const RunConfig& cfg) 
   json m;
   const int64_t n_valid = std::min<int64_t>(cfg.measure.sequences, 64);
   auto [x, y] = batches.valid(n_valid);
-  double loss = 0;
+  // Summed on the device in double, read once: one wait for the GPU, the same sum as the host's.
+  torch::Tensor loss = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(model.device));
   int64_t chunks = 0;
   for (int64_t b = 0; b < n_valid; b += 16, ++chunks) {
     int64_t n = std::min<int64_t>(16, n_valid - b);
-    loss +=
-        lm_loss(model.forward(x.narrow(0, b, n)).logits, y.narrow(0, b, n), cfg.model.attention.prefix).item<double>();
+    loss += lm_loss(model.forward(x.narrow(0, b, n)).logits, y.narrow(0, b, n), cfg.model.attention.prefix)
+                .to(torch::kDouble);
   }
-  m[eval_key::kValidLoss] = loss / std::max<int64_t>(1, chunks);
+  m[eval_key::kValidLoss] = loss.item<double>() / double(std::max<int64_t>(1, chunks));
 
   const bool bos = measures_with_bos(cfg.measure.bos, cfg.data);
   auto inputs = batches.measure_inputs(cfg.measure.sequences, cfg.measure.T, cfg.measure.input, bos);
