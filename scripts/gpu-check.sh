@@ -15,6 +15,8 @@
 #   cuda_check        the CUDA backend against the reference path on the GPU (tests/gpu/cuda_check.cpp), then
 #                     the tensor-core kernels' tiles measured at the 60M model's shapes (its case 8: tiles.json)
 #   train_on_cuda     a micro run (tests/plan/fixtures) with train.device = cuda through sinkc-runtime
+#   installed         (when build-node/ holds scripts/pack-node.sh's archive) the same run through the archive's
+#                     portable sinkc beside the runtime installed into a prefix, as a node installs them
 #   gpu_attention     benchmark: the generated kernels (tensor cores in bf16) and SDPA, d_head 64 and 128,
 #                     T 2048 and 8192 (bench/gpu_attention.cpp)
 #   baselines         benchmark: FlexAttention and torch.compile of the composite on the same cases, in this
@@ -198,6 +200,16 @@ cp "$work/cuda_check.out" "$out/cuda_check.txt"
 mkdir -p "$work/fixture/fixture"
 sed -e 's/^device = "cpu"/device = "cuda"/' tests/plan/fixtures/fixture.plan.toml > "$work/fixture/fixture/plan.toml"
 step train_on_cuda 60 build-gpu/sinkc-runtime run "$work/fixture" --out "$work/runs" --no-progress
+# A node's install, where the call carried scripts/pack-node.sh's archive (build-node/): the runtime installed
+# into a prefix beside the archive's portable sinkc, which then trains the same run on the GPU from there.
+archive=$(ls build-node/sinklab-*-linux-*.tar.gz 2> /dev/null | head -n 1)
+installed() {
+  cmake --install build-gpu --prefix "$work/prefix" > /dev/null || return 1
+  tar -xzf "$1" -O --wildcards '*/portable/bin/sinkc' > "$work/prefix/bin/sinkc" || return 1
+  chmod +x "$work/prefix/bin/sinkc" && "$work/prefix/bin/sinkc" --version &&
+    "$work/prefix/bin/sinkc" run "$work/fixture" --out "$work/installed-runs" --no-progress
+}
+[[ -n $archive ]] && step installed 60 installed "$archive"
 # The tiles cuda_check measured (its table) where it measured them, the defaults elsewhere: measuring every
 # benchmark variant's 8 candidates would not fit the call.
 step gpu_attention 120 env SINKLAB_TUNE=0 build-gpu/bench/gpu_attention --repeats 5 --D 64,128 --T 2048,8192 \
