@@ -17,6 +17,7 @@
 #include "cli/torchrun.h"
 #include "lsp/server.h"
 #include "plan/installation.h"
+#include "plan/shell.h"
 #include "results/data_table.h"
 #include "results/metrics.h"
 
@@ -31,12 +32,7 @@ fs::path runtime_path() { return fs::read_symlink("/proc/self/exe").parent_path(
 
 std::string runtime_version() {
   if (!fs::exists(runtime_path())) return "";
-  std::string out;
-  if (FILE* pipe = popen(("'" + runtime_path().string() + "' --version 2>&1").c_str(), "r")) {
-    char buf[512];
-    while (fgets(buf, sizeof buf, pipe)) out += buf;
-    pclose(pipe);
-  }
+  std::string out = sink::command_output(sink::shell_quote(runtime_path().string()) + " --version 2>&1");
   while (!out.empty() && out.back() == '\n') out.pop_back();
   return out;
 }

@@ -17,6 +17,7 @@
 #include "plan/numerics_version.h"
 #include "plan/plan.h"
 #include "plan/run_record.h"
+#include "plan/shell.h"
 
 namespace sink::cli {
 
@@ -26,12 +27,6 @@ namespace {
 
 // Stands for the shell variable that holds the task's port, in torchrun's arguments.
 constexpr const char* kPortVariable = "$port";
-
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
 
 // Completed under this sinklab's numerics: a run trained under an older version is stale, not done, and its
 // task retrains it (--retrain-stale below).

@@ -1,5 +1,7 @@
 #include "cli/torchrun.h"
 
+#include "plan/shell.h"
+
 #include <arpa/inet.h>
 #include <cstdio>
 #include <netinet/in.h>
@@ -13,12 +15,7 @@ namespace {
 // The Python whose torch the runtime was built with, as the runtime says (`--torch-python`): a front end built
 // apart from it (the portable sinkc) knows nothing of it.
 std::string torch_python_of(const std::string& runtime) {
-  std::string out;
-  if (FILE* pipe = popen(("'" + runtime + "' --torch-python 2>/dev/null").c_str(), "r")) {
-    char buf[4096];
-    while (fgets(buf, sizeof buf, pipe)) out += buf;
-    pclose(pipe);
-  }
+  std::string out = command_output(shell_quote(runtime) + " --torch-python 2>/dev/null");
   while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
   return out;
 }

@@ -1,5 +1,7 @@
 #include "tokens/tokenizer.h"
 
+#include "plan/shell.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -133,24 +135,7 @@ class Llama2cTokenizer : public Tokenizer {
   std::map<std::string, int32_t> index_;
 };
 
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 int run(const std::string& cmd) { return std::system(cmd.c_str()); }
-
-std::string command_output(const std::string& command) {
-  std::string out;
-  if (FILE* p = popen(command.c_str(), "r")) {
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    pclose(p);
-  }
-  return out;
-}
 
 // A model through the command-line tools, one document per line.
 class ProgramTokenizer : public Tokenizer {

@@ -1,5 +1,7 @@
 #include "runtime/data/hf_tokenizer.h"
 
+#include "plan/shell.h"
+
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -30,12 +32,6 @@ else:
     result = tok.decode(request, skip_special_tokens=True)
 json.dump(result, sys.stdout)
 )";
-
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
 
 class HfTokenizer : public Tokenizer {
  public:

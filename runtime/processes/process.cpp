@@ -7,17 +7,6 @@
 
 namespace sink::rt {
 
-std::string command_output(const std::string& command) {
-  std::string out;
-  if (FILE* p = popen(command.c_str(), "r")) {
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    pclose(p);
-  }
-  return out;
-}
-
 std::string host_name() {
   char name[256] = {};
   return gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string();

@@ -3,10 +3,11 @@
 #pragma once
 #include <string>
 
+#include "plan/shell.h"
+
 namespace sink::rt {
 
-// stdout of `command` run through the shell; "" if it cannot start.
-std::string command_output(const std::string& command);
+using sink::command_output;  // plan/shell.h
 
 // This machine's host name ("" if unknown): runs record who trains them.
 std::string host_name();

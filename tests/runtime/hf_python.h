@@ -12,15 +12,10 @@
 #include <sys/wait.h>
 #include <vector>
 
+#include "plan/shell.h"
 #include "runtime_test_util.h"
 
 namespace sinktest {
-
-inline std::string shell_quoted(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
 
 // Why the tests cannot run ("" when they can); sets `python`. Checked once per process.
 inline std::string hf_python_missing(std::string& python) {
@@ -32,9 +27,8 @@ inline std::string hf_python_missing(std::string& python) {
   static std::map<std::string, bool> usable;
   if (!usable.count(python))
     usable[python] =
-        std::system(
-            (shell_quoted(python) + " -c 'import transformers, tokenizers, safetensors' > /dev/null 2>&1").c_str()) ==
-        0;
+        std::system((sink::shell_quote(python) + " -c 'import transformers, tokenizers, safetensors' > /dev/null 2>&1")
+                        .c_str()) == 0;
   if (!usable[python]) return "SINKLAB_PYTHON=" + python + " cannot import transformers, tokenizers and safetensors";
   return "";
 }
@@ -44,10 +38,10 @@ inline std::string hf_python_missing(std::string& python) {
 inline int run_oracle(const std::string& python, const std::vector<std::string>& args, std::string* out = nullptr) {
   static TempDir home("hf-home");
   const std::string script = std::string(SINKLAB_SOURCE_DIR) + "/tests/runtime/hf_transformers_oracle.py";
-  std::vector<std::string> words = {shell_quoted(python), shell_quoted(script)};
-  for (const auto& a : args) words.push_back(shell_quoted(a));
+  std::vector<std::string> words = {sink::shell_quote(python), sink::shell_quote(script)};
+  for (const auto& a : args) words.push_back(sink::shell_quote(a));
   std::string command = "HF_HUB_OFFLINE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 TRANSFORMERS_VERBOSITY=error HF_HOME=";
-  command.append(shell_quoted(home.str()));
+  command.append(sink::shell_quote(home.str()));
   for (const auto& w : words) command.append(" ").append(w);
   if (!out) command += " > /dev/null";
   FILE* p = popen(command.c_str(), "r");
