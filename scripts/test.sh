@@ -14,7 +14,7 @@ ctest --test-dir build --output-on-failure -j2 -E '^CudaKernels\.' -LE 'gpucheck
 # The plan library and kernel emitters alone, configured without ANTLR,
 # LibTorch or LLVM: the layering the runtime's portability rests on.
 cmake -S . -B build-plan -G Ninja -DCMAKE_BUILD_TYPE=Release -DSINKLAB_FRONTEND=OFF -DSINKLAB_RUNTIME=OFF > /dev/null
-ninja -C build-plan plan_tests
+ninja -C build-plan plan_tests tokens_tests
 ctest --test-dir build-plan --output-on-failure
 # The parser fuzz target needs clang: its own build folder, where the front
 # end, the results code and sinkc are built with ASan and UBSan; their tests
