@@ -9,7 +9,8 @@
 // multiply-add times 6 products (2 forward, 4 backward). FlashAttention's: 4 T^2 d_head for the forward,
 // 3.5 times that for forward + backward, halved when causal.
 //
-//   build-gpu/bench/gpu_attention [--repeats 10] [--T 512,2048,8192] [--D 64,96,128] [--variants softmax,...]
+//   build-gpu/bench/gpu_attention [--repeats 10] [--T 512,2048,8192] [--D 64,96,128] [--variants 'softmax|sink
+//   logit|...']
 //                                 [--json FILE]
 #include <algorithm>
 #include <chrono>
@@ -21,6 +22,7 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
+#include "bench/gpu_attention_cases.h"
 #include "kernels/emit_cuda.h"
 #include "runtime/attention/attention_backend.h"
 #include "runtime/attention/cuda_attention.h"
@@ -56,39 +58,6 @@ double seconds(const std::function<torch::Tensor()>& f, int repeats) {
   return times[times.size() / 2];
 }
 
-std::vector<std::string> split(const std::string& list) {
-  std::vector<std::string> out;
-  std::stringstream in(list);
-  for (std::string t; std::getline(in, t, ',');) out.push_back(t);
-  return out;
-}
-
-// A benchmark variant: the kernel's Variant and what the baselines script needs to build the same attention
-// in PyTorch (a score and a normaliser by name, the masks and columns).
-struct Case {
-  Variant variant;
-  std::string score = "exp";  // exp, sigmoid, elu1, relu, stablemax
-};
-
-std::vector<Case> cases() {
-  using Op = ExprNode::Op;
-  const ExprNode sig = call("sigmoid", {var("qk")});
-  return {
-      {{.name = "softmax"}},
-      {{.name = "softmax + learnable k*", .key_bias = true}},
-      {{.name = "sink logit", .sink_logit = true}},
-      {{.name = "softmax, ALiBi", .position_bias = true}},
-      {{.name = "softmax, window 256", .window = 256}},
-      {{.name = "softmax, prefix 64", .prefix = 64}},
-      {{.name = "sigmoid, no normalization", .score = sig, .normalize = "none"}, "sigmoid"},
-      {{.name = "elu+1, normalized", .score = bin(Op::Add, call("elu", {var("qk")}), num(1))}, "elu1"},
-      {{.name = "exp, p-norm 2", .normalize = "pnorm", .p = 2}},
-      {{.name = "softpick", .normalize = "softpick"}},
-      {{.name = "relu, count", .score = call("relu", {var("qk")}), .normalize = "count"}, "relu"},
-      {{.name = "stablemax", .score = call("stablemax", {var("qk")})}, "stablemax"},
-  };
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -100,11 +69,11 @@ int main(int argc, char** argv) {
     if (flag == "--repeats")
       repeats = std::stoi(value);
     else if (flag == "--T")
-      Ts = split(value);
+      Ts = bench::split_list(value);
     else if (flag == "--D")
-      Ds = split(value);
+      Ds = bench::split_list(value);
     else if (flag == "--variants")
-      wanted = split(value);
+      wanted = bench::split_list(value, '|');  // variant names hold commas
     else if (flag == "--json")
       json_path = value;
     else {
@@ -131,7 +100,7 @@ int main(int argc, char** argv) {
   // covers every variant at the first shape.
   for (const auto& d_text : Ds)
     for (const auto& t_text : Ts)
-      for (const Case& c : cases()) {
+      for (const bench::Case& c : bench::gpu_attention_cases()) {
         if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), c.variant.name) == wanted.end()) continue;
         Variant v = c.variant;
         v.T = std::stoll(t_text), v.D = std::stoll(d_text);

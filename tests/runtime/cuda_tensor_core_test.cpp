@@ -14,11 +14,13 @@
 #include "runtime/attention/cuda_driver.h"
 #include "tests/runtime/attention_oracle_expect.h"
 #include "tests/runtime/cuda_emulator.h"
+#include "tests/runtime/cuda_machine_code.h"
 #include "tests/runtime/jit_variants.h"
 
 using namespace sink;
 using namespace sink::rt;
 using namespace sink::testing_variants;
+using namespace sink::testing_machine_code;
 
 namespace {
 
@@ -60,69 +62,12 @@ TEST(CudaKernels, TensorCoreKernelsMatchTheReference) {
 
 namespace {
 
-// NVIDIA's disassembler: $SINKLAB_NVDISASM, the PATH, or the nvidia-cuda-nvdisasm wheel beside SINKLAB_PYTHON.
-std::string find_nvdisasm() {
-  if (const char* named = std::getenv("SINKLAB_NVDISASM"); named && *named) return named;
-  if (std::system("command -v nvdisasm > /dev/null 2>&1") == 0) return "nvdisasm";
-  if (const char* python = std::getenv("SINKLAB_PYTHON"); python && *python) {
-    std::error_code ec;
-    const auto lib = std::filesystem::path(python).parent_path().parent_path() / "lib";
-    for (const auto& version : std::filesystem::directory_iterator(lib, ec)) {
-      const auto tool = version.path() / "site-packages/nvidia/cu13/bin/nvdisasm";
-      if (std::filesystem::exists(tool)) return tool.string();
-    }
-  }
-  return {};
-}
-
-// ptxas's verbose report, per kernel: "Function properties for NAME", then its spills, registers and smem.
-struct KernelResources {
-  int registers = -1, spill_stores = -1, spill_loads = -1, shared_bytes = 0;
-};
-std::map<std::string, KernelResources> read_assembler_report(const std::string& report) {
-  std::map<std::string, KernelResources> out;
-  std::istringstream lines(report);
-  std::string line, current;
-  for (; std::getline(lines, line);) {
-    if (auto at = line.find("Function properties for "); at != std::string::npos) {
-      current = line.substr(at + 24);
-      continue;
-    }
-    if (current.empty()) continue;
-    KernelResources& r = out[current];
-    if (auto at = line.find("bytes spill stores"); at != std::string::npos)
-      std::sscanf(line.c_str() + line.find(',') + 1, " %d bytes spill stores, %d bytes spill loads", &r.spill_stores,
-                  &r.spill_loads);
-    if (auto at = line.find("Used "); at != std::string::npos) {
-      std::sscanf(line.c_str() + at, "Used %d registers", &r.registers);
-      if (auto smem = line.find(" bytes smem"); smem != std::string::npos) {
-        const auto start = line.rfind(' ', smem - 1);
-        r.shared_bytes = std::atoi(line.c_str() + start + 1);
-      }
-    }
-  }
-  return out;
-}
-
 // Tensor-core instructions (HMMA) per kernel in a cubin's disassembly.
 std::map<std::string, int> tensor_instructions(const std::string& nvdisasm, const std::string& cubin) {
-  const auto dir = std::filesystem::temp_directory_path() / ("sinklab-sass-" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir / "k.cubin", std::ios::binary) << cubin;
-  const std::string command =
-      fmt::format("'{}' '{}' > '{}' 2>&1", nvdisasm, (dir / "k.cubin").string(), (dir / "k.sass").string());
   std::map<std::string, int> out;
-  if (std::system(command.c_str()) == 0) {
-    std::ifstream sass(dir / "k.sass");
-    std::string line, current;
-    while (std::getline(sass, line)) {
-      if (auto at = line.find(".section\t.text."); at != std::string::npos)
-        current = line.substr(at + 15, line.find(',', at) - at - 15), out[current] += 0;
-      else if (!current.empty() && line.find("HMMA") != std::string::npos)
-        ++out[current];
-    }
-  }
-  std::filesystem::remove_all(dir);
+  for (const auto& [kernel, code] : disassemble(nvdisasm, cubin))
+    out[kernel] = static_cast<int>(
+        std::count_if(code.begin(), code.end(), [](const std::string& i) { return operation_of(i) == "HMMA"; }));
   return out;
 }
 
