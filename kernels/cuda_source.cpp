@@ -4,18 +4,41 @@
 
 namespace sink::kernels {
 
-std::string cuda_math_prelude(bool f64, bool fast_division) {
+std::string cuda_math_prelude(bool f64, bool fast) {
   // Named per type: NVRTC needs no header for expf/exp, but the C++ overloads would.
   const char* sfx = f64 ? "" : "f";
   std::string out = "#define SINK_INF ((real)__int_as_float(0x7f800000))\n";
-  for (const char* f : {"exp", "log", "log1p", "tanh", "sqrt", "fabs"})
+  for (const char* f : {"log", "log1p", "tanh", "sqrt", "fabs"})
     out += fmt::format("__device__ __forceinline__ real r_{0}(real a) {{ return {0}{1}(a); }}\n", f, sfx);
   for (const char* f : {"pow", "fmin", "fmax"})
     out += fmt::format("__device__ __forceinline__ real r_{0}(real a, real b) {{ return {0}{1}(a, b); }}\n", f, sfx);
-  // Division: IEEE's, or (tensor-core kernels, 16-bit storage) the approximate one, within 2 units in float's
-  // last place: no call to the IEEE slow path, whose calling convention makes the kernel spill registers.
-  out += fast_division ? "__device__ __forceinline__ real r_div(real a, real b) { return __fdividef(a, b); }\n"
-                       : "__device__ __forceinline__ real r_div(real a, real b) { return a / b; }\n";
+  out += R"(template <int N>
+__device__ __forceinline__ real r_powi(real a) {  // a^N, N >= 1
+  real r = a;
+#pragma unroll
+  for (int k = 1; k < N; ++k) r *= a;
+  return r;
+}
+)";
+  // The tensor-core kernels (16-bit storage) take exp and division from the special-function unit: e^a as
+  // 2^(a log2 e) (one multiply, one MUFU.EX2: ~2 units in float's last place plus a log2 e's rounding times
+  // |a|, far inside the 16-bit storage's rounding) where IEEE's expf is ten instructions, and a / b as a
+  // times 1 / b (2 units), which also keeps the IEEE slow path's calling convention out of the kernel (it
+  // made the kernel spill registers). Float and double storage, what the checks compare, keep IEEE's.
+  if (fast)
+    out += R"(#ifndef SINK_CPU_EMULATION
+__device__ __forceinline__ float sink_ex2(float a) {  // subnormal results flush to zero
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(a));
+  return r;
+}
+#endif
+__device__ __forceinline__ real r_exp(real a) { return sink_ex2(a * 1.44269504088896341f); }
+)";
+  else
+    out += fmt::format("__device__ __forceinline__ real r_exp(real a) {{ return exp{}(a); }}\n", sfx);
+  out += fast ? "__device__ __forceinline__ real r_div(real a, real b) { return __fdividef(a, b); }\n"
+              : "__device__ __forceinline__ real r_div(real a, real b) { return a / b; }\n";
   // expm1 by its Taylor series near 0, where e^a - 1 would cancel to a few digits (the LLVM emitter's, to the
   // same degree: 9 in float, 17 in double).
   out += fmt::format("constexpr int EXPM1_SERIES = {};\n", f64 ? 17 : 9);
@@ -126,9 +149,9 @@ __device__ __forceinline__ void fold_column(real x, real fi, real fj, real fT, r
                                             real& rescale) {
   if (ONLINE) {
     rescale = 1;
-    if (x > m) {  // the weights scale by the rescale, the terms by its TERM_DEGREE-th power (p-norm: p-th powers)
+    if (x > m) {  // the weights scale by the rescale, the terms by term_power of it (p-norm: p-th powers)
       rescale = r_exp(m - x);
-      P *= TERM_DEGREE == 1 ? rescale : r_pow(rescale, TERM_DEGREE);
+      P *= term_power(rescale);
       m = x;
     }
     const real shift = shift_of(m), s = score(x - shift, fi, fj, fT), unit = r_exp(-shift);
@@ -146,16 +169,17 @@ __device__ __forceinline__ real column_weight(real x, real fi, real fj, real fT,
                 : norm_weight(score(x, fi, fj, fT), x, (real)1);
 }
 
-// The attention A of a pair with logit x and its gradient dx, from the forward's row statistics st0 = Z,
-// st1, dA = <dO_i, v_j> and Dd = <dO_i, O_i>: dL/ds = (alpha dw/ds dA - D dZ/ds) / Z. Online, s, unit and
-// ds/dx are of x - m, and A and dx are as unshifted, being of degree 0 in (s, unit).
-__device__ __forceinline__ void column_grad(real x, real fi, real fj, real fT, real dA, real Dd, real st0, real st1,
-                                            real& A, real& dx) {
+// The attention A of a pair with logit x and its gradient dx, from the forward's row statistics st0 = Z
+// (and its reciprocal, which a caller computes once per row), st1, dA = <dO_i, v_j> and Dd = <dO_i, O_i>:
+// dL/ds = (alpha dw/ds dA - D dZ/ds) / Z. Online, s, unit and ds/dx are of x - m, and A and dx are as
+// unshifted, being of degree 0 in (s, unit).
+__device__ __forceinline__ void column_grad(real x, real fi, real fj, real fT, real dA, real Dd, real st0,
+                                            real inv_st0, real st1, real& A, real& dx) {
   const real xe = ONLINE ? x - st1 : x, unit = ONLINE ? r_exp(-st1) : (real)1;
   const real s = score(xe, fi, fj, fT);
-  A = ALPHA * r_div(norm_weight(s, x, unit), st0);
+  A = ALPHA * norm_weight(s, x, unit) * inv_st0;
   const real grad_s = ALPHA * norm_weight_slope(s, x, unit) * dA - Dd * norm_slope(s, x, unit, st0, st1);
-  dx = r_div(grad_s, st0) * score_grad(xe, fi, fj, fT);
+  dx = grad_s * inv_st0 * score_grad(xe, fi, fj, fT);
 }
 )";
 }
@@ -243,11 +267,11 @@ std::string cuda_backward_rows_body() {
     kstar += head * star_step, vstar += head * star_step;
     real xs = 0, dA = 0;
     for (int d = 0; d < D; ++d) xs += load(q, i * D + d) * kstar[d], dA += load(dout, i * D + d) * vstar[d];
-    column_grad(xs * SCALE_QK, fi, (real)0, (real)T, dA, Dd, st0, st1, A, dx);
+    column_grad(xs * SCALE_QK, fi, (real)0, (real)T, dA, Dd, st0, r_div(1, st0), st1, A, dx);
     astar[bh * T + i] = A, sdxstar[bh * T + i] = dx * SCALE_QK;
   }
   if (SINK_LOGIT) {  // no value (dA = 0): the logit's gradient is -D dZ/ds ds/db / Z
-    column_grad(sink[head], fi, (real)0, (real)T, (real)0, Dd, st0, st1, A, dx);
+    column_grad(sink[head], fi, (real)0, (real)T, (real)0, Dd, st0, r_div(1, st0), st1, A, dx);
     dsink[bh * T + i] = dx;
   }
 }
@@ -300,7 +324,8 @@ std::string cuda_backward_keys_body() {
       x *= SCALE_QK;
       if (POSITION_BIAS) x += g[distance(i, key)];
       real A, dx;
-      column_grad(x, (real)(i + 1), fj, (real)T, dA, delta_tile[r], st0_tile[r], st1_tile[r], A, dx);
+      column_grad(x, (real)(i + 1), fj, (real)T, dA, delta_tile[r], st0_tile[r], r_div(1, st0_tile[r]), st1_tile[r], A,
+                  dx);
       const real sdx = dx * SCALE_QK;
 #pragma unroll
       for (int d = 0; d < D; ++d) dv_acc[d] += A * do_tile[r][d], dk_acc[d] += sdx * q_tile[r][d];
@@ -328,7 +353,7 @@ std::string cuda_backward_queries_body() {
   if (POSITION_BIAS) g += head * g_step;
   for (int d = 0; d < D; ++d)
     q_own[threadIdx.x][d] = load(q, row * D + d), do_own[threadIdx.x][d] = load(dout, row * D + d);
-  const real Dd = delta[row], st0 = stats[row], st1 = stats[T + row], fi = (real)(row + 1);
+  const real Dd = delta[row], st0 = stats[row], inv_st0 = r_div(1, st0), st1 = stats[T + row], fi = (real)(row + 1);
   real dq_acc[D];
 #pragma unroll
   for (int d = 0; d < D; ++d) dq_acc[d] = KEY_BIAS ? kstar[head * star_step + d] * sdxstar[bh * T + row] : (real)0;
@@ -351,7 +376,7 @@ std::string cuda_backward_queries_body() {
       x *= SCALE_QK;
       if (POSITION_BIAS) x += g[distance(row, j)];
       real A, dx;
-      column_grad(x, fi, (real)(j + 1), (real)T, dA, Dd, st0, st1, A, dx);
+      column_grad(x, fi, (real)(j + 1), (real)T, dA, Dd, st0, inv_st0, st1, A, dx);
       const real sdx = dx * SCALE_QK;
 #pragma unroll
       for (int d = 0; d < D; ++d) dq_acc[d] += sdx * k_tile[c][d];

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <optional>
 #include <stdexcept>
 
 #include "kernels/cuda_source.h"
@@ -18,6 +19,26 @@ std::string number(double v) {
   return fmt::format("(real)({})", format_number(v));
 }
 
+// The value of an expression of numbers alone (the normalisers' exponents, such as p - 1).
+std::optional<double> constant_value(const ExprNode& e) {
+  using Op = ExprNode::Op;
+  if (e.op == Op::Number) return e.number;
+  if (e.op == Op::Var || e.op == Op::Call) return std::nullopt;
+  std::vector<double> a;
+  for (const auto& arg : e.args)
+    if (auto v = constant_value(arg))
+      a.push_back(*v);
+    else
+      return std::nullopt;
+  switch (e.op) {
+    case Op::Neg: return -a.at(0);
+    case Op::Add: return a.at(0) + a.at(1);
+    case Op::Sub: return a.at(0) - a.at(1);
+    case Op::Mul: return a.at(0) * a.at(1);
+    default: return std::nullopt;  // division and powers: leave them to the kernel's own rounding
+  }
+}
+
 // The score expression as a C expression over x (= qk), fi and fj (1-based positions) and fT (the length).
 std::string c_expr(const ExprNode& e) {
   using Op = ExprNode::Op;
@@ -28,7 +49,8 @@ std::string c_expr(const ExprNode& e) {
       if (e.name == "qk") return "x";
       if (e.name == "i" || e.name == "j" || e.name == "T") return "f" + e.name;
       // The normaliser's (plan/normalizers.h); its x is the logit, as the score's qk is.
-      if (e.name == "s" || e.name == "x" || e.name == "unit" || e.name == "P" || e.name == "Z") return e.name;
+      if (e.name == "s" || e.name == "x" || e.name == "unit" || e.name == "P" || e.name == "Z" || e.name == "r")
+        return e.name;
       throw std::runtime_error("CUDA kernel generator: no value for variable '" + e.name + "'");
     // (fmt, not "(" + ...: GCC 12 warns of a false -Wrestrict on a literal plus a string.)
     case Op::Neg: return fmt::format("(-{})", arg(0));
@@ -36,7 +58,14 @@ std::string c_expr(const ExprNode& e) {
     case Op::Sub: return fmt::format("({} - {})", arg(0), arg(1));
     case Op::Mul: return fmt::format("({} * {})", arg(0), arg(1));
     case Op::Div: return fmt::format("r_div({}, {})", arg(0), arg(1));
-    case Op::Pow: return fmt::format("r_pow({}, {})", arg(0), arg(1));
+    case Op::Pow: {
+      // A small whole exponent (p-norm's p = 2, its terms' degree) as products: powf is a library call with
+      // branches, forty times the instructions.
+      const std::optional<double> n = constant_value(e.args.at(1));
+      if (n && *n == std::floor(*n) && *n >= 1 && *n <= 8)
+        return fmt::format("r_powi<{}>({})", static_cast<int>(*n), arg(0));
+      return fmt::format("r_pow({}, {})", arg(0), arg(1));
+    }
     case Op::Call: break;
   }
   // The language's functions expand into the primitives (plan/score_functions.h); only those have code here.
@@ -170,9 +199,12 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
   out += fmt::format("constexpr int D = {};\n", spec.d_head);
   out += fmt::format("constexpr long long PREFIX = {}, WINDOW = {};\n", spec.prefix, spec.window);
   const NormalizerForm norm = spec.normalizer();
-  out += fmt::format("#define ALPHA {}\n#define TERM_DEGREE {}\n#define SCALE_QK {}\n#define SHIFT_FLOOR {}\n",
-                     number(spec.alpha), number(norm.term_degree),
+  out += fmt::format("#define ALPHA {}\n#define SCALE_QK {}\n#define SHIFT_FLOOR {}\n", number(spec.alpha),
                      number(1.0 / std::sqrt(static_cast<double>(spec.d_head))), number(norm.row->shift_floor));
+  // What the running sum of terms scales by when the row's shift grows by a rescale r: r to the terms' degree.
+  const ExprNode rescale{ExprNode::Op::Var, 0, "r", {}}, degree{ExprNode::Op::Number, norm.term_degree, "", {}};
+  out += "__device__ __forceinline__ real term_power(real r) { return " +
+         (norm.term_degree == 1 ? std::string("r") : c_expr({ExprNode::Op::Pow, 0, "", {rescale, degree}})) + "; }\n";
   out += fmt::format(
       "constexpr int FWD_ROWS = {}, FWD_KEYS = {}, KEY_ROWS = {}, KEY_QUERIES = {}, QUERY_ROWS = {}, "
       "QUERY_KEYS = {}, ROW_THREADS = {};\n",

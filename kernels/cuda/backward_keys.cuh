@@ -2,9 +2,11 @@
   // dK and dV on tensor cores: a block owns KEY_ROWS keys, 16 per warp, and streams the tiles of queries
   // that can see them (with dO and the rows' statistics). Per tile, transposed so the warp's keys are the
   // rows: S^T = K Q^T and dA^T = V dO^T, each pair's A and logit gradient (column_grad), then dV += A^T dO and
-  // dK += dS^T Q. The position bias's gradient goes to dg by distance, atomically.
+  // dK += dS^T Q. The position bias's gradient goes to dg by distance, atomically. (Summed per tile in shared
+  // memory first, it compiled to a compare-and-swap loop per pair on sm_90: no native shared float add.)
   __shared__ __align__(16) store_t q_tile[2][KEY_QUERIES][PITCH], do_tile[2][KEY_QUERIES][PITCH];
-  __shared__ real st0_tile[2][KEY_QUERIES], st1_tile[2][KEY_QUERIES], delta_tile[2][KEY_QUERIES];
+  __shared__ real st0_tile[2][KEY_QUERIES], inv0_tile[2][KEY_QUERIES], st1_tile[2][KEY_QUERIES],
+      delta_tile[2][KEY_QUERIES];
   const int warp = threadIdx.x / 32;
   const long long bh = blockIdx.y, head = (unsigned)blockIdx.y % (unsigned)H;  // (a 64-bit % is a call)
   const int n = (int)T;  // positions within the slice are 32-bit (tile.cuh)
@@ -35,6 +37,7 @@
     for (int r = threadIdx.x; r < KEY_QUERIES; r += KEY_THREADS) {
       const int i = qb + r;
       st0_tile[to][r] = i <= last ? stats[i] : (real)1;
+      inv0_tile[to][r] = r_div(1, st0_tile[to][r]);
       st1_tile[to][r] = i <= last ? stats[T + i] : (real)0;
       delta_tile[to][r] = i <= last ? delta[i] : (real)0;
     }
@@ -68,7 +71,7 @@
         }
         real A, dx;
         column_grad(logit_of(sT[nb][e], i, key[h], g), (real)(i + 1), fj[h], (real)n, dAT[nb][e], delta_tile[stage][c],
-                    st0_tile[stage][c], st1_tile[stage][c], A, dx);
+                    st0_tile[stage][c], inv0_tile[stage][c], st1_tile[stage][c], A, dx);
         sT[nb][e] = seen ? A : (real)0;
         dAT[nb][e] = seen ? dx * SCALE_QK : (real)0;
         if (POSITION_BIAS && seen) atomicAdd(&dg[distance(i, key[h])], dx);

@@ -16,12 +16,12 @@
   load_a_rows(qa, q, warp_row, n);
   load_a_rows(da, dout, warp_row, n);
   int row[2], lo[2], hi[2];
-  real fi[2], Dd[2], st0[2], st1[2];
+  real fi[2], Dd[2], st0[2], inv_st0[2], st1[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     row[h] = imin(warp_row + frag_row(2 * h), n - 1), fi[h] = (real)(row[h] + 1);
     key_range(row[h], n, lo[h], hi[h]);
-    Dd[h] = delta[row[h]], st0[h] = stats[row[h]], st1[h] = stats[T + row[h]];
+    Dd[h] = delta[row[h]], st0[h] = stats[row[h]], inv_st0[h] = r_div(1, st0[h]), st1[h] = stats[T + row[h]];
   }
   float dq_acc[D / 8][4];
 #pragma unroll
@@ -44,17 +44,24 @@
     mma_abt<QUERY_KEYS>(s, qa, k_tile[stage]);
     mma_abt<QUERY_KEYS>(dA, da, v_tile[stage]);
     const bool full = kb >= last_lo && kb + QUERY_KEYS - 1 <= first_hi;
+    // (Called with a constant: once inlined, the full tile's code has no mask.)
+    auto fold_tile = [&](const bool FULL) {
 #pragma unroll
-    for (int nb = 0; nb < QUERY_KEYS / 8; ++nb)
+      for (int nb = 0; nb < QUERY_KEYS / 8; ++nb)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int h = e / 2;
-        const int j = imin(kb + frag_col(nb, e), block_hi);  // (a key after block_hi is hidden)
-        real A, dx;
-        column_grad(logit_of(s[nb][e], row[h], j, g), fi[h], (real)(j + 1), (real)n, dA[nb][e], Dd[h], st0[h], st1[h],
-                    A, dx);
-        s[nb][e] = full || (kb + frag_col(nb, e) <= hi[h] && j >= lo[h]) ? dx * SCALE_QK : (real)0;
-      }
+        for (int e = 0; e < 4; ++e) {
+          const int h = e / 2;
+          const int j = FULL ? kb + frag_col(nb, e) : imin(kb + frag_col(nb, e), block_hi);  // (after block_hi: hidden)
+          real A, dx;
+          column_grad(logit_of(s[nb][e], row[h], j, g), fi[h], (real)(j + 1), (real)n, dA[nb][e], Dd[h], st0[h],
+                      inv_st0[h], st1[h], A, dx);
+          s[nb][e] = FULL || (kb + frag_col(nb, e) <= hi[h] && j >= lo[h]) ? dx * SCALE_QK : (real)0;
+        }
+    };
+    if (full)
+      fold_tile(true);
+    else
+      fold_tile(false);
     unsigned sa[QUERY_KEYS / 16][4];
     as_a<QUERY_KEYS>(sa, s);
     mma_ab<QUERY_KEYS>(dq_acc, sa, k_tile[stage]);

@@ -61,48 +61,52 @@
     float s[FWD_KEYS / 8][4];
     zero(s);
     mma_abt<FWD_KEYS>(s, qa, k_tile[stage]);
-    // Every row of the block sees every key of the tile, or the mask is decided per element.
-    const bool full = kb >= last_lo && kb + FWD_KEYS - 1 <= first_hi;
-    real tile_max[2] = {-SINK_INF, -SINK_INF};
+    // Every row of the block sees every key of the tile (the code without masks), or the mask is decided per
+    // element, a hidden pair computed as x = shift (any finite logit would do) and dropped by selects.
+    // (Called with a constant: once inlined, each call is its own code.)
+    auto fold_tile = [&](const bool FULL) {
+      real tile_max[2] = {-SINK_INF, -SINK_INF};
 #pragma unroll
-    for (int nb = 0; nb < FWD_KEYS / 8; ++nb)
+      for (int nb = 0; nb < FWD_KEYS / 8; ++nb)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int h = e / 2;
-        const int j = kb + frag_col(nb, e);
-        const bool seen = full || (j >= lo[h] && j <= hi[h]);
-        s[nb][e] = seen ? logit_of(s[nb][e], row[h], j, g) : -SINK_INF;  // -inf: hidden, weight 0 below
-        if (ONLINE) tile_max[h] = r_fmax(tile_max[h], s[nb][e]);
-      }
-    real shift[2] = {0, 0}, unit[2] = {1, 1};
-    if (ONLINE) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const real new_max = quad_max(tile_max[h]);
-        if (new_max > m[h]) {  // fold_column's rescale, for the whole tile at once
-          const real rescale = r_exp(m[h] - new_max);
-          P[h] *= TERM_DEGREE == 1 ? rescale : r_pow(rescale, TERM_DEGREE);
-#pragma unroll
-          for (int nb = 0; nb < D / 8; ++nb) acc[nb][2 * h] *= rescale, acc[nb][2 * h + 1] *= rescale;
-          m[h] = new_max;
+        for (int e = 0; e < 4; ++e) {
+          const int h = e / 2;
+          const int j = kb + frag_col(nb, e);
+          const bool seen = FULL || (j >= lo[h] && j <= hi[h]);
+          s[nb][e] = seen ? logit_of(s[nb][e], row[h], j, g) : -SINK_INF;
+          if (ONLINE) tile_max[h] = r_fmax(tile_max[h], s[nb][e]);
         }
-        shift[h] = shift_of(m[h]), unit[h] = r_exp(-shift[h]);
-      }
-    }
+      real shift[2] = {0, 0}, unit[2] = {1, 1};
+      if (ONLINE) {
 #pragma unroll
-    for (int nb = 0; nb < FWD_KEYS / 8; ++nb)
+        for (int h = 0; h < 2; ++h) {
+          const real new_max = quad_max(tile_max[h]);
+          if (new_max > m[h]) {  // fold_column's rescale, for the whole tile at once
+            const real rescale = r_exp(m[h] - new_max);
+            P[h] *= term_power(rescale);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int h = e / 2;
-        const real x = s[nb][e];
-        if (x == -SINK_INF) {
-          s[nb][e] = 0;
-          continue;
+            for (int nb = 0; nb < D / 8; ++nb) acc[nb][2 * h] *= rescale, acc[nb][2 * h + 1] *= rescale;
+            m[h] = new_max;
+          }
+          shift[h] = shift_of(m[h]), unit[h] = r_exp(-shift[h]);
         }
-        const real sc = score(x - shift[h], fi[h], (real)(kb + frag_col(nb, e) + 1), (real)n);
-        P[h] += norm_term(sc, x, unit[h]);
-        s[nb][e] = norm_weight(sc, x, unit[h]);
       }
+#pragma unroll
+      for (int nb = 0; nb < FWD_KEYS / 8; ++nb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int h = e / 2;
+          const bool hidden = !FULL && s[nb][e] == -SINK_INF;
+          const real x = hidden ? shift[h] : s[nb][e];
+          const real sc = score(x - shift[h], fi[h], (real)(kb + frag_col(nb, e) + 1), (real)n);
+          P[h] += hidden ? (real)0 : norm_term(sc, x, unit[h]);
+          s[nb][e] = hidden ? (real)0 : norm_weight(sc, x, unit[h]);
+        }
+    };
+    if (kb >= last_lo && kb + FWD_KEYS - 1 <= first_hi)
+      fold_tile(true);
+    else
+      fold_tile(false);
     unsigned wa[FWD_KEYS / 16][4];
     as_a<FWD_KEYS>(wa, s);
     mma_ab<FWD_KEYS>(acc, wa, v_tile[stage]);
