@@ -12,8 +12,8 @@
 #   build             scripts/setup-gpu.sh with CUDA required and the GPU's architecture named (the path CI
 #                     builds against pip's torch 2.11); only sinkc-runtime, cuda_check and gpu_attention
 #   kernels           cuda_check --fill-cache: every kernel cuda_check runs, compiled by NVRTC on every core
-#   cuda_check        the CUDA backend against the reference path on the GPU (tests/gpu/cuda_check.cpp), then
-#                     the tensor-core kernels' tiles measured at the 60M model's shapes (its case 8: tiles.json)
+#   cuda_check        the CUDA backend against the reference path on the GPU (tests/gpu/cuda_check.cpp)
+#   tune              the tensor-core kernels' tiles measured at the 60M model's shapes (its case 8: tiles.json)
 #   train_on_cuda     a micro run (tests/plan/fixtures) with train.device = cuda through sinkc-runtime
 #   installed         (when build-node/ holds scripts/pack-node.sh's archive) the same run through the archive's
 #                     portable sinkc beside the runtime installed into a prefix, as a node installs them
@@ -193,9 +193,12 @@ fi
 
 step kernels 120 build-gpu/tests/cuda_check --fill-cache "$arch"
 [[ $gpu == yes ]] || no_gpu cuda_check
-step cuda_check 240 build-gpu/tests/cuda_check
+step cuda_check 240 build-gpu/tests/cuda_check --no-tune
+# The tensor-core kernels' tiles measured on this GPU (cuda_check's case 8, in a process of its own: a crash
+# there leaves cases 1-7 reported), its lines counted with cuda_check's; it writes the table it prints.
+step tune 90 build-gpu/tests/cuda_check tune
+cat "$work/tune.out" >> "$work/cuda_check.out"
 cp "$work/cuda_check.out" "$out/cuda_check.txt"
-# The tensor-core kernels' tiles measured on this GPU (cuda_check's case 8 writes the table it prints).
 [[ -f $SINKLAB_KERNEL_CACHE/tiles.json ]] && cp "$SINKLAB_KERNEL_CACHE/tiles.json" "$out/tiles.json"
 mkdir -p "$work/fixture/fixture"
 sed -e 's/^device = "cpu"/device = "cuda"/' tests/plan/fixtures/fixture.plan.toml > "$work/fixture/fixture/plan.toml"
@@ -214,7 +217,9 @@ installed() {
 # benchmark variant's 8 candidates would not fit the call.
 step gpu_attention 120 env SINKLAB_TUNE=0 build-gpu/bench/gpu_attention --repeats 5 --D 64,128 --T 2048,8192 \
   --json "$work/ours.json"
-step baselines 150 python3 bench/gpu_attention_baselines.py "$work/ours.json" --repeats 5 --budget 120 \
+# (Its own budget well inside the step's cap: a case it starts, torch.compile included, may take 30 s.)
+step baselines 150 python3 bench/gpu_attention_baselines.py "$work/ours.json" --repeats 5 \
+  --budget $((100 * budget / 570)) \
   --json "$work/baselines.json"
 cat "$work/gpu_attention.out" "$work/baselines.out" > "$out/gpu_attention.txt" 2> /dev/null
 step train_vs_pytorch 210 bench/gpu_train_vs_pytorch.sh --rounds 3 build-gpu "$work/train-bench"

@@ -1,8 +1,10 @@
 #include "runtime/attention/cuda_attention.h"
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <fmt/format.h>
+#include <iostream>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -111,9 +113,19 @@ class CudaLauncher : public KernelLauncher {
   }
 
   std::pair<torch::Tensor, torch::Tensor> forward(const KernelTensors& in) const override {
-    std::call_once(tuned_, [&] {
-      if (must_tune_) tune(in);
-    });
+    if (must_tune_ && !tuned_.load()) {
+      std::lock_guard<std::mutex> lock(tune_mutex_);
+      if (!tuned_.load()) {
+        try {
+          tune(in);
+        } catch (const std::exception& e) {  // the default tiles still run: a run goes on untuned
+          chosen_ = {default_, default_, default_};
+          std::cerr << "sinklab: measuring the tiles of " << spec_.describe() << " failed (" << e.what()
+                    << "); the default tiles run\n";
+        }
+        tuned_.store(true);
+      }
+    }
     auto o = torch::empty_like(in.q);
     auto stats =
         torch::empty({in.q.size(0), in.q.size(1), 2, in.q.size(2)}, in.q.options().dtype(real_dtype(storage_)));
@@ -162,12 +174,13 @@ class CudaLauncher : public KernelLauncher {
   mutable KernelTiles chosen_;
   std::string description_;
   bool must_tune_ = false;
-  mutable std::once_flag tuned_;
+  mutable std::mutex tune_mutex_;
+  mutable std::atomic<bool> tuned_{false};
   mutable std::mutex modules_mutex_;
   mutable std::map<std::string, std::shared_ptr<KernelModule>> modules_by_tiles_;
 
-  // The module of the source with these tiles, loaded once (the load outside the lock: candidates load side
-  // by side; two threads loading one source both compile, and the first kept wins).
+  // The module of the source with these tiles, loaded once (the load outside the lock: autograd's thread and
+  // the caller's may load one source at once; both load, and the first kept wins).
   std::shared_ptr<KernelModule> module(const kernels::CudaTiles& tiles) const {
     {
       std::lock_guard<std::mutex> lock(modules_mutex_);
@@ -236,11 +249,19 @@ class CudaLauncher : public KernelLauncher {
   // statistics and a random dO), keeps the fastest of each, and remembers the choice for this GPU.
   void tune(const KernelTensors& in) const {
     const auto candidates = kernels::cuda_tile_candidates(spec_, layout_of(storage_));
-    {  // compiled side by side (NVRTC takes a second or two each, where the kernel cache has not got them)
+    if (modules_.prepare) {  // compiled side by side (NVRTC takes a second or two each where the cache has not
+                             // got them); a failure shows again when the candidate loads below
       std::vector<std::thread> compiling;
-      for (const auto& c : candidates) compiling.emplace_back([&, c] { module(c); });
+      for (const auto& c : candidates)
+        compiling.emplace_back([&, c] {
+          try {
+            modules_.prepare(kernels::emit_cuda(spec_, layout_of(storage_), c), device_);
+          } catch (const std::exception&) {
+          }
+        });
       for (auto& t : compiling) t.join();
     }
+    for (const auto& c : candidates) module(c);  // loaded on this thread, where they launch
     auto o = torch::empty_like(in.q);
     auto stats =
         torch::empty({in.q.size(0), in.q.size(1), 2, in.q.size(2)}, in.q.options().dtype(real_dtype(storage_)));
@@ -278,7 +299,10 @@ KernelModules cuda_modules() {
             if (!device.is_cuda()) throw std::logic_error("cuda_modules: tensors on " + device.str());
             return cuda::module_for(source, device.has_index() ? device.index() : 0);
           },
-          true};
+          true,
+          [](const std::string& source, const torch::Device& device) {
+            cuda::loadable_image(source, cuda::device_properties(device.has_index() ? device.index() : 0).capability);
+          }};
 }
 
 // Every layer calls this every step: emit and load once per variant.

@@ -22,6 +22,9 @@ struct KernelModules {
   std::string name;
   std::function<std::shared_ptr<KernelModule>(const std::string& source, const torch::Device& device)> load;
   bool tune = false;  // a variant's first forward measures its tiles (runtime/attention/cuda_tuning.h)
+  // Optional: compiles a source ahead into the kernel cache, touching no device state, so that the tuning can
+  // compile its candidates on several threads and still load and launch them all on the calling thread.
+  std::function<void(const std::string& source, const torch::Device& device)> prepare;
 };
 
 // CUDA devices: NVRTC and the driver (cuda::module_for).

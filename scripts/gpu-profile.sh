@@ -1,0 +1,42 @@
+#!/bin/bash
+# Nsight Compute on the generated attention kernels, for a short GPU call after scripts/gpu-check.sh on the
+# same machine (whose build-gpu/ it reuses; on a bare machine it builds first, about 110 s).
+#   scripts/gpu-profile.sh OUT [--variants 'softmax|sigmoid, no normalization'] [--D 64] [--T 2048]
+# OUT: ncu.txt (per kernel: duration, registers, occupancy, issue slots, the busiest pipe, Nsight's notes),
+# anatomy.txt (bench/kernel_anatomy: the same kernels' static instruction mix) and timing.txt
+# (bench/gpu_attention on the same cases, not under the profiler, with the tuning on).
+# Exit: 0, or the first failing step's code.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+usage="usage: scripts/gpu-profile.sh OUT [--variants 'a|b'] [--D 64] [--T 2048]"
+out=${1:?$usage}
+shift
+variants="softmax|sigmoid, no normalization" D=64 T=2048
+while (($#)); do
+  case $1 in
+    --variants) variants=${2:?$usage}; shift ;;
+    --D) D=${2:?$usage}; shift ;;
+    --T) T=${2:?$usage}; shift ;;
+    *) echo "$usage" >&2; exit 2 ;;
+  esac
+  shift
+done
+mkdir -p "$out" || exit 2
+out=$(realpath "$out")
+export SINKLAB_KERNEL_CACHE=${SINKLAB_KERNEL_CACHE:-$(mktemp -d "${TMPDIR:-/tmp}/sinklab-profile.XXXXXX")}
+if [[ ! -x build-gpu/bench/gpu_attention || ! -x build-gpu/bench/kernel_anatomy ]]; then
+  capability=$(python3 -c 'import torch; print("%d.%d" % torch.cuda.get_device_capability(0))') || exit 77
+  scripts/setup-gpu.sh .deps build-gpu -DSINKLAB_REQUIRE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${capability/./}" \
+    -DTORCH_CUDA_ARCH_LIST="$capability" --target gpu_attention --target kernel_anatomy > "$out/build.txt" 2>&1 ||
+    exit 1
+fi
+build-gpu/bench/kernel_anatomy --D "$D" --variants "$variants" > "$out/anatomy.txt" 2>&1
+# The default tiles (SINKLAB_TUNE=0: the tuning's own launches would fill the count): each case's forward,
+# backward_rows, backward_keys and backward_queries, twice (the warm-up and the measured call).
+SINKLAB_TUNE=0 timeout 240 ncu --kernel-name regex:sink_ --launch-count 32 \
+  --section SpeedOfLight --section Occupancy --section LaunchStats --section ComputeWorkloadAnalysis \
+  --section SchedulerStats --section WarpStateStats \
+  build-gpu/bench/gpu_attention --repeats 1 --D "$D" --T "$T" --variants "$variants" > "$out/ncu.txt" 2>&1
+rc=$?
+timeout 120 build-gpu/bench/gpu_attention --repeats 5 --D "$D" --T "$T" --variants "$variants" > "$out/timing.txt" 2>&1
+exit $((rc ? rc : $?))
