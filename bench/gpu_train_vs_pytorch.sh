@@ -6,7 +6,9 @@
 # fused AdamW where PyTorch has one. Several interleaved rounds (sinklab,
 # eager twin, compiled twin, again), so a machine that slows down or speeds
 # up shifts all three alike; the report is the median of each round's
-# ratios and their range.
+# ratios and their range. Each round's sinklab call also trains the same
+# run with sigmoid attention without normalization (bench/gpu_60m.sink's
+# gpu_60m_sigmoid: the generated kernels) and reports its time over softmax's.
 # sinklab's side is the real run loop (data, metrics, everything) in a fresh
 # run each round, its speed read from the run's own metrics.jsonl: the
 # tokens between its first and last measurement over train_s, the training
@@ -63,13 +65,17 @@ def sinklab(r):
     if done.returncode != 0:
         sys.exit(f"sinkc-runtime failed (round {r}):\n" + "".join(open(log).readlines()[-20:]))
     runs = f"{out}/runs-{r}"
-    run = os.path.join(runs, next(d for d in os.listdir(runs) if d.startswith("gpu_60m_throughput-")))
-    metrics = [json.loads(line) for line in open(f"{run}/metrics.jsonl")]
-    first, last = metrics[0], metrics[-1]
-    summary = json.load(open(f"{run}/summary.json"))
-    return {"tokens_per_s": (last["tokens"] - first["tokens"]) / (last["train_s"] - first["train_s"]),
-            "steps": last["step"] - first["step"], "attention": summary.get("attention_backend"),
-            "final_loss": last.get("train_loss")}
+
+    def speed(name):
+        run = os.path.join(runs, next(d for d in os.listdir(runs) if d.startswith(name + "-")))
+        metrics = [json.loads(line) for line in open(f"{run}/metrics.jsonl")]
+        first, last = metrics[0], metrics[-1]
+        summary = json.load(open(f"{run}/summary.json"))
+        return {"tokens_per_s": (last["tokens"] - first["tokens"]) / (last["train_s"] - first["train_s"]),
+                "steps": last["step"] - first["step"], "attention": summary.get("attention_backend"),
+                "final_loss": last.get("train_loss")}
+
+    return {**speed("gpu_60m_throughput"), "sigmoid": speed("gpu_60m_sigmoid")}
 
 
 def twin(compiled):
@@ -111,7 +117,13 @@ result = {"device": t["device"], "precision": t["precision"], "batch": t["batch"
           "micro_batch": t["micro_batch"], "steps_per_round": measured_steps, "rounds": rows,
           "sinklab_tokens_per_s": spread([r["sinklab"]["tokens_per_s"] for r in rows]),
           "sinklab_attention": rows[0]["sinklab"]["attention"], "torch": rows[0]["eager"]["torch"],
-          "optimizer_twin": rows[0]["eager"]["optimizer"]}
+          "optimizer_twin": rows[0]["eager"]["optimizer"],
+          # The same run with sigmoid attention without normalization (generated kernels; softmax's is SDPA's):
+          # its time over softmax's, per round.
+          "sigmoid_tokens_per_s": spread([r["sinklab"]["sigmoid"]["tokens_per_s"] for r in rows]),
+          "sigmoid_attention": rows[0]["sinklab"]["sigmoid"]["attention"],
+          "sigmoid_time_vs_softmax": spread([r["sinklab"]["tokens_per_s"] / r["sinklab"]["sigmoid"]["tokens_per_s"]
+                                             for r in rows])}
 for name in twins:
     result[f"{name}_tokens_per_s"] = spread([r[name]["tokens_per_s"] for r in rows])
     result[f"ratio_vs_{name}"] = spread([r["sinklab"]["tokens_per_s"] / r[name]["tokens_per_s"] for r in rows])
@@ -122,4 +134,7 @@ for name in twins:
     s = result[f"ratio_vs_{name}"]
     print(f"  sinklab ({result['sinklab_attention']}) / {name} twin (torch {result['torch']}): "
           f"{s['median']:.2f}x ({s['min']:.2f}-{s['max']:.2f})")
+s = result["sigmoid_time_vs_softmax"]
+print(f"  sinklab, sigmoid without normalization ({result['sigmoid_attention']}): {s['median']:.2f}x the time of "
+      f"softmax ({s['min']:.2f}-{s['max']:.2f})")
 PY

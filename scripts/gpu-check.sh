@@ -21,7 +21,8 @@
 #                     T 2048 and 8192 (bench/gpu_attention.cpp)
 #   baselines         benchmark: FlexAttention and torch.compile of the composite on the same cases, in this
 #                     node's Python, printed beside ours (bench/gpu_attention_baselines.py)
-#   train_vs_pytorch  benchmark: paper_60m's shapes end to end against PyTorch (bench/gpu_train_vs_pytorch.sh)
+#   train_vs_pytorch  benchmark: paper_60m's shapes end to end against PyTorch, and sigmoid attention against
+#                     softmax in the same run loop (bench/gpu_train_vs_pytorch.sh)
 # --natural: preflight, build, then the natural-text sink runs (plans/gpu_natural_call: softmax and sigmoid
 #   without normalization, no BOS, gpu_text on builtin("large"), which pack-deps.sh --large carries) side by
 #   side on the one GPU until the budget ends; a run cut short keeps every measurement it made.

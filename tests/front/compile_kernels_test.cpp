@@ -69,6 +69,7 @@ TEST(CompiledKernels, CommittedPlansAreCurrent) {
   const std::vector<Committed> committed = {
       {"tests/plan/fixtures/fixture.sink", "", "fixture", "tests/plan/fixtures/fixture.plan.toml"},
       {"bench/gpu_60m.sink", "", "gpu_60m_throughput", "plans/gpu_throughput/gpu_60m_throughput/plan.toml"},
+      {"bench/gpu_60m.sink", "", "gpu_60m_sigmoid", "plans/gpu_throughput/gpu_60m_sigmoid/plan.toml"},
       {"specs/text_softmax_vs_sigmoid.sink", kNaturalCall, "natural_softmax",
        "plans/gpu_natural_call/natural_softmax/plan.toml"},
       {"specs/text_softmax_vs_sigmoid.sink", kNaturalCall, "natural_sigmoid",

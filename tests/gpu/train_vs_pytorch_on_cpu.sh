@@ -1,6 +1,7 @@
 #!/bin/bash
 # bench/gpu_train_vs_pytorch.sh on the CPU (--device cpu --tiny, two rounds): sinklab's run loop and both
-# PyTorch twins, eager and compiled, in interleaved rounds, and the JSON with each ratio's median and range.
+# PyTorch twins, eager and compiled, in interleaved rounds, and the JSON with each ratio's median and range
+# (and the sigmoid run's time over softmax's).
 # It checks the script; its numbers say nothing about a GPU.
 #   tests/gpu/train_vs_pytorch_on_cpu.sh SOURCE_DIR BUILD_DIR WORK_DIR PYTHON
 # PYTHON: a Python with torch >= 2 (for torch.compile); exit 77 (skip) without it or without BUILD_DIR/sinkc.
@@ -16,6 +17,9 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 assert r["device"] == "cpu" and len(r["rounds"]) == 2, r
 assert r["sinklab_tokens_per_s"]["median"] > 0, r
+s = r["sigmoid_time_vs_softmax"]  # the sigmoid run beside softmax's, each round
+assert 0 < s["min"] <= s["median"] <= s["max"], s
+assert all(row["sinklab"]["sigmoid"]["steps"] == row["sinklab"]["steps"] for row in r["rounds"]), r
 for name in ("eager", "compiled"):
     s = r[f"ratio_vs_{name}"]
     assert 0 < s["min"] <= s["median"] <= s["max"], (name, s)
