@@ -97,8 +97,8 @@ std::string scalar_kernels_reason(const KernelSpec& spec, CudaStorage storage) {
 namespace {
 
 // The shared memory of a tensor-core kernel streaming tiles of `rows` rows: two stages of two [rows][d + 8]
-// tiles of 16-bit numbers, and backward_keys's three float rows per stage.
-size_t tensor_shared_bytes(int rows, int64_t d) { return 2 * 2 * rows * (d + 8) * 2 + 2 * 3 * rows * 4; }
+// tiles of 16-bit numbers, and backward_keys's four float rows per stage (Z, 1 / Z, the shift, D).
+size_t tensor_shared_bytes(int rows, int64_t d) { return 2 * 2 * rows * (d + 8) * 2 + 2 * 4 * rows * 4; }
 constexpr size_t kStaticSharedLimit = 48 * 1024;
 
 }  // namespace
@@ -109,7 +109,8 @@ std::vector<CudaTiles> cuda_tile_candidates(const KernelSpec& spec, CudaStorage 
   std::vector<CudaTiles> out = {chosen};
   const int64_t d = spec.d_head;
   // Rows per block 64 or 128 (4 or 8 warps); streamed tiles of 64 or 32 rows (32 or 16 from d_head 96 on);
-  // registers for one block per multiprocessor or for 3 (64 rows) / 2 (128 rows), 170 or 128 a thread.
+  // registers for one block per multiprocessor, or 128 a thread: 16 warps a multiprocessor, 4 blocks of 64 rows or
+  // 2 of 128 (the forward fits them without spilling; a kernel that spills there loses the measurement).
   const int wide = d <= 64 ? 64 : 32;
   for (int rows : {64, 128})
     for (int stream : {wide, wide / 2})
@@ -118,7 +119,7 @@ std::vector<CudaTiles> cuda_tile_candidates(const KernelSpec& spec, CudaStorage 
         CudaTiles t = chosen;
         t.forward_rows = t.key_rows = t.query_rows = rows;
         t.forward_keys = t.key_queries = t.query_keys = stream;
-        t.min_blocks = fewer_registers ? (rows == 64 ? 3 : 2) : 1;
+        t.min_blocks = fewer_registers ? (rows == 64 ? 4 : 2) : 1;
         const bool known = std::any_of(out.begin(), out.end(), [&](const CudaTiles& o) { return o.same_as(t); });
         if (!known && out.size() < 8) out.push_back(t);
       }
