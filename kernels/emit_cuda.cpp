@@ -238,8 +238,8 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
   const int threads = tiles.threads_for(tiles.forward_rows);
   out += abi::cuda_signature(abi::kForwardSymbol, abi::kCudaForward, threads, tiles.min_blocks);
   out += tiles.tensor_cores ? " " + std::string(cuda_text::kForward) + "\n" : cuda_forward_body();
-  out += abi::cuda_signature(abi::kCudaBackwardRowsSymbol, abi::kCudaBackwardRows, tiles.row_threads) +
-         cuda_backward_rows_body();
+  out += abi::cuda_signature(abi::kCudaBackwardRowsSymbol, abi::kCudaBackwardRows, tiles.row_threads);
+  out += tiles.tensor_cores ? " " + std::string(cuda_text::kBackwardRows) + "\n" : cuda_backward_rows_body();
   out += abi::cuda_signature(abi::kCudaBackwardKeysSymbol, abi::kCudaBackwardKeys, tiles.threads_for(tiles.key_rows),
                              tiles.min_blocks);
   out += tiles.tensor_cores ? " " + std::string(cuda_text::kBackwardKeys) + "\n" : cuda_backward_keys_body();
