@@ -39,34 +39,48 @@ def preflight(text):
 
 def cuda_check(text):
     """cuda_check's outcome, counted from the PASS and FAIL lines it printed (one per case, each flushed as it
-    ends), so that output cut short by a crash or the step's time limit still says how far it got. Its closing
-    line "N of M cases passed" is kept as a cross-check; "complete" says whether it was seen at all."""
+    ends), so that output cut short by a crash or the step's time limit still says how far it got. gpu-check
+    runs it twice (cases 1-7, then the tuning in a process of its own) into one output: the closing lines
+    "N of M cases passed" are summed as a cross-check; "complete" says whether every process printed one and
+    none crashed. A crash's own report (its CRASH line and the addresses after it) is kept whole."""
     if text is None:
         return None
     lines = text.splitlines()
     passes = [line for line in lines if line.startswith("PASS ")]
     failures = [line for line in lines if line.startswith("FAIL")]
-    summary = re.search(r"^(\d+) of (\d+) cases passed$", text, re.MULTILINE)
+    summaries = re.findall(r"^(\d+) of (\d+) cases passed$", text, re.MULTILINE)
+    processes = max(1, sum(line.startswith("NVRTC") for line in lines))  # each starts with its libraries line
+    crash = []
+    for n, line in enumerate(lines):
+        if line.startswith("CRASH"):
+            crash = [line] + [later for later in lines[n + 1:n + 80] if later.startswith("  ")]
+            break
     result = {
         "libraries": lines[0] if lines else "",
         "passed": len(passes),
         "cases": len(passes) + len(failures),
-        "complete": summary is not None,
+        "complete": len(summaries) >= processes and not crash,
         "failures": failures,
         "skipped": [line for line in lines if line.startswith("SKIP")],
+        "notes": [line for line in lines if line.startswith("NOTE")],
     }
-    if summary:
-        result["summary_line"] = summary.group(0)
-        if (int(summary.group(1)), int(summary.group(2))) != (result["passed"], result["cases"]):
+    if crash:
+        result["crash"] = crash
+    if summaries:
+        passed, cases = sum(int(p) for p, _ in summaries), sum(int(c) for _, c in summaries)
+        result["summary_line"] = f"{passed} of {cases} cases passed"
+        if (passed, cases) != (result["passed"], result["cases"]):
             result["summary_disagrees"] = True
-    else:
+    if not result["complete"]:
         result["last_line"] = lines[-1] if lines else ""
     return result
 
 
 def cuda_check_line(checked):
     line = f"cuda_check: {checked['passed']} of {checked['cases']} cases passed"
-    if not checked["complete"]:
+    if checked.get("crash"):
+        line += f" before it crashed: {checked['crash'][0]}"
+    elif not checked["complete"]:
         line += " before its output ended without the summary line (a crash or the time limit; see its last line)"
     elif checked.get("summary_disagrees"):
         line += f" (its own summary said: {checked['summary_line']})"

@@ -51,6 +51,22 @@ class CudaCheckOutput(unittest.TestCase):
         self.assertIn("without the summary line", line)
         self.assertNotIn("None", line)
 
+    def test_two_processes_sum_their_summaries_and_a_crash_report_is_kept(self):
+        tuning = [LIBRARIES, "PASS tune: softmax, d_head 64, T 2048    3.1 s; forward [rows 64]", "1 of 1 cases passed"]
+        text = "\n".join([LIBRARIES, *CASES, "2 of 3 cases passed", *tuning]) + "\n"
+        checked = report.cuda_check(text)
+        self.assertEqual((checked["passed"], checked["cases"]), (3, 4))
+        self.assertTrue(checked["complete"])
+        self.assertNotIn("summary_disagrees", checked)
+        crashed = "\n".join([LIBRARIES, *CASES, "2 of 3 cases passed", LIBRARIES,
+                              "CRASH signal 11 (address (nil)) during: tune: softmax, d_head 64, T 2048",
+                              "  pc (nil)", "  [sp] 0x7f00: libsinkrt.so (sink_tune+0x40)", "afterwards"]) + "\n"
+        checked = report.cuda_check(crashed)
+        self.assertFalse(checked["complete"])
+        self.assertEqual(len(checked["crash"]), 3)
+        self.assertIn("during: tune: softmax", report.cuda_check_line(checked))
+        self.assertEqual(len(checked["notes"]), 0)
+
     def test_a_line_torn_by_the_time_limit_counts_by_its_verdict(self):
         text = "\n".join([LIBRARIES, CASES[0], "FAIL softmax [bf16 sto"])  # no newline at the end
         checked = report.cuda_check(text)
