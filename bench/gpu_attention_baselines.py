@@ -146,7 +146,7 @@ def inputs(case, device, dtype, requires_grad=True):
     B, H, T, D = case["B"], case["H"], case["T"], case["D"]
     torch.manual_seed(0)
     q, k, v = (torch.randn(B, H, T, D, device=device, dtype=dtype, requires_grad=requires_grad) for _ in range(3))
-    g = (torch.randn(H, T, device=device) * 0.1).requires_grad_(requires_grad) if case["alibi"] else None
+    g = torch.randn(H, T, device=device) * 0.1 if case["alibi"] else None  # ALiBi's: a constant, as trained
     k_star = torch.randn(H, D, device=device).requires_grad_(requires_grad) if case["k_star"] else None
     v_star = torch.zeros(H, D, device=device) if case["k_star"] else None
     sink = torch.zeros(H, device=device).requires_grad_(requires_grad) if case["sink_logit"] else None

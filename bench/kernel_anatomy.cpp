@@ -132,13 +132,15 @@ int main(int argc, char** argv) {
       for (const auto& [kernel, code] : disassemble(nvdisasm, cubin)) {
         if (kernel == "sink_probe") continue;
         const auto r = resources.count(kernel) ? resources.at(kernel) : KernelResources{};
+        // The query-row kernels' rows per warp (16 per fragment), then the rows per block and per tile.
+        const std::string per_warp = fmt::format("{}/warp ", 16 * tiles.row_frags);
         const std::string shape =
-            kernel == "sink_forward"            ? fmt::format("rows {} keys {}", tiles.forward_rows, tiles.forward_keys)
-            : kernel == "sink_backward_keys"    ? fmt::format("rows {} queries {}", tiles.key_rows, tiles.key_queries)
-            : kernel == "sink_backward_queries" ? fmt::format("rows {} keys {}", tiles.query_rows, tiles.query_keys)
+            kernel == "sink_forward"         ? fmt::format("{}{}x{}", per_warp, tiles.forward_rows, tiles.forward_keys)
+            : kernel == "sink_backward_keys" ? fmt::format("16/warp {}x{}", tiles.key_rows, tiles.key_queries)
+            : kernel == "sink_backward_queries" ? fmt::format("{}{}x{}", per_warp, tiles.query_rows, tiles.query_keys)
                                                 : "";
         fmt::print("{:<28} {:<22} {:<32} {:>4} {:>7} {:>6} {}\n", v.name, kernel,
-                   shape.empty() ? "" : fmt::format("{}, min_blocks {}", shape, tiles.min_blocks), r.registers,
+                   shape.empty() ? "" : fmt::format("{} min_blocks {}", shape, tiles.min_blocks), r.registers,
                    fmt::format("{}/{}", r.spill_stores, r.spill_loads), r.shared_bytes, mix(code));
         if (kernel == print_kernel)
           for (const auto& i : code) fmt::print("    {}\n", i);

@@ -289,8 +289,10 @@ std::string cuda_backward_keys_body() {
   const long long first_key = (long long)blockIdx.x * KEY_ROWS, j = first_key + threadIdx.x;
   const bool is_key = j < T;
   const long long key = is_key ? j : T - 1;
+  const bool position_grad = POSITION_BIAS && dg != nullptr;  // (no dg: g is a constant, as ALiBi's)
   q += bh * T * D, k += bh * T * D, v += bh * T * D, dout += bh * T * D, dk += bh * T * D, dv += bh * T * D;
-  stats += bh * 2 * T, delta += bh * T, dg += bh * T;
+  stats += bh * 2 * T, delta += bh * T;
+  if (position_grad) dg += bh * T;
   if (POSITION_BIAS) g += head * g_step;
   for (int d = 0; d < D; ++d)
     k_own[threadIdx.x][d] = load(k, key * D + d), v_own[threadIdx.x][d] = load(v, key * D + d);
@@ -329,7 +331,7 @@ std::string cuda_backward_keys_body() {
       const real sdx = dx * SCALE_QK;
 #pragma unroll
       for (int d = 0; d < D; ++d) dv_acc[d] += A * do_tile[r][d], dk_acc[d] += sdx * q_tile[r][d];
-      if (POSITION_BIAS) atomicAdd(&dg[distance(i, key)], dx);
+      if (position_grad) atomicAdd(&dg[distance(i, key)], dx);
     }
   }
   if (!is_key) return;  // after the last barrier

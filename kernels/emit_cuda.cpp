@@ -108,21 +108,25 @@ std::vector<CudaTiles> cuda_tile_candidates(const KernelSpec& spec, CudaStorage 
   if (!chosen.tensor_cores) return {chosen};
   std::vector<CudaTiles> out = {chosen};
   const int64_t d = spec.d_head;
-  // Rows per block 64 or 128 (4 or 8 warps); streamed tiles of 64 or 32 rows (32 or 16 from d_head 96 on);
-  // registers for one block per multiprocessor, or 128 a thread: 16 warps a multiprocessor, 4 blocks of 64 rows or
-  // 2 of 128 (the forward fits them without spilling; a kernel that spills there loses the measurement).
+  // Rows per block 64 or 128; streamed tiles of 64 or 32 rows (32 or 16 from d_head 96 on); 16 or 32 rows
+  // per warp in the query-row kernels (two fragments: each shared-memory read of a key tile feeds twice the
+  // products, for twice the registers); registers for one block per multiprocessor, or 128 a thread (16 warps
+  // a multiprocessor: the forward fits them without spilling, the backward kernels spill and lose).
+  struct Shape {
+    int rows, stream, row_frags, min_blocks;
+  };
   const int wide = d <= 64 ? 64 : 32;
-  for (int rows : {64, 128})
-    for (int stream : {wide, wide / 2})
-      for (int fewer_registers : {0, 1}) {
-        if (tensor_shared_bytes(stream, d) > kStaticSharedLimit) continue;
-        CudaTiles t = chosen;
-        t.forward_rows = t.key_rows = t.query_rows = rows;
-        t.forward_keys = t.key_queries = t.query_keys = stream;
-        t.min_blocks = fewer_registers ? (rows == 64 ? 4 : 2) : 1;
-        const bool known = std::any_of(out.begin(), out.end(), [&](const CudaTiles& o) { return o.same_as(t); });
-        if (!known && out.size() < 8) out.push_back(t);
-      }
+  const Shape shapes[] = {{64, wide / 2, 1, 1},  {128, wide, 1, 1}, {128, wide / 2, 1, 1}, {128, wide, 2, 1},
+                          {128, wide / 2, 2, 1}, {64, wide, 1, 4},  {128, wide, 1, 2}};
+  for (const Shape& shape : shapes) {
+    if (tensor_shared_bytes(shape.stream, d) > kStaticSharedLimit) continue;
+    CudaTiles t = chosen;
+    t.forward_rows = t.key_rows = t.query_rows = shape.rows;
+    t.forward_keys = t.key_queries = t.query_keys = shape.stream;
+    t.row_frags = shape.row_frags, t.min_blocks = shape.min_blocks;
+    const bool known = std::any_of(out.begin(), out.end(), [&](const CudaTiles& o) { return o.same_as(t); });
+    if (!known && out.size() < 8) out.push_back(t);
+  }
   return out;
 }
 
@@ -164,8 +168,8 @@ CudaStorage training_storage(const std::string& precision) {
 }
 
 std::string CudaTiles::describe() const {
-  return fmt::format("forward {}x{}, backward_keys {}x{}, backward_queries {}x{}, min_blocks {}", forward_rows,
-                     forward_keys, key_rows, key_queries, query_rows, query_keys, min_blocks);
+  return fmt::format("forward {}x{}, backward_keys {}x{}, backward_queries {}x{}, min_blocks {}, row_frags {}",
+                     forward_rows, forward_keys, key_rows, key_queries, query_rows, query_keys, min_blocks, row_frags);
 }
 
 std::string emit_cuda(const KernelSpec& spec, CudaStorage storage) {
@@ -227,24 +231,22 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
     out += "\n// Tensor cores: 16 rows per warp; shared tiles of [rows][D + 8]\n";
     out += fmt::format("constexpr bool HALF_MMA = {};\nconstexpr int PITCH = D + 8;\n",
                        storage == CudaStorage::Float16 ? "true" : "false");
-    out += fmt::format("constexpr int FWD_THREADS = {}, KEY_THREADS = {}, QUERY_THREADS = {};\n",
-                       tiles.threads_for(tiles.forward_rows), tiles.threads_for(tiles.key_rows),
-                       tiles.threads_for(tiles.query_rows));
+    out += fmt::format("constexpr int FWD_THREADS = {}, KEY_THREADS = {}, QUERY_THREADS = {}, ROW_FRAGS = {};\n",
+                       tiles.forward_threads(), tiles.key_threads(), tiles.query_threads(), tiles.row_frags);
     out += cuda_text::kWarpSm80;
     out += cuda_text::kTile;
   } else {
     out += fmt::format("// Scalar kernels, a row per thread: {}\n", scalar_kernels_reason(spec, storage));
   }
-  const int threads = tiles.threads_for(tiles.forward_rows);
-  out += abi::cuda_signature(abi::kForwardSymbol, abi::kCudaForward, threads, tiles.min_blocks);
+  out += abi::cuda_signature(abi::kForwardSymbol, abi::kCudaForward, tiles.forward_threads(), tiles.min_blocks);
   out += tiles.tensor_cores ? " " + std::string(cuda_text::kForward) + "\n" : cuda_forward_body();
   out += abi::cuda_signature(abi::kCudaBackwardRowsSymbol, abi::kCudaBackwardRows, tiles.row_threads);
   out += tiles.tensor_cores ? " " + std::string(cuda_text::kBackwardRows) + "\n" : cuda_backward_rows_body();
-  out += abi::cuda_signature(abi::kCudaBackwardKeysSymbol, abi::kCudaBackwardKeys, tiles.threads_for(tiles.key_rows),
-                             tiles.min_blocks);
+  out +=
+      abi::cuda_signature(abi::kCudaBackwardKeysSymbol, abi::kCudaBackwardKeys, tiles.key_threads(), tiles.min_blocks);
   out += tiles.tensor_cores ? " " + std::string(cuda_text::kBackwardKeys) + "\n" : cuda_backward_keys_body();
-  out += abi::cuda_signature(abi::kCudaBackwardQueriesSymbol, abi::kCudaBackwardQueries,
-                             tiles.threads_for(tiles.query_rows), tiles.min_blocks);
+  out += abi::cuda_signature(abi::kCudaBackwardQueriesSymbol, abi::kCudaBackwardQueries, tiles.query_threads(),
+                             tiles.min_blocks);
   out += tiles.tensor_cores ? " " + std::string(cuda_text::kBackwardQueries) + "\n" : cuda_backward_queries_body();
   out += abi::cuda_signature(abi::kProbeSymbol, abi::kCudaProbe, tiles.row_threads) + cuda_probe_body();
   return out;

@@ -44,14 +44,22 @@ struct CudaTiles {
   int query_rows = 32, query_keys = 32;      // backward_queries: query rows per block; key rows per tile
   int row_threads = 128;                     // backward_rows and probe: threads per block
   int min_blocks = 0;  // tensor cores: blocks per multiprocessor the registers must allow (__launch_bounds__)
-  // Threads per block of a kernel whose blocks own `rows` rows: one per row, or a warp per 16 rows.
-  int threads_for(int rows) const { return tensor_cores ? 2 * rows : rows; }
+  int row_frags = 1;   // tensor cores: 16-row fragments per warp in the forward and backward_queries (1 or 2)
+  // Threads per block of each kernel: a row per thread, or a warp per 16 rows (16 row_frags in the two
+  // query-row kernels).
+  int forward_threads() const { return threads(forward_rows, row_frags); }
+  int key_threads() const { return threads(key_rows, 1); }
+  int query_threads() const { return threads(query_rows, row_frags); }
   bool same_as(const CudaTiles& o) const {
     return tensor_cores == o.tensor_cores && forward_rows == o.forward_rows && forward_keys == o.forward_keys &&
            key_rows == o.key_rows && key_queries == o.key_queries && query_rows == o.query_rows &&
-           query_keys == o.query_keys && row_threads == o.row_threads && min_blocks == o.min_blocks;
+           query_keys == o.query_keys && row_threads == o.row_threads && min_blocks == o.min_blocks &&
+           row_frags == o.row_frags;
   }
   std::string describe() const;  // "rows 64, stream 64, min_blocks 1" per kernel, for logs and the tuning table
+
+ private:
+  int threads(int rows, int frags) const { return tensor_cores ? 32 * rows / (16 * frags) : rows; }
 };
 CudaTiles cuda_tiles(const KernelSpec& spec, CudaStorage storage = CudaStorage::Real);
 

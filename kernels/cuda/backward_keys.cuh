@@ -2,8 +2,9 @@
   // dK and dV on tensor cores: a block owns KEY_ROWS keys, 16 per warp, and streams the tiles of queries
   // that can see them (with dO and the rows' statistics). Per tile, transposed so the warp's keys are the
   // rows: S^T = K Q^T and dA^T = V dO^T, each pair's A and logit gradient (column_grad), then dV += A^T dO and
-  // dK += dS^T Q. The position bias's gradient goes to dg by distance, atomically. (Summed per tile in shared
-  // memory first, it compiled to a compare-and-swap loop per pair on sm_90: no native shared float add.)
+  // dK += dS^T Q. The position bias's gradient goes to dg by distance, atomically, where g wants one (a
+  // learned table; ALiBi's is a constant). (Summed per tile in shared memory first, it compiled to a
+  // compare-and-swap loop per pair on sm_90: no native shared float add.)
   __shared__ __align__(16) store_t q_tile[2][KEY_QUERIES][PITCH], do_tile[2][KEY_QUERIES][PITCH];
   __shared__ real st0_tile[2][KEY_QUERIES], inv0_tile[2][KEY_QUERIES], st1_tile[2][KEY_QUERIES],
       delta_tile[2][KEY_QUERIES];
@@ -12,8 +13,10 @@
   const int n = (int)T;  // positions within the slice are 32-bit (tile.cuh)
   const int first_key = (int)blockIdx.x * KEY_ROWS, warp_key = first_key + 16 * warp;
   const int last_key = imin(first_key + KEY_ROWS - 1, n - 1);
+  const bool position_grad = POSITION_BIAS && dg != nullptr;  // (no dg: g is a constant, as ALiBi's)
   q += bh * T * D, k += bh * T * D, v += bh * T * D, dout += bh * T * D, dk += bh * T * D, dv += bh * T * D;
-  stats += bh * 2 * T, delta += bh * T, dg += bh * T;
+  stats += bh * 2 * T, delta += bh * T;
+  if (position_grad) dg += bh * T;
   if (POSITION_BIAS) g += head * g_step;
   unsigned ka[D / 16][4], va[D / 16][4];
   load_a_rows(ka, k, warp_key, n);
@@ -74,7 +77,7 @@
                     st0_tile[stage][c], inv0_tile[stage][c], st1_tile[stage][c], A, dx);
         sT[nb][e] = seen ? A : (real)0;
         dAT[nb][e] = seen ? dx * SCALE_QK : (real)0;
-        if (POSITION_BIAS && seen) atomicAdd(&dg[distance(i, key[h])], dx);
+        if (position_grad && seen) atomicAdd(&dg[distance(i, key[h])], dx);
       }
     unsigned aa[KEY_QUERIES / 16][4], sa[KEY_QUERIES / 16][4];
     as_a<KEY_QUERIES>(aa, sT);

@@ -1,52 +1,61 @@
 {
-  // The tensor-core forward: a block of FWD_ROWS / 16 warps owns FWD_ROWS query rows, 16 per warp, and streams
+  // The tensor-core forward: a block of warps owns FWD_ROWS query rows, 16 ROW_FRAGS per warp, and streams
   // tiles of FWD_KEYS keys and values through shared memory, the next tile's copy overlapping this one's
   // products. Scores stay in registers: S = Q K^T on tensor cores, the algebra's fold on S's fragments, the
   // weights rounded to 16 bits as the A operand of O += W V.
   __shared__ __align__(16) store_t k_tile[2][FWD_KEYS][PITCH], v_tile[2][FWD_KEYS][PITCH];
+  // A warp owns M = ROW_FRAGS fragments of 16 rows; the lane holds two rows of each (h = 0, 1: frag_row(2 h)).
+  constexpr int M = ROW_FRAGS;
   const int warp = threadIdx.x / 32, lane = lane_id();
   const long long bh = blockIdx.y, head = (unsigned)blockIdx.y % (unsigned)H;  // (a 64-bit % is a call)
   const int n = (int)T;  // positions within the slice are 32-bit (tile.cuh)
-  const int first_row = (int)blockIdx.x * FWD_ROWS, warp_row = first_row + 16 * warp;
+  // The last row blocks first: under a causal mask they see the most keys, so the blocks that start last
+  // are the short ones and the grid's tail packs tighter.
+  const int first_row = ((n + FWD_ROWS - 1) / FWD_ROWS - 1 - (int)blockIdx.x) * FWD_ROWS;
+  const int warp_row = first_row + 16 * M * warp;
   const int last_row = imin(first_row + FWD_ROWS - 1, n - 1);
   q += bh * T * D, k += bh * T * D, v += bh * T * D, o += bh * T * D, stats += bh * 2 * T;
   if (POSITION_BIAS) g += head * g_step;
   if (KEY_BIAS) kstar += head * star_step, vstar += head * star_step;
   if (SINK_LOGIT) sink += head;
-  unsigned qa[D / 16][4];
-  load_a_rows(qa, q, warp_row, n);
-  float acc[D / 8][4];
-  zero(acc);
-  // The lane's two rows (h = 0, 1: frag_row(2 h)); rows from T on act as row T - 1 and are not written.
-  int row[2], lo[2], hi[2];
-  real fi[2], m[2], P[2];
+  unsigned qa[M][D / 16][4];
+  float acc[M][D / 8][4];
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    row[h] = imin(warp_row + frag_row(2 * h), n - 1), fi[h] = (real)(row[h] + 1);
-    key_range(row[h], n, lo[h], hi[h]);
-    m[h] = ONLINE ? SHIFT_FLOOR : -SINK_INF, P[h] = 0;
-  }
+  for (int f = 0; f < M; ++f) load_a_rows(qa[f], q, warp_row + 16 * f, n), zero(acc[f]);
+  // Rows from T on act as row T - 1 and are not written.
+  int row[M][2], lo[M][2], hi[M][2];
+  real fi[M][2], m[M][2], P[M][2];
+#pragma unroll
+  for (int f = 0; f < M; ++f)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      row[f][h] = imin(warp_row + 16 * f + frag_row(2 * h), n - 1), fi[f][h] = (real)(row[f][h] + 1);
+      key_range(row[f][h], n, lo[f][h], hi[f][h]);
+      m[f][h] = ONLINE ? SHIFT_FLOOR : -SINK_INF, P[f][h] = 0;
+    }
   // The k* column (value v*) and the sink logit (no value) first. The four lanes of a row fold them alike (the
   // same running state); one of them counts their terms in its share of the row's sum.
   if (KEY_BIAS || SINK_LOGIT) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      real own = 0, w, rescale;
-      if (KEY_BIAS) {
-        real xs = 0;
-        for (int d = 0; d < D; ++d) xs += load(q, row[h] * D + d) * kstar[d];
-        fold_column(xs * SCALE_QK, fi[h], (real)0, (real)n, m[h], own, w, rescale);
+    for (int f = 0; f < M; ++f)
 #pragma unroll
-        for (int nb = 0; nb < D / 8; ++nb)
-          acc[nb][2 * h] = w * vstar[frag_col(nb, 0)], acc[nb][2 * h + 1] = w * vstar[frag_col(nb, 1)];
-      }
-      if (SINK_LOGIT) {
-        fold_column(sink[0], fi[h], (real)0, (real)n, m[h], own, w, rescale);
+      for (int h = 0; h < 2; ++h) {
+        real own = 0, w, rescale;
+        if (KEY_BIAS) {
+          real xs = 0;
+          for (int d = 0; d < D; ++d) xs += load(q, row[f][h] * D + d) * kstar[d];
+          fold_column(xs * SCALE_QK, fi[f][h], (real)0, (real)n, m[f][h], own, w, rescale);
 #pragma unroll
-        for (int nb = 0; nb < D / 8; ++nb) acc[nb][2 * h] *= rescale, acc[nb][2 * h + 1] *= rescale;
+          for (int nb = 0; nb < D / 8; ++nb)
+            acc[f][nb][2 * h] = w * vstar[frag_col(nb, 0)], acc[f][nb][2 * h + 1] = w * vstar[frag_col(nb, 1)];
+        }
+        if (SINK_LOGIT) {
+          fold_column(sink[0], fi[f][h], (real)0, (real)n, m[f][h], own, w, rescale);
+#pragma unroll
+          for (int nb = 0; nb < D / 8; ++nb) acc[f][nb][2 * h] *= rescale, acc[f][nb][2 * h + 1] *= rescale;
+        }
+        P[f][h] = lane % 4 == 0 ? own : (real)0;
       }
-      P[h] = lane % 4 == 0 ? own : (real)0;
-    }
   }
   int block_lo, block_hi, first_hi, last_lo;
   key_range(first_row, n, block_lo, first_hi);
@@ -58,68 +67,77 @@
     if (more)
       load_pair_async<FWD_KEYS, FWD_THREADS>(k_tile[stage ^ 1], v_tile[stage ^ 1], k, v, kb + FWD_KEYS, block_hi);
     wait_for_stage(more);
-    float s[FWD_KEYS / 8][4];
-    zero(s);
-    mma_abt<FWD_KEYS>(s, qa, k_tile[stage]);
+    float s[M][FWD_KEYS / 8][4];
+#pragma unroll
+    for (int f = 0; f < M; ++f) zero(s[f]);
+    mma_abt<FWD_KEYS, M>(s, qa, k_tile[stage]);
     // Every row of the block sees every key of the tile (the code without masks), or the mask is decided per
     // element, a hidden pair computed as x = shift (any finite logit would do) and dropped by selects.
     // (Called with a constant: once inlined, each call is its own code.)
     auto fold_tile = [&](const bool FULL) {
-      real tile_max[2] = {-SINK_INF, -SINK_INF};
 #pragma unroll
-      for (int nb = 0; nb < FWD_KEYS / 8; ++nb)
+      for (int f = 0; f < M; ++f) {
+        real tile_max[2] = {-SINK_INF, -SINK_INF};
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int h = e / 2;
-          const int j = kb + frag_col(nb, e);
-          const bool seen = FULL || (j >= lo[h] && j <= hi[h]);
-          s[nb][e] = seen ? logit_of(s[nb][e], row[h], j, g) : -SINK_INF;
-          if (ONLINE) tile_max[h] = r_fmax(tile_max[h], s[nb][e]);
-        }
-      real shift[2] = {0, 0}, unit[2] = {1, 1};
-      if (ONLINE) {
+        for (int nb = 0; nb < FWD_KEYS / 8; ++nb)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const real new_max = quad_max(tile_max[h]);
-          if (new_max > m[h]) {  // fold_column's rescale, for the whole tile at once
-            const real rescale = r_exp(m[h] - new_max);
-            P[h] *= term_power(rescale);
-#pragma unroll
-            for (int nb = 0; nb < D / 8; ++nb) acc[nb][2 * h] *= rescale, acc[nb][2 * h + 1] *= rescale;
-            m[h] = new_max;
+          for (int e = 0; e < 4; ++e) {
+            const int h = e / 2;
+            const int j = kb + frag_col(nb, e);
+            const bool seen = FULL || (j >= lo[f][h] && j <= hi[f][h]);
+            s[f][nb][e] = seen ? logit_of(s[f][nb][e], row[f][h], j, g) : -SINK_INF;
+            if (ONLINE) tile_max[h] = r_fmax(tile_max[h], s[f][nb][e]);
           }
-          shift[h] = shift_of(m[h]), unit[h] = r_exp(-shift[h]);
+        real shift[2] = {0, 0}, unit[2] = {1, 1};
+        if (ONLINE) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const real new_max = quad_max(tile_max[h]);
+            if (new_max > m[f][h]) {  // fold_column's rescale, for the whole tile at once
+              const real rescale = r_exp(m[f][h] - new_max);
+              P[f][h] *= term_power(rescale);
+#pragma unroll
+              for (int nb = 0; nb < D / 8; ++nb) acc[f][nb][2 * h] *= rescale, acc[f][nb][2 * h + 1] *= rescale;
+              m[f][h] = new_max;
+            }
+            shift[h] = shift_of(m[f][h]), unit[h] = r_exp(-shift[h]);
+          }
         }
+#pragma unroll
+        for (int nb = 0; nb < FWD_KEYS / 8; ++nb)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int h = e / 2;
+            const bool hidden = !FULL && s[f][nb][e] == -SINK_INF;
+            const real x = hidden ? shift[h] : s[f][nb][e];
+            const real sc = score(x - shift[h], fi[f][h], (real)(kb + frag_col(nb, e) + 1), (real)n);
+            P[f][h] += hidden ? (real)0 : norm_term(sc, x, unit[h]);
+            s[f][nb][e] = hidden ? (real)0 : norm_weight(sc, x, unit[h]);
+          }
       }
-#pragma unroll
-      for (int nb = 0; nb < FWD_KEYS / 8; ++nb)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int h = e / 2;
-          const bool hidden = !FULL && s[nb][e] == -SINK_INF;
-          const real x = hidden ? shift[h] : s[nb][e];
-          const real sc = score(x - shift[h], fi[h], (real)(kb + frag_col(nb, e) + 1), (real)n);
-          P[h] += hidden ? (real)0 : norm_term(sc, x, unit[h]);
-          s[nb][e] = hidden ? (real)0 : norm_weight(sc, x, unit[h]);
-        }
     };
     if (kb >= last_lo && kb + FWD_KEYS - 1 <= first_hi)
       fold_tile(true);
     else
       fold_tile(false);
-    unsigned wa[FWD_KEYS / 16][4];
-    as_a<FWD_KEYS>(wa, s);
-    mma_ab<FWD_KEYS>(acc, wa, v_tile[stage]);
+    unsigned wa[M][FWD_KEYS / 16][4];
+#pragma unroll
+    for (int f = 0; f < M; ++f) as_a<FWD_KEYS>(wa[f], s[f]);
+    mma_ab<FWD_KEYS, M>(acc, wa, v_tile[stage]);
     __syncthreads();  // every warp is done with this stage before the next iteration's copy refills it
   }
-  float scale[2];
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const real total = quad_sum(P[h]);
-    // Z and m apart, not m + log Z: with large logits the sum would lose log Z's digits.
-    const real Z = safe(norm_finish(total, ONLINE ? r_exp(-shift_of(m[h])) : (real)1));
-    if (lane % 4 == 0 && warp_row + frag_row(2 * h) < n) stats[row[h]] = Z, stats[T + row[h]] = ONLINE ? m[h] : total;
-    scale[h] = r_div(ALPHA, Z);
+  for (int f = 0; f < M; ++f) {
+    float scale[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const real total = quad_sum(P[f][h]);
+      // Z and m apart, not m + log Z: with large logits the sum would lose log Z's digits.
+      const real Z = safe(norm_finish(total, ONLINE ? r_exp(-shift_of(m[f][h])) : (real)1));
+      if (lane % 4 == 0 && warp_row + 16 * f + frag_row(2 * h) < n)
+        stats[row[f][h]] = Z, stats[T + row[f][h]] = ONLINE ? m[f][h] : total;
+      scale[h] = r_div(ALPHA, Z);
+    }
+    store_rows(o, acc[f], warp_row + 16 * f, n, scale);
   }
-  store_rows(o, acc, warp_row, n, scale);
 }

@@ -53,7 +53,12 @@ __device__ __forceinline__ void load_a_rows(unsigned (&a)[D / 16][4], const stor
 template <int ROWS, int THREADS>
 __device__ __forceinline__ void load_tile_async(store_t (*tile)[PITCH], const store_t* x, int first, int last) {
   constexpr int CHUNKS = D / 8;  // of 16 bytes
-  for (int c = threadIdx.x; c < ROWS * CHUNKS; c += THREADS) {
+  // A count of rounds known at compile time: unrolled, no loop test per copy.
+  constexpr int ROUNDS = (ROWS * CHUNKS + THREADS - 1) / THREADS;
+#pragma unroll
+  for (int round = 0; round < ROUNDS; ++round) {
+    const int c = threadIdx.x + round * THREADS;
+    if (ROWS * CHUNKS % THREADS != 0 && c >= ROWS * CHUNKS) break;
     const int r = c / CHUNKS, col = c % CHUNKS * 8;
     cp_async_16(&tile[r][col], x + (long long)imin(first + r, last) * D + col, first + r <= last);
   }
@@ -79,9 +84,11 @@ __device__ __forceinline__ void wait_for_stage(bool next_in_flight) {
   __syncthreads();
 }
 
-// acc (16 x N) += A B^T: A the warp's 16 x D operand, B^T's columns the tile's N rows.
-template <int N>
-__device__ __forceinline__ void mma_abt(float (&acc)[N / 8][4], const unsigned (&a)[D / 16][4],
+// acc (16 x N) += A B^T: A the warp's 16 x D operand, B^T's columns the tile's N rows. A warp with M
+// fragments of 16 rows (16 M rows) reads each block of B once for all of them: with M = 2, half the
+// shared-memory reads per product.
+template <int N, int M>
+__device__ __forceinline__ void mma_abt(float (&acc)[M][N / 8][4], const unsigned (&a)[M][D / 16][4],
                                         const store_t (*tile)[PITCH]) {
   const int l = lane_id();
 #pragma unroll
@@ -90,14 +97,23 @@ __device__ __forceinline__ void mma_abt(float (&acc)[N / 8][4], const unsigned (
     for (int pair = 0; pair < N / 16; ++pair) {
       unsigned b[4];
       ldmatrix_x4(b, &tile[16 * pair + l % 8 + 8 * (l / 16)][16 * kk + 8 * (l / 8 % 2)]);
-      mma_16816<HALF_MMA>(acc[2 * pair], a[kk], b[0], b[1]);
-      mma_16816<HALF_MMA>(acc[2 * pair + 1], a[kk], b[2], b[3]);
+#pragma unroll
+      for (int f = 0; f < M; ++f) {
+        mma_16816<HALF_MMA>(acc[f][2 * pair], a[f][kk], b[0], b[1]);
+        mma_16816<HALF_MMA>(acc[f][2 * pair + 1], a[f][kk], b[2], b[3]);
+      }
     }
 }
+template <int N>
+__device__ __forceinline__ void mma_abt(float (&acc)[N / 8][4], const unsigned (&a)[D / 16][4],
+                                        const store_t (*tile)[PITCH]) {
+  mma_abt<N, 1>(reinterpret_cast<float(&)[1][N / 8][4]>(acc), reinterpret_cast<const unsigned(&)[1][D / 16][4]>(a),
+                tile);
+}
 
-// acc (16 x D) += A B: A the warp's 16 x K operand, B the tile's first K rows.
-template <int K>
-__device__ __forceinline__ void mma_ab(float (&acc)[D / 8][4], const unsigned (&a)[K / 16][4],
+// acc (16 x D) += A B: A the warp's 16 x K operand, B the tile's first K rows; M fragments as above.
+template <int K, int M>
+__device__ __forceinline__ void mma_ab(float (&acc)[M][D / 8][4], const unsigned (&a)[M][K / 16][4],
                                        const store_t (*tile)[PITCH]) {
   const int l = lane_id();
 #pragma unroll
@@ -106,9 +122,18 @@ __device__ __forceinline__ void mma_ab(float (&acc)[D / 8][4], const unsigned (&
     for (int pair = 0; pair < D / 16; ++pair) {
       unsigned b[4];
       ldmatrix_x4_trans(b, &tile[16 * kk + l % 8 + 8 * (l / 8 % 2)][16 * pair + 8 * (l / 16)]);
-      mma_16816<HALF_MMA>(acc[2 * pair], a[kk], b[0], b[1]);
-      mma_16816<HALF_MMA>(acc[2 * pair + 1], a[kk], b[2], b[3]);
+#pragma unroll
+      for (int f = 0; f < M; ++f) {
+        mma_16816<HALF_MMA>(acc[f][2 * pair], a[f][kk], b[0], b[1]);
+        mma_16816<HALF_MMA>(acc[f][2 * pair + 1], a[f][kk], b[2], b[3]);
+      }
     }
+}
+template <int K>
+__device__ __forceinline__ void mma_ab(float (&acc)[D / 8][4], const unsigned (&a)[K / 16][4],
+                                       const store_t (*tile)[PITCH]) {
+  mma_ab<K, 1>(reinterpret_cast<float(&)[1][D / 8][4]>(acc), reinterpret_cast<const unsigned(&)[1][K / 16][4]>(a),
+               tile);
 }
 
 // A 16 x N accumulator as the A operand of the next product, rounded to 16 bits: two neighbouring 8-column

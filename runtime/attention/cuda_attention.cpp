@@ -134,14 +134,16 @@ class CudaLauncher : public KernelLauncher {
   }
 
   SliceGradients backward(const KernelTensors& in, const torch::Tensor& o, const torch::Tensor& stats,
-                          const torch::Tensor& dout) const override {
+                          const torch::Tensor& dout, bool position_grad) const override {
     const auto real = stats.scalar_type();
     const RowTerms rows = launch_rows(in, o, stats, dout);
     SliceGradients d;
     d.dsink = rows.dsink;
     d.dk = torch::empty_like(in.k), d.dv = torch::empty_like(in.v), d.dq = torch::empty_like(in.q);
-    d.dg = spec_.position_bias ? torch::zeros({in.q.size(0), in.q.size(1), in.q.size(2)}, stats.options())
-                               : torch::Tensor();
+    // Without dg (a null buffer) the kernel adds nothing by distance.
+    d.dg = spec_.position_bias && position_grad
+               ? torch::zeros({in.q.size(0), in.q.size(1), in.q.size(2)}, stats.options())
+               : torch::Tensor();
     launch_keys(chosen_.keys, in, stats, dout, rows, d.dk, d.dv, d.dg);
     launch_queries(chosen_.queries, in, stats, dout, rows, d.dq);
     // k* and v*'s per-slice terms: sums over the rows.
@@ -199,8 +201,8 @@ class CudaLauncher : public KernelLauncher {
     a[slot(F, "q")] = buffer(in.q), a[slot(F, "k")] = buffer(in.k), a[slot(F, "v")] = buffer(in.v);
     a[slot(F, "g")] = buffer(in.g), a[slot(F, "kstar")] = buffer(in.k_star), a[slot(F, "vstar")] = buffer(in.v_star);
     a[slot(F, "sink")] = buffer(in.sink), a[slot(F, "o")] = buffer(o), a[slot(F, "stats")] = buffer(stats);
-    module(tiles)->launch(kernels::abi::kForwardSymbol,
-                          s.shape(s.T, tiles.forward_rows, tiles.threads_for(tiles.forward_rows)), a, s.sizes);
+    module(tiles)->launch(kernels::abi::kForwardSymbol, s.shape(s.T, tiles.forward_rows, tiles.forward_threads()), a,
+                          s.sizes);
   }
 
   RowTerms launch_rows(const KernelTensors& in, const torch::Tensor& o, const torch::Tensor& stats,
@@ -228,8 +230,8 @@ class CudaLauncher : public KernelLauncher {
     a[slot(K, "g")] = buffer(in.g), a[slot(K, "stats")] = buffer(stats), a[slot(K, "dout")] = buffer(dout);
     a[slot(K, "delta")] = buffer(rows.delta), a[slot(K, "dk")] = buffer(dk), a[slot(K, "dv")] = buffer(dv);
     a[slot(K, "dg")] = buffer(dg);
-    module(tiles)->launch(kernels::abi::kCudaBackwardKeysSymbol,
-                          s.shape(s.T, tiles.key_rows, tiles.threads_for(tiles.key_rows)), a, s.sizes);
+    module(tiles)->launch(kernels::abi::kCudaBackwardKeysSymbol, s.shape(s.T, tiles.key_rows, tiles.key_threads()), a,
+                          s.sizes);
   }
 
   void launch_queries(const kernels::CudaTiles& tiles, const KernelTensors& in, const torch::Tensor& stats,
@@ -242,7 +244,7 @@ class CudaLauncher : public KernelLauncher {
     a[slot(Q, "dout")] = buffer(dout), a[slot(Q, "delta")] = buffer(rows.delta);
     a[slot(Q, "sdxstar")] = buffer(rows.sdxstar), a[slot(Q, "dq")] = buffer(dq);
     module(tiles)->launch(kernels::abi::kCudaBackwardQueriesSymbol,
-                          s.shape(s.T, tiles.query_rows, tiles.threads_for(tiles.query_rows)), a, s.sizes);
+                          s.shape(s.T, tiles.query_rows, tiles.query_threads()), a, s.sizes);
   }
 
   // Times every candidate's three kernels on this call's shapes (the backward's on the default forward's
@@ -270,8 +272,7 @@ class CudaLauncher : public KernelLauncher {
     const RowTerms rows = launch_rows(in, o, stats, dout);
     auto scratch_o = torch::empty_like(o), scratch_stats = torch::empty_like(stats);
     auto dk = torch::empty_like(in.k), dv = torch::empty_like(in.v), dq = torch::empty_like(in.q);
-    auto dg = spec_.position_bias ? torch::zeros({in.q.size(0), in.q.size(1), in.q.size(2)}, stats.options())
-                                  : torch::Tensor();
+    const torch::Tensor dg;  // timed without the position table's gradient, as ALiBi trains (a constant table)
     double best[3] = {INFINITY, INFINITY, INFINITY};
     for (const auto& c : candidates) {
       KernelModule& m = *module(c);

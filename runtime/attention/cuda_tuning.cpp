@@ -17,7 +17,7 @@ std::filesystem::path table_path() { return kernel_cache_dir() / "tiles.json"; }
 nlohmann::json tiles_json(const kernels::CudaTiles& t) {
   return {{"forward_rows", t.forward_rows}, {"forward_keys", t.forward_keys}, {"key_rows", t.key_rows},
           {"key_queries", t.key_queries},   {"query_rows", t.query_rows},     {"query_keys", t.query_keys},
-          {"min_blocks", t.min_blocks}};
+          {"min_blocks", t.min_blocks},     {"row_frags", t.row_frags}};
 }
 
 kernels::CudaTiles tiles_of(const nlohmann::json& j) {
@@ -27,6 +27,7 @@ kernels::CudaTiles tiles_of(const nlohmann::json& j) {
   t.key_rows = j.at("key_rows"), t.key_queries = j.at("key_queries");
   t.query_rows = j.at("query_rows"), t.query_keys = j.at("query_keys");
   t.min_blocks = j.at("min_blocks");
+  t.row_frags = j.value("row_frags", 1);  // (tables written before the kernels had the choice)
   return t;
 }
 

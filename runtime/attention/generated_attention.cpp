@@ -31,7 +31,7 @@ torch::Tensor defined_or_none(const torch::Tensor& t) { return t.defined() && t.
 
 // A parameter [H|1, n]'s gradient from its per-slice partial sums [B, H, n].
 torch::Tensor per_head(const torch::Tensor& partial, const torch::Tensor& like) {
-  if (!like.defined()) return {};
+  if (!like.defined() || !partial.defined()) return {};  // (no gradient wanted)
   auto summed = partial.sum(0);
   return like.size(0) == 1 ? summed.sum(0, true) : summed;
 }
@@ -59,7 +59,10 @@ class GeneratedAttention : public torch::autograd::Function<GeneratedAttention> 
     const KernelTensors in{saved[0], saved[1], saved[2], saved[3], saved[4], saved[5], saved[6]};
     const auto launcher = recall(ctx->saved_data["key"].toStringRef());
     const auto dtypes = ctx->saved_data["dtypes"].toIntVector();
-    SliceGradients d = launcher->backward(in, saved[7], saved[8], grads[0].to(in.q.scalar_type()).contiguous());
+    const bool position_grad = ctx->needs_input_grad(3);
+    SliceGradients d =
+        launcher->backward(in, saved[7], saved[8], grads[0].to(in.q.scalar_type()).contiguous(), position_grad);
+    if (!position_grad) d.dg = torch::Tensor();
     torch::Tensor dsink = in.sink.defined() ? d.dsink.sum(std::vector<int64_t>{0, 2}) : torch::Tensor();
     torch::autograd::variable_list out = {
         d.dq, d.dk, d.dv, per_head(d.dg, in.g), per_head(d.dk_star, in.k_star), per_head(d.dv_star, in.v_star), dsink};

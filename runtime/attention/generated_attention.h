@@ -35,8 +35,10 @@ class KernelLauncher {
   virtual KernelTensors prepare(const AttentionCall& call) const = 0;
   // o [B, H, T, dh] and the row statistics [B, H, 2, >= T] (m or Z, then P or l).
   virtual std::pair<torch::Tensor, torch::Tensor> forward(const KernelTensors& in) const = 0;
+  // position_grad: whether g (the position term's table) wants its gradient. ALiBi's is a constant: its dg,
+  // an atomic addition per pair on a GPU, is skipped there (dg is then undefined; a CPU launcher may return it).
   virtual SliceGradients backward(const KernelTensors& in, const torch::Tensor& o, const torch::Tensor& stats,
-                                  const torch::Tensor& dout) const = 0;
+                                  const torch::Tensor& dout, bool position_grad) const = 0;
   // [B, H, T, S] (k* column first): A for the shifted-exp forms, the raw scores s otherwise.
   virtual torch::Tensor probe(const KernelTensors& in, const torch::Tensor& stats) const = 0;
 };

@@ -116,7 +116,7 @@ class JitLauncher : public KernelLauncher {
   }
 
   SliceGradients backward(const KernelTensors& in, const torch::Tensor& o, const torch::Tensor& stats,
-                          const torch::Tensor& dout) const override {
+                          const torch::Tensor& dout, bool /*position_grad: dg costs little here*/) const override {
     const Slices s(in.q);
     const auto& options = in.q.options();
     SliceGradients d{torch::zeros_like(in.q),

@@ -147,7 +147,7 @@ inline double unit_in_last_place(torch::ScalarType storage) { return storage == 
 struct SixteenBitResult {
   bool right_dtype = false;
   double forward = 0, own = 0, forward_allowed = 0;
-  std::vector<std::pair<std::string, double>> grads;  // dq, dk, dv
+  std::vector<std::pair<std::string, double>> grads;  // dq, dk, dv, and dg where the variant learns g
   double grads_allowed = 0, grads_own = 0;
   bool passed() const {
     if (!right_dtype || !(forward < forward_allowed)) return false;
@@ -169,13 +169,16 @@ inline SixteenBitResult measure_sixteen_bit(const Attend& attend, const Variant&
   auto vs = v.learned_v ? drawn({H, v.D}) : torch::zeros({H, v.D}, on);
   auto low = [&](const torch::Tensor& t) { return t.to(storage); };
 
+  // g as leaves of their own for the kernels and the float reference, wanting a gradient where the variant's
+  // table is learned.
+  auto g_kernels = g.clone().requires_grad_(v.position_grad), g_float = g.clone().requires_grad_(v.position_grad);
   auto reference_on = [&](torch::ScalarType real, const torch::Tensor& q_, const torch::Tensor& k_,
-                          const torch::Tensor& v_) {
+                          const torch::Tensor& v_, const torch::Tensor& g_) {
     auto r = [&](const torch::Tensor& t) { return t.to(real); };
     AttentionInputs in{q_, k_, v_, {}, {}, {}};
     if (v.position_bias) {
       auto i = torch::arange(v.T, on).view({v.T, 1}), j = torch::arange(v.T, on).view({1, v.T});
-      in.bias = r(g).index({torch::indexing::Slice(), (i - j).abs()}).unsqueeze(0);
+      in.bias = r(g_).index({torch::indexing::Slice(), (i - j).abs()}).unsqueeze(0);
     }
     if (v.key_bias) in.k_star = r(ks), in.v_star = r(vs);
     if (v.sink_logit) in.sink_logit = r(sink);
@@ -185,9 +188,9 @@ inline SixteenBitResult measure_sixteen_bit(const Attend& attend, const Variant&
     return std::array{low(q).to(real), low(k).to(real), low(val).to(real)};
   };
   const auto in_double = rounded(torch::kDouble), in_float = rounded(torch::kFloat);
-  auto exact = reference_on(torch::kDouble, in_double[0], in_double[1], in_double[2]);
+  auto exact = reference_on(torch::kDouble, in_double[0], in_double[1], in_double[2], g);
   SixteenBitResult result;
-  result.own = rel_error(low(reference_on(torch::kFloat, in_float[0], in_float[1], in_float[2])), exact);
+  result.own = rel_error(low(reference_on(torch::kFloat, in_float[0], in_float[1], in_float[2], g)), exact);
   // The tensor-core kernels round the weights (forward), A and dS (backward) to the storage type before their
   // products, as FlashAttention does: one more unit in the last place than the scalar kernels' one rounding.
   const int roundings = kernels::cuda_tiles(spec_of(v), storage == torch::kHalf ? kernels::CudaStorage::Float16
@@ -201,7 +204,7 @@ inline SixteenBitResult measure_sixteen_bit(const Attend& attend, const Variant&
     return AttentionCall{q_,
                          k_,
                          v_,
-                         v.position_bias ? g : torch::Tensor(),
+                         v.position_bias ? g_kernels : torch::Tensor(),
                          v.key_bias ? ks : torch::Tensor(),
                          v.key_bias ? vs : torch::Tensor(),
                          v.sink_logit ? sink : torch::Tensor()};
@@ -214,11 +217,12 @@ inline SixteenBitResult measure_sixteen_bit(const Attend& attend, const Variant&
   auto qf = low(q).to(torch::kFloat).requires_grad_(true), kf = low(k).to(torch::kFloat).requires_grad_(true),
        vf = low(val).to(torch::kFloat).requires_grad_(true);
   // Against the reference's gradients in float from the same rounded inputs: an oracle that compiles nothing.
-  reference_on(torch::kFloat, qf, kf, vf).backward(low(dout).to(torch::kFloat));
+  reference_on(torch::kFloat, qf, kf, vf, g_float).backward(low(dout).to(torch::kFloat));
   result.right_dtype = result.right_dtype && ql.grad().scalar_type() == storage;
   result.grads = {{"dq", grad_error(ql.grad(), qf.grad())},
                   {"dk", grad_error(kl.grad(), kf.grad())},
                   {"dv", grad_error(vl.grad(), vf.grad())}};
+  if (v.position_grad) result.grads.push_back({"dg", grad_error(g_kernels.grad(), g_float.grad())});
 
   // How far the reference's float gradients move when its inputs move by half a unit in the last place: the
   // worst of three moves, drawn on the CPU whatever the device. With very large scores one draw's answer
@@ -232,7 +236,7 @@ inline SixteenBitResult measure_sixteen_bit(const Attend& attend, const Variant&
       auto moved = t * (1 + jitter * unit_in_last_place(storage) * (noise * 2 - 1));
       in.push_back(moved.detach().requires_grad_(true));
     }
-    auto o = reference_on(torch::kFloat, in[0], in[1], in[2]);
+    auto o = reference_on(torch::kFloat, in[0], in[1], in[2], g);
     return torch::autograd::grad({o}, in, {low(dout).to(torch::kFloat)});
   };
   const auto still = reference_grads(0, 0);

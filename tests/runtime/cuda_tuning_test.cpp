@@ -79,29 +79,52 @@ TEST(CudaKernels, TileCandidatesFitDifferAndStartWithTheDefault) {
       << "the scalar kernels have one choice";
 }
 
-// The forward, dK/dV and dQ from sources of three different tiles, read from the table as a tuned GPU would.
+// The forward, dK/dV and dQ from sources of three different tiles, read from the table as a tuned GPU would:
+// 32 rows per warp (two fragments) in the forward and dQ, 64-row blocks with registers for 4 blocks for dK/dV.
 TEST(CudaKernels, KernelsOfDifferentTilesTogetherMatchTheReference) {
   if (!have_host_compiler()) GTEST_SKIP() << "no host C++ compiler (c++) to run the CUDA source on the CPU";
   const KernelCacheHere cache("sinklab-mixed-tiles");
-  const Variant v{
-      .name = "softmax, window 50, KV biases", .window = 50, .key_bias = true, .learned_v = true, .T = 150, .D = 64};
-  const auto spec = spec_of(v);
-  const auto candidates = kernels::cuda_tile_candidates(spec, kernels::CudaStorage::BFloat16);
-  ASSERT_EQ(candidates.size(), 8u);
-  // 8 warps of 128 rows with 64-key tiles for the forward, 4 warps with registers for 4 blocks for dK/dV,
-  // 8 warps with 32-key tiles for dQ.
-  const KernelTiles mixed{candidates[5], candidates[1], candidates[6]};
-  ASSERT_EQ(mixed.forward.forward_rows, 128);
-  ASSERT_EQ(mixed.keys.key_rows, 64);
-  ASSERT_EQ(mixed.queries.query_keys, 32);
-  remember_tiles(tuning_key("CPU emulation", spec, kernels::CudaStorage::BFloat16), mixed);
+  const std::vector<std::pair<Variant, torch::ScalarType>> variants = {
+      {{.name = "softmax, window 50, KV biases", .window = 50, .key_bias = true, .learned_v = true, .T = 150, .D = 64},
+       torch::kBFloat16},
+      {{.name = "softmax, ALiBi, prefix, sink logit",
+        .prefix = 20,
+        .position_bias = true,
+        .T = 150,
+        .D = 96,
+        .sink_logit = true,
+        .position_grad = true},
+       torch::kHalf},
+      {{.name = "sigmoid, no norm", .score = call("sigmoid", {var("qk")}), .normalize = "none", .T = 101, .D = 64},
+       torch::kBFloat16},
+  };
   const KernelModules modules = emulated_modules("mixed tiles", false);
   auto attend = [&](const kernels::KernelSpec& s, const AttentionCall& call) {
     return cuda_attention(s, call, modules);
   };
-  const SixteenBitResult r = measure_sixteen_bit(attend, v, torch::kBFloat16);
-  EXPECT_TRUE(r.passed()) << "forward " << r.forward << " (< " << r.forward_allowed << ")";
-  for (const auto& [name, error] : r.grads) EXPECT_LT(error, r.grads_allowed) << name;
+  for (const auto& [v, dtype] : variants) {
+    SCOPED_TRACE(v.name);
+    const auto spec = spec_of(v);
+    const auto storage = dtype == torch::kHalf ? kernels::CudaStorage::Float16 : kernels::CudaStorage::BFloat16;
+    const auto candidates = kernels::cuda_tile_candidates(spec, storage);
+    ASSERT_EQ(candidates.size(), 8u);
+    auto find = [&](auto wanted) {
+      const auto it = std::find_if(candidates.begin(), candidates.end(), wanted);
+      EXPECT_NE(it, candidates.end());
+      return it == candidates.end() ? candidates[0] : *it;
+    };
+    const int wide = candidates[0].forward_keys;
+    const KernelTiles mixed{
+        find([&](const kernels::CudaTiles& t) { return t.row_frags == 2 && t.forward_keys == wide; }),
+        find([](const kernels::CudaTiles& t) { return t.min_blocks == 4; }),
+        find([&](const kernels::CudaTiles& t) { return t.row_frags == 2 && t.query_keys == wide / 2; })};
+    ASSERT_EQ(mixed.forward.forward_rows, 128);
+    ASSERT_EQ(mixed.keys.key_rows, 64);
+    remember_tiles(tuning_key("CPU emulation", spec, storage), mixed);
+    const SixteenBitResult r = measure_sixteen_bit(attend, v, dtype);
+    EXPECT_TRUE(r.passed()) << "forward " << r.forward << " (< " << r.forward_allowed << ")";
+    for (const auto& [name, error] : r.grads) EXPECT_LT(error, r.grads_allowed) << name;
+  }
 }
 
 // A launcher whose loader tunes measures every candidate on its first forward (on the emulation the times

@@ -36,6 +36,9 @@ struct Variant {
   double q_scale = 1;
   double grad_tol = 1e-4;
   bool sink_logit = false;  // a learned logit per head in the softmax denominator
+  // The 16-bit comparisons take g's gradient too (a learned table, as T5's), where a constant (ALiBi's) has
+  // none and the kernels skip it; the float comparisons always take it.
+  bool position_grad = false;
 };
 
 inline AttentionConfig config_of(const Variant& v) {
@@ -301,7 +304,8 @@ inline std::vector<TensorCoreVariant> tensor_core_variants() {
     v.prefix *= 8;
     v.window = v.window <= 1 ? v.window : 8 * v.window;
     v.D = n % 5 == 3 ? 96 : n % 5 == 4 ? 128 : 64;
-    v.name = fmt::format("{} (T {}, d_head {})", v.name, v.T, v.D);
+    v.position_grad = v.position_bias && n % 2 == 0;
+    v.name = fmt::format("{} (T {}, d_head {}{})", v.name, v.T, v.D, v.position_grad ? ", g learned" : "");
     out.push_back({v, n % 4 == 1});
     ++n;
   }
