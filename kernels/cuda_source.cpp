@@ -40,20 +40,31 @@ __device__ __forceinline__ real r_exp(real a) { return sink_ex2(a * 1.4426950408
   out += fast ? "__device__ __forceinline__ real r_div(real a, real b) { return __fdividef(a, b); }\n"
               : "__device__ __forceinline__ real r_div(real a, real b) { return a / b; }\n";
   // expm1 by its Taylor series near 0, where e^a - 1 would cancel to a few digits (the LLVM emitter's, to the
-  // same degree: 9 in float, 17 in double).
-  out += fmt::format("constexpr int EXPM1_SERIES = {};\n", f64 ? 17 : 9);
-  out += R"(__device__ __forceinline__ real r_expm1(real a) {
-  real series = 1;
-  for (int k = EXPM1_SERIES; k >= 2; --k) series = (real)1 + a * ((real)1 / (real)k) * series;
-  return r_fabs(a) < (real)0.5 ? a * series : r_exp(a) - (real)1;
-}
-)";
+  // same degree: 9 in float, 17 in double), evaluated by Horner's rule in the coefficients 1 / k!: one
+  // multiply-add a term.
+  const int degree = f64 ? 17 : 9;
+  std::string coefficients;
+  double inverse_factorial = 1;
+  for (int k = 1; k <= degree; ++k) {
+    inverse_factorial /= k;
+    coefficients += fmt::format("{}(real){:.17g}", k == 1 ? "" : ", ", inverse_factorial);
+  }
+  out += fmt::format(R"(__device__ __forceinline__ real r_expm1(real a) {{
+  const real inverse_factorial[{0}] = {{{1}}};  // 1 / k! for k = 1..{0}
+  real p = inverse_factorial[{0} - 1];
+#pragma unroll
+  for (int k = {0} - 2; k >= 0; --k) p = p * a + inverse_factorial[k];
+  return r_fabs(a) < (real)0.5 ? a * p : r_exp(a) - (real)1;
+}}
+)",
+                     degree, coefficients);
   return out;
 }
 
 std::string cuda_real_storage() {
   return R"(
 typedef real store_t;
+__device__ __forceinline__ real to_real(store_t v) { return v; }
 __device__ __forceinline__ real load(const store_t* p, long long n) { return p[n]; }
 __device__ __forceinline__ void store(store_t* p, long long n, real v) { p[n] = v; }
 )";
@@ -63,7 +74,8 @@ std::string cuda_bf16_storage() {
   return R"(
 // bfloat16 as its bits: the upper half of a float. No header needed.
 typedef unsigned short store_t;
-__device__ __forceinline__ real load(const store_t* p, long long n) { return __uint_as_float(((unsigned)p[n]) << 16); }
+__device__ __forceinline__ real to_real(store_t h) { return __uint_as_float(((unsigned)h) << 16); }
+__device__ __forceinline__ real load(const store_t* p, long long n) { return to_real(p[n]); }
 __device__ __forceinline__ void store(store_t* p, long long n, real v) {
   if (v != v) { p[n] = (unsigned short)0x7fc0; return; }
   const unsigned u = __float_as_uint(v);
@@ -78,8 +90,8 @@ std::string cuda_fp16_storage() {
 // the same text runs in the CPU emulation): subnormals, infinities and NaN
 // kept, rounding to nearest even, overflow to infinity.
 typedef unsigned short store_t;
-__device__ __forceinline__ real load(const store_t* p, long long n) {
-  const unsigned h = p[n], sign = (h & 0x8000u) << 16, exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
+__device__ __forceinline__ real to_real(store_t bits) {
+  const unsigned h = bits, sign = (h & 0x8000u) << 16, exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
   if (exponent == 31) return __uint_as_float(sign | 0x7f800000u | (mantissa << 13));
   if (exponent == 0) {  // zero or subnormal: mantissa x 2^-24, exact in float
     const float m = (float)mantissa * 5.9604644775390625e-8f;
@@ -87,6 +99,7 @@ __device__ __forceinline__ real load(const store_t* p, long long n) {
   }
   return __uint_as_float(sign | ((exponent + 112) << 23) | (mantissa << 13));
 }
+__device__ __forceinline__ real load(const store_t* p, long long n) { return to_real(p[n]); }
 __device__ __forceinline__ void store(store_t* p, long long n, real v) {
   const unsigned u = __float_as_uint((float)v), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
   if (a > 0x7f800000u) { p[n] = (unsigned short)(sign | 0x7e00u); return; }
@@ -289,10 +302,9 @@ std::string cuda_backward_keys_body() {
   const long long first_key = (long long)blockIdx.x * KEY_ROWS, j = first_key + threadIdx.x;
   const bool is_key = j < T;
   const long long key = is_key ? j : T - 1;
-  const bool position_grad = POSITION_BIAS && dg != nullptr;  // (no dg: g is a constant, as ALiBi's)
   q += bh * T * D, k += bh * T * D, v += bh * T * D, dout += bh * T * D, dk += bh * T * D, dv += bh * T * D;
   stats += bh * 2 * T, delta += bh * T;
-  if (position_grad) dg += bh * T;
+  if (POSITION_GRAD) dg += bh * T;
   if (POSITION_BIAS) g += head * g_step;
   for (int d = 0; d < D; ++d)
     k_own[threadIdx.x][d] = load(k, key * D + d), v_own[threadIdx.x][d] = load(v, key * D + d);
@@ -331,7 +343,7 @@ std::string cuda_backward_keys_body() {
       const real sdx = dx * SCALE_QK;
 #pragma unroll
       for (int d = 0; d < D; ++d) dv_acc[d] += A * do_tile[r][d], dk_acc[d] += sdx * q_tile[r][d];
-      if (position_grad) atomicAdd(&dg[distance(i, key)], dx);
+      if (POSITION_GRAD) atomicAdd(&dg[distance(i, key)], dx);
     }
   }
   if (!is_key) return;  // after the last barrier

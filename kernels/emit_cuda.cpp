@@ -168,8 +168,9 @@ CudaStorage training_storage(const std::string& precision) {
 }
 
 std::string CudaTiles::describe() const {
-  return fmt::format("forward {}x{}, backward_keys {}x{}, backward_queries {}x{}, min_blocks {}, row_frags {}",
-                     forward_rows, forward_keys, key_rows, key_queries, query_rows, query_keys, min_blocks, row_frags);
+  return fmt::format("forward {}x{}, backward_keys {}x{}, backward_queries {}x{}, min_blocks {}, row_frags {}{}",
+                     forward_rows, forward_keys, key_rows, key_queries, query_rows, query_keys, min_blocks, row_frags,
+                     position_grad ? ", dg" : "");
 }
 
 std::string emit_cuda(const KernelSpec& spec, CudaStorage storage) {
@@ -201,6 +202,7 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
   flag("KEY_BIAS", spec.key_bias);
   flag("SINK_LOGIT", spec.sink_logit);
   flag("POSITION_BIAS", spec.position_bias);
+  flag("POSITION_GRAD", spec.position_bias && tiles.position_grad);
   out += fmt::format("constexpr int D = {};\n", spec.d_head);
   out += fmt::format("constexpr long long PREFIX = {}, WINDOW = {};\n", spec.prefix, spec.window);
   const NormalizerForm norm = spec.normalizer();

@@ -45,6 +45,9 @@ struct CudaTiles {
   int row_threads = 128;                     // backward_rows and probe: threads per block
   int min_blocks = 0;  // tensor cores: blocks per multiprocessor the registers must allow (__launch_bounds__)
   int row_frags = 1;   // tensor cores: 16-row fragments per warp in the forward and backward_queries (1 or 2)
+  // Not a tile: whether backward_keys sums the position table's gradient dg (a learned table's, T5's; ALiBi's
+  // is a constant). A source of its own where wanted, so the kernels without it hold no flag in a register.
+  bool position_grad = false;
   // Threads per block of each kernel: a row per thread, or a warp per 16 rows (16 row_frags in the two
   // query-row kernels).
   int forward_threads() const { return threads(forward_rows, row_frags); }
@@ -54,7 +57,7 @@ struct CudaTiles {
     return tensor_cores == o.tensor_cores && forward_rows == o.forward_rows && forward_keys == o.forward_keys &&
            key_rows == o.key_rows && key_queries == o.key_queries && query_rows == o.query_rows &&
            query_keys == o.query_keys && row_threads == o.row_threads && min_blocks == o.min_blocks &&
-           row_frags == o.row_frags;
+           row_frags == o.row_frags && position_grad == o.position_grad;
   }
   std::string describe() const;  // "rows 64, stream 64, min_blocks 1" per kernel, for logs and the tuning table
 

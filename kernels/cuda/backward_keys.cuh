@@ -13,10 +13,9 @@
   const int n = (int)T;  // positions within the slice are 32-bit (tile.cuh)
   const int first_key = (int)blockIdx.x * KEY_ROWS, warp_key = first_key + 16 * warp;
   const int last_key = imin(first_key + KEY_ROWS - 1, n - 1);
-  const bool position_grad = POSITION_BIAS && dg != nullptr;  // (no dg: g is a constant, as ALiBi's)
   q += bh * T * D, k += bh * T * D, v += bh * T * D, dout += bh * T * D, dk += bh * T * D, dv += bh * T * D;
   stats += bh * 2 * T, delta += bh * T;
-  if (position_grad) dg += bh * T;
+  if (POSITION_GRAD) dg += bh * T;
   if (POSITION_BIAS) g += head * g_step;
   unsigned ka[D / 16][4], va[D / 16][4];
   load_a_rows(ka, k, warp_key, n);
@@ -77,7 +76,7 @@
                     st0_tile[stage][c], inv0_tile[stage][c], st1_tile[stage][c], A, dx);
         sT[nb][e] = seen ? A : (real)0;
         dAT[nb][e] = seen ? dx * SCALE_QK : (real)0;
-        if (position_grad && seen) atomicAdd(&dg[distance(i, key[h])], dx);
+        if (POSITION_GRAD && seen) atomicAdd(&dg[distance(i, key[h])], dx);
       }
     unsigned aa[KEY_QUERIES / 16][4], sa[KEY_QUERIES / 16][4];
     as_a<KEY_QUERIES>(aa, sT);

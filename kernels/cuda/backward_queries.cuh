@@ -1,8 +1,8 @@
 {
   // dQ on tensor cores, in the forward's order: a block owns QUERY_ROWS query rows (16 ROW_FRAGS per warp)
   // and streams key and value tiles. Per tile it recomputes S = Q K^T and dA = dO V^T, takes each pair's
-  // logit gradient from the forward's row statistics (column_grad), and adds dS K. A pass of its own rather than atomics from the
-  // key-side kernel: no float copy of dQ, no conversion pass, the same sums in every run.
+  // logit gradient from the forward's row statistics (column_grad), and adds dS K. A pass of its own rather
+  // than atomics from the key-side kernel: no float copy of dQ, no conversion pass, the same sums in every run.
   __shared__ __align__(16) store_t k_tile[2][QUERY_KEYS][PITCH], v_tile[2][QUERY_KEYS][PITCH];
   constexpr int M = ROW_FRAGS;  // 16-row fragments per warp, as in the forward
   const int warp = threadIdx.x / 32;
@@ -54,26 +54,34 @@
     mma_abt<QUERY_KEYS, M>(s, qa, k_tile[stage]);
     mma_abt<QUERY_KEYS, M>(dA, da, v_tile[stage]);
     const bool full = kb >= last_lo && kb + QUERY_KEYS - 1 <= first_hi;
-    // (Called with a constant: once inlined, the full tile's code has no mask.)
-    auto fold_tile = [&](const bool FULL) {
+    // (Called with constants: once inlined, the full tile's code has no mask; BELOW as in the forward.)
+    auto fold_tile = [&](const bool FULL, const bool BELOW) {
 #pragma unroll
-      for (int f = 0; f < M; ++f)
+      for (int f = 0; f < M; ++f) {
+        const real* along[2] = {g, g};
+        if (POSITION_BIAS && BELOW) along[0] = below_keys(g, row[f][0], kb), along[1] = below_keys(g, row[f][1], kb);
 #pragma unroll
         for (int nb = 0; nb < QUERY_KEYS / 8; ++nb)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int h = e / 2;
-            const int j = FULL ? kb + frag_col(nb, e) : imin(kb + frag_col(nb, e), block_hi);  // (after block_hi: hidden)
+            // (A key after block_hi is hidden.)
+            const int j = FULL ? kb + frag_col(nb, e) : imin(kb + frag_col(nb, e), block_hi);
+            const real x = BELOW ? logit_along(s[f][nb][e], along[h], -(8 * nb + e % 2))
+                                 : logit_of(s[f][nb][e], row[f][h], j, g);
             real A, dx;
-            column_grad(logit_of(s[f][nb][e], row[f][h], j, g), fi[f][h], (real)(j + 1), (real)n, dA[f][nb][e],
-                        Dd[f][h], st0[f][h], inv_st0[f][h], st1[f][h], A, dx);
+            column_grad(x, fi[f][h], (real)(j + 1), (real)n, dA[f][nb][e], Dd[f][h], st0[f][h], inv_st0[f][h],
+                        st1[f][h], A, dx);
             s[f][nb][e] = FULL || (kb + frag_col(nb, e) <= hi[f][h] && j >= lo[f][h]) ? dx * SCALE_QK : (real)0;
           }
+      }
     };
-    if (full)
-      fold_tile(true);
+    if (!full)
+      fold_tile(false, false);
+    else if (POSITION_BIAS && kb + QUERY_KEYS - 1 > first_row)
+      fold_tile(true, false);
     else
-      fold_tile(false);
+      fold_tile(true, true);
     unsigned sa[M][QUERY_KEYS / 16][4];
 #pragma unroll
     for (int f = 0; f < M; ++f) as_a<QUERY_KEYS>(sa[f], s[f]);

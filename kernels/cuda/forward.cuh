@@ -37,14 +37,14 @@
   // same running state); one of them counts their terms in its share of the row's sum.
   if (KEY_BIAS || SINK_LOGIT) {
 #pragma unroll
-    for (int f = 0; f < M; ++f)
+    for (int f = 0; f < M; ++f) {
+      real q_kstar[2];
+      if (KEY_BIAS) rows_dot(qa[f], kstar, q_kstar);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         real own = 0, w, rescale;
         if (KEY_BIAS) {
-          real xs = 0;
-          for (int d = 0; d < D; ++d) xs += load(q, row[f][h] * D + d) * kstar[d];
-          fold_column(xs * SCALE_QK, fi[f][h], (real)0, (real)n, m[f][h], own, w, rescale);
+          fold_column(q_kstar[h] * SCALE_QK, fi[f][h], (real)0, (real)n, m[f][h], own, w, rescale);
 #pragma unroll
           for (int nb = 0; nb < D / 8; ++nb)
             acc[f][nb][2 * h] = w * vstar[frag_col(nb, 0)], acc[f][nb][2 * h + 1] = w * vstar[frag_col(nb, 1)];
@@ -56,6 +56,7 @@
         }
         P[f][h] = lane % 4 == 0 ? own : (real)0;
       }
+    }
   }
   int block_lo, block_hi, first_hi, last_lo;
   key_range(first_row, n, block_lo, first_hi);
@@ -72,12 +73,15 @@
     for (int f = 0; f < M; ++f) zero(s[f]);
     mma_abt<FWD_KEYS, M>(s, qa, k_tile[stage]);
     // Every row of the block sees every key of the tile (the code without masks), or the mask is decided per
-    // element, a hidden pair computed as x = shift (any finite logit would do) and dropped by selects.
-    // (Called with a constant: once inlined, each call is its own code.)
-    auto fold_tile = [&](const bool FULL) {
+    // element, a hidden pair computed as x = shift (any finite logit would do) and dropped by selects. BELOW:
+    // the tile is at or below every row's diagonal (a position table read along it, tile.cuh's logit_along).
+    // (Called with constants: once inlined, each call is its own code.)
+    auto fold_tile = [&](const bool FULL, const bool BELOW) {
 #pragma unroll
       for (int f = 0; f < M; ++f) {
         real tile_max[2] = {-SINK_INF, -SINK_INF};
+        const real* along[2] = {g, g};
+        if (POSITION_BIAS && BELOW) along[0] = below_keys(g, row[f][0], kb), along[1] = below_keys(g, row[f][1], kb);
 #pragma unroll
         for (int nb = 0; nb < FWD_KEYS / 8; ++nb)
 #pragma unroll
@@ -85,7 +89,9 @@
             const int h = e / 2;
             const int j = kb + frag_col(nb, e);
             const bool seen = FULL || (j >= lo[f][h] && j <= hi[f][h]);
-            s[f][nb][e] = seen ? logit_of(s[f][nb][e], row[f][h], j, g) : -SINK_INF;
+            const real x = BELOW ? logit_along(s[f][nb][e], along[h], -(8 * nb + e % 2))
+                                 : logit_of(s[f][nb][e], row[f][h], j, g);
+            s[f][nb][e] = seen ? x : -SINK_INF;
             if (ONLINE) tile_max[h] = r_fmax(tile_max[h], s[f][nb][e]);
           }
         real shift[2] = {0, 0}, unit[2] = {1, 1};
@@ -116,10 +122,12 @@
           }
       }
     };
-    if (kb >= last_lo && kb + FWD_KEYS - 1 <= first_hi)
-      fold_tile(true);
+    if (kb < last_lo || kb + FWD_KEYS - 1 > first_hi)
+      fold_tile(false, false);
+    else if (POSITION_BIAS && kb + FWD_KEYS - 1 > first_row)  // (without a table, one code for full tiles)
+      fold_tile(true, false);
     else
-      fold_tile(false);
+      fold_tile(true, true);
     unsigned wa[M][FWD_KEYS / 16][4];
 #pragma unroll
     for (int f = 0; f < M; ++f) as_a<FWD_KEYS>(wa[f], s[f]);

@@ -159,6 +159,21 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v + shfl_xor(v, 2);
 }
 
+// The lane's two rows (h) of a 16 x D A operand dotted with x (D numbers), each summed over the four lanes
+// that hold the row: the operand's registers, not the rows again from global memory.
+__device__ __forceinline__ void rows_dot(const unsigned (&a)[D / 16][4], const real* x, real (&dot)[2]) {
+  const int t = lane_id() % 4;
+  dot[0] = dot[1] = 0;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {  // register r: row h = r % 2, columns 16 kk + 8 (r / 2) + 2 t and the next
+      const int c = 16 * kk + 8 * (r / 2) + 2 * t;
+      dot[r % 2] += to_real((store_t)(a[kk][r] & 0xffffu)) * x[c] + to_real((store_t)(a[kk][r] >> 16)) * x[c + 1];
+    }
+  dot[0] = quad_sum(dot[0]), dot[1] = quad_sum(dot[1]);
+}
+
 // A 16 x D accumulator, row h of the lane's two scaled by scale[h], into rows r0.. of a [T, D] array
 // (rows from T on are not written).
 __device__ __forceinline__ void store_rows(store_t* x, const float (&c)[D / 8][4], int r0, int T,
@@ -178,5 +193,16 @@ __device__ __forceinline__ void store_rows(store_t* x, const float (&c)[D / 8][4
 __device__ __forceinline__ real logit_of(float qk, int i, int j, const real* g) {
   real x = qk * SCALE_QK;
   if (POSITION_BIAS) x += g[distance(i, j)];
+  return x;
+}
+// The logit along a tile of keys from j0 whose every pair has i >= j (at or below the diagonal), the position
+// table read from one pointer per row of the lane, below = g + i - j0 - 2 (lane % 4) (below_keys): g at i - j
+// for element (nb, e) is below[-(8 nb + e % 2)], no distance and no address arithmetic per element.
+__device__ __forceinline__ const real* below_keys(const real* g, int i, int j0) {
+  return g + (i - j0 - 2 * (lane_id() % 4));
+}
+__device__ __forceinline__ real logit_along(float qk, const real* below, int offset) {
+  real x = qk * SCALE_QK;
+  if (POSITION_BIAS) x += below[offset];
   return x;
 }

@@ -140,11 +140,12 @@ class CudaLauncher : public KernelLauncher {
     SliceGradients d;
     d.dsink = rows.dsink;
     d.dk = torch::empty_like(in.k), d.dv = torch::empty_like(in.v), d.dq = torch::empty_like(in.q);
-    // Without dg (a null buffer) the kernel adds nothing by distance.
-    d.dg = spec_.position_bias && position_grad
-               ? torch::zeros({in.q.size(0), in.q.size(1), in.q.size(2)}, stats.options())
-               : torch::Tensor();
-    launch_keys(chosen_.keys, in, stats, dout, rows, d.dk, d.dv, d.dg);
+    // dg from a source of its own, where the table wants a gradient (tiles.position_grad).
+    kernels::CudaTiles keys = chosen_.keys;
+    keys.position_grad = spec_.position_bias && position_grad;
+    d.dg = keys.position_grad ? torch::zeros({in.q.size(0), in.q.size(1), in.q.size(2)}, stats.options())
+                              : torch::Tensor();
+    launch_keys(keys, in, stats, dout, rows, d.dk, d.dv, d.dg);
     launch_queries(chosen_.queries, in, stats, dout, rows, d.dq);
     // k* and v*'s per-slice terms: sums over the rows.
     if (in.k_star.defined()) {

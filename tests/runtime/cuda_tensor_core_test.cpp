@@ -100,27 +100,31 @@ TEST(CudaKernels, TensorCoreKernelsUseTensorCoresAndSpillNothing) {
     cases.push_back({{.name = "p-norm 2", .normalize = "pnorm", .p = 2, .D = d}, kernels::CudaStorage::BFloat16});
   }
   for (const auto& [v, storage] : cases)
-    for (int arch : {80, 90}) {
-      const auto spec = spec_of(v);
-      SCOPED_TRACE(fmt::format("{}, d_head {}, sm_{}", v.name, v.D, arch));
-      std::string report;
-      const std::string cubin = cuda::compile_cubin(kernels::emit_cuda(spec, storage), arch, &report);
-      const auto resources = read_assembler_report(report);
-      ASSERT_EQ(resources.size(), 5u) << report;
-      for (const auto& [kernel, r] : resources) {
-        std::printf("  sm_%d d_head %3lld %-56s %-22s %3d registers, %6d bytes shared, spills %d/%d\n", arch,
-                    static_cast<long long>(v.D), v.name.c_str(), kernel.c_str(), r.registers, r.shared_bytes,
-                    r.spill_stores, r.spill_loads);
-        EXPECT_EQ(r.spill_stores, 0) << kernel;
-        EXPECT_EQ(r.spill_loads, 0) << kernel;
-        EXPECT_GT(r.registers, 0) << kernel;
+    for (int arch : {80, 90})
+      for (bool position_grad : {false, true}) {  // (with the table's gradient: its own source)
+        if (position_grad && !v.position_bias) continue;
+        const auto spec = spec_of(v);
+        SCOPED_TRACE(fmt::format("{}, d_head {}, sm_{}{}", v.name, v.D, arch, position_grad ? ", dg" : ""));
+        kernels::CudaTiles tiles = kernels::cuda_tiles(spec, storage);
+        tiles.position_grad = position_grad;
+        std::string report;
+        const std::string cubin = cuda::compile_cubin(kernels::emit_cuda(spec, storage, tiles), arch, &report);
+        const auto resources = read_assembler_report(report);
+        ASSERT_EQ(resources.size(), 5u) << report;
+        for (const auto& [kernel, r] : resources) {
+          std::printf("  sm_%d d_head %3lld %-60s %-22s %3d registers, %6d bytes shared, spills %d/%d\n", arch,
+                      static_cast<long long>(v.D), (v.name + (position_grad ? ", dg" : "")).c_str(), kernel.c_str(),
+                      r.registers, r.shared_bytes, r.spill_stores, r.spill_loads);
+          EXPECT_EQ(r.spill_stores, 0) << kernel;
+          EXPECT_EQ(r.spill_loads, 0) << kernel;
+          EXPECT_GT(r.registers, 0) << kernel;
+        }
+        if (nvdisasm.empty()) continue;
+        const auto hmma = tensor_instructions(nvdisasm, cubin);
+        for (const char* kernel : {"sink_forward", "sink_backward_keys", "sink_backward_queries"})
+          EXPECT_GT(hmma.count(kernel) ? hmma.at(kernel) : 0, 0) << kernel << " has no HMMA";
+        EXPECT_EQ(hmma.count("sink_probe") ? hmma.at("sink_probe") : -1, 0) << "the disassembly was not read";
       }
-      if (nvdisasm.empty()) continue;
-      const auto hmma = tensor_instructions(nvdisasm, cubin);
-      for (const char* kernel : {"sink_forward", "sink_backward_keys", "sink_backward_queries"})
-        EXPECT_GT(hmma.count(kernel) ? hmma.at(kernel) : 0, 0) << kernel << " has no HMMA";
-      EXPECT_EQ(hmma.count("sink_probe") ? hmma.at("sink_probe") : -1, 0) << "the disassembly was not read";
-    }
   if (nvdisasm.empty())
     GTEST_SKIP() << "registers checked; no nvdisasm (SINKLAB_NVDISASM, the PATH or the nvidia-cuda-nvdisasm wheel "
                     "of SINKLAB_PYTHON) to read the machine code for HMMA";

@@ -5,6 +5,7 @@
 // place, and the products below disagree with LibTorch's.
 #include <gtest/gtest.h>
 
+#include "kernels/cuda_source.h"
 #include "kernels/cuda_text.h"
 #include "tests/runtime/cuda_emulator.h"
 
@@ -19,9 +20,8 @@ bool have_host_compiler() { return std::system("command -v c++ > /dev/null 2>&1"
 
 // What the generated source defines before the tile operations, for D and the 16-bit type.
 std::string tile_prelude(int d, bool half, int threads) {
-  return fmt::format(R"(typedef float real;
-typedef unsigned short store_t;
-#define SINK_INF ((real)__int_as_float(0x7f800000))
+  return "typedef float real;\n" + (half ? kernels::cuda_fp16_storage() : kernels::cuda_bf16_storage()) +
+         fmt::format(R"(#define SINK_INF ((real)__int_as_float(0x7f800000))
 constexpr int D = {0}, PITCH = D + 8, THREADS = {2};
 constexpr bool HALF_MMA = {1}, POSITION_BIAS = false;
 constexpr long long PREFIX = 0, WINDOW = 0;
