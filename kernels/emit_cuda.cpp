@@ -142,6 +142,9 @@ CudaTiles cuda_tiles(const KernelSpec& spec, CudaStorage storage) {
     // backward_keys holds the warp's K and V rows and its dK and dV sums in registers: 16 queries a tile
     // from d_head 128 on, or the registers spill.
     if (d >= 128) t.key_queries = 16;
+    // With a position table, per-element reads of it the compiler hoists: half the queries a tile, or the
+    // registers spill (ALiBi at d_head 64 and 96 on sm_90).
+    if (spec.position_bias) t.key_queries = d <= 64 ? 32 : 16;
     if (tensor_shared_bytes(t.forward_keys, d) > kStaticSharedLimit)
       throw std::runtime_error(fmt::format("CUDA kernels: d_head {} exceeds the tensor-core tiles' shared memory", d));
     return t;

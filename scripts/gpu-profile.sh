@@ -4,7 +4,8 @@
 #   scripts/gpu-profile.sh OUT [--variants 'softmax|sigmoid, no normalization'] [--D 64] [--T 2048]
 # OUT: ncu.txt (per kernel: duration, registers, occupancy, issue slots, the busiest pipe, Nsight's notes),
 # anatomy.txt (bench/kernel_anatomy: the same kernels' static instruction mix) and timing.txt
-# (bench/gpu_attention on the same cases, not under the profiler, with the tuning on).
+# (bench/gpu_attention on the same cases, not under the profiler, with the tuning on) and
+# timing-default-tiles.txt (the same with SINKLAB_TUNE=0).
 # Exit: 0, or the first failing step's code.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -39,4 +40,8 @@ SINKLAB_TUNE=0 timeout 240 ncu --kernel-name regex:sink_ --launch-count 32 \
   build-gpu/bench/gpu_attention --repeats 1 --D "$D" --T "$T" --variants "$variants" > "$out/ncu.txt" 2>&1
 rc=$?
 timeout 120 build-gpu/bench/gpu_attention --repeats 5 --D "$D" --T "$T" --variants "$variants" > "$out/timing.txt" 2>&1
-exit $((rc ? rc : $?))
+tuned=$?
+# The default tiles beside the tuned ones, same process kind and shapes: what the tuning bought.
+SINKLAB_TUNE=0 timeout 120 build-gpu/bench/gpu_attention --repeats 5 --D "$D" --T "$T" --variants "$variants" \
+  > "$out/timing-default-tiles.txt" 2>&1
+exit $((rc ? rc : tuned ? tuned : $?))

@@ -96,6 +96,7 @@ TEST(CudaKernels, TensorCoreKernelsUseTensorCoresAndSpillNothing) {
                       .D = d,
                       .sink_logit = true},
                      kernels::CudaStorage::Float16});
+    cases.push_back({{.name = "softmax, ALiBi", .position_bias = true, .D = d}, kernels::CudaStorage::BFloat16});
     cases.push_back({{.name = "softpick", .normalize = "softpick", .D = d}, kernels::CudaStorage::BFloat16});
     cases.push_back({{.name = "p-norm 2", .normalize = "pnorm", .p = 2, .D = d}, kernels::CudaStorage::BFloat16});
   }
