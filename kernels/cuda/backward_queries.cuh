@@ -35,8 +35,7 @@
     for (int nb = 0; nb < D / 8; ++nb)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
-        dq_acc[f][nb][e] =
-            KEY_BIAS ? kstar[head * star_step + frag_col(nb, e)] * sdxstar[bh * T + row[f][e / 2]] : 0.f;
+        dq_acc[f][nb][e] = KEY_BIAS ? kstar[head * star_step + frag_col(nb, e)] * sdxstar[bh * T + row[f][e / 2]] : 0.f;
   }
   int block_lo, block_hi, first_hi, last_lo;
   key_range(first_row, n, block_lo, first_hi);
@@ -67,8 +66,8 @@
             const int h = e / 2;
             // (A key after block_hi is hidden.)
             const int j = FULL ? kb + frag_col(nb, e) : imin(kb + frag_col(nb, e), block_hi);
-            const real x = BELOW ? logit_along(s[f][nb][e], along[h], -(8 * nb + e % 2))
-                                 : logit_of(s[f][nb][e], row[f][h], j, g);
+            const real x =
+                BELOW ? logit_along(s[f][nb][e], along[h], -(8 * nb + e % 2)) : logit_of(s[f][nb][e], row[f][h], j, g);
             real A, dx;
             column_grad(x, fi[f][h], (real)(j + 1), (real)n, dA[f][nb][e], Dd[f][h], st0[f][h], inv_st0[f][h],
                         st1[f][h], A, dx);

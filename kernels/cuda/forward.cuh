@@ -89,8 +89,8 @@
             const int h = e / 2;
             const int j = kb + frag_col(nb, e);
             const bool seen = FULL || (j >= lo[f][h] && j <= hi[f][h]);
-            const real x = BELOW ? logit_along(s[f][nb][e], along[h], -(8 * nb + e % 2))
-                                 : logit_of(s[f][nb][e], row[f][h], j, g);
+            const real x =
+                BELOW ? logit_along(s[f][nb][e], along[h], -(8 * nb + e % 2)) : logit_of(s[f][nb][e], row[f][h], j, g);
             s[f][nb][e] = seen ? x : -SINK_INF;
             if (ONLINE) tile_max[h] = r_fmax(tile_max[h], s[f][nb][e]);
           }
