@@ -6,7 +6,8 @@
 // variants; a GPU measures time (bench/gpu_attention).
 //   build/bench/kernel_anatomy [--D 64] [--arch 90] [--variants 'softmax|sink logit|...'] [--tiles]
 //                              [--sass KERNEL] [--source]
-// --tiles: every tile candidate a GPU would measure (cuda_tile_candidates), not only the default.
+// --tiles: every tile candidate a GPU would measure (cuda_tuning_tiles: the fused backward_keys's marked "+dQ"), not
+// only the default.
 // --sass KERNEL: also print that kernel's machine code (sink_forward, sink_backward_keys, ...); --source: the
 // CUDA source NVRTC compiles.
 // Needs NVRTC and nvdisasm (SINKLAB_NVDISASM, the PATH, or the nvidia-cuda-nvdisasm wheel of SINKLAB_PYTHON).
@@ -121,7 +122,7 @@ int main(int argc, char** argv) {
     v.D = D;
     const auto spec = testing_variants::spec_of(v);
     const auto storage = kernels::CudaStorage::BFloat16;
-    auto candidates = kernels::cuda_tile_candidates(spec, storage);
+    auto candidates = kernels::cuda_tuning_tiles(spec, storage);
     if (!all_tiles) candidates.resize(1);
     for (const auto& tiles : candidates) {
       std::string report;
@@ -130,13 +131,14 @@ int main(int argc, char** argv) {
       const std::string cubin = rt::cuda::compile_cubin(source, arch, &report);
       const auto resources = read_assembler_report(report);
       for (const auto& [kernel, code] : disassemble(nvdisasm, cubin)) {
-        if (kernel == "sink_probe") continue;
+        if (kernel == "sink_probe" || (tiles.fused_dq && kernel != "sink_backward_keys")) continue;
         const auto r = resources.count(kernel) ? resources.at(kernel) : KernelResources{};
         // The query-row kernels' rows per warp (16 per fragment), then the rows per block and per tile.
         const std::string per_warp = fmt::format("{}/warp ", 16 * tiles.row_frags);
         const std::string shape =
-            kernel == "sink_forward"         ? fmt::format("{}{}x{}", per_warp, tiles.forward_rows, tiles.forward_keys)
-            : kernel == "sink_backward_keys" ? fmt::format("16/warp {}x{}", tiles.key_rows, tiles.key_queries)
+            kernel == "sink_forward" ? fmt::format("{}{}x{}", per_warp, tiles.forward_rows, tiles.forward_keys)
+            : kernel == "sink_backward_keys"
+                ? fmt::format("16/warp {}x{}{}", tiles.key_rows, tiles.key_queries, tiles.fused_dq ? " +dQ" : "")
             : kernel == "sink_backward_queries" ? fmt::format("{}{}x{}", per_warp, tiles.query_rows, tiles.query_keys)
                                                 : "";
         fmt::print("{:<28} {:<22} {:<32} {:>4} {:>7} {:>6} {}\n", v.name, kernel,

@@ -99,6 +99,10 @@ namespace {
 // The shared memory of a tensor-core kernel streaming tiles of `rows` rows: two stages of two [rows][d + 8]
 // tiles of 16-bit numbers, and backward_keys's four float rows per stage (Z, 1 / Z, the shift, D).
 size_t tensor_shared_bytes(int rows, int64_t d) { return 2 * 2 * rows * (d + 8) * 2 + 2 * 4 * rows * 4; }
+// backward_keys's more with fused_dq: its `block` K rows and a [block][rows + 8] tile of dS^T.
+size_t fused_shared_bytes(int block, int rows, int64_t d) {
+  return tensor_shared_bytes(rows, d) + block * (d + 8) * 2 + block * (rows + 8) * 2;
+}
 constexpr size_t kStaticSharedLimit = 48 * 1024;
 
 }  // namespace
@@ -127,6 +131,31 @@ std::vector<CudaTiles> cuda_tile_candidates(const KernelSpec& spec, CudaStorage 
     const bool known = std::any_of(out.begin(), out.end(), [&](const CudaTiles& o) { return o.same_as(t); });
     if (!known && out.size() < 8) out.push_back(t);
   }
+  return out;
+}
+
+std::vector<CudaTiles> cuda_fused_candidates(const KernelSpec& spec, CudaStorage storage) {
+  const CudaTiles chosen = cuda_tiles(spec, storage);
+  if (!chosen.tensor_cores) return {};
+  const int64_t d = spec.d_head;
+  // Key rows per block (64, 128, 32) and query rows per tile (the default's, a half, a quarter: dQ's
+  // operands take registers the default's tile leaves), 16 query rows at least (one fragment of dQ's rows).
+  std::vector<CudaTiles> out;
+  for (const int block : {64, 128, 32})
+    for (const int stream : {chosen.key_queries, chosen.key_queries / 2, chosen.key_queries / 4}) {
+      if (stream < 16 || fused_shared_bytes(block, stream, d) > kStaticSharedLimit) continue;
+      CudaTiles t = chosen;
+      t.fused_dq = true;
+      t.key_rows = block, t.key_queries = stream;
+      if (out.size() < 4) out.push_back(t);
+    }
+  return out;
+}
+
+std::vector<CudaTiles> cuda_tuning_tiles(const KernelSpec& spec, CudaStorage storage) {
+  std::vector<CudaTiles> out = cuda_tile_candidates(spec, storage);
+  const std::vector<CudaTiles> fused = cuda_fused_candidates(spec, storage);
+  out.insert(out.end(), fused.begin(), fused.end());
   return out;
 }
 
@@ -171,9 +200,9 @@ CudaStorage training_storage(const std::string& precision) {
 }
 
 std::string CudaTiles::describe() const {
-  return fmt::format("forward {}x{}, backward_keys {}x{}, backward_queries {}x{}, min_blocks {}, row_frags {}{}",
+  return fmt::format("forward {}x{}, backward_keys {}x{}, backward_queries {}x{}, min_blocks {}, row_frags {}{}{}",
                      forward_rows, forward_keys, key_rows, key_queries, query_rows, query_keys, min_blocks, row_frags,
-                     position_grad ? ", dg" : "");
+                     position_grad ? ", dg" : "", fused_dq ? ", fused dQ" : "");
 }
 
 std::string emit_cuda(const KernelSpec& spec, CudaStorage storage) {
@@ -206,6 +235,7 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
   flag("SINK_LOGIT", spec.sink_logit);
   flag("POSITION_BIAS", spec.position_bias);
   flag("POSITION_GRAD", spec.position_bias && tiles.position_grad);
+  flag("FUSED_DQ", tiles.tensor_cores && tiles.fused_dq);
   out += fmt::format("constexpr int D = {};\n", spec.d_head);
   out += fmt::format("constexpr long long PREFIX = {}, WINDOW = {};\n", spec.prefix, spec.window);
   const NormalizerForm norm = spec.normalizer();

@@ -48,6 +48,10 @@ struct CudaTiles {
   // Not a tile: whether backward_keys sums the position table's gradient dg (a learned table's, T5's; ALiBi's
   // is a constant). A source of its own where wanted, so the kernels without it hold no flag in a register.
   bool position_grad = false;
+  // backward_keys also sums dQ (dS K per tile, atomically into a float dQ: FlashAttention-2's backward), and
+  // backward_queries does not run: five products a tile pair instead of seven, for a float copy of dQ and
+  // sums in no fixed order. The tuning measures it against the two kernels (cuda_fused_candidates).
+  bool fused_dq = false;
   // Threads per block of each kernel: a row per thread, or a warp per 16 rows (16 row_frags in the two
   // query-row kernels).
   int forward_threads() const { return threads(forward_rows, row_frags); }
@@ -57,7 +61,7 @@ struct CudaTiles {
     return tensor_cores == o.tensor_cores && forward_rows == o.forward_rows && forward_keys == o.forward_keys &&
            key_rows == o.key_rows && key_queries == o.key_queries && query_rows == o.query_rows &&
            query_keys == o.query_keys && row_threads == o.row_threads && min_blocks == o.min_blocks &&
-           row_frags == o.row_frags && position_grad == o.position_grad;
+           row_frags == o.row_frags && position_grad == o.position_grad && fused_dq == o.fused_dq;
   }
   std::string describe() const;  // "rows 64, stream 64, min_blocks 1" per kernel, for logs and the tuning table
 
@@ -69,6 +73,13 @@ CudaTiles cuda_tiles(const KernelSpec& spec, CudaStorage storage = CudaStorage::
 // The tiles a GPU may measure for the tensor-core kernels (runtime/attention/cuda_tuning.h), at most 8, the
 // default (cuda_tiles) first; the scalar kernels' one choice otherwise.
 std::vector<CudaTiles> cuda_tile_candidates(const KernelSpec& spec, CudaStorage storage);
+
+// The tiles of a backward_keys that also sums dQ (fused_dq) a GPU may measure against the two backward
+// kernels, at most 4, each with its extra shared memory (the block's K rows, a tile of dS) within 48 KiB;
+// none for the scalar kernels.
+std::vector<CudaTiles> cuda_fused_candidates(const KernelSpec& spec, CudaStorage storage);
+// Every source a GPU's tuning compiles: cuda_tile_candidates, then cuda_fused_candidates.
+std::vector<CudaTiles> cuda_tuning_tiles(const KernelSpec& spec, CudaStorage storage);
 
 // Why a variant in this storage runs on the scalar kernels; empty where it runs on tensor cores.
 std::string scalar_kernels_reason(const KernelSpec& spec, CudaStorage storage);

@@ -17,7 +17,8 @@ bool is_activation(std::string_view p) {
   return false;
 }
 bool is_written(std::string_view p) {
-  for (std::string_view a : {"o", "stats", "delta", "astar", "sdxstar", "dsink", "dk", "dv", "dg", "dq", "out"})
+  for (std::string_view a :
+       {"o", "stats", "delta", "astar", "sdxstar", "dsink", "dk", "dv", "dg", "dq", "dq_sum", "out"})
     if (p == a) return true;
   return false;
 }

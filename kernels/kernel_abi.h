@@ -40,8 +40,9 @@ inline constexpr std::array<std::string_view, 9> kCudaForward = {"q",     "k",  
                                                                  "vstar", "sink", "o", "stats"};
 inline constexpr std::array<std::string_view, 11> kCudaBackwardRows = {
     "q", "kstar", "vstar", "sink", "o", "stats", "dout", "delta", "astar", "sdxstar", "dsink"};
-inline constexpr std::array<std::string_view, 10> kCudaBackwardKeys = {"q",    "k",     "v",  "g",  "stats",
-                                                                       "dout", "delta", "dk", "dv", "dg"};
+// dq_sum: dQ in float, summed into by a fused backward_keys (CudaTiles::fused_dq), else not touched.
+inline constexpr std::array<std::string_view, 11> kCudaBackwardKeys = {"q",     "k",  "v",  "g",  "stats", "dout",
+                                                                       "delta", "dk", "dv", "dg", "dq_sum"};
 inline constexpr std::array<std::string_view, 10> kCudaBackwardQueries = {"q",     "k",    "v",     "g",       "kstar",
                                                                           "stats", "dout", "delta", "sdxstar", "dq"};
 inline constexpr std::array<std::string_view, 6> kCudaProbe = {"q", "k", "g", "kstar", "stats", "out"};

@@ -7,18 +7,24 @@ cd "$(dirname "$0")/.."
 # sloppiness lets it cache the translation units that use a precompiled header (all of LibTorch's).
 export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_BASEDIR=$PWD \
   CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
+# Each leg's start, seconds from this script's: where the CI budget goes.
+leg() { echo "== $1 (at ${SECONDS} s)"; }
+leg "set-up and the Debian build"
 scripts/setup.sh --tests
 # The CUDA kernels on the CPU emulation (CudaKernels.*, about half the runtime tests' time) run in the
 # torch 2.11 leg below, the one built as a GPU node builds.
+leg "Debian tests"
 ctest --test-dir build --output-on-failure -j2 -E '^CudaKernels\.' -LE 'gpucheck|node'
 # The plan library and kernel emitters alone, configured without ANTLR,
 # LibTorch or LLVM: the layering the runtime's portability rests on.
+leg "the plan library alone"
 cmake -S . -B build-plan -G Ninja -DCMAKE_BUILD_TYPE=Release -DSINKLAB_FRONTEND=OFF -DSINKLAB_RUNTIME=OFF > /dev/null
 ninja -C build-plan plan_tests tokens_tests
 ctest --test-dir build-plan --output-on-failure
 # The parser fuzz target needs clang: its own build folder, where the front
 # end, the results code and sinkc are built with ASan and UBSan; their tests
 # run there again, sanitized, beside the 30 s fuzz run.
+leg "the sanitized front end and the fuzz run"
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSINKLAB_FUZZ=ON -DSINKLAB_RUNTIME=OFF \
   -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 > /dev/null
 ninja -C build-fuzz parse_fuzz lsp_fuzz sinkc front_tests results_tests results_fixture
@@ -29,15 +35,20 @@ UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-fuzz --output-on-failure
 # node builds (the runtime, cuda_check, gpu_attention) compiles here against that LibTorch, and the runtime's
 # tests that need no GPU run on it: the data-parallel ones under torch 2.11's torchrun, the CUDA kernels on
 # the CPU emulation.
+leg "the torch 2.11 build"
 venv=$(scripts/torch-venv.sh)
 # The archive a node without root installs from (its .deps/ is the one below; sinkc linked statically).
 scripts/pack-node.sh build-node
 PATH="$venv/bin:$PATH" scripts/setup-gpu.sh .deps build-torch2 -DSINKLAB_FRONTEND=ON -DSINKLAB_PYTHON="$venv/bin/python" \
   --target sinkc --target sinkc-runtime --target runtime_tests --target plan_tests --target cuda_check \
   --target gpu_attention
+leg "torch 2.11 tests"
 ctest --test-dir build-torch2 --output-on-failure -j2 -L 'plan|runtime'
+leg "gpu-check rehearsed on the CPU"
 # scripts/gpu-check.sh in a copy holding only what a GPU job receives, up to its first step that
 # needs a GPU: the build, the kernel cache, the files it returns (tests/gpu/gpu_check_on_cpu.sh).
 ctest --test-dir build-torch2 --output-on-failure -L gpucheck
+leg "the node archive installed"
 # That archive installed into a fresh prefix as on a node (scripts/install-node.sh), then a study from there.
 ctest --test-dir build-torch2 --output-on-failure -L node
+leg "done"

@@ -2,12 +2,16 @@
   // dK and dV on tensor cores: a block owns KEY_ROWS keys, 16 per warp, and streams the tiles of queries
   // that can see them (with dO and the rows' statistics). Per tile, transposed so the warp's keys are the
   // rows: S^T = K Q^T and dA^T = V dO^T, each pair's A and logit gradient (column_grad), then dV += A^T dO and
-  // dK += dS^T Q. The position bias's gradient goes to dg by distance, atomically, where g wants one (a
-  // learned table; ALiBi's is a constant). (Summed per tile in shared memory first, it compiled to a
+  // dK += dS^T Q; with FUSED_DQ also dQ += dS K, in float sums (then backward_queries does not run). The
+  // position bias's gradient goes to dg by distance, atomically, where g wants one (a learned table; ALiBi's
+  // is a constant). (Summed per tile in shared memory first, it compiled to a
   // compare-and-swap loop per pair on sm_90: no native shared float add.)
   __shared__ __align__(16) store_t q_tile[2][KEY_QUERIES][PITCH], do_tile[2][KEY_QUERIES][PITCH];
   __shared__ real st0_tile[2][KEY_QUERIES], inv0_tile[2][KEY_QUERIES], st1_tile[2][KEY_QUERIES],
       delta_tile[2][KEY_QUERIES];
+  // With FUSED_DQ, the block's K rows and a tile's dS^T, the operands of dQ's share (sized away otherwise).
+  constexpr int FUSED_ROWS = FUSED_DQ ? KEY_ROWS : 1;
+  __shared__ __align__(16) store_t k_rows[FUSED_ROWS][PITCH], ds_tile[FUSED_ROWS][KEY_QUERIES + 8];
   const int warp = threadIdx.x / 32;
   const long long bh = blockIdx.y, head = (unsigned)blockIdx.y % (unsigned)H;  // (a 64-bit % is a call)
   const int n = (int)T;  // positions within the slice are 32-bit (tile.cuh)
@@ -16,10 +20,12 @@
   q += bh * T * D, k += bh * T * D, v += bh * T * D, dout += bh * T * D, dk += bh * T * D, dv += bh * T * D;
   stats += bh * 2 * T, delta += bh * T;
   if (POSITION_GRAD) dg += bh * T;
+  if (FUSED_DQ) dq_sum += bh * T * D;
   if (POSITION_BIAS) g += head * g_step;
   unsigned ka[D / 16][4], va[D / 16][4];
   load_a_rows(ka, k, warp_key, n);
   load_a_rows(va, v, warp_key, n);
+  if (FUSED_DQ) store_a<D>(k_rows, 16 * warp, ka);  // (read after the first stage's barrier)
   int key[2];
   bool is_key[2];
   real fj[2];
@@ -83,7 +89,33 @@
     as_a<KEY_QUERIES>(sa, dAT);
     mma_ab<KEY_QUERIES>(dv_acc, aa, do_tile[stage]);
     mma_ab<KEY_QUERIES>(dk_acc, sa, q_tile[stage]);
-    __syncthreads();  // every warp is done with this stage before the next iteration's copy refills it
+    if (FUSED_DQ) {
+      // dQ's share of the tile, dS K over the block's keys, added into float sums (every key block adds to
+      // the same query rows): dS^T through shared memory, a warp per 16 x 16 block of the tile's dQ.
+      store_a<KEY_QUERIES>(ds_tile, 16 * warp, sa);
+      __syncthreads();
+      constexpr int COLS = D / 16, BLOCKS = KEY_QUERIES / 16 * COLS, WARPS = KEY_THREADS / 32;
+#pragma unroll
+      for (int round = 0; round < (BLOCKS + WARPS - 1) / WARPS; ++round) {
+        const int u = warp + round * WARPS;
+        if (BLOCKS % WARPS != 0 && u >= BLOCKS) break;
+        float acc[2][4];
+        zero(acc);
+        mma_atb_block<KEY_ROWS>(acc, ds_tile, u / COLS, k_rows, u % COLS);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {  // the lane's two rows; its elements 2 h and 2 h + 1 are neighbours
+          const int i = qb + 16 * (u / COLS) + frag_row(2 * h);
+          if (i > last) continue;
+#pragma unroll
+          for (int half = 0; half < 2; ++half)
+            red_add_pair(&dq_sum[(long long)i * D + 16 * (u % COLS) + frag_col(half, 0)], acc[half][2 * h],
+                         acc[half][2 * h + 1]);
+        }
+      }
+    }
+    // Every warp is done with this stage before the next iteration's copy refills it (fused, the barrier
+    // before dQ's product was the last read of it, and the next stage's wait guards the dS tile).
+    if (!FUSED_DQ) __syncthreads();
   }
   const float one[2] = {1, 1};
   store_rows(dk, dk_acc, warp_key, n, one);

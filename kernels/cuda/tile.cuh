@@ -136,6 +136,38 @@ __device__ __forceinline__ void mma_ab(float (&acc)[D / 8][4], const unsigned (&
                tile);
 }
 
+// A warp's 16 x N A operand (as_a's layout) into rows r0..r0+15 of a shared tile of pitch P, for the block's
+// other warps to read back with ldmatrix (the eight rows of one store fall in different banks for the pitches
+// used: D + 8 and N + 8 with N a multiple of 16).
+template <int N, int P>
+__device__ __forceinline__ void store_a(store_t (*tile)[P], int r0, const unsigned (&a)[N / 16][4]) {
+  const int g = lane_id() / 4, t = lane_id() % 4;
+#pragma unroll
+  for (int kk = 0; kk < N / 16; ++kk) {
+    *reinterpret_cast<unsigned*>(&tile[r0 + g][16 * kk + 2 * t]) = a[kk][0];
+    *reinterpret_cast<unsigned*>(&tile[r0 + g + 8][16 * kk + 2 * t]) = a[kk][1];
+    *reinterpret_cast<unsigned*>(&tile[r0 + g][16 * kk + 8 + 2 * t]) = a[kk][2];
+    *reinterpret_cast<unsigned*>(&tile[r0 + g + 8][16 * kk + 8 + 2 * t]) = a[kk][3];
+  }
+}
+
+// acc (16 x 16, two 8-column blocks) += X B, summed over the first K rows of two shared tiles: x holds X
+// transposed (a row per summed index; X's rows are its columns 16 r..16 r + 15), b holds B (B's columns are
+// its columns 16 c..16 c + 15). Both operands come through ldmatrix's transposing load.
+template <int K, int PX>
+__device__ __forceinline__ void mma_atb_block(float (&acc)[2][4], const store_t (*x)[PX], int r,
+                                              const store_t (*b)[PITCH], int c) {
+  const int l = lane_id();
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk) {
+    unsigned a[4], bb[4];
+    ldmatrix_x4_trans(a, &x[16 * kk + l % 8 + 8 * (l / 16)][16 * r + 8 * (l / 8 % 2)]);
+    ldmatrix_x4_trans(bb, &b[16 * kk + l % 8 + 8 * (l / 8 % 2)][16 * c + 8 * (l / 16)]);
+    mma_16816<HALF_MMA>(acc[0], a, bb[0], bb[1]);
+    mma_16816<HALF_MMA>(acc[1], a, bb[2], bb[3]);
+  }
+}
+
 // A 16 x N accumulator as the A operand of the next product, rounded to 16 bits: two neighbouring 8-column
 // blocks of the accumulator layout are the A layout of one 16-column block.
 template <int N>

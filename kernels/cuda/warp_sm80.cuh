@@ -52,6 +52,17 @@ __device__ __forceinline__ void cp_async_wait() {
 
 __device__ __forceinline__ float shfl_xor(float v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
 
+// p[0] += a, p[1] += b in global memory, atomically, nothing returned (p 8-byte aligned): one vector reduction
+// on sm_90 (red.global.add.v2.f32), two before it.
+__device__ __forceinline__ void red_add_pair(float* p, float a, float b) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(a), "f"(b) : "memory");
+#else
+  atomicAdd(p, a);
+  atomicAdd(p + 1, b);
+#endif
+}
+
 // Two floats rounded to nearest even into one register of two 16-bit numbers, `lo` in the low half.
 template <bool HALF>
 __device__ __forceinline__ unsigned pack_rn(float lo, float hi) {

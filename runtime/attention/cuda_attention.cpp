@@ -139,14 +139,19 @@ class CudaLauncher : public KernelLauncher {
     const RowTerms rows = launch_rows(in, o, stats, dout);
     SliceGradients d;
     d.dsink = rows.dsink;
-    d.dk = torch::empty_like(in.k), d.dv = torch::empty_like(in.v), d.dq = torch::empty_like(in.q);
+    d.dk = torch::empty_like(in.k), d.dv = torch::empty_like(in.v);
+    if (!chosen_.keys.fused_dq) d.dq = torch::empty_like(in.q);
     // dg from a source of its own, where the table wants a gradient (tiles.position_grad).
     kernels::CudaTiles keys = chosen_.keys;
     keys.position_grad = spec_.position_bias && position_grad;
     d.dg = keys.position_grad ? torch::zeros({in.q.size(0), in.q.size(1), in.q.size(2)}, stats.options())
                               : torch::Tensor();
-    launch_keys(keys, in, stats, dout, rows, d.dk, d.dv, d.dg);
-    launch_queries(chosen_.queries, in, stats, dout, rows, d.dq);
+    if (keys.fused_dq) {
+      d.dq = launch_fused_keys(keys, in, stats, dout, rows, d.dk, d.dv, d.dg);
+    } else {
+      launch_keys(keys, in, stats, dout, rows, d.dk, d.dv, d.dg, torch::Tensor());
+      launch_queries(chosen_.queries, in, stats, dout, rows, d.dq);
+    }
     // k* and v*'s per-slice terms: sums over the rows.
     if (in.k_star.defined()) {
       d.dk_star = torch::einsum("bht,bhtd->bhd", {rows.sdxstar, in.q.to(real)});
@@ -223,16 +228,29 @@ class CudaLauncher : public KernelLauncher {
 
   void launch_keys(const kernels::CudaTiles& tiles, const KernelTensors& in, const torch::Tensor& stats,
                    const torch::Tensor& dout, const RowTerms& rows, const torch::Tensor& dk, const torch::Tensor& dv,
-                   const torch::Tensor& dg) const {
+                   const torch::Tensor& dg, const torch::Tensor& dq_sum) const {
     const Slices s(in.q, in.g, in.k_star);
     constexpr auto& K = kernels::abi::kCudaBackwardKeys;
     std::array<KernelBuffer, K.size()> a{};
     a[slot(K, "q")] = buffer(in.q), a[slot(K, "k")] = buffer(in.k), a[slot(K, "v")] = buffer(in.v);
     a[slot(K, "g")] = buffer(in.g), a[slot(K, "stats")] = buffer(stats), a[slot(K, "dout")] = buffer(dout);
     a[slot(K, "delta")] = buffer(rows.delta), a[slot(K, "dk")] = buffer(dk), a[slot(K, "dv")] = buffer(dv);
-    a[slot(K, "dg")] = buffer(dg);
+    a[slot(K, "dg")] = buffer(dg), a[slot(K, "dq_sum")] = buffer(dq_sum);
     module(tiles)->launch(kernels::abi::kCudaBackwardKeysSymbol, s.shape(s.T, tiles.key_rows, tiles.key_threads()), a,
                           s.sizes);
+  }
+
+  // backward_keys summing dQ as well (tiles.fused_dq): the float sums start from k*'s term (where
+  // backward_queries starts its rows) and end in the storage type.
+  torch::Tensor launch_fused_keys(const kernels::CudaTiles& tiles, const KernelTensors& in, const torch::Tensor& stats,
+                                  const torch::Tensor& dout, const RowTerms& rows, const torch::Tensor& dk,
+                                  const torch::Tensor& dv, const torch::Tensor& dg) const {
+    const torch::Tensor dq_sum =
+        in.k_star.defined()
+            ? (rows.sdxstar.unsqueeze(-1) * in.k_star.view({1, in.k_star.size(0), 1, in.k_star.size(1)})).contiguous()
+            : torch::zeros(in.q.sizes(), stats.options());
+    launch_keys(tiles, in, stats, dout, rows, dk, dv, dg, dq_sum);
+    return dq_sum.to(in.q.scalar_type());
   }
 
   void launch_queries(const kernels::CudaTiles& tiles, const KernelTensors& in, const torch::Tensor& stats,
@@ -249,13 +267,16 @@ class CudaLauncher : public KernelLauncher {
   }
 
   // Times every candidate's three kernels on this call's shapes (the backward's on the default forward's
-  // statistics and a random dO), keeps the fastest of each, and remembers the choice for this GPU.
+  // statistics and a random dO), keeps the fastest of each, then the fastest fused backward_keys where it
+  // beats the two backward kernels together, and remembers the choice for this GPU.
   void tune(const KernelTensors& in) const {
     const auto candidates = kernels::cuda_tile_candidates(spec_, layout_of(storage_));
+    const auto fused = kernels::cuda_fused_candidates(spec_, layout_of(storage_));
+    const auto every = kernels::cuda_tuning_tiles(spec_, layout_of(storage_));
     if (modules_.prepare) {  // compiled side by side (NVRTC takes a second or two each where the cache has not
                              // got them); a failure shows again when the candidate loads below
       std::vector<std::thread> compiling;
-      for (const auto& c : candidates)
+      for (const auto& c : every)
         compiling.emplace_back([&, c] {
           try {
             modules_.prepare(kernels::emit_cuda(spec_, layout_of(storage_), c), device_);
@@ -264,7 +285,7 @@ class CudaLauncher : public KernelLauncher {
         });
       for (auto& t : compiling) t.join();
     }
-    for (const auto& c : candidates) module(c);  // loaded on this thread, where they launch
+    for (const auto& c : every) module(c);  // loaded on this thread, where they launch
     auto o = torch::empty_like(in.q);
     auto stats =
         torch::empty({in.q.size(0), in.q.size(1), 2, in.q.size(2)}, in.q.options().dtype(real_dtype(storage_)));
@@ -278,12 +299,21 @@ class CudaLauncher : public KernelLauncher {
     for (const auto& c : candidates) {
       KernelModule& m = *module(c);
       const double times[3] = {seconds_per_call(m, [&] { launch_forward(c, in, scratch_o, scratch_stats); }),
-                               seconds_per_call(m, [&] { launch_keys(c, in, stats, dout, rows, dk, dv, dg); }),
+                               seconds_per_call(m, [&] { launch_keys(c, in, stats, dout, rows, dk, dv, dg, {}); }),
                                seconds_per_call(m, [&] { launch_queries(c, in, stats, dout, rows, dq); })};
       kernels::CudaTiles* slots[3] = {&chosen_.forward, &chosen_.keys, &chosen_.queries};
       for (int k = 0; k < 3; ++k)
         if (times[k] < best[k]) best[k] = times[k], *slots[k] = c;
     }
+    double best_fused = INFINITY;
+    kernels::CudaTiles fastest_fused;
+    for (const auto& c : fused) {
+      const double t = seconds_per_call(*module(c), [&] { launch_fused_keys(c, in, stats, dout, rows, dk, dv, dg); });
+      if (t < best_fused) best_fused = t, fastest_fused = c;
+    }
+    if (best_fused < best[1] + best[2]) chosen_.keys = fastest_fused;
+    chosen_.seconds = {{"forward", best[0]}, {"backward_keys", best[1]}, {"backward_queries", best[2]}};
+    if (!fused.empty()) chosen_.seconds["fused_backward_keys"] = best_fused;
     remember_tiles(tuning_key_, chosen_);
   }
 };

@@ -17,7 +17,7 @@ std::filesystem::path table_path() { return kernel_cache_dir() / "tiles.json"; }
 nlohmann::json tiles_json(const kernels::CudaTiles& t) {
   return {{"forward_rows", t.forward_rows}, {"forward_keys", t.forward_keys}, {"key_rows", t.key_rows},
           {"key_queries", t.key_queries},   {"query_rows", t.query_rows},     {"query_keys", t.query_keys},
-          {"min_blocks", t.min_blocks},     {"row_frags", t.row_frags}};
+          {"min_blocks", t.min_blocks},     {"row_frags", t.row_frags},       {"fused_dq", t.fused_dq}};
 }
 
 kernels::CudaTiles tiles_of(const nlohmann::json& j) {
@@ -27,7 +27,8 @@ kernels::CudaTiles tiles_of(const nlohmann::json& j) {
   t.key_rows = j.at("key_rows"), t.key_queries = j.at("key_queries");
   t.query_rows = j.at("query_rows"), t.query_keys = j.at("query_keys");
   t.min_blocks = j.at("min_blocks");
-  t.row_frags = j.value("row_frags", 1);  // (tables written before the kernels had the choice)
+  t.row_frags = j.value("row_frags", 1);  // (tables written before the kernels had these choices)
+  t.fused_dq = j.value("fused_dq", false);
   return t;
 }
 
@@ -57,7 +58,8 @@ std::optional<KernelTiles> remembered_tiles(const std::string& key) {
   if (!table.contains(key)) return std::nullopt;
   try {
     const auto& e = table.at(key);
-    return KernelTiles{tiles_of(e.at("forward")), tiles_of(e.at("backward_keys")), tiles_of(e.at("backward_queries"))};
+    return KernelTiles{tiles_of(e.at("forward")), tiles_of(e.at("backward_keys")), tiles_of(e.at("backward_queries")),
+                       e.value("seconds", std::map<std::string, double>{})};
   } catch (const std::exception&) {
     return std::nullopt;
   }
@@ -70,6 +72,7 @@ void remember_tiles(const std::string& key, const KernelTiles& tiles) {
   table[key] = {{"forward", tiles_json(tiles.forward)},
                 {"backward_keys", tiles_json(tiles.keys)},
                 {"backward_queries", tiles_json(tiles.queries)}};
+  if (!tiles.seconds.empty()) table[key]["seconds"] = tiles.seconds;
   const auto temporary = table_path().string() + fmt::format(".{}.tmp", getpid());
   {
     std::ofstream out(temporary);

@@ -1,10 +1,12 @@
 // The tiles each tensor-core kernel of a variant runs with on a GPU, measured there once: on a variant's
 // first forward the launcher times every candidate (kernels::cuda_tile_candidates, at most 8) of the
-// forward and both backward kernels on the call's own shapes, keeps the fastest of each, and writes the
+// forward and both backward kernels on the call's own shapes, keeps the fastest of each (and a backward_keys
+// that sums dQ too, kernels::cuda_fused_candidates, where it beats the two backward kernels), and writes the
 // choice to kernel_cache_dir()/tiles.json, keyed by the GPU's name, the variant, the storage and d_head, so
 // later processes on that GPU read it instead of measuring. SINKLAB_TUNE=0 keeps the defaults
 // (kernels::cuda_tiles).
 #pragma once
+#include <map>
 #include <optional>
 #include <string>
 
@@ -13,8 +15,11 @@
 namespace sink::rt {
 
 // Per kernel, the tiles whose source it is launched from.
+// keys.fused_dq: backward_keys sums dQ as well, and `queries` does not run. `seconds`: what the measurement
+// found per kernel (the fastest candidate's seconds a call), for the table's reader; empty where unmeasured.
 struct KernelTiles {
   kernels::CudaTiles forward, keys, queries;
+  std::map<std::string, double> seconds = {};
 };
 
 // The tuning table's key of a variant on a GPU.

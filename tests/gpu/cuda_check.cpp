@@ -5,7 +5,8 @@
 //     GPU, in float (1e-5) and double (1e-9), as tests/runtime/cuda_kernels_test
 //     does on the CPU emulation;
 //  2. bf16 and half storage within the reference's own rounding, forward
-//     and gradients (every paper variant);
+//     and gradients (every paper variant), and the fused backward that the
+//     tuning may choose for some of them;
 //  3. a micro model (tests/plan/fixtures), and the same with grouped-query
 //     heads, a sink token, a window and k*, trained 50 steps with AdamW on
 //     the CPU (reference attention) and on the GPU (generated kernels) in
@@ -195,6 +196,64 @@ void sixteen_bit_storage() {
       report(name, false, e.what());
     }
   }
+}
+
+// The fused backward (backward_keys summing dQ, kernels::cuda_fused_candidates) on the device, as a tuned
+// launcher runs it: every ninth tensor-core case in half storage, its first or last fused shape put in the
+// tuning table for a launcher of its own, the table put back as it was afterwards (case 8 measures into it;
+// half storage keeps these entries off its bf16 variants even if a crash leaves them).
+struct FusedCase {
+  Variant variant;
+  kernels::CudaTiles keys;
+};
+std::vector<FusedCase> fused_backward_cases() {
+  std::vector<FusedCase> out;
+  const auto variants = tensor_core_variants();
+  for (size_t n = 2; n < variants.size(); n += 9) {
+    const auto spec = spec_of(variants[n].variant);
+    const auto fused = kernels::cuda_fused_candidates(spec, kernels::CudaStorage::Float16);
+    if (!fused.empty()) out.push_back({variants[n].variant, out.size() % 2 ? fused.back() : fused.front()});
+  }
+  return out;
+}
+
+void fused_backward() {
+  const auto dev = torch::Device(torch::kCUDA, 0);
+  const auto table = kernel_cache_dir() / "tiles.json";
+  std::string before;
+  const bool had_table = std::filesystem::exists(table);
+  if (had_table) before.assign(std::istreambuf_iterator<char>(std::ifstream(table).rdbuf()), {});
+  KernelModules fused_modules = cuda_modules();
+  fused_modules.name += ", fused backward";  // (a launcher of its own, which reads the table when made)
+  auto attend = [&](const kernels::KernelSpec& spec, const AttentionCall& call) {
+    return cuda_attention(spec, call, fused_modules);
+  };
+  for (const auto& [v, keys] : fused_backward_cases()) {
+    const std::string name =
+        fmt::format("{} [Half storage, fused backward {}x{}]", v.name, keys.key_rows, keys.key_queries);
+    now_running(name);
+    try {
+      const auto spec = spec_of(v);
+      const auto defaults = kernels::cuda_tiles(spec, kernels::CudaStorage::Float16);
+      const std::string gpu = cuda::module_for(cuda_source_for(spec, torch::kHalf), 0)->device_name();
+      remember_tiles(tuning_key(gpu, spec, kernels::CudaStorage::Float16), {defaults, keys, defaults});
+      const SixteenBitResult r = measure_sixteen_bit(attend, v, torch::kHalf, dev, 4, 4);
+      double worst = 0;
+      std::string which;
+      for (const auto& [g, e] : r.grads)
+        if (e >= worst) worst = e, which = g;
+      report(name, r.passed(),
+             fmt::format("forward {:.2e} (< {:.1e}), worst gradient {} {:.2e} (< {:.1e})", r.forward, r.forward_allowed,
+                         which, worst, r.grads_allowed));
+    } catch (const std::exception& e) {
+      report(name, false, e.what());
+    }
+  }
+  std::error_code ec;
+  if (had_table)
+    std::ofstream(table) << before;
+  else
+    std::filesystem::remove(table, ec);
 }
 
 // LibTorch's SDPA for plain causal softmax, against the reference in float: that the backend calls it with the
@@ -404,9 +463,14 @@ void tune_tiles() {
                                   spec_of(v), kernels::CudaStorage::BFloat16);
       const auto chosen = remembered_tiles(key);
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      std::string measured;
+      if (chosen)
+        for (const auto& [kernel, seconds] : chosen->seconds)
+          measured += fmt::format("{}{} {:.3f}", measured.empty() ? "; ms: " : ", ", kernel, 1e3 * seconds);
       report(name, chosen.has_value(),
-             chosen ? fmt::format("{:.1f} s; forward [{}], backward_keys [{}], backward_queries [{}]", s,
-                                  chosen->forward.describe(), chosen->keys.describe(), chosen->queries.describe())
+             chosen ? fmt::format("{:.1f} s; forward [{}], backward_keys [{}], backward_queries [{}]{}", s,
+                                  chosen->forward.describe(), chosen->keys.describe(), chosen->queries.describe(),
+                                  measured)
                     : "nothing remembered under " + key);
     } catch (const std::exception& e) {
       report(name, false, e.what());
@@ -436,9 +500,11 @@ int fill_kernel_cache(int arch) {
   std::vector<std::string> sources;
   for (const auto& c : kernel_cases()) sources.push_back(cuda_source_for(spec_of(c.variant), c.storage));
   for (const auto& [v, storage] : sixteen_bit_cases()) sources.push_back(cuda_source_for(spec_of(v), storage));
+  for (const auto& [v, keys] : fused_backward_cases())
+    sources.push_back(kernels::emit_cuda(spec_of(v), kernels::CudaStorage::Float16, keys));
   for (const auto& v : tuning_variants()) {  // every tile candidate case 8 measures
     auto spec = spec_of(v);
-    for (const auto& tiles : kernels::cuda_tile_candidates(spec, kernels::CudaStorage::BFloat16))
+    for (const auto& tiles : kernels::cuda_tuning_tiles(spec, kernels::CudaStorage::BFloat16))
       sources.push_back(kernels::emit_cuda(spec, kernels::CudaStorage::BFloat16, tiles));
   }
   std::sort(sources.begin(), sources.end());
@@ -487,6 +553,7 @@ int main(int argc, char** argv) {
   for (const auto& c : kernel_cases())
     if (wanted(c.variant.name)) variant(c.variant, c.tolerance, c.storage);
   if (wanted("storage")) sixteen_bit_storage();
+  if (wanted("fused")) fused_backward();
   if (wanted("sdpa")) sdpa_dispatch();
   if (wanted("device")) device_choice();
   if (wanted("train")) training_matches_the_cpu(SINKLAB_SOURCE_DIR);

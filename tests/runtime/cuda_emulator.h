@@ -21,6 +21,7 @@
 #include <barrier>
 #include <condition_variable>
 #include <csignal>
+#include <cstdlib>
 #include <dlfcn.h>
 #include <filesystem>
 #include <fmt/format.h>
@@ -444,5 +445,28 @@ inline rt::KernelModules cpu_emulated_modules(ThreadOrder order = ThreadOrder::T
             return std::make_shared<CpuEmulatedModule>(host_compiled(source), order);
           }};
 }
+
+// SINKLAB_KERNEL_CACHE pointed at a fresh folder for one test, and back.
+class KernelCacheHere {
+ public:
+  explicit KernelCacheHere(const std::string& name)
+      : dir_(std::filesystem::temp_directory_path() / (name + "-" + std::to_string(getpid()))) {
+    std::filesystem::remove_all(dir_);
+    if (const char* before = std::getenv("SINKLAB_KERNEL_CACHE")) before_ = before;
+    setenv("SINKLAB_KERNEL_CACHE", dir_.c_str(), 1);
+  }
+  ~KernelCacheHere() {
+    if (before_.empty())
+      unsetenv("SINKLAB_KERNEL_CACHE");
+    else
+      setenv("SINKLAB_KERNEL_CACHE", before_.c_str(), 1);
+    std::filesystem::remove_all(dir_);
+  }
+  const std::filesystem::path& dir() const { return dir_; }
+
+ private:
+  std::filesystem::path dir_;
+  std::string before_;
+};
 
 }  // namespace sink::testing_variants

@@ -183,6 +183,12 @@ inline void sink_ldmatrix(unsigned (&r)[4], const void* row, bool transposed) {
 inline void ldmatrix_x4(unsigned (&r)[4], const void* row) { sink_ldmatrix(r, row, false); }
 inline void ldmatrix_x4_trans(unsigned (&r)[4], const void* row) { sink_ldmatrix(r, row, true); }
 
+// red.global.add of two neighbouring floats: two atomic additions (sm_90's one vector instruction).
+inline void red_add_pair(float* p, float a, float b) {
+  atomicAdd(p, a);
+  atomicAdd(p + 1, b);
+}
+
 // __shfl_xor_sync over the whole warp.
 inline float shfl_xor(float v, int mask) {
   const SinkLaneSlot* warp = sink_exchange_all(v);

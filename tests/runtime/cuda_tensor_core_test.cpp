@@ -7,11 +7,13 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "kernels/emit_cuda.h"
 #include "runtime/attention/cuda_attention.h"
 #include "runtime/attention/cuda_driver.h"
+#include "runtime/attention/cuda_tuning.h"
 #include "tests/runtime/attention_oracle_expect.h"
 #include "tests/runtime/cuda_emulator.h"
 #include "tests/runtime/cuda_machine_code.h"
@@ -38,17 +40,29 @@ Attend emulated_in_order(ThreadOrder order) {
 
 // The tensor-core kernels (16-bit storage, d_head a multiple of 16) on the emulation: every variant above at
 // their sizes (tensor_core_variants), forward and every gradient within the reference's own rounding, its
-// threads taking turns (the default order and, for a few, the reverse and all together).
+// threads taking turns (the default order and, for a few, the reverse and all together). A third of them run
+// the fused backward instead of the two backward kernels (as a tuned launcher may), its first or last shape.
 TEST(CudaKernels, TensorCoreKernelsMatchTheReference) {
   SKIP_WITHOUT_HOST_COMPILER();
   const auto variants = tensor_core_variants();
   for (size_t n = 0; n < variants.size(); ++n) {
     const auto& [v, half] = variants[n];
     const auto storage = half ? torch::kHalf : torch::kBFloat16;
-    SCOPED_TRACE(v.name + " in " + c10::toString(storage));
+    const auto layout = half ? kernels::CudaStorage::Float16 : kernels::CudaStorage::BFloat16;
     const auto spec = spec_of(v);
-    ASSERT_TRUE(
-        kernels::cuda_tiles(spec, half ? kernels::CudaStorage::Float16 : kernels::CudaStorage::BFloat16).tensor_cores);
+    std::optional<KernelCacheHere> cache;  // (the table a fused launcher reads)
+    std::string fused_shape;
+    if (n % 3 == 2) {
+      const auto fused = kernels::cuda_fused_candidates(spec, layout);
+      ASSERT_FALSE(fused.empty()) << v.name;
+      const kernels::CudaTiles& keys = n % 2 == 0 ? fused.front() : fused.back();
+      const kernels::CudaTiles defaults = kernels::cuda_tiles(spec, layout);
+      cache.emplace("sinklab-tensor-fused");
+      rt::remember_tiles(rt::tuning_key("CPU emulation", spec, layout), {defaults, keys, defaults});
+      fused_shape = fmt::format(", fused backward {}x{}", keys.key_rows, keys.key_queries);
+    }
+    SCOPED_TRACE(v.name + " in " + c10::toString(storage) + fused_shape);
+    ASSERT_TRUE(kernels::cuda_tiles(spec, layout).tensor_cores);
     const ThreadOrder order = n % 7 == 3   ? ThreadOrder::Descending
                               : n % 7 == 5 ? ThreadOrder::Together
                                            : ThreadOrder::Ascending;
@@ -138,38 +152,63 @@ TEST(CudaKernels, TensorCoreKernelsUseTensorCoresAndSpillNothing) {
 TEST(CudaKernels, TensorCoreKernelsNeedEveryBarrierAndWait) {
   SKIP_WITHOUT_HOST_COMPILER();
   const Variant v{.name = "softmax, T 150, d_head 32", .T = 150, .D = 32};  // 3 blocks, 3 key tiles
-  const std::string source = kernels::emit_cuda(spec_of(v), kernels::CudaStorage::BFloat16);
-  std::vector<std::pair<std::string, std::string>> removals;  // what, replacement of its first occurrence
+  const auto spec = spec_of(v);
+  const auto storage = kernels::CudaStorage::BFloat16;
+  // The default tiles' source, and one whose backward_keys sums dQ too (as a tuned launcher reads it from the
+  // table): the same kernel text, so the k-th barrier is the same one in both. Each barrier must be needed by
+  // one of them (the fused block's runs only in the second, backward_queries's only in the first).
+  const kernels::CudaTiles defaults = kernels::cuda_tiles(spec, storage);
+  const kernels::CudaTiles fused = kernels::cuda_fused_candidates(spec, storage).at(0);
+  const std::string sources[2] = {kernels::emit_cuda(spec, storage, defaults),
+                                  kernels::emit_cuda(spec, storage, fused)};
   const std::string barrier = "__syncthreads();";
-  for (size_t at = source.find(barrier); at != std::string::npos; at = source.find(barrier, at + 1))
-    if (source.rfind("__global__", at) > source.rfind("sink_backward_rows", at) ||
-        source.rfind("sink_backward_rows", at) == std::string::npos)
-      removals.push_back({fmt::format("the barrier at byte {}", at), std::to_string(at)});
-  ASSERT_GE(removals.size(), 4u) << "wait_for_stage's and each tiled kernel's closing one";
-  auto run = [&](const std::string& broken, ThreadOrder order) {
+  auto barriers = [&](const std::string& source) {  // those of the tiled kernels, not backward_rows's
+    std::vector<size_t> at;
+    for (size_t a = source.find(barrier); a != std::string::npos; a = source.find(barrier, a + 1))
+      if (source.rfind("__global__", a) > source.rfind("sink_backward_rows", a) ||
+          source.rfind("sink_backward_rows", a) == std::string::npos)
+        at.push_back(a);
+    return at;
+  };
+  const std::vector<size_t> at[2] = {barriers(sources[0]), barriers(sources[1])};
+  ASSERT_EQ(at[0].size(), at[1].size());
+  ASSERT_GE(at[0].size(), 5u) << "wait_for_stage's, the fused block's and each tiled kernel's closing one";
+  auto passes = [&](const std::string& broken, int which, ThreadOrder order) {
+    std::optional<KernelCacheHere> cache;  // (the table that makes the launcher run the fused backward)
+    if (which == 1) {
+      cache.emplace("sinklab-barriers");
+      rt::remember_tiles(rt::tuning_key("CPU emulation", spec, storage), {defaults, fused, defaults});
+    }
     // (named by the source: the runtime keeps a launcher per variant and loader name)
     const rt::KernelModules modules{
         fmt::format("tensor cores {:x}, {}", std::hash<std::string>{}(broken), name_of(order)),
         [&](const std::string&, const torch::Device&) -> std::shared_ptr<rt::KernelModule> {
           return std::make_shared<CpuEmulatedModule>(host_compiled(broken), order);
         }};
-    auto attend = [&](const kernels::KernelSpec& spec, const AttentionCall& call) {
-      return cuda_attention(spec, call, modules);
+    auto attend = [&](const kernels::KernelSpec& s, const AttentionCall& call) {
+      return cuda_attention(s, call, modules);
     };
     return measure_sixteen_bit(attend, v, torch::kBFloat16).passed();
   };
-  ASSERT_TRUE(run(source, ThreadOrder::Ascending) && run(source, ThreadOrder::Descending)) << "the intact kernels";
-  for (const auto& [what, at] : removals) {
-    std::string broken = source;
-    broken.replace(std::stoul(at), barrier.size(), "/* barrier removed */");
-    EXPECT_FALSE(run(broken, ThreadOrder::Ascending) && run(broken, ThreadOrder::Descending)) << what << " removed";
+  auto both_orders_pass = [&](const std::string& source, int which) {
+    return passes(source, which, ThreadOrder::Ascending) && passes(source, which, ThreadOrder::Descending);
+  };
+  for (int which : {0, 1}) ASSERT_TRUE(both_orders_pass(sources[which], which)) << "the intact kernels " << which;
+  for (size_t k = 0; k < at[0].size(); ++k) {
+    bool noticed = false;
+    for (int which = 0; which < 2 && !noticed; ++which) {
+      std::string broken = sources[which];
+      broken.replace(at[which][k], barrier.size(), "/* barrier removed */;");
+      noticed = !both_orders_pass(broken, which);
+    }
+    EXPECT_TRUE(noticed) << "barrier " << k << " (byte " << at[0][k] << " of the default source) removed";
   }
   // The wait for the stage being read (cp.async.wait_group 1 with the next stage in flight) made a no-op.
-  std::string unwaited = source;
+  std::string unwaited = sources[0];
   const std::string wait = "cp_async_wait<1>();";
   ASSERT_NE(unwaited.find(wait), std::string::npos);
   unwaited.replace(unwaited.find(wait), wait.size(), "cp_async_wait<2>();");
-  EXPECT_FALSE(run(unwaited, ThreadOrder::Ascending)) << "the copies' wait made a no-op";
+  EXPECT_FALSE(passes(unwaited, 0, ThreadOrder::Ascending)) << "the copies' wait made a no-op";
 }
 
 // What summary.json's provenance calls the kernels a call runs: the tensor-core kernels for 16-bit storage at

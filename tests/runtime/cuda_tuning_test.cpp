@@ -22,29 +22,6 @@ namespace {
 
 bool have_host_compiler() { return std::system("command -v c++ > /dev/null 2>&1") == 0; }
 
-// SINKLAB_KERNEL_CACHE pointed at a fresh folder for one test, and back.
-class KernelCacheHere {
- public:
-  explicit KernelCacheHere(const std::string& name)
-      : dir_(std::filesystem::temp_directory_path() / (name + "-" + std::to_string(getpid()))) {
-    std::filesystem::remove_all(dir_);
-    if (const char* before = std::getenv("SINKLAB_KERNEL_CACHE")) before_ = before;
-    setenv("SINKLAB_KERNEL_CACHE", dir_.c_str(), 1);
-  }
-  ~KernelCacheHere() {
-    if (before_.empty())
-      unsetenv("SINKLAB_KERNEL_CACHE");
-    else
-      setenv("SINKLAB_KERNEL_CACHE", before_.c_str(), 1);
-    std::filesystem::remove_all(dir_);
-  }
-  const std::filesystem::path& dir() const { return dir_; }
-
- private:
-  std::filesystem::path dir_;
-  std::string before_;
-};
-
 // Emulated modules under a name of their own (launchers are kept per loader name), measuring if `tune`.
 KernelModules emulated_modules(const std::string& name, bool tune) {
   KernelModules m = cpu_emulated_modules(ThreadOrder::Ascending);
@@ -127,6 +104,49 @@ TEST(CudaKernels, KernelsOfDifferentTilesTogetherMatchTheReference) {
   }
 }
 
+// The fused backward (backward_keys summing dQ too, as a tuned launcher may choose) against the reference:
+// k*'s term as dQ's start, a learned position table's dg beside the atomics, d_head 64/96/128, ragged T, and
+// the first and the last fused candidate (different key blocks and query tiles).
+TEST(CudaKernels, FusedBackwardMatchesTheReference) {
+  if (!have_host_compiler()) GTEST_SKIP() << "no host C++ compiler (c++) to run the CUDA source on the CPU";
+  const KernelCacheHere cache("sinklab-fused-backward");
+  const std::vector<std::tuple<Variant, torch::ScalarType, bool>> variants = {
+      {{.name = "softmax, window 50, KV biases", .window = 50, .key_bias = true, .learned_v = true, .T = 150, .D = 64},
+       torch::kBFloat16,
+       false},
+      {{.name = "softmax, ALiBi, prefix, sink logit",
+        .prefix = 20,
+        .position_bias = true,
+        .T = 150,
+        .D = 96,
+        .sink_logit = true,
+        .position_grad = true},
+       torch::kHalf,
+       true},
+      {{.name = "sigmoid, no norm", .score = call("sigmoid", {var("qk")}), .normalize = "none", .T = 101, .D = 128},
+       torch::kBFloat16,
+       true},
+  };
+  const KernelModules modules = emulated_modules("fused backward", false);
+  auto attend = [&](const kernels::KernelSpec& s, const AttentionCall& call) {
+    return cuda_attention(s, call, modules);
+  };
+  for (const auto& [v, dtype, last] : variants) {
+    SCOPED_TRACE(v.name);
+    const auto spec = spec_of(v);
+    const auto storage = dtype == torch::kHalf ? kernels::CudaStorage::Float16 : kernels::CudaStorage::BFloat16;
+    const auto fused = kernels::cuda_fused_candidates(spec, storage);
+    ASSERT_GE(fused.size(), 2u);
+    const kernels::CudaTiles defaults = kernels::cuda_tiles(spec, storage);
+    const kernels::CudaTiles& keys = last ? fused.back() : fused.front();
+    ASSERT_TRUE(keys.fused_dq);
+    remember_tiles(tuning_key("CPU emulation", spec, storage), KernelTiles{defaults, keys, defaults});
+    const SixteenBitResult r = measure_sixteen_bit(attend, v, dtype);
+    EXPECT_TRUE(r.passed()) << "forward " << r.forward << " (< " << r.forward_allowed << "), tiles " << keys.describe();
+    for (const auto& [name, error] : r.grads) EXPECT_LT(error, r.grads_allowed) << name << ", " << keys.describe();
+  }
+}
+
 // A launcher whose loader tunes measures every candidate on its first forward (on the emulation the times
 // mean nothing, but the choice is one of the candidates and the results stay right), writes the choice to
 // the table under this device, this variant and this storage, and a second process's lookup reads it.
@@ -146,11 +166,14 @@ TEST(CudaKernels, TuningWritesItsChoiceForTheNextProcess) {
   EXPECT_TRUE(r.passed()) << "forward " << r.forward << " (< " << r.forward_allowed << ")";
   const auto remembered = remembered_tiles(key);
   ASSERT_TRUE(remembered.has_value()) << "nothing in " << (cache.dir() / "tiles.json").string();
-  const auto candidates = kernels::cuda_tile_candidates(spec, kernels::CudaStorage::Float16);
+  const auto candidates = kernels::cuda_tuning_tiles(spec, kernels::CudaStorage::Float16);  // (fused ones too)
   for (const auto* chosen : {&remembered->forward, &remembered->keys, &remembered->queries})
     EXPECT_TRUE(std::any_of(candidates.begin(), candidates.end(), [&](const kernels::CudaTiles& c) {
       return c.same_as(*chosen);
     })) << chosen->describe();
+  // What the measurement found is in the table: each kernel's seconds, the fused backward_keys's among them.
+  for (const char* kernel : {"forward", "backward_keys", "backward_queries", "fused_backward_keys"})
+    EXPECT_GT(remembered->seconds.count(kernel) ? remembered->seconds.at(kernel) : 0.0, 0.0) << kernel;
   // A table that is not one reads as empty (and is measured again), never as an error.
   std::ofstream(cache.dir() / "tiles.json") << "not json";
   EXPECT_FALSE(remembered_tiles(key).has_value());
