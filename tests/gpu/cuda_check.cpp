@@ -136,6 +136,16 @@ void report(const std::string& name, bool passed, const std::string& detail) {
   say("{} {:<70} {}\n", passed ? "PASS" : "FAIL", name, detail);
 }
 
+// The gradient furthest from the reference, for a report line.
+template <typename Grads>
+std::string worst_gradient(const Grads& grads, double allowed) {
+  double worst = 0;
+  std::string which;
+  for (const auto& [g, e] : grads)
+    if (e >= worst) worst = e, which = g;
+  return fmt::format("worst gradient {} {:.2e} (< {:.1e})", which, worst, allowed);
+}
+
 torch::Tensor on_gpu(const kernels::KernelSpec& spec, const AttentionCall& call) {
   return cuda_attention(spec, call, cuda_modules());
 }
@@ -145,13 +155,9 @@ void variant(const Variant& v, double tol, torch::ScalarType dtype) {
   now_running(name);
   try {
     OracleResult r = measure_against_reference(on_gpu, v, tol, dtype, torch::Device(torch::kCUDA, 0));
-    double worst = 0;
-    std::string which;
-    for (const auto& [g, e] : r.grads)
-      if (e >= worst) worst = e, which = g;
     report(name, r.passed(),
-           fmt::format("forward {:.2e} (< {:.0e}), worst gradient {} {:.2e} (< {:.1e})", r.forward, r.forward_allowed,
-                       which, worst, r.grads_allowed));
+           fmt::format("forward {:.2e} (< {:.0e}), {}", r.forward, r.forward_allowed,
+                       worst_gradient(r.grads, r.grads_allowed)));
   } catch (const std::exception& e) {
     report(name, false, e.what());
   }
@@ -185,13 +191,9 @@ void sixteen_bit_storage() {
     now_running(name);
     try {
       const SixteenBitResult r = measure_sixteen_bit(on_gpu, v, storage, dev, 4, 4);
-      double worst = 0;
-      std::string which;
-      for (const auto& [g, e] : r.grads)
-        if (e >= worst) worst = e, which = g;
       report(name, r.passed(),
-             fmt::format("forward {:.2e} (< {:.1e}; the reference's own {:.1e}), worst gradient {} {:.2e} (< {:.1e})",
-                         r.forward, r.forward_allowed, r.own, which, worst, r.grads_allowed));
+             fmt::format("forward {:.2e} (< {:.1e}; the reference's own {:.1e}), {}", r.forward, r.forward_allowed,
+                         r.own, worst_gradient(r.grads, r.grads_allowed)));
     } catch (const std::exception& e) {
       report(name, false, e.what());
     }
@@ -238,13 +240,9 @@ void fused_backward() {
       const std::string gpu = cuda::module_for(cuda_source_for(spec, torch::kHalf), 0)->device_name();
       remember_tiles(tuning_key(gpu, spec, kernels::CudaStorage::Float16), {defaults, keys, defaults});
       const SixteenBitResult r = measure_sixteen_bit(attend, v, torch::kHalf, dev, 4, 4);
-      double worst = 0;
-      std::string which;
-      for (const auto& [g, e] : r.grads)
-        if (e >= worst) worst = e, which = g;
       report(name, r.passed(),
-             fmt::format("forward {:.2e} (< {:.1e}), worst gradient {} {:.2e} (< {:.1e})", r.forward, r.forward_allowed,
-                         which, worst, r.grads_allowed));
+             fmt::format("forward {:.2e} (< {:.1e}), {}", r.forward, r.forward_allowed,
+                         worst_gradient(r.grads, r.grads_allowed)));
     } catch (const std::exception& e) {
       report(name, false, e.what());
     }
@@ -273,12 +271,7 @@ void sdpa_dispatch() {
     try {
       // LibTorch's fp32 attention kernels sum in other orders than its matmul: 1e-4.
       OracleResult r = measure_against_reference(sdpa, v, 1e-4, torch::kFloat, torch::Device(torch::kCUDA, 0));
-      double worst = 0;
-      std::string which;
-      for (const auto& [g, e] : r.grads)
-        if (e >= worst) worst = e, which = g;
-      const std::string detail =
-          fmt::format("forward {:.2e}, worst gradient {} {:.2e} (< {:.1e})", r.forward, which, worst, r.grads_allowed);
+      const std::string detail = fmt::format("forward {:.2e}, {}", r.forward, worst_gradient(r.grads, r.grads_allowed));
       if (v.q_scale > 1)
         say("NOTE {:<70} {}: SDPA's own numerics, not judged\n", name, detail);
       else

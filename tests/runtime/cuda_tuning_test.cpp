@@ -30,6 +30,29 @@ KernelModules emulated_modules(const std::string& name, bool tune) {
   return m;
 }
 
+// Three variants of different kernels in bf16 and half: a window with k* and v* (k*'s term starts dQ), ALiBi
+// with a prefix, the sink logit and a learned table (dg), and sigmoid without normalization at `sigmoid_d`.
+std::vector<std::pair<Variant, torch::ScalarType>> three_variants(int64_t sigmoid_d) {
+  return {
+      {{.name = "softmax, window 50, KV biases", .window = 50, .key_bias = true, .learned_v = true, .T = 150, .D = 64},
+       torch::kBFloat16},
+      {{.name = "softmax, ALiBi, prefix, sink logit",
+        .prefix = 20,
+        .position_bias = true,
+        .T = 150,
+        .D = 96,
+        .sink_logit = true,
+        .position_grad = true},
+       torch::kHalf},
+      {{.name = "sigmoid, no norm",
+        .score = call("sigmoid", {var("qk")}),
+        .normalize = "none",
+        .T = 101,
+        .D = sigmoid_d},
+       torch::kBFloat16},
+  };
+}
+
 }  // namespace
 
 TEST(CudaKernels, TileCandidatesFitDifferAndStartWithTheDefault) {
@@ -61,20 +84,7 @@ TEST(CudaKernels, TileCandidatesFitDifferAndStartWithTheDefault) {
 TEST(CudaKernels, KernelsOfDifferentTilesTogetherMatchTheReference) {
   if (!have_host_compiler()) GTEST_SKIP() << "no host C++ compiler (c++) to run the CUDA source on the CPU";
   const KernelCacheHere cache("sinklab-mixed-tiles");
-  const std::vector<std::pair<Variant, torch::ScalarType>> variants = {
-      {{.name = "softmax, window 50, KV biases", .window = 50, .key_bias = true, .learned_v = true, .T = 150, .D = 64},
-       torch::kBFloat16},
-      {{.name = "softmax, ALiBi, prefix, sink logit",
-        .prefix = 20,
-        .position_bias = true,
-        .T = 150,
-        .D = 96,
-        .sink_logit = true,
-        .position_grad = true},
-       torch::kHalf},
-      {{.name = "sigmoid, no norm", .score = call("sigmoid", {var("qk")}), .normalize = "none", .T = 101, .D = 64},
-       torch::kBFloat16},
-  };
+  const auto variants = three_variants(64);
   const KernelModules modules = emulated_modules("mixed tiles", false);
   auto attend = [&](const kernels::KernelSpec& s, const AttentionCall& call) {
     return cuda_attention(s, call, modules);
@@ -110,28 +120,14 @@ TEST(CudaKernels, KernelsOfDifferentTilesTogetherMatchTheReference) {
 TEST(CudaKernels, FusedBackwardMatchesTheReference) {
   if (!have_host_compiler()) GTEST_SKIP() << "no host C++ compiler (c++) to run the CUDA source on the CPU";
   const KernelCacheHere cache("sinklab-fused-backward");
-  const std::vector<std::tuple<Variant, torch::ScalarType, bool>> variants = {
-      {{.name = "softmax, window 50, KV biases", .window = 50, .key_bias = true, .learned_v = true, .T = 150, .D = 64},
-       torch::kBFloat16,
-       false},
-      {{.name = "softmax, ALiBi, prefix, sink logit",
-        .prefix = 20,
-        .position_bias = true,
-        .T = 150,
-        .D = 96,
-        .sink_logit = true,
-        .position_grad = true},
-       torch::kHalf,
-       true},
-      {{.name = "sigmoid, no norm", .score = call("sigmoid", {var("qk")}), .normalize = "none", .T = 101, .D = 128},
-       torch::kBFloat16,
-       true},
-  };
+  const auto variants = three_variants(128);
   const KernelModules modules = emulated_modules("fused backward", false);
   auto attend = [&](const kernels::KernelSpec& s, const AttentionCall& call) {
     return cuda_attention(s, call, modules);
   };
-  for (const auto& [v, dtype, last] : variants) {
+  for (size_t n = 0; n < variants.size(); ++n) {
+    const auto& [v, dtype] = variants[n];
+    const bool last = n > 0;
     SCOPED_TRACE(v.name);
     const auto spec = spec_of(v);
     const auto storage = dtype == torch::kHalf ? kernels::CudaStorage::Float16 : kernels::CudaStorage::BFloat16;
