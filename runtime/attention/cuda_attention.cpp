@@ -140,9 +140,10 @@ class CudaLauncher : public KernelLauncher {
     SliceGradients d;
     d.dsink = rows.dsink;
     d.dk = torch::empty_like(in.k), d.dv = torch::empty_like(in.v);
-    if (!chosen_.keys.fused_dq) d.dq = torch::empty_like(in.q);
+    const auto fused = fused_backward(chosen_, spec_, layout_of(storage_));
+    if (!fused) d.dq = torch::empty_like(in.q);
     // dg from a source of its own, where the table wants a gradient (tiles.position_grad).
-    kernels::CudaTiles keys = chosen_.keys;
+    kernels::CudaTiles keys = fused ? *fused : chosen_.keys;
     keys.position_grad = spec_.position_bias && position_grad;
     d.dg = keys.position_grad ? torch::zeros({in.q.size(0), in.q.size(1), in.q.size(2)}, stats.options())
                               : torch::Tensor();
@@ -311,7 +312,7 @@ class CudaLauncher : public KernelLauncher {
       const double t = seconds_per_call(*module(c), [&] { launch_fused_keys(c, in, stats, dout, rows, dk, dv, dg); });
       if (t < best_fused) best_fused = t, fastest_fused = c;
     }
-    if (best_fused < best[1] + best[2]) chosen_.keys = fastest_fused;
+    if (best_fused < best[1] + best[2]) chosen_.fused = fastest_fused;
     chosen_.seconds = {{"forward", best[0]}, {"backward_keys", best[1]}, {"backward_queries", best[2]}};
     if (!fused.empty()) chosen_.seconds["fused_backward_keys"] = best_fused;
     remember_tiles(tuning_key_, chosen_);

@@ -58,8 +58,10 @@ std::optional<KernelTiles> remembered_tiles(const std::string& key) {
   if (!table.contains(key)) return std::nullopt;
   try {
     const auto& e = table.at(key);
-    return KernelTiles{tiles_of(e.at("forward")), tiles_of(e.at("backward_keys")), tiles_of(e.at("backward_queries")),
-                       e.value("seconds", std::map<std::string, double>{})};
+    KernelTiles t{tiles_of(e.at("forward")), tiles_of(e.at("backward_keys")), tiles_of(e.at("backward_queries"))};
+    if (e.contains("fused_backward_keys")) t.fused = tiles_of(e.at("fused_backward_keys"));
+    t.seconds = e.value("seconds", std::map<std::string, double>{});
+    return t;
   } catch (const std::exception&) {
     return std::nullopt;
   }
@@ -72,6 +74,7 @@ void remember_tiles(const std::string& key, const KernelTiles& tiles) {
   table[key] = {{"forward", tiles_json(tiles.forward)},
                 {"backward_keys", tiles_json(tiles.keys)},
                 {"backward_queries", tiles_json(tiles.queries)}};
+  if (tiles.fused) table[key]["fused_backward_keys"] = tiles_json(*tiles.fused);
   if (!tiles.seconds.empty()) table[key]["seconds"] = tiles.seconds;
   const auto temporary = table_path().string() + fmt::format(".{}.tmp", getpid());
   {
@@ -89,6 +92,18 @@ void remember_tiles(const std::string& key, const KernelTiles& tiles) {
 bool tuning_enabled() {
   const char* v = std::getenv("SINKLAB_TUNE");
   return !(v && std::string(v) == "0");
+}
+
+std::optional<kernels::CudaTiles> fused_backward(const KernelTiles& tiles, const kernels::KernelSpec& spec,
+                                                 kernels::CudaStorage storage) {
+  const char* wanted = std::getenv("SINKLAB_FUSED_DQ");
+  const std::string say = wanted ? wanted : "";
+  if (say == "0") return std::nullopt;
+  if (say == "1" && !tiles.fused) {
+    const auto candidates = kernels::cuda_fused_candidates(spec, storage);
+    if (!candidates.empty()) return candidates.front();
+  }
+  return tiles.fused;
 }
 
 }  // namespace sink::rt

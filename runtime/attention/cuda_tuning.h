@@ -1,7 +1,8 @@
 // The tiles each tensor-core kernel of a variant runs with on a GPU, measured there once: on a variant's
 // first forward the launcher times every candidate (kernels::cuda_tile_candidates, at most 8) of the
-// forward and both backward kernels on the call's own shapes, keeps the fastest of each (and a backward_keys
-// that sums dQ too, kernels::cuda_fused_candidates, where it beats the two backward kernels), and writes the
+// forward and both backward kernels on the call's own shapes, keeps the fastest of each (and the fastest
+// backward_keys that sums dQ too, kernels::cuda_fused_candidates, where it beats the two backward kernels
+// together), and writes the
 // choice to kernel_cache_dir()/tiles.json, keyed by the GPU's name, the variant, the storage and d_head, so
 // later processes on that GPU read it instead of measuring. SINKLAB_TUNE=0 keeps the defaults
 // (kernels::cuda_tiles).
@@ -15,10 +16,12 @@
 namespace sink::rt {
 
 // Per kernel, the tiles whose source it is launched from.
-// keys.fused_dq: backward_keys sums dQ as well, and `queries` does not run. `seconds`: what the measurement
-// found per kernel (the fastest candidate's seconds a call), for the table's reader; empty where unmeasured.
+// `fused`: a backward_keys that sums dQ as well (fused_dq), where it measured faster than `keys` and
+// `queries` together; it then runs instead of them (backward_dq_tiles). `seconds`: what the measurement found
+// per kernel (the fastest candidate's seconds a call), for the table's reader; empty where unmeasured.
 struct KernelTiles {
   kernels::CudaTiles forward, keys, queries;
+  std::optional<kernels::CudaTiles> fused = {};
   std::map<std::string, double> seconds = {};
 };
 
@@ -32,5 +35,11 @@ void remember_tiles(const std::string& key, const KernelTiles& tiles);
 
 // Whether a variant's first use measures its tiles (SINKLAB_TUNE is not 0).
 bool tuning_enabled();
+
+// The fused backward_keys a launcher with these tiles runs, if any: the measured one (tiles.fused), unless
+// SINKLAB_FUSED_DQ says otherwise: 0 never (dQ from backward_queries, summed in a fixed order: the same bits
+// every run), 1 always (the measured one, else the first of kernels::cuda_fused_candidates).
+std::optional<kernels::CudaTiles> fused_backward(const KernelTiles& tiles, const kernels::KernelSpec& spec,
+                                                 kernels::CudaStorage storage);
 
 }  // namespace sink::rt

@@ -238,7 +238,7 @@ void fused_backward() {
       const auto spec = spec_of(v);
       const auto defaults = kernels::cuda_tiles(spec, kernels::CudaStorage::Float16);
       const std::string gpu = cuda::module_for(cuda_source_for(spec, torch::kHalf), 0)->device_name();
-      remember_tiles(tuning_key(gpu, spec, kernels::CudaStorage::Float16), {defaults, keys, defaults});
+      remember_tiles(tuning_key(gpu, spec, kernels::CudaStorage::Float16), {defaults, defaults, defaults, keys});
       const SixteenBitResult r = measure_sixteen_bit(attend, v, torch::kHalf, dev, 4, 4);
       report(name, r.passed(),
              fmt::format("forward {:.2e} (< {:.1e}), {}", r.forward, r.forward_allowed,
@@ -461,9 +461,9 @@ void tune_tiles() {
         for (const auto& [kernel, seconds] : chosen->seconds)
           measured += fmt::format("{}{} {:.3f}", measured.empty() ? "; ms: " : ", ", kernel, 1e3 * seconds);
       report(name, chosen.has_value(),
-             chosen ? fmt::format("{:.1f} s; forward [{}], backward_keys [{}], backward_queries [{}]{}", s,
+             chosen ? fmt::format("{:.1f} s; forward [{}], backward_keys [{}], backward_queries [{}], fused [{}]{}", s,
                                   chosen->forward.describe(), chosen->keys.describe(), chosen->queries.describe(),
-                                  measured)
+                                  chosen->fused ? chosen->fused->describe() : "slower", measured)
                     : "nothing remembered under " + key);
     } catch (const std::exception& e) {
       report(name, false, e.what());

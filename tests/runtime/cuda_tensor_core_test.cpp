@@ -58,7 +58,7 @@ TEST(CudaKernels, TensorCoreKernelsMatchTheReference) {
       const kernels::CudaTiles& keys = n % 2 == 0 ? fused.front() : fused.back();
       const kernels::CudaTiles defaults = kernels::cuda_tiles(spec, layout);
       cache.emplace("sinklab-tensor-fused");
-      rt::remember_tiles(rt::tuning_key("CPU emulation", spec, layout), {defaults, keys, defaults});
+      rt::remember_tiles(rt::tuning_key("CPU emulation", spec, layout), {defaults, defaults, defaults, keys});
       fused_shape = fmt::format(", fused backward {}x{}", keys.key_rows, keys.key_queries);
     }
     SCOPED_TRACE(v.name + " in " + c10::toString(storage) + fused_shape);
@@ -177,7 +177,7 @@ TEST(CudaKernels, TensorCoreKernelsNeedEveryBarrierAndWait) {
     std::optional<KernelCacheHere> cache;  // (the table that makes the launcher run the fused backward)
     if (which == 1) {
       cache.emplace("sinklab-barriers");
-      rt::remember_tiles(rt::tuning_key("CPU emulation", spec, storage), {defaults, fused, defaults});
+      rt::remember_tiles(rt::tuning_key("CPU emulation", spec, storage), {defaults, defaults, defaults, fused});
     }
     // (named by the source: the runtime keeps a launcher per variant and loader name)
     const rt::KernelModules modules{

@@ -6,8 +6,10 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 
 #include "kernels/emit_cuda.h"
+#include "kernels/kernel_abi.h"
 #include "runtime/attention/cuda_attention.h"
 #include "runtime/attention/cuda_tuning.h"
 #include "tests/runtime/attention_oracle_expect.h"
@@ -136,10 +138,64 @@ TEST(CudaKernels, FusedBackwardMatchesTheReference) {
     const kernels::CudaTiles defaults = kernels::cuda_tiles(spec, storage);
     const kernels::CudaTiles& keys = last ? fused.back() : fused.front();
     ASSERT_TRUE(keys.fused_dq);
-    remember_tiles(tuning_key("CPU emulation", spec, storage), KernelTiles{defaults, keys, defaults});
+    remember_tiles(tuning_key("CPU emulation", spec, storage), KernelTiles{defaults, defaults, defaults, keys});
     const SixteenBitResult r = measure_sixteen_bit(attend, v, dtype);
     EXPECT_TRUE(r.passed()) << "forward " << r.forward << " (< " << r.forward_allowed << "), tiles " << keys.describe();
     for (const auto& [name, error] : r.grads) EXPECT_LT(error, r.grads_allowed) << name << ", " << keys.describe();
+  }
+}
+
+namespace {
+
+// The emulation, counting the launches of each kernel.
+class CountingModule : public CpuEmulatedModule {
+ public:
+  CountingModule(std::shared_ptr<const HostCompiledKernels> compiled, std::map<std::string, int>& launches)
+      : CpuEmulatedModule(std::move(compiled), ThreadOrder::Ascending), launches_(launches) {}
+  void launch(std::string_view symbol, LaunchShape shape, std::span<const KernelBuffer> buffers,
+              std::span<const int64_t> sizes) override {
+    ++launches_[std::string(symbol)];
+    CpuEmulatedModule::launch(symbol, shape, buffers, sizes);
+  }
+
+ private:
+  std::map<std::string, int>& launches_;
+};
+
+}  // namespace
+
+// SINKLAB_FUSED_DQ overrides the table: 1 runs a fused backward where none was measured faster (no
+// backward_queries launch), 0 runs the two backward kernels where the table has a fused one; right both ways.
+TEST(CudaKernels, FusedBackwardCanBeForcedOnOrOff) {
+  if (!have_host_compiler()) GTEST_SKIP() << "no host C++ compiler (c++) to run the CUDA source on the CPU";
+  const KernelCacheHere cache("sinklab-fused-choice");
+  const auto [v, dtype] = three_variants(64)[0];
+  const auto spec = spec_of(v);
+  const auto storage = kernels::CudaStorage::BFloat16;
+  const kernels::CudaTiles defaults = kernels::cuda_tiles(spec, storage);
+  std::map<std::string, int> launches;
+  KernelModules modules{"fused on or off", [&](const std::string& source, const torch::Device&) {
+                          return std::make_shared<CountingModule>(host_compiled(source), launches);
+                        }};
+  auto attend = [&](const kernels::KernelSpec& s, const AttentionCall& call) {
+    return cuda_attention(s, call, modules);
+  };
+  const std::string queries(kernels::abi::kCudaBackwardQueriesSymbol), keys(kernels::abi::kCudaBackwardKeysSymbol);
+  for (const char* setting : {"1", "0"}) {
+    SCOPED_TRACE(std::string("SINKLAB_FUSED_DQ=") + setting);
+    const bool on = setting[0] == '1';
+    // The table says the opposite of the setting.
+    KernelTiles table{defaults, defaults, defaults};
+    if (!on) table.fused = kernels::cuda_fused_candidates(spec, storage).back();
+    remember_tiles(tuning_key("CPU emulation", spec, storage), table);
+    setenv("SINKLAB_FUSED_DQ", setting, 1);
+    launches.clear();
+    const SixteenBitResult r = measure_sixteen_bit(attend, v, dtype);
+    unsetenv("SINKLAB_FUSED_DQ");
+    EXPECT_TRUE(r.passed()) << "forward " << r.forward << " (< " << r.forward_allowed << ")";
+    for (const auto& [name, error] : r.grads) EXPECT_LT(error, r.grads_allowed) << name;
+    EXPECT_GT(launches[keys], 0);
+    EXPECT_EQ(launches[queries] > 0, !on) << launches[queries] << " launches of " << queries;
   }
 }
 
@@ -165,8 +221,12 @@ TEST(CudaKernels, TuningWritesItsChoiceForTheNextProcess) {
   const auto candidates = kernels::cuda_tuning_tiles(spec, kernels::CudaStorage::Float16);  // (fused ones too)
   for (const auto* chosen : {&remembered->forward, &remembered->keys, &remembered->queries})
     EXPECT_TRUE(std::any_of(candidates.begin(), candidates.end(), [&](const kernels::CudaTiles& c) {
-      return c.same_as(*chosen);
+      return c.same_as(*chosen) && !c.fused_dq;
     })) << chosen->describe();
+  if (remembered->fused)  // (where the emulation's times made a fused backward_keys the faster)
+    EXPECT_TRUE(std::any_of(candidates.begin(), candidates.end(), [&](const kernels::CudaTiles& c) {
+      return c.same_as(*remembered->fused) && c.fused_dq;
+    })) << remembered->fused->describe();
   // What the measurement found is in the table: each kernel's seconds, the fused backward_keys's among them.
   for (const char* kernel : {"forward", "backward_keys", "backward_queries", "fused_backward_keys"})
     EXPECT_GT(remembered->seconds.count(kernel) ? remembered->seconds.at(kernel) : 0.0, 0.0) << kernel;
