@@ -5,7 +5,8 @@
 # OUT: ncu.txt (per kernel: duration, registers, occupancy, issue slots, the busiest pipe, Nsight's notes),
 # anatomy.txt (bench/kernel_anatomy: the same kernels' static instruction mix) and timing.txt
 # (bench/gpu_attention on the same cases, not under the profiler, with the tuning on) and
-# timing-default-tiles.txt (the same with SINKLAB_TUNE=0).
+# timing-default-tiles.txt (the same with SINKLAB_TUNE=0) and timing-fused.txt (the default tiles with the fused
+# backward forced, SINKLAB_FUSED_DQ=1: dQ summed by backward_keys, no backward_queries).
 # Exit: 0, or the first failing step's code.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -44,4 +45,8 @@ tuned=$?
 # The default tiles beside the tuned ones, same process kind and shapes: what the tuning bought.
 SINKLAB_TUNE=0 timeout 120 build-gpu/bench/gpu_attention --repeats 5 --D "$D" --T "$T" --variants "$variants" \
   > "$out/timing-default-tiles.txt" 2>&1
-exit $((rc ? rc : tuned ? tuned : $?))
+defaults=$?
+# The same with the fused backward on every variant: against the line above, what fusing dQ buys.
+SINKLAB_TUNE=0 SINKLAB_FUSED_DQ=1 timeout 120 build-gpu/bench/gpu_attention --repeats 5 --D "$D" --T "$T" \
+  --variants "$variants" > "$out/timing-fused.txt" 2>&1
+exit $((rc ? rc : tuned ? tuned : defaults ? defaults : $?))
