@@ -39,6 +39,14 @@ std::optional<double> constant_value(const ExprNode& e) {
   }
 }
 
+// Whether `e` calls one of the transcendental primitives (a special-function instruction or a series).
+bool calls_transcendental(const ExprNode& e) {
+  if (e.op == ExprNode::Op::Call && (e.name == "__exp" || e.name == "__expm1_small")) return true;
+  for (const ExprNode& a : e.args)
+    if (calls_transcendental(a)) return true;
+  return false;
+}
+
 // The score expression as a C expression over x (= qk), fi and fj (1-based positions) and fT (the length).
 std::string c_expr(const ExprNode& e) {
   using Op = ExprNode::Op;
@@ -70,10 +78,20 @@ std::string c_expr(const ExprNode& e) {
   }
   // The language's functions expand into the primitives (plan/score_functions.h); only those have code here.
   if (!primitive_arity(e.name)) return c_expr(expand_score_functions(e));
+  // A choice with a transcendental side as a function, not `?:`: its arguments are evaluated before it, so
+  // both sides are straight-line code and the choice a select. (As `?:`, such a side became a branch per score
+  // element, and softpick's e^x - 1, needed by its term and its weight, was computed twice, once in each
+  // branch.) Cheap sides stay `?:`, which the compiler turns into selects itself: as functions there, the
+  // longer straight-line code made stablemax's and p-norm's backward_keys spill registers.
+  if (e.name == "__if_pos" && (calls_transcendental(e.args[1]) || calls_transcendental(e.args[2])))
+    return fmt::format("r_if_pos({}, {}, {})", arg(0), arg(1), arg(2));
   if (e.name == "__if_pos") return fmt::format("({} > (real)0 ? {} : {})", arg(0), arg(1), arg(2));
   static const std::pair<const char*, const char*> primitives[] = {
-      {"__exp", "r_exp"},   {"__expm1", "r_expm1"}, {"__log", "r_log"},  {"__log1p", "r_log1p"}, {"__tanh", "r_tanh"},
-      {"__sqrt", "r_sqrt"}, {"__abs", "r_fabs"},    {"__min", "r_fmin"}, {"__max", "r_fmax"}};
+      {"__exp", "r_exp"},   {"__expm1_small", "r_expm1_small"},
+      {"__log", "r_log"},   {"__log1p", "r_log1p"},
+      {"__tanh", "r_tanh"}, {"__sqrt", "r_sqrt"},
+      {"__abs", "r_fabs"},  {"__min", "r_fmin"},
+      {"__max", "r_fmax"}};
   for (const auto& [name, code] : primitives)
     if (e.name == name) return std::string(code) + "(" + arg(0) + (e.args.size() > 1 ? ", " + arg(1) : "") + ")";
   throw std::runtime_error("CUDA kernel generator: no code for primitive '" + e.name + "'");

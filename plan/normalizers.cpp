@@ -27,9 +27,9 @@ const std::vector<Normalizer>& normalizers() {
   // sign(x), for the slopes.
 #define SIGN(x) "__if_pos(" x ", 1, __if_pos(-" x ", -1, 0))"
   // Softpick's e^x - 1 of the logit, shifted like s: (e^x - 1) e^-m = s - unit. Near x = 0 that difference
-  // cancels to a few digits (relative error eps / |x|), so there it is expm1(x) unit; the clamp keeps expm1's
-  // unused side finite, so that autograd's zero through the select stays zero.
-#define SOFTPICK_U "__if_pos(0.5 - __abs(x), __expm1(__min(__max(x, -0.5), 0.5)) * unit, s - unit)"
+  // cancels to a few digits (relative error eps / |x|), so there it is expm1(x) unit; the clamp keeps x in
+  // __expm1_small's domain, and its unused side finite, so that autograd's zero through the select stays zero.
+#define SOFTPICK_U "__if_pos(0.5 - __abs(x), __expm1_small(__min(__max(x, -0.5), 0.5)) * unit, s - unit)"
   static const Row rows[] = {
       {"sum", "Z = sum_j s_ij", "the paper", {}, "s", "P", "1", "1", true, true},
       {"none", "Z = 1", "the paper", {}, "0", "1", "0", "", false, false},

@@ -38,8 +38,9 @@ const std::vector<ScoreFunction>& score_functions() {
       {"sqrt", 1, true, "__sqrt(x)", "0.5 / sqrt(x)", "the square root"},
       {"log", 1, true, "__log(x)", "1 / x", "the natural logarithm"},
       {"pow", 2, true, "x ^ y", "", "x to the power y (also written x ^ y)"},
-      // (__min keeps the branch that is not taken finite at x = 1, so its gradient is not inf * 0.)
-      {"stablemax", 1, false, "__if_pos(x, x + 1, 1 / (1 - __min(x, 0)))", "__if_pos(x, 1, 1 / (1 - __min(x, 0)) ^ 2)",
+      // Without a choice: for x > 0 the second part is 1 (its slope 0), for x <= 0 the first is 0, so neither
+      // side is computed and dropped, and a kernel has no branch per score element (as __if_pos it had one).
+      {"stablemax", 1, false, "__max(x, 0) + 1 / (1 - __min(x, 0))", "1 / (1 - __min(x, 0)) ^ 2",
        "x + 1 for x > 0, 1 / (1 - x) otherwise: under normalize = sum, StableMax (Prieto et al. 2025)"},
   };
   static const std::vector<ScoreFunction> table = [] {
@@ -59,9 +60,9 @@ const ScoreFunction* find_score_function(const std::string& name) {
 }
 
 int primitive_arity(const std::string& name) {
-  static const std::pair<const char*, int> primitives[] = {{"__exp", 1},  {"__expm1", 1}, {"__log", 1}, {"__log1p", 1},
-                                                           {"__tanh", 1}, {"__sqrt", 1},  {"__abs", 1}, {"__min", 2},
-                                                           {"__max", 2},  {"__if_pos", 3}};
+  static const std::pair<const char*, int> primitives[] = {
+      {"__exp", 1},  {"__expm1_small", 1}, {"__log", 1}, {"__log1p", 1}, {"__tanh", 1},
+      {"__sqrt", 1}, {"__abs", 1},         {"__min", 2}, {"__max", 2},   {"__if_pos", 3}};
   for (const auto& [p, arity] : primitives)
     if (name == p) return arity;
   return 0;

@@ -2,9 +2,11 @@
 // value as the numerically safe form every backend computes (exp clamped at
 // 88, softplus without overflow), and its derivative. Both are expressions
 // over the backends' primitives:
-//   arithmetic (+ - * / ^ and unary -) and the calls __exp, __expm1, __log, __log1p,
-//   __tanh, __sqrt, __abs, __min(a, b), __max(a, b), __if_pos(c, a, b) (a
-//   where c > 0, else b)
+//   arithmetic (+ - * / ^ and unary -) and the calls __exp, __expm1_small, __log,
+//   __log1p, __tanh, __sqrt, __abs, __min(a, b), __max(a, b), __if_pos(c, a, b)
+//   (a where c > 0, else b). __expm1_small(a) is e^a - 1 for |a| <= 1/2 only
+//   (the code backends emit its series alone, no exp beside it): clamp its
+//   argument.
 // and over the language's own functions, which expand in turn. The checker's
 // table (score_rules), the reference path (LibTorch ops), the LLVM and the
 // CUDA emitters and the symbolic derivative all read this table: a backend

@@ -41,7 +41,7 @@ torch::Tensor eval_expr(const ExprNode& e, const NamedTensors& vars) {
       if (!primitive_arity(e.name)) return eval_expr(expand_score_functions(e), vars);
       const std::string& f = e.name;
       if (f == "__exp") return torch::exp(arg(0));
-      if (f == "__expm1") return torch::expm1(arg(0));
+      if (f == "__expm1_small") return torch::expm1(arg(0));
       if (f == "__log") return torch::log(arg(0));
       if (f == "__log1p") return torch::log1p(arg(0));
       if (f == "__tanh") return torch::tanh(arg(0));

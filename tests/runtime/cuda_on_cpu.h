@@ -36,9 +36,10 @@ inline float __int_as_float(int i) {
   std::memcpy(&f, &i, sizeof f);
   return f;
 }
-inline float __fdividef(float a, float b) { return a / b; }
-// The SFU's 2^a (ex2.approx.ftz.f32): within 2 units in the last place of the exact power, which stands in.
+// The SFU's 2^a (ex2.approx.ftz.f32) and 1 / b (rcp.approx.ftz.f32): each within 2 units in the last place of
+// the exact result, which stands in.
 inline float sink_ex2(float a) { return std::exp2(a); }
+inline float sink_rcp(float b) { return 1 / b; }
 inline float __uint_as_float(unsigned i) {
   float f;
   std::memcpy(&f, &i, sizeof f);
