@@ -42,9 +42,15 @@ __device__ __forceinline__ float sink_rcp(float b) {
 }
 #endif
 __device__ __forceinline__ real r_exp(real a) { return sink_ex2(a * 1.44269504088896341f); }
+__device__ __forceinline__ real r_exp_diff(real a, real b) {  // e^(a - b); b * log2 e is once per row
+  return sink_ex2(fmaf(a, 1.44269504088896341f, -(b * 1.44269504088896341f)));
+}
 )";
   else
-    out += fmt::format("__device__ __forceinline__ real r_exp(real a) {{ return exp{}(a); }}\n", sfx);
+    out += fmt::format(
+        "__device__ __forceinline__ real r_exp(real a) {{ return exp{0}(a); }}\n"
+        "__device__ __forceinline__ real r_exp_diff(real a, real b) {{ return exp{0}(a - b); }}\n",
+        sfx);
   out += fast ? "__device__ __forceinline__ real r_div(real a, real b) { return a * sink_rcp(b); }\n"
               : "__device__ __forceinline__ real r_div(real a, real b) { return a / b; }\n";
   // e^a - 1 for |a| <= 1/2 (the primitive's domain: its callers clamp), where e^a - 1 itself would cancel to
@@ -176,10 +182,10 @@ __device__ __forceinline__ void fold_column(real x, real fi, real fj, real fT, r
       P *= term_power(rescale);
       m = x;
     }
-    const real shift = shift_of(m), s = score(x - shift, fi, fj, fT), unit = r_exp(-shift);
+    const real shift = shift_of(m), s = score(x, shift, fi, fj, fT), unit = r_exp(-shift);
     P += norm_term(s, x, unit), w = norm_weight(s, x, unit);
   } else {
-    const real s = score(x, fi, fj, fT);
+    const real s = score(x, (real)0, fi, fj, fT);
     rescale = 1;
     P += norm_term(s, x, (real)1), w = norm_weight(s, x, (real)1);
   }
@@ -187,8 +193,8 @@ __device__ __forceinline__ void fold_column(real x, real fi, real fj, real fT, r
 
 // The weight w of a pair with logit x, from the row statistic st1 (m online, P direct).
 __device__ __forceinline__ real column_weight(real x, real fi, real fj, real fT, real st1) {
-  return ONLINE ? norm_weight(score(x - st1, fi, fj, fT), x, r_exp(-st1))
-                : norm_weight(score(x, fi, fj, fT), x, (real)1);
+  return ONLINE ? norm_weight(score(x, st1, fi, fj, fT), x, r_exp(-st1))
+                : norm_weight(score(x, (real)0, fi, fj, fT), x, (real)1);
 }
 
 // The attention A of a pair with logit x and its gradient dx, from the forward's row statistics st0 = Z
@@ -197,11 +203,13 @@ __device__ __forceinline__ real column_weight(real x, real fi, real fj, real fT,
 // unshifted, being of degree 0 in (s, unit).
 __device__ __forceinline__ void column_grad(real x, real fi, real fj, real fT, real dA, real Dd, real st0,
                                             real inv_st0, real st1, real& A, real& dx) {
+  // (x - m taken first, as the shift: backward_keys's m differs per column, so e^(x - m) as one multiply-add
+  // would cost a multiply per column, and x - m is where the compiler folds the logit's scaling in.)
   const real xe = ONLINE ? x - st1 : x, unit = ONLINE ? r_exp(-st1) : (real)1;
-  const real s = score(xe, fi, fj, fT);
+  const real s = score(xe, (real)0, fi, fj, fT);
   A = ALPHA * norm_weight(s, x, unit) * inv_st0;
   const real grad_s = ALPHA * norm_weight_slope(s, x, unit) * dA - Dd * norm_slope(s, x, unit, st0, st1);
-  dx = grad_s * inv_st0 * score_grad(xe, fi, fj, fT);
+  dx = grad_s * inv_st0 * score_grad(xe, (real)0, fi, fj, fT);
 }
 )";
 }

@@ -116,7 +116,7 @@
             const int h = e / 2;
             const bool hidden = !FULL && s[f][nb][e] == -SINK_INF;
             const real x = hidden ? shift[h] : s[f][nb][e];
-            const real sc = score(x - shift[h], fi[f][h], (real)(kb + frag_col(nb, e) + 1), (real)n);
+            const real sc = score(x, shift[h], fi[f][h], (real)(kb + frag_col(nb, e) + 1), (real)n);
             P[f][h] += hidden ? (real)0 : norm_term(sc, x, unit[h]);
             s[f][nb][e] = hidden ? (real)0 : norm_weight(sc, x, unit[h]);
           }
