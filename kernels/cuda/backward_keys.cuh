@@ -60,22 +60,24 @@
     zero(sT), zero(dAT);
     mma_abt<KEY_QUERIES>(sT, ka, q_tile[stage]);
     mma_abt<KEY_QUERIES>(dAT, va, do_tile[stage]);
-    // Every query of the tile sees every key of the block, or the mask is decided per element.
+    // Every query of the tile sees every key of the block, each a key (the block is not the last of a ragged
+    // T), or the mask is decided per element.
     int tile_lo, tile_hi, unused_lo, unused_hi;
     key_range(qb, n, unused_lo, tile_hi);
     key_range(imin(qb + KEY_QUERIES - 1, n - 1), n, tile_lo, unused_hi);
-    const bool full = qb + KEY_QUERIES - 1 <= last && tile_lo <= first_key && tile_hi >= first_key + KEY_ROWS - 1;
+    const bool full = qb + KEY_QUERIES - 1 <= last && tile_lo <= first_key && tile_hi >= first_key + KEY_ROWS - 1 &&
+                      first_key + KEY_ROWS <= n;
 #pragma unroll
     for (int nb = 0; nb < KEY_QUERIES / 8; ++nb)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int h = e / 2, c = frag_col(nb, e);
         const int i = imin(qb + c, last);  // (a row after `last` is hidden)
-        bool seen = is_key[h] && (full || qb + c <= last);
-        if (seen && !full) {
+        bool seen = full;
+        if (!full) {
           int lo, hi;
           key_range(i, n, lo, hi);
-          seen = key[h] >= lo && key[h] <= hi;
+          seen = is_key[h] && qb + c <= last && key[h] >= lo && key[h] <= hi;
         }
         real A, dx;
         column_grad(logit_of(sT[nb][e], i, key[h], g), (real)(i + 1), fj[h], (real)n, dAT[nb][e], delta_tile[stage][c],
