@@ -1,4 +1,4 @@
-// Pass 1: text -> AST. ANTLR stays inside parse.cpp.
+// Pass 1: text -> AST. ANTLR stays inside the parse pass (parse.cpp, syntax_errors.cpp, source_text.cpp).
 #pragma once
 #include <optional>
 #include <vector>
