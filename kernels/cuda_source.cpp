@@ -45,11 +45,21 @@ __device__ __forceinline__ real r_exp(real a) { return sink_ex2(a * 1.4426950408
 __device__ __forceinline__ real r_exp_diff(real a, real b) {  // e^(a - b); b * log2 e is once per row
   return sink_ex2(fmaf(a, 1.44269504088896341f, -(b * 1.44269504088896341f)));
 }
+// e^(a x + b) and e^min(a x + b, c): a and c constants (times log2 e at compile time), b once per row
+__device__ __forceinline__ real r_exp_affine(real x, real a, real b) {
+  return sink_ex2(fmaf(x, a * 1.44269504088896341f, b * 1.44269504088896341f));
+}
+__device__ __forceinline__ real r_exp_affine_min(real x, real a, real b, real c) {
+  return sink_ex2(fminf(fmaf(x, a * 1.44269504088896341f, b * 1.44269504088896341f), c * 1.44269504088896341f));
+}
 )";
   else
     out += fmt::format(
         "__device__ __forceinline__ real r_exp(real a) {{ return exp{0}(a); }}\n"
-        "__device__ __forceinline__ real r_exp_diff(real a, real b) {{ return exp{0}(a - b); }}\n",
+        "__device__ __forceinline__ real r_exp_diff(real a, real b) {{ return exp{0}(a - b); }}\n"
+        "__device__ __forceinline__ real r_exp_affine(real x, real a, real b) {{ return exp{0}(a * x + b); }}\n"
+        "__device__ __forceinline__ real r_exp_affine_min(real x, real a, real b, real c) {{\n"
+        "  return exp{0}(fmin{0}(a * x + b, c));\n}}\n",
         sfx);
   out += fast ? "__device__ __forceinline__ real r_div(real a, real b) { return a * sink_rcp(b); }\n"
               : "__device__ __forceinline__ real r_div(real a, real b) { return a / b; }\n";
@@ -200,16 +210,29 @@ __device__ __forceinline__ real column_weight(real x, real fi, real fj, real fT,
 // The attention A of a pair with logit x and its gradient dx, from the forward's row statistics st0 = Z
 // (and its reciprocal, which a caller computes once per row), st1, dA = <dO_i, v_j> and Dd = <dO_i, O_i>:
 // dL/ds = (alpha dw/ds dA - D dZ/ds) / Z. Online, s, unit and ds/dx are of x - m, and A and dx are as
-// unshifted, being of degree 0 in (s, unit).
-__device__ __forceinline__ void column_grad(real x, real fi, real fj, real fT, real dA, real Dd, real st0,
-                                            real inv_st0, real st1, real& A, real& dx) {
-  // (x - m taken first, as the shift: backward_keys's m differs per column, so e^(x - m) as one multiply-add
-  // would cost a multiply per column, and x - m is where the compiler folds the logit's scaling in.)
-  const real xe = ONLINE ? x - st1 : x, unit = ONLINE ? r_exp(-st1) : (real)1;
-  const real s = score(xe, (real)0, fi, fj, fT);
+// unshifted, being of degree 0 in (s, unit). OF_PRODUCT: v is the product q.k, the logit its scaling alone
+// (the tensor-core kernels without a position table), which folds into the exponent's multiply-add; else v is
+// the logit. dx_scale: dx comes times it, and Dd must (the tensor-core kernels want SCALE_QK dx, the gradient
+// of q.k, and scale D once per row: then it costs no multiply per pair at any d_head).
+template <bool OF_PRODUCT = false>
+__device__ __forceinline__ void column_grad(real v, real fi, real fj, real fT, real dA, real Dd, real st0,
+                                            real inv_st0, real st1, real& A, real& dx, real dx_scale = 1) {
+  const real x = OF_PRODUCT ? v * SCALE_QK : v, unit = ONLINE ? r_exp(-st1) : (real)1;
+  real s, slope;
+  if (OF_PRODUCT) {
+    const real shift = ONLINE ? st1 : (real)0;
+    s = score_of_product(v, shift, fi, fj, fT), slope = score_grad_of_product(v, shift, fi, fj, fT);
+  } else {
+    // (x - m taken first, as the shift: backward_keys's m differs per column, so e^(x - m) as one multiply-add
+    // would cost a multiply per column, and x - m is where the compiler folds the logit's scaling in.)
+    const real xe = ONLINE ? x - st1 : x;
+    s = score(xe, (real)0, fi, fj, fT), slope = score_grad(xe, (real)0, fi, fj, fT);
+  }
   A = ALPHA * norm_weight(s, x, unit) * inv_st0;
-  const real grad_s = ALPHA * norm_weight_slope(s, x, unit) * dA - Dd * norm_slope(s, x, unit, st0, st1);
-  dx = grad_s * inv_st0 * score_grad(xe, (real)0, fi, fj, fT);
+  const real grad_s = ALPHA * dx_scale * norm_weight_slope(s, x, unit) * dA - Dd * norm_slope(s, x, unit, st0, st1);
+  // (1 / Z times the slope first: where the weight and the slope are both s (softmax), that product is A's,
+  // and dx one multiply.)
+  dx = grad_s * (inv_st0 * slope);
 }
 )";
 }

@@ -62,14 +62,63 @@ ExprNode without_overflow_clamps(const ExprNode& e) {
   return out;
 }
 
-// The score expression as a C expression over x (= qk), fi and fj (1-based positions) and fT (the length).
+// The variable the product form's score functions take: q.k itself, before the logit's scaling.
+constexpr const char* kProduct = "product";
+
+// e as a qk + b shift + c (a, b, c numbers) in the product q.k and the shift, if it is one.
+struct Affine {
+  double product = 0, shift = 0, constant = 0;
+};
+std::optional<Affine> affine_in_product(const ExprNode& e) {
+  using Op = ExprNode::Op;
+  if (e.op == Op::Var && e.name == kProduct) return Affine{1, 0, 0};
+  if (e.op == Op::Var && e.name == "shift") return Affine{0, 1, 0};
+  if (const std::optional<double> v = constant_value(e)) return Affine{0, 0, *v};
+  auto scaled = [](std::optional<Affine> a, double by) -> std::optional<Affine> {
+    if (a) a->product *= by, a->shift *= by, a->constant *= by;
+    return a;
+  };
+  switch (e.op) {
+    case Op::Neg: return scaled(affine_in_product(e.args.at(0)), -1);
+    case Op::Add:
+    case Op::Sub: {
+      std::optional<Affine> a = affine_in_product(e.args.at(0)),
+                            b = scaled(affine_in_product(e.args.at(1)), e.op == Op::Sub ? -1 : 1);
+      if (!a || !b) return std::nullopt;
+      return Affine{a->product + b->product, a->shift + b->shift, a->constant + b->constant};
+    }
+    case Op::Mul:
+      for (int k = 0; k < 2; ++k)
+        if (const std::optional<double> v = constant_value(e.args.at(k)))
+          return scaled(affine_in_product(e.args[1 - k]), *v);
+      return std::nullopt;
+    default: return std::nullopt;
+  }
+}
+
+// The online form's score s = e^(qk - m) is never negative, where the normalisers are written for scores of
+// either sign (p-norm's |s| and sign(s)): there |s| is s and -s > 0 never holds. (Fewer instructions and
+// registers per pair: with them p-norm's backward_keys spilled.)
+ExprNode for_nonnegative_score(const ExprNode& e) {
+  using Op = ExprNode::Op;
+  ExprNode out = e;
+  for (ExprNode& a : out.args) a = for_nonnegative_score(a);
+  auto is_s = [](const ExprNode& a) { return a.op == Op::Var && a.name == "s"; };
+  if (out.op == Op::Call && out.name == "__abs" && is_s(out.args.at(0))) return out.args[0];
+  if (out.op == Op::Call && out.name == "__if_pos" && out.args.at(0).op == Op::Neg && is_s(out.args[0].args.at(0)))
+    return out.args.at(2);
+  return out;
+}
+
+// The score expression as a C expression over x (= qk, or the product q.k in the product form), fi and fj
+// (1-based positions) and fT (the length).
 std::string c_expr(const ExprNode& e) {
   using Op = ExprNode::Op;
   auto arg = [&](size_t k) { return c_expr(e.args.at(k)); };
   switch (e.op) {
     case Op::Number: return number(e.number);
     case Op::Var:
-      if (e.name == "qk") return "x";
+      if (e.name == "qk" || e.name == kProduct) return "x";
       if (e.name == "i" || e.name == "j" || e.name == "T") return "f" + e.name;
       // The normaliser's (plan/normalizers.h); its x is the logit, as the score's qk is.
       if (e.name == "s" || e.name == "x" || e.name == "unit" || e.name == "P" || e.name == "Z" || e.name == "r" ||
@@ -94,6 +143,29 @@ std::string c_expr(const ExprNode& e) {
   }
   // The language's functions expand into the primitives (plan/score_functions.h); only those have code here.
   if (!primitive_arity(e.name)) return c_expr(expand_score_functions(e));
+  // e^(a q.k + b shift + c), the product form's exponential, and e^min(that, bound), the direct form's
+  // (its overflow clamp): in 16-bit storage one multiply-add into the exponent of 2, the logit's scaling and
+  // log2 e folded into one constant, where the scaling, the subtraction and the multiply were three.
+  if (e.name == "__exp") {
+    const ExprNode& arg = e.args.at(0);
+    std::optional<double> bound;
+    const ExprNode* inner = &arg;
+    if (arg.op == ExprNode::Op::Call && arg.name == "__min")
+      for (int k = 0; k < 2 && !bound; ++k)
+        if ((bound = constant_value(arg.args.at(k)))) inner = &arg.args.at(1 - k);
+    if (const std::optional<Affine> a = affine_in_product(*inner); a && a->product != 0) {
+      std::string offset = a->shift == 0    ? ""
+                           : a->shift == 1  ? "shift"
+                           : a->shift == -1 ? "-shift"
+                                            : fmt::format("{} * shift", number(a->shift));
+      if (offset.empty())
+        offset = number(a->constant);
+      else if (a->constant != 0)
+        offset = fmt::format("{} + {}", offset, number(a->constant));
+      if (bound) return fmt::format("r_exp_affine_min(x, {}, {}, {})", number(a->product), offset, number(*bound));
+      return fmt::format("r_exp_affine(x, {}, {})", number(a->product), offset);
+    }
+  }
   // e^(a - shift), the online form's exponential: in 16-bit storage one multiply-add into the exponent of 2
   // where a subtraction and a multiply were two.
   if (e.name == "__exp" && e.args.at(0).op == ExprNode::Op::Sub && e.args[0].args.at(1).op == ExprNode::Op::Var &&
@@ -252,10 +324,15 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
   if (spec.f64 && storage != CudaStorage::Real)
     throw std::logic_error("CUDA kernels: 16-bit storage computes in float");
   const ExprNode score_grad = spec.score_derivative();
-  // s and ds/dqk at qk = x - shift: the online form's shift (the row's running maximum), 0 in the direct form.
-  const auto emitted = [&](const ExprNode& e) {  // (the masks select past any infinity a hidden pair makes)
-    const ExprNode shifted{
-        ExprNode::Op::Sub, 0, "", {{ExprNode::Op::Var, 0, "qk", {}}, {ExprNode::Op::Var, 0, "shift", {}}}};
+  // s and ds/dqk at qk = x - shift: the online form's shift (the row's running maximum), 0 in the direct form;
+  // in the product form, at qk = SCALE_QK x - shift, x the product q.k.
+  const double scale_qk = 1.0 / std::sqrt(static_cast<double>(spec.d_head));
+  const auto emitted = [&](const ExprNode& e, const char* var) {  // (the masks select past a hidden pair's inf)
+    const ExprNode shift{ExprNode::Op::Var, 0, "shift", {}};
+    ExprNode logit{ExprNode::Op::Var, 0, var, {}};
+    if (std::string(var) == kProduct)
+      logit = {ExprNode::Op::Mul, 0, "", {logit, {ExprNode::Op::Number, scale_qk, "", {}}}};
+    const ExprNode shifted{ExprNode::Op::Sub, 0, "", {logit, shift}};
     return substitute(spec.online ? without_overflow_clamps(expand_score_functions(e)) : e, "qk", shifted);
   };
   std::string out;
@@ -285,7 +362,13 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
   out += fmt::format("constexpr long long PREFIX = {}, WINDOW = {};\n", spec.prefix, spec.window);
   const NormalizerForm norm = spec.normalizer();
   out += fmt::format("#define ALPHA {}\n#define SCALE_QK {}\n#define SHIFT_FLOOR {}\n", number(spec.alpha),
-                     number(1.0 / std::sqrt(static_cast<double>(spec.d_head))), number(norm.row->shift_floor));
+                     number(scale_qk), number(norm.row->shift_floor));
+  // What the tensor-core backward computes dx times (column_grad's dx_scale): the scaling itself, so that dS,
+  // the gradient of q.k, costs no multiply per pair; or 1 where the scaling is a power of two (d_head 64), whose
+  // multiply folds into the product before it (FMUL.D8).
+  int exponent = 0;
+  const bool power_of_two = std::frexp(scale_qk, &exponent) == 0.5;
+  out += fmt::format("#define DX_SCALE {}\n", power_of_two ? "(real)1" : "SCALE_QK");
   // What the running sum of terms scales by when the row's shift grows by a rescale r: r to the terms' degree.
   const ExprNode rescale{ExprNode::Op::Var, 0, "r", {}}, degree{ExprNode::Op::Number, norm.term_degree, "", {}};
   out += "__device__ __forceinline__ real term_power(real r) { return " +
@@ -296,16 +379,23 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
       tiles.forward_rows, tiles.forward_keys, tiles.key_rows, tiles.key_queries, tiles.query_rows, tiles.query_keys,
       tiles.row_threads);
   const std::string positions = "(real x, real shift, real fi, real fj, real fT) { return ";
-  out += "__device__ __forceinline__ real score" + positions + c_expr(emitted(spec.score)) + "; }\n";
-  out += "__device__ __forceinline__ real score_grad" + positions + c_expr(emitted(score_grad)) + "; }\n";
+  out += "__device__ __forceinline__ real score" + positions + c_expr(emitted(spec.score, "qk")) + "; }\n";
+  out += "__device__ __forceinline__ real score_grad" + positions + c_expr(emitted(score_grad, "qk")) + "; }\n";
+  // The same of the product q.k, where the logit is its scaling alone (no position table): the scaling folds
+  // into the exponent's multiply-add.
+  out +=
+      "__device__ __forceinline__ real score_of_product" + positions + c_expr(emitted(spec.score, kProduct)) + "; }\n";
+  out += "__device__ __forceinline__ real score_grad_of_product" + positions + c_expr(emitted(score_grad, kProduct)) +
+         "; }\n";
   out += "// normalize = " + norm.row->name + ": P = sum_j term(s), Z = finish(P), A = alpha weight(s) / Z\n";
   const std::string column = "(real s, real x, real unit) { return ";
-  out += "__device__ __forceinline__ real norm_term" + column + c_expr(norm.term) + "; }\n";
-  out += "__device__ __forceinline__ real norm_weight" + column + c_expr(norm.weight) + "; }\n";
-  out += "__device__ __forceinline__ real norm_weight_slope" + column + c_expr(norm.weight_slope) + "; }\n";
+  const auto normaliser = [&](const ExprNode& e) { return c_expr(spec.online ? for_nonnegative_score(e) : e); };
+  out += "__device__ __forceinline__ real norm_term" + column + normaliser(norm.term) + "; }\n";
+  out += "__device__ __forceinline__ real norm_weight" + column + normaliser(norm.weight) + "; }\n";
+  out += "__device__ __forceinline__ real norm_weight_slope" + column + normaliser(norm.weight_slope) + "; }\n";
   out += "__device__ __forceinline__ real norm_finish(real P, real unit) { return " + c_expr(norm.finish) + "; }\n";
   out += "__device__ __forceinline__ real norm_slope(real s, real x, real unit, real Z, real P) { return " +
-         c_expr(norm.slope) + "; }\n\n";
+         normaliser(norm.slope) + "; }\n\n";
   out += cuda_shared_functions();
   if (tiles.tensor_cores) {
     out += "\n// Tensor cores: 16 rows per warp; shared tiles of [rows][D + 8]\n";
@@ -319,15 +409,15 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
     out += fmt::format("// Scalar kernels, a row per thread: {}\n", scalar_kernels_reason(spec, storage));
   }
   out += abi::cuda_signature(abi::kForwardSymbol, abi::kCudaForward, tiles.forward_threads(), tiles.min_blocks);
-  out += tiles.tensor_cores ? " " + std::string(cuda_text::kForward) + "\n" : cuda_forward_body();
+  out += tiles.tensor_cores ? fmt::format(" {}\n", cuda_text::kForward) : cuda_forward_body();
   out += abi::cuda_signature(abi::kCudaBackwardRowsSymbol, abi::kCudaBackwardRows, tiles.row_threads);
-  out += tiles.tensor_cores ? " " + std::string(cuda_text::kBackwardRows) + "\n" : cuda_backward_rows_body();
+  out += tiles.tensor_cores ? fmt::format(" {}\n", cuda_text::kBackwardRows) : cuda_backward_rows_body();
   out +=
       abi::cuda_signature(abi::kCudaBackwardKeysSymbol, abi::kCudaBackwardKeys, tiles.key_threads(), tiles.min_blocks);
-  out += tiles.tensor_cores ? " " + std::string(cuda_text::kBackwardKeys) + "\n" : cuda_backward_keys_body();
+  out += tiles.tensor_cores ? fmt::format(" {}\n", cuda_text::kBackwardKeys) : cuda_backward_keys_body();
   out += abi::cuda_signature(abi::kCudaBackwardQueriesSymbol, abi::kCudaBackwardQueries, tiles.query_threads(),
                              tiles.min_blocks);
-  out += tiles.tensor_cores ? " " + std::string(cuda_text::kBackwardQueries) + "\n" : cuda_backward_queries_body();
+  out += tiles.tensor_cores ? fmt::format(" {}\n", cuda_text::kBackwardQueries) : cuda_backward_queries_body();
   out += abi::cuda_signature(abi::kProbeSymbol, abi::kCudaProbe, tiles.row_threads) + cuda_probe_body();
   return out;
 }

@@ -47,7 +47,7 @@
       st0_tile[to][r] = i <= last ? stats[i] : (real)1;
       inv0_tile[to][r] = r_div(1, st0_tile[to][r]);
       st1_tile[to][r] = i <= last ? stats[T + i] : (real)0;
-      delta_tile[to][r] = i <= last ? delta[i] : (real)0;
+      delta_tile[to][r] = i <= last ? delta[i] * DX_SCALE : (real)0;  // (column_grad's dx_scale)
     }
   };
   int stage = 0;
@@ -80,11 +80,13 @@
           seen = is_key[h] && qb + c <= last && key[h] >= lo && key[h] <= hi;
         }
         real A, dx;
-        column_grad(logit_of(sT[nb][e], i, key[h], g), (real)(i + 1), fj[h], (real)n, dAT[nb][e], delta_tile[stage][c],
-                    st0_tile[stage][c], inv0_tile[stage][c], st1_tile[stage][c], A, dx);
+        // (Without a position table, of the product q.k: the scaling folds into the exponent.)
+        column_grad<!POSITION_BIAS>(POSITION_BIAS ? logit_of(sT[nb][e], i, key[h], g) : sT[nb][e], (real)(i + 1), fj[h],
+                                    (real)n, dAT[nb][e], delta_tile[stage][c], st0_tile[stage][c], inv0_tile[stage][c],
+                                    st1_tile[stage][c], A, dx, DX_SCALE);
         sT[nb][e] = seen ? A : (real)0;
-        dAT[nb][e] = seen ? dx * SCALE_QK : (real)0;
-        if (POSITION_GRAD && seen) atomicAdd(&dg[distance(i, key[h])], dx);
+        dAT[nb][e] = seen ? dx * (SCALE_QK / DX_SCALE) : (real)0;  // dS, the gradient of q.k
+        if (POSITION_GRAD && seen) atomicAdd(&dg[distance(i, key[h])], dx * (1 / DX_SCALE));
       }
     unsigned aa[KEY_QUERIES / 16][4], sa[KEY_QUERIES / 16][4];
     as_a<KEY_QUERIES>(aa, sT);

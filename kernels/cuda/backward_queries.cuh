@@ -29,7 +29,8 @@
       const int r = imin(warp_row + 16 * f + frag_row(2 * h), n - 1);
       row[f][h] = r, fi[f][h] = (real)(r + 1);
       key_range(r, n, lo[f][h], hi[f][h]);
-      Dd[f][h] = delta[r], st0[f][h] = stats[r], inv_st0[f][h] = r_div(1, st0[f][h]), st1[f][h] = stats[T + r];
+      Dd[f][h] = delta[r] * DX_SCALE, st0[f][h] = stats[r],  // (Dd times column_grad's dx_scale)
+          inv_st0[f][h] = r_div(1, st0[f][h]), st1[f][h] = stats[T + r];
     }
 #pragma unroll
     for (int nb = 0; nb < D / 8; ++nb)
@@ -66,12 +67,15 @@
             const int h = e / 2;
             // (A key after block_hi is hidden.)
             const int j = FULL ? kb + frag_col(nb, e) : imin(kb + frag_col(nb, e), block_hi);
-            const real x =
-                BELOW ? logit_along(s[f][nb][e], along[h], -(8 * nb + e % 2)) : logit_of(s[f][nb][e], row[f][h], j, g);
+            // (Without a position table, of the product q.k: the scaling folds into the exponent.)
+            const real x = !POSITION_BIAS ? s[f][nb][e]
+                           : BELOW        ? logit_along(s[f][nb][e], along[h], -(8 * nb + e % 2))
+                                          : logit_of(s[f][nb][e], row[f][h], j, g);
             real A, dx;
-            column_grad(x, fi[f][h], (real)(j + 1), (real)n, dA[f][nb][e], Dd[f][h], st0[f][h], inv_st0[f][h],
-                        st1[f][h], A, dx);
-            s[f][nb][e] = FULL || (kb + frag_col(nb, e) <= hi[f][h] && j >= lo[f][h]) ? dx * SCALE_QK : (real)0;
+            column_grad<!POSITION_BIAS>(x, fi[f][h], (real)(j + 1), (real)n, dA[f][nb][e], Dd[f][h], st0[f][h],
+                                        inv_st0[f][h], st1[f][h], A, dx, DX_SCALE);
+            s[f][nb][e] = FULL || (kb + frag_col(nb, e) <= hi[f][h] && j >= lo[f][h]) ? dx * (SCALE_QK / DX_SCALE)
+                                                                                      : (real)0;  // dS
           }
       }
     };

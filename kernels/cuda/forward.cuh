@@ -6,6 +6,7 @@
   __shared__ __align__(16) store_t k_tile[2][FWD_KEYS][PITCH], v_tile[2][FWD_KEYS][PITCH];
   // A warp owns M = ROW_FRAGS fragments of 16 rows; the lane holds two rows of each (h = 0, 1: frag_row(2 h)).
   constexpr int M = ROW_FRAGS;
+  constexpr bool OF_PRODUCT = !POSITION_BIAS;  // the logit is the product's scaling alone
   const int warp = threadIdx.x / 32, lane = lane_id();
   const long long bh = blockIdx.y, head = (unsigned)blockIdx.y % (unsigned)H;  // (a 64-bit % is a call)
   const int n = (int)T;  // positions within the slice are 32-bit (tile.cuh)
@@ -75,7 +76,10 @@
     // Every row of the block sees every key of the tile (the code without masks), or the mask is decided per
     // element, a hidden pair computed as x = shift (any finite logit would do) and dropped by selects. BELOW:
     // the tile is at or below every row's diagonal (a position table read along it, tile.cuh's logit_along).
-    // (Called with constants: once inlined, each call is its own code.)
+    // Without a position table S keeps the products q.k (OF_PRODUCT): the maximum is taken on them (the scale
+    // is positive and rounding monotone, so the scaled maximum is the maximum of the scaled) and the scaling
+    // goes into the exponent's multiply-add, one multiply a pair fewer. (Called with constants: once inlined,
+    // each call is its own code.)
     auto fold_tile = [&](const bool FULL, const bool BELOW) {
 #pragma unroll
       for (int f = 0; f < M; ++f) {
@@ -89,8 +93,9 @@
             const int h = e / 2;
             const int j = kb + frag_col(nb, e);
             const bool seen = FULL || (j >= lo[f][h] && j <= hi[f][h]);
-            const real x =
-                BELOW ? logit_along(s[f][nb][e], along[h], -(8 * nb + e % 2)) : logit_of(s[f][nb][e], row[f][h], j, g);
+            const real x = OF_PRODUCT ? s[f][nb][e]
+                           : BELOW    ? logit_along(s[f][nb][e], along[h], -(8 * nb + e % 2))
+                                      : logit_of(s[f][nb][e], row[f][h], j, g);
             s[f][nb][e] = seen ? x : -SINK_INF;
             if (ONLINE) tile_max[h] = r_fmax(tile_max[h], s[f][nb][e]);
           }
@@ -98,7 +103,7 @@
         if (ONLINE) {
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            const real new_max = quad_max(tile_max[h]);
+            const real new_max = quad_max(tile_max[h]) * (OF_PRODUCT ? SCALE_QK : (real)1);
             if (new_max > m[f][h]) {  // fold_column's rescale, for the whole tile at once
               const real rescale = r_exp(m[f][h] - new_max);
               P[f][h] *= term_power(rescale);
@@ -115,8 +120,14 @@
           for (int e = 0; e < 4; ++e) {
             const int h = e / 2;
             const bool hidden = !FULL && s[f][nb][e] == -SINK_INF;
-            const real x = hidden ? shift[h] : s[f][nb][e];
-            const real sc = score(x, shift[h], fi[f][h], (real)(kb + frag_col(nb, e) + 1), (real)n);
+            const real fj = (real)(kb + frag_col(nb, e) + 1);
+            real x, sc;  // the logit, its score
+            if (OF_PRODUCT) {
+              const real product = hidden ? shift[h] * (1 / SCALE_QK) : s[f][nb][e];
+              sc = score_of_product(product, shift[h], fi[f][h], fj, (real)n), x = product * SCALE_QK;
+            } else {
+              x = hidden ? shift[h] : s[f][nb][e], sc = score(x, shift[h], fi[f][h], fj, (real)n);
+            }
             P[f][h] += hidden ? (real)0 : norm_term(sc, x, unit[h]);
             s[f][nb][e] = hidden ? (real)0 : norm_weight(sc, x, unit[h]);
           }
