@@ -4,10 +4,11 @@
 // arithmetic, shared-memory matrix loads (LDSM), asynchronous copies (LDGSTS), shuffles, barriers. Counts are
 // static (instructions in the code, the loops unrolled), so they compare two versions of a kernel or two
 // variants; a GPU measures time (bench/gpu_attention).
-//   build/bench/kernel_anatomy [--D 64] [--arch 90] [--variants 'softmax|sink logit|...'] [--tiles]
+//   build/bench/kernel_anatomy [--D 64] [--arch 90] [--variants 'softmax|sink logit|...'] [--tiles] [--dg]
 //                              [--sass KERNEL] [--source]
 // --tiles: every tile candidate a GPU would measure (cuda_tuning_tiles: the fused backward_keys's marked "+dQ"), not
 // only the default.
+// --dg: a position table's kernels with its gradient (a learned table's, T5's; ALiBi's is a constant).
 // --sass KERNEL: also print that kernel's machine code (sink_forward, sink_backward_keys, ...); --source: the
 // CUDA source NVRTC compiles.
 // Needs NVRTC and nvdisasm (SINKLAB_NVDISASM, the PATH, or the nvidia-cuda-nvdisasm wheel of SINKLAB_PYTHON).
@@ -78,7 +79,7 @@ int main(int argc, char** argv) {
   int arch = 90;
   bool all_tiles = false;
   std::string print_kernel;
-  bool print_source = false;
+  bool print_source = false, position_grad = false;
   std::vector<std::string> wanted;
   for (int a = 1; a < argc; ++a) {
     const std::string arg = argv[a];
@@ -94,10 +95,12 @@ int main(int argc, char** argv) {
       print_kernel = argv[++a];
     else if (arg == "--source")
       print_source = true;
+    else if (arg == "--dg")
+      position_grad = true;
     else {
       fmt::print(stderr,
-                 "usage: kernel_anatomy [--D 64] [--arch 90] [--variants 'softmax|sink logit|...'] [--tiles] [--sass "
-                 "KERNEL] [--source]\n");
+                 "usage: kernel_anatomy [--D 64] [--arch 90] [--variants 'softmax|sink logit|...'] [--tiles] [--dg] "
+                 "[--sass KERNEL] [--source]\n");
       return 2;
     }
   }
@@ -124,6 +127,7 @@ int main(int argc, char** argv) {
     const auto storage = kernels::CudaStorage::BFloat16;
     auto candidates = kernels::cuda_tuning_tiles(spec, storage);
     if (!all_tiles) candidates.resize(1);
+    for (auto& tiles : candidates) tiles.position_grad = position_grad && spec.position_bias;
     for (const auto& tiles : candidates) {
       std::string report;
       const std::string source = kernels::emit_cuda(spec, storage, tiles);

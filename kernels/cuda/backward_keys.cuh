@@ -4,8 +4,8 @@
   // rows: S^T = K Q^T and dA^T = V dO^T, each pair's A and logit gradient (column_grad), then dV += A^T dO and
   // dK += dS^T Q; with FUSED_DQ also dQ += dS K, in float sums (then backward_queries does not run). The
   // position bias's gradient goes to dg by distance, atomically, where g wants one (a learned table; ALiBi's
-  // is a constant). (Summed per tile in shared memory first, it compiled to a
-  // compare-and-swap loop per pair on sm_90: no native shared float add.)
+  // is a constant), summed along each diagonal in registers and across lanes first. (Summed per tile in shared
+  // memory instead, it compiled to a compare-and-swap loop per pair on sm_90: no native shared float add.)
   __shared__ __align__(16) store_t q_tile[2][KEY_QUERIES][PITCH], do_tile[2][KEY_QUERIES][PITCH];
   __shared__ real st0_tile[2][KEY_QUERIES], inv0_tile[2][KEY_QUERIES], st1_tile[2][KEY_QUERIES],
       delta_tile[2][KEY_QUERIES];
@@ -67,8 +67,22 @@
     key_range(imin(qb + KEY_QUERIES - 1, n - 1), n, tile_lo, unused_hi);
     const bool full = qb + KEY_QUERIES - 1 <= last && tile_lo <= first_key && tile_hi >= first_key + KEY_ROWS - 1 &&
                       first_key + KEY_ROWS <= n;
+    // dg by diagonal (i - j): the lane's pairs on one summed, then along the lanes that share it (tile.cuh's
+    // diagonal_sum), one atomic addition per diagonal and chain of lanes, a quarter of one per pair. Diagonal
+    // k of the lane (its c - r is 8 k + 2 t - g + e % 2) takes row h = 0 of column block k and row h = 1 of
+    // block k + 1: `closing` is diagonal nb - 1's, complete after block nb; `opening` diagonal nb's.
+    float closing[2] = {0, 0}, opening[2] = {0, 0};
+    auto add_diagonal = [&](int k, const float(&sum)[2]) {
 #pragma unroll
-    for (int nb = 0; nb < KEY_QUERIES / 8; ++nb)
+      for (int e1 = 0; e1 < 2; ++e1) {
+        const float total = diagonal_sum(sum[e1]);
+        const int along = qb - warp_key + 8 * k + 2 * (lane_id() % 4) + e1 - lane_id() / 4;  // i - j
+        const int d = along < 0 ? -along : along;
+        if (diagonal_head() && d < n && total != 0) atomicAdd(&dg[d], total);
+      }
+    };
+#pragma unroll
+    for (int nb = 0; nb < KEY_QUERIES / 8; ++nb) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int h = e / 2, c = frag_col(nb, e);
@@ -86,8 +100,20 @@
                                     st1_tile[stage][c], A, dx, DX_SCALE);
         sT[nb][e] = seen ? A : (real)0;
         dAT[nb][e] = seen ? dx * (SCALE_QK / DX_SCALE) : (real)0;  // dS, the gradient of q.k
-        if (POSITION_GRAD && seen) atomicAdd(&dg[distance(i, key[h])], dx * (1 / DX_SCALE));
+        if (POSITION_GRAD) {
+          const float dg_term = seen ? dx * (1 / DX_SCALE) : 0.f;
+          if (h == 0)
+            opening[e % 2] += dg_term;
+          else
+            closing[e % 2] += dg_term;
+        }
       }
+      if (POSITION_GRAD) {
+        add_diagonal(nb - 1, closing);
+        closing[0] = opening[0], closing[1] = opening[1], opening[0] = opening[1] = 0;
+      }
+    }
+    if (POSITION_GRAD) add_diagonal(KEY_QUERIES / 8 - 1, closing);
     unsigned aa[KEY_QUERIES / 16][4], sa[KEY_QUERIES / 16][4];
     as_a<KEY_QUERIES>(aa, sT);
     as_a<KEY_QUERIES>(sa, dAT);

@@ -191,6 +191,19 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v + shfl_xor(v, 2);
 }
 
+// Along the diagonals of a 16 x N accumulator: element (nb, e) of lane (g, t) = (lane / 4, lane % 4) lies on
+// diagonal c - r = 8 (nb - h) + 2 t - g + e % 2 (h = e / 2), so the lane's (nb, h = 0) and (nb + 1, h = 1) share
+// one, and so do lanes (g, t), (g + 2, t + 1), ..., nine apart. diagonal_sum(v) is the sum of v over such a
+// chain of lanes, in its first lane (diagonal_head: g < 2 or t = 0); the other lanes' results are partial.
+__device__ __forceinline__ bool diagonal_head() { return lane_id() / 4 < 2 || lane_id() % 4 == 0; }
+__device__ __forceinline__ float diagonal_sum(float v) {
+  const int g = lane_id() / 4, t = lane_id() % 4;
+  const float next = shfl_down(v, 9);  // lane (g + 2, t + 1)
+  v += t < 3 && g < 6 ? next : 0.f;
+  const float after = shfl_down(v, 18);  // lane (g + 4, t + 2), its sum with (g + 6, t + 3)
+  return v + (t < 2 && g < 4 ? after : 0.f);
+}
+
 // The lane's two rows (h) of a 16 x D A operand dotted with x (D numbers), each summed over the four lanes
 // that hold the row: the operand's registers, not the rows again from global memory.
 __device__ __forceinline__ void rows_dot(const unsigned (&a)[D / 16][4], const real* x, real (&dot)[2]) {

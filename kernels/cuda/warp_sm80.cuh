@@ -51,6 +51,8 @@ __device__ __forceinline__ void cp_async_wait() {
 }
 
 __device__ __forceinline__ float shfl_xor(float v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
+// v of the lane `delta` above this one; past lane 31 the lane's own.
+__device__ __forceinline__ float shfl_down(float v, unsigned delta) { return __shfl_down_sync(0xffffffffu, v, delta); }
 
 // p[0] += a, p[1] += b in global memory, atomically, nothing returned (p 8-byte aligned): one vector reduction
 // on sm_90 (red.global.add.v2.f32), two before it.

@@ -196,6 +196,13 @@ inline float shfl_xor(float v, int mask) {
   return sink_from_lane<float>(warp, (threadIdx.x & 31u) ^ static_cast<unsigned>(mask));
 }
 
+// __shfl_down_sync over the whole warp: a lane past 31 gives the lane its own value.
+inline float shfl_down(float v, unsigned delta) {
+  const SinkLaneSlot* warp = sink_exchange_all(v);
+  const unsigned from = (threadIdx.x & 31u) + delta;
+  return from < 32 ? sink_from_lane<float>(warp, from) : v;
+}
+
 // cp.async.cg.shared.global (16 bytes, zero-filled when not `fill`): the copy happens when a wait_group
 // releases its group, not when it is issued, so a tile read before its wait reads what was there before.
 struct SinkAsyncCopy {

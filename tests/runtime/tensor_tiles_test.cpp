@@ -155,3 +155,32 @@ extern "C" __global__ void divergent(const store_t* a, const store_t* b, float* 
         << e.what();
   }
 }
+
+// dg's sums along diagonals (tile.cuh's diagonal_sum): each lane's elements of a 16 x 64 accumulator summed
+// per diagonal c - r as backward_keys sums them (row 0 of column block k with row 1 of block k + 1), then
+// along the chains of lanes that share a diagonal, added in the chains' first lanes: every diagonal's total.
+TEST(CudaTensorCores, DiagonalSumsGiveEveryDiagonalsTotal) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  const char* kernel = R"(
+extern "C" __global__ void diagonals(const store_t* a, const store_t* b, float* m, float* out, float* u1, float* u2,
+                                     long long, long long, long long, long long) {
+  float v[8][4];
+  for (int nb = 0; nb < 8; ++nb)
+    for (int e = 0; e < 4; ++e) v[nb][e] = m[frag_row(e) * 64 + frag_col(nb, e)];
+  for (int k = -1; k < 8; ++k)
+    for (int e1 = 0; e1 < 2; ++e1) {
+      const float total = diagonal_sum((k >= 0 ? v[k][e1] : 0.f) + (k + 1 < 8 ? v[k + 1][2 + e1] : 0.f));
+      const int along = 8 * k + 2 * (lane_id() % 4) + e1 - lane_id() / 4;  // c - r, -15..63
+      if (diagonal_head()) atomicAdd(&out[along + 15], total);
+    }
+}
+)";
+  torch::manual_seed(5);
+  auto m = torch::randn({16, 64}), out = torch::zeros({79}), a = torch::zeros({8}, torch::kShort);
+  auto u = torch::zeros({1});
+  launch(tile_prelude(64, false, 32) + kernel, "diagonals", 32, {a, a.clone(), m, out, u, u.clone()}, 1);
+  auto want = torch::zeros({79});
+  for (int64_t r = 0; r < 16; ++r)
+    for (int64_t c = 0; c < 64; ++c) want[c - r + 15] += m[r][c];
+  EXPECT_TRUE(torch::allclose(out, want, 1e-5, 1e-5)) << (out - want).abs().max();
+}
