@@ -234,6 +234,13 @@ __device__ __forceinline__ void column_grad(real v, real fi, real fj, real fT, r
   // and dx one multiply.)
   dx = grad_s * (inv_st0 * slope);
 }
+
+// column_grad's statistics of a row from the forward's Z and st1. Online, A and dx are of degree 0 in
+// (s, unit) and Z(c s, c unit) = c Z(s, unit), so the shift m + log Z stands for m with Z = 1: s is then the
+// weight over Z, one multiply-add into the exponent, and the multiply by 1 / Z per pair goes.
+__device__ __forceinline__ void backward_statistics(real Z, real st1_in, real& st0, real& inv_st0, real& st1) {
+  st0 = ONLINE ? (real)1 : Z, inv_st0 = ONLINE ? (real)1 : r_div(1, Z), st1 = ONLINE ? st1_in + r_log(Z) : st1_in;
+}
 )";
 }
 

@@ -225,14 +225,16 @@ std::vector<CudaTiles> cuda_tile_candidates(const KernelSpec& spec, CudaStorage 
   const int64_t d = spec.d_head;
   // Rows per block 64 or 128; streamed tiles of 64 or 32 rows (32 or 16 from d_head 96 on); 16 or 32 rows
   // per warp in the query-row kernels (two fragments: each shared-memory read of a key tile feeds twice the
-  // products, for twice the registers); registers for one block per multiprocessor, or 128 a thread (16 warps
-  // a multiprocessor: the forward fits them without spilling, the backward kernels spill and lose).
+  // products, for twice the registers); registers for one block per multiprocessor, 168 a thread (three
+  // blocks of 4 warps: at d_head 64 the backward kernels fit them with half tiles, where they otherwise take
+  // 250 and run two), or 128 (16 warps a multiprocessor: the forward fits them without spilling, the backward
+  // kernels spill and lose).
   struct Shape {
     int rows, stream, row_frags, min_blocks;
   };
   const int wide = d <= 64 ? 64 : 32;
-  const Shape shapes[] = {{64, wide / 2, 1, 1},  {128, wide, 1, 1}, {128, wide / 2, 1, 1}, {128, wide, 2, 1},
-                          {128, wide / 2, 2, 1}, {64, wide, 1, 4},  {128, wide, 1, 2}};
+  const Shape shapes[] = {{64, wide / 2, 1, 1}, {64, wide / 2, 1, 3}, {128, wide, 1, 1}, {128, wide / 2, 1, 1},
+                          {128, wide, 2, 1},    {64, wide, 1, 4},     {128, wide, 1, 2}};
   for (const Shape& shape : shapes) {
     if (tensor_shared_bytes(shape.stream, d) > kStaticSharedLimit) continue;
     CudaTiles t = chosen;
@@ -395,7 +397,12 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
   out += "__device__ __forceinline__ real norm_weight_slope" + column + normaliser(norm.weight_slope) + "; }\n";
   out += "__device__ __forceinline__ real norm_finish(real P, real unit) { return " + c_expr(norm.finish) + "; }\n";
   out += "__device__ __forceinline__ real norm_slope(real s, real x, real unit, real Z, real P) { return " +
-         normaliser(norm.slope) + "; }\n\n";
+         normaliser(norm.slope) + "; }\n";
+  // The row's sum is the sum of its weights, and they are the online form's, in [0, 1] (softmax, with k*, a sink
+  // logit, ALiBi, ...): the tensor-core forward takes the sum as W times a block of ones, beside O += W V, instead
+  // of an addition per pair. (Weights of either sign would cancel in it to the 16-bit rounding of the largest.)
+  flag("SUM_OF_WEIGHTS", spec.online && norm.term_degree == 1 && normaliser(norm.term) == normaliser(norm.weight));
+  out += "\n";
   out += cuda_shared_functions();
   if (tiles.tensor_cores) {
     out += "\n// Tensor cores: 16 rows per warp; shared tiles of [rows][D + 8]\n";

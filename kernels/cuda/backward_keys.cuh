@@ -39,23 +39,41 @@
   int first, last, unused;
   query_range(first_key, n, first, unused);
   query_range(last_key, n, unused, last);
-  // The query tile's rows (dO's too) and their statistics; rows after `last` are zeros with Z = 1.
-  auto load_queries = [&](int to, int qb) {
+  // The query tile's rows (dO's too) by asynchronous copies, their statistics by loads into registers: issued
+  // before this tile's products and stored to shared memory after them, so no warp waits out a load's
+  // latency per tile. Rows after `last` are zeros with Z = 1.
+  constexpr int STAT_ROUNDS = (KEY_QUERIES + KEY_THREADS - 1) / KEY_THREADS;
+  real next_z[STAT_ROUNDS], next_second[STAT_ROUNDS], next_delta[STAT_ROUNDS];
+  auto fetch_queries = [&](int to, int qb) {
     load_pair_async<KEY_QUERIES, KEY_THREADS>(q_tile[to], do_tile[to], q, dout, qb, last);
-    for (int r = threadIdx.x; r < KEY_QUERIES; r += KEY_THREADS) {
-      const int i = qb + r;
-      st0_tile[to][r] = i <= last ? stats[i] : (real)1;
-      inv0_tile[to][r] = r_div(1, st0_tile[to][r]);
-      st1_tile[to][r] = i <= last ? stats[T + i] : (real)0;
-      delta_tile[to][r] = i <= last ? delta[i] * DX_SCALE : (real)0;  // (column_grad's dx_scale)
+#pragma unroll
+    for (int round = 0; round < STAT_ROUNDS; ++round) {
+      const int r = (int)threadIdx.x + round * KEY_THREADS, i = qb + r;
+      if (KEY_QUERIES % KEY_THREADS != 0 && r >= KEY_QUERIES) break;
+      next_z[round] = i <= last ? stats[i] : (real)1;
+      next_second[round] = i <= last ? stats[T + i] : (real)0;
+      next_delta[round] = i <= last ? delta[i] : (real)0;
+    }
+  };
+  auto store_statistics = [&](int to) {
+#pragma unroll
+    for (int round = 0; round < STAT_ROUNDS; ++round) {
+      const int r = (int)threadIdx.x + round * KEY_THREADS;
+      if (KEY_QUERIES % KEY_THREADS != 0 && r >= KEY_QUERIES) break;
+      real st0, inv_st0, st1;
+      backward_statistics(next_z[round], next_second[round], st0, inv_st0, st1);
+      if (!ONLINE) st0_tile[to][r] = st0, inv0_tile[to][r] = inv_st0;
+      st1_tile[to][r] = st1;
+      delta_tile[to][r] = next_delta[round] * DX_SCALE;  // (column_grad's dx_scale)
     }
   };
   int stage = 0;
-  load_queries(0, first);
+  fetch_queries(0, first);
+  store_statistics(0);
   for (int qb = first; qb <= last; qb += KEY_QUERIES, stage ^= 1) {
     const bool more = qb + KEY_QUERIES <= last;
-    if (more) load_queries(stage ^ 1, qb + KEY_QUERIES);
-    wait_for_stage(more);
+    await_stage();
+    if (more) fetch_queries(stage ^ 1, qb + KEY_QUERIES);
     float sT[KEY_QUERIES / 8][4], dAT[KEY_QUERIES / 8][4];
     zero(sT), zero(dAT);
     mma_abt<KEY_QUERIES>(sT, ka, q_tile[stage]);
@@ -96,8 +114,8 @@
         real A, dx;
         // (Without a position table, of the product q.k: the scaling folds into the exponent.)
         column_grad<!POSITION_BIAS>(POSITION_BIAS ? logit_of(sT[nb][e], i, key[h], g) : sT[nb][e], (real)(i + 1), fj[h],
-                                    (real)n, dAT[nb][e], delta_tile[stage][c], st0_tile[stage][c], inv0_tile[stage][c],
-                                    st1_tile[stage][c], A, dx, DX_SCALE);
+                                    (real)n, dAT[nb][e], delta_tile[stage][c], ONLINE ? (real)1 : st0_tile[stage][c],
+                                    ONLINE ? (real)1 : inv0_tile[stage][c], st1_tile[stage][c], A, dx, DX_SCALE);
         sT[nb][e] = seen ? A : (real)0;
         dAT[nb][e] = seen ? dx * (SCALE_QK / DX_SCALE) : (real)0;  // dS, the gradient of q.k
         if (POSITION_GRAD) {
@@ -121,7 +139,8 @@
     mma_ab<KEY_QUERIES>(dk_acc, sa, q_tile[stage]);
     if (FUSED_DQ) {
       // dQ's share of the tile, dS K over the block's keys, added into float sums (every key block adds to
-      // the same query rows): dS^T through shared memory, a warp per 16 x 16 block of the tile's dQ.
+      // the same query rows): dS^T through shared memory, a warp per 16 x 16 block of the tile's dQ. (The
+      // previous tile's readers of it are past this tile's first barrier.)
       store_a<KEY_QUERIES>(ds_tile, 16 * warp, sa);
       __syncthreads();
       constexpr int COLS = D / 16, BLOCKS = KEY_QUERIES / 16 * COLS, WARPS = KEY_THREADS / 32;
@@ -143,9 +162,9 @@
         }
       }
     }
-    // Every warp is done with this stage before the next iteration's copy refills it (fused, the barrier
-    // before dQ's product was the last read of it, and the next stage's wait guards the dS tile).
-    if (!FUSED_DQ) __syncthreads();
+    // The next stage's statistics (its last reader was the previous tile, before this one's barrier), seen by
+    // every warp after the next tile's.
+    if (more) store_statistics(stage ^ 1);
   }
   const float one[2] = {1, 1};
   store_rows(dk, dk_acc, warp_key, n, one);

@@ -29,8 +29,8 @@
       const int r = imin(warp_row + 16 * f + frag_row(2 * h), n - 1);
       row[f][h] = r, fi[f][h] = (real)(r + 1);
       key_range(r, n, lo[f][h], hi[f][h]);
-      Dd[f][h] = delta[r] * DX_SCALE, st0[f][h] = stats[r],  // (Dd times column_grad's dx_scale)
-          inv_st0[f][h] = r_div(1, st0[f][h]), st1[f][h] = stats[T + r];
+      Dd[f][h] = delta[r] * DX_SCALE;  // (times column_grad's dx_scale)
+      backward_statistics(stats[r], stats[T + r], st0[f][h], inv_st0[f][h], st1[f][h]);
     }
 #pragma unroll
     for (int nb = 0; nb < D / 8; ++nb)
@@ -44,10 +44,9 @@
   int stage = 0;
   load_pair_async<QUERY_KEYS, QUERY_THREADS>(k_tile[0], v_tile[0], k, v, block_lo, block_hi);
   for (int kb = block_lo; kb <= block_hi; kb += QUERY_KEYS, stage ^= 1) {
-    const bool more = kb + QUERY_KEYS <= block_hi;
-    if (more)
+    await_stage();
+    if (kb + QUERY_KEYS <= block_hi)
       load_pair_async<QUERY_KEYS, QUERY_THREADS>(k_tile[stage ^ 1], v_tile[stage ^ 1], k, v, kb + QUERY_KEYS, block_hi);
-    wait_for_stage(more);
     float s[M][QUERY_KEYS / 8][4], dA[M][QUERY_KEYS / 8][4];
 #pragma unroll
     for (int f = 0; f < M; ++f) zero(s[f]), zero(dA[f]);
@@ -89,7 +88,6 @@
 #pragma unroll
     for (int f = 0; f < M; ++f) as_a<QUERY_KEYS>(sa[f], s[f]);
     mma_ab<QUERY_KEYS, M>(dq_acc, sa, k_tile[stage]);
-    __syncthreads();  // every warp is done with this stage before the next iteration's copy refills it
   }
   const float one[2] = {1, 1};
 #pragma unroll

@@ -21,8 +21,17 @@
   if (SINK_LOGIT) sink += head;
   unsigned qa[M][D / 16][4];
   float acc[M][D / 8][4];
+  // SUM_OF_WEIGHTS: the rows' sums as W times a block of ones on the tensor cores, the rounded weights that O
+  // sums; the block's eight columns each hold the sum, in every lane of the row (the four lanes' shares summed).
+  // Otherwise P, the lane's share of its rows' sums of terms.
+  float row_sum[M][4];
+  const unsigned ones = pack_rn<HALF_MMA>(1.f, 1.f);
 #pragma unroll
-  for (int f = 0; f < M; ++f) load_a_rows(qa[f], q, warp_row + 16 * f, n), zero(acc[f]);
+  for (int f = 0; f < M; ++f) {
+    load_a_rows(qa[f], q, warp_row + 16 * f, n), zero(acc[f]);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) row_sum[f][e] = 0;
+  }
   // Rows from T on act as row T - 1 and are not written.
   int row[M][2], lo[M][2], hi[M][2];
   real fi[M][2], m[M][2], P[M][2];
@@ -56,6 +65,7 @@
           for (int nb = 0; nb < D / 8; ++nb) acc[f][nb][2 * h] *= rescale, acc[f][nb][2 * h + 1] *= rescale;
         }
         P[f][h] = lane % 4 == 0 ? own : (real)0;
+        row_sum[f][2 * h] = row_sum[f][2 * h + 1] = own;
       }
     }
   }
@@ -65,10 +75,9 @@
   int stage = 0;
   load_pair_async<FWD_KEYS, FWD_THREADS>(k_tile[0], v_tile[0], k, v, block_lo, block_hi);
   for (int kb = block_lo; kb <= block_hi; kb += FWD_KEYS, stage ^= 1) {
-    const bool more = kb + FWD_KEYS <= block_hi;
-    if (more)
+    await_stage();
+    if (kb + FWD_KEYS <= block_hi)
       load_pair_async<FWD_KEYS, FWD_THREADS>(k_tile[stage ^ 1], v_tile[stage ^ 1], k, v, kb + FWD_KEYS, block_hi);
-    wait_for_stage(more);
     float s[M][FWD_KEYS / 8][4];
 #pragma unroll
     for (int f = 0; f < M; ++f) zero(s[f]);
@@ -83,7 +92,9 @@
     auto fold_tile = [&](const bool FULL, const bool BELOW) {
 #pragma unroll
       for (int f = 0; f < M; ++f) {
-        real tile_max[2] = {-SINK_INF, -SINK_INF};
+        // Four running maxima a row (and two sums), each over a quarter (a half) of the tile's columns: dependent
+        // chains a quarter (a half) as long as one running maximum's, then combined (max is exact in any order).
+        real tile_max[2][4], tile_sum[2][2] = {{0, 0}, {0, 0}};
         const real* along[2] = {g, g};
         if (POSITION_BIAS && BELOW) along[0] = below_keys(g, row[f][0], kb), along[1] = below_keys(g, row[f][1], kb);
 #pragma unroll
@@ -97,16 +108,20 @@
                            : BELOW    ? logit_along(s[f][nb][e], along[h], -(8 * nb + e % 2))
                                       : logit_of(s[f][nb][e], row[f][h], j, g);
             s[f][nb][e] = seen ? x : -SINK_INF;
-            if (ONLINE) tile_max[h] = r_fmax(tile_max[h], s[f][nb][e]);
+            real& chain = tile_max[h][nb % 2 * 2 + e % 2];
+            if (ONLINE) chain = nb < 2 ? s[f][nb][e] : r_fmax(chain, s[f][nb][e]);  // (unrolled: no select)
           }
         real shift[2] = {0, 0}, unit[2] = {1, 1};
         if (ONLINE) {
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            const real new_max = quad_max(tile_max[h]) * (OF_PRODUCT ? SCALE_QK : (real)1);
+            const real lane_max =
+                r_fmax(r_fmax(tile_max[h][0], tile_max[h][1]), r_fmax(tile_max[h][2], tile_max[h][3]));
+            const real new_max = quad_max(lane_max) * (OF_PRODUCT ? SCALE_QK : (real)1);
             if (new_max > m[f][h]) {  // fold_column's rescale, for the whole tile at once
               const real rescale = r_exp(m[f][h] - new_max);
               P[f][h] *= term_power(rescale);
+              row_sum[f][2 * h] *= rescale, row_sum[f][2 * h + 1] *= rescale;
 #pragma unroll
               for (int nb = 0; nb < D / 8; ++nb) acc[f][nb][2 * h] *= rescale, acc[f][nb][2 * h + 1] *= rescale;
               m[f][h] = new_max;
@@ -128,9 +143,10 @@
             } else {
               x = hidden ? shift[h] : s[f][nb][e], sc = score(x, shift[h], fi[f][h], fj, (real)n);
             }
-            P[f][h] += hidden ? (real)0 : norm_term(sc, x, unit[h]);
+            if (!SUM_OF_WEIGHTS) tile_sum[h][e % 2] += hidden ? (real)0 : norm_term(sc, x, unit[h]);
             s[f][nb][e] = hidden ? (real)0 : norm_weight(sc, x, unit[h]);
           }
+        if (!SUM_OF_WEIGHTS) P[f][0] += tile_sum[0][0] + tile_sum[0][1], P[f][1] += tile_sum[1][0] + tile_sum[1][1];
       }
     };
     if (kb < last_lo || kb + FWD_KEYS - 1 > first_hi)
@@ -141,16 +157,20 @@
       fold_tile(true, true);
     unsigned wa[M][FWD_KEYS / 16][4];
 #pragma unroll
-    for (int f = 0; f < M; ++f) as_a<FWD_KEYS>(wa[f], s[f]);
+    for (int f = 0; f < M; ++f) {
+      as_a<FWD_KEYS>(wa[f], s[f]);
+      if (SUM_OF_WEIGHTS)
+#pragma unroll
+        for (int kk = 0; kk < FWD_KEYS / 16; ++kk) mma_16816<HALF_MMA>(row_sum[f], wa[f][kk], ones, ones);
+    }
     mma_ab<FWD_KEYS, M>(acc, wa, v_tile[stage]);
-    __syncthreads();  // every warp is done with this stage before the next iteration's copy refills it
   }
 #pragma unroll
   for (int f = 0; f < M; ++f) {
     float scale[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const real total = quad_sum(P[f][h]);
+      const real total = SUM_OF_WEIGHTS ? row_sum[f][2 * h] : quad_sum(P[f][h]);
       // Z and m apart, not m + log Z: with large logits the sum would lose log Z's digits.
       const real Z = safe(norm_finish(total, ONLINE ? r_exp(-shift_of(m[f][h])) : (real)1));
       if (lane % 4 == 0 && warp_row + 16 * f + frag_row(2 * h) < n)

@@ -74,13 +74,11 @@ __device__ __forceinline__ void load_pair_async(store_t (*a_tile)[PITCH], store_
   cp_async_commit();
 }
 
-// The two-stage pipeline's wait, then the block's barrier: this stage's copies have landed (the next
-// stage's, issued just before when there is one, may still be in flight).
-__device__ __forceinline__ void wait_for_stage(bool next_in_flight) {
-  if (next_in_flight)
-    cp_async_wait<1>();
-  else
-    cp_async_wait<0>();
+// The two-stage pipeline's turn, one barrier a tile: this stage's copies (the only ones in flight) have landed,
+// for every thread's, and every warp is done with the other stage, which the caller's next copies then refill
+// while this stage is computed on.
+__device__ __forceinline__ void await_stage() {
+  cp_async_wait<0>();
   __syncthreads();
 }
 

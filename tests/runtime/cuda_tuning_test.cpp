@@ -82,7 +82,8 @@ TEST(CudaKernels, TileCandidatesFitDifferAndStartWithTheDefault) {
 }
 
 // The forward, dK/dV and dQ from sources of three different tiles, read from the table as a tuned GPU would:
-// 32 rows per warp (two fragments) in the forward and dQ, 64-row blocks with registers for 4 blocks for dK/dV.
+// registers for 4 blocks in the forward, half tiles with registers for 3 blocks for dK/dV, and 32 rows per warp
+// (two fragments) in 128-row blocks for dQ.
 TEST(CudaKernels, KernelsOfDifferentTilesTogetherMatchTheReference) {
   if (!have_host_compiler()) GTEST_SKIP() << "no host C++ compiler (c++) to run the CUDA source on the CPU";
   const KernelCacheHere cache("sinklab-mixed-tiles");
@@ -104,11 +105,12 @@ TEST(CudaKernels, KernelsOfDifferentTilesTogetherMatchTheReference) {
     };
     const int wide = candidates[0].forward_keys;
     const KernelTiles mixed{
-        find([&](const kernels::CudaTiles& t) { return t.row_frags == 2 && t.forward_keys == wide; }),
         find([](const kernels::CudaTiles& t) { return t.min_blocks == 4; }),
-        find([&](const kernels::CudaTiles& t) { return t.row_frags == 2 && t.query_keys == wide / 2; })};
-    ASSERT_EQ(mixed.forward.forward_rows, 128);
+        find([&](const kernels::CudaTiles& t) { return t.min_blocks == 3 && t.key_queries == wide / 2; }),
+        find([&](const kernels::CudaTiles& t) { return t.row_frags == 2 && t.query_keys == wide; })};
+    ASSERT_EQ(mixed.forward.forward_rows, 64);
     ASSERT_EQ(mixed.keys.key_rows, 64);
+    ASSERT_EQ(mixed.queries.query_rows, 128);
     remember_tiles(tuning_key("CPU emulation", spec, storage), mixed);
     const SixteenBitResult r = measure_sixteen_bit(attend, v, dtype);
     EXPECT_TRUE(r.passed()) << "forward " << r.forward << " (< " << r.forward_allowed << ")";
