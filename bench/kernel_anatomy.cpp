@@ -147,7 +147,8 @@ int main(int argc, char** argv) {
                                                 : "";
         fmt::print("{:<28} {:<22} {:<32} {:>4} {:>7} {:>6} {}\n", v.name, kernel,
                    shape.empty() ? "" : fmt::format("{} min_blocks {}", shape, tiles.min_blocks), r.registers,
-                   fmt::format("{}/{}", r.spill_stores, r.spill_loads), r.shared_bytes, mix(code));
+                   fmt::format("{}/{}", r.spill_stores, r.spill_loads),
+                   r.shared_bytes + kernels::cuda_shared_bytes(tiles, D).of(kernel), mix(code));
         if (kernel == print_kernel)
           for (const auto& i : code) fmt::print("    {}\n", i);
       }

@@ -207,14 +207,21 @@ std::string scalar_kernels_reason(const KernelSpec& spec, CudaStorage storage) {
 
 namespace {
 
-// The shared memory of a tensor-core kernel streaming tiles of `rows` rows: two stages of two [rows][d + 8]
-// tiles of 16-bit numbers, and backward_keys's four float rows per stage (Z, 1 / Z, the shift, D).
-size_t tensor_shared_bytes(int rows, int64_t d) { return 2 * 2 * rows * (d + 8) * 2 + 2 * 4 * rows * 4; }
-// backward_keys's more with fused_dq: its `block` K rows and a [block][rows + 8] tile of dS^T.
-size_t fused_shared_bytes(int block, int rows, int64_t d) {
-  return tensor_shared_bytes(rows, d) + block * (d + 8) * 2 + block * (rows + 8) * 2;
+// backward_keys's static shared memory: two stages of [rows][d + 8] Q and dO tiles and four float rows (Z, 1 / Z,
+// the shift, D); with fused_dq also the block's K rows and a [block][rows + 8] tile of dS^T.
+int backward_keys_shared_bytes(const CudaTiles& t, int64_t d) {
+  const int rows = t.key_queries, fused_rows = t.fused_dq ? t.key_rows : 1;  // (one row of each otherwise)
+  return 2 * 2 * rows * static_cast<int>(d + 8) * 2 + 2 * 4 * rows * 4 + fused_rows * static_cast<int>(d + 8) * 2 +
+         fused_rows * (rows + 8) * 2;
 }
-constexpr size_t kStaticSharedLimit = 48 * 1024;
+constexpr int kStaticSharedLimit = 48 * 1024;
+
+// Whether every tensor-core kernel of these tiles fits the shared memory a block may have.
+bool fits_shared_memory(const CudaTiles& t, int64_t d) {
+  const CudaSharedBytes bytes = cuda_shared_bytes(t, d);
+  return std::max(bytes.forward, bytes.queries) <= kCudaSharedLimit &&
+         backward_keys_shared_bytes(t, d) <= kStaticSharedLimit;
+}
 
 }  // namespace
 
@@ -223,24 +230,37 @@ std::vector<CudaTiles> cuda_tile_candidates(const KernelSpec& spec, CudaStorage 
   if (!chosen.tensor_cores) return {chosen};
   std::vector<CudaTiles> out = {chosen};
   const int64_t d = spec.d_head;
-  // Rows per block 64 or 128; streamed tiles of 64 or 32 rows (32 or 16 from d_head 96 on); 16 or 32 rows
-  // per warp in the query-row kernels (two fragments: each shared-memory read of a key tile feeds twice the
-  // products, for twice the registers); registers for one block per multiprocessor, 168 a thread (three
-  // blocks of 4 warps: at d_head 64 the backward kernels fit them with half tiles, where they otherwise take
-  // 250 and run two), or 128 (16 warps a multiprocessor: the forward fits them without spilling, the backward
-  // kernels spill and lose).
+  // Rows per block 64 or 128; each kernel's streamed tiles the default's or half of them (16 rows at least: one
+  // fragment), or the query-row kernels' twice them where that fits (FlashAttention-2's 128-key forward tiles at
+  // d_head 64, 72 KiB; 64-key tiles for backward_queries from d_head 96 on); 16 or
+  // 32 rows per warp in the query-row kernels (two fragments: each shared-memory read of a key tile feeds twice the
+  // products, for twice the registers); registers for one block per multiprocessor, 168 a thread (three blocks of
+  // 4 warps: at d_head 64 the backward kernels fit them with half tiles, where they otherwise take 250 and run
+  // two), or 128 (16 warps a multiprocessor: the forward fits them without spilling, the backward kernels spill
+  // and lose).
+  enum class Stream { Half, Default, Wide };
   struct Shape {
-    int rows, stream, row_frags, min_blocks;
+    int rows;
+    Stream stream;
+    int row_frags, min_blocks;
   };
-  const int wide = d <= 64 ? 64 : 32;
-  const Shape shapes[] = {{64, wide / 2, 1, 1}, {64, wide / 2, 1, 3}, {128, wide, 1, 1}, {128, wide / 2, 1, 1},
-                          {128, wide, 2, 1},    {64, wide, 1, 4},     {128, wide, 1, 2}};
+  const Shape shapes[] = {{64, Stream::Half, 1, 1},  {64, Stream::Half, 1, 3},     {128, Stream::Default, 1, 1},
+                          {128, Stream::Half, 1, 1}, {128, Stream::Default, 2, 1}, {64, Stream::Default, 1, 4},
+                          {64, Stream::Wide, 1, 1}};
   for (const Shape& shape : shapes) {
-    if (tensor_shared_bytes(shape.stream, d) > kStaticSharedLimit) continue;
+    const auto part = [&](int stream) { return shape.stream == Stream::Half ? std::max(16, stream / 2) : stream; };
     CudaTiles t = chosen;
     t.forward_rows = t.key_rows = t.query_rows = shape.rows;
-    t.forward_keys = t.key_queries = t.query_keys = shape.stream;
+    t.forward_keys = part(chosen.forward_keys);
+    t.key_queries = part(chosen.key_queries), t.query_keys = part(chosen.query_keys);
+    if (shape.stream == Stream::Wide) {  // twice the query-row kernels' key tiles, each where it fits
+      t.forward_keys *= 2, t.query_keys *= 2;
+      const CudaSharedBytes bytes = cuda_shared_bytes(t, d);
+      if (bytes.forward > kCudaSharedLimit) t.forward_keys /= 2;
+      if (bytes.queries > kCudaSharedLimit) t.query_keys /= 2;
+    }
     t.row_frags = shape.row_frags, t.min_blocks = shape.min_blocks;
+    if (!fits_shared_memory(t, d)) continue;
     const bool known = std::any_of(out.begin(), out.end(), [&](const CudaTiles& o) { return o.same_as(t); });
     if (!known && out.size() < 8) out.push_back(t);
   }
@@ -256,11 +276,10 @@ std::vector<CudaTiles> cuda_fused_candidates(const KernelSpec& spec, CudaStorage
   std::vector<CudaTiles> out;
   for (const int block : {64, 128, 32})
     for (const int stream : {chosen.key_queries, chosen.key_queries / 2, chosen.key_queries / 4}) {
-      if (stream < 16 || fused_shared_bytes(block, stream, d) > kStaticSharedLimit) continue;
       CudaTiles t = chosen;
       t.fused_dq = true;
       t.key_rows = block, t.key_queries = stream;
-      if (out.size() < 4) out.push_back(t);
+      if (stream >= 16 && fits_shared_memory(t, d) && out.size() < 4) out.push_back(t);
     }
   return out;
 }
@@ -276,18 +295,25 @@ CudaTiles cuda_tiles(const KernelSpec& spec, CudaStorage storage) {
   const int64_t d = spec.d_head;
   CudaTiles t;
   if (scalar_kernels_reason(spec, storage).empty()) {
-    // 16 rows per warp, four warps; two stages of two tiles of [rows][d + 8] 16-bit numbers within 48 KiB.
+    // 16 rows per warp, four warps; two stages of two tiles of [rows][d + 8] 16-bit numbers (in dynamic shared
+    // memory: 68 KiB for the forward's 64 keys at d_head 128, as FlashAttention-2's tiles take).
     t.tensor_cores = true;
     t.forward_rows = t.key_rows = t.query_rows = 64;
     t.min_blocks = 1;  // as many registers as a kernel needs: none spills (NVRTC's default aims at 128 and spills)
-    t.forward_keys = t.key_queries = t.query_keys = d <= 64 ? 64 : 32;
+    t.forward_keys = 64;
+    t.key_queries = t.query_keys = d <= 64 ? 64 : 32;
     // backward_keys holds the warp's K and V rows and its dK and dV sums in registers: 16 queries a tile
     // from d_head 128 on, or the registers spill.
     if (d >= 128) t.key_queries = 16;
     // With a position table, per-element reads of it the compiler hoists: half the queries a tile, or the
     // registers spill (ALiBi at d_head 64 and 96 on sm_90).
     if (spec.position_bias) t.key_queries = d <= 64 ? 32 : 16;
-    if (tensor_shared_bytes(t.forward_keys, d) > kStaticSharedLimit)
+    // Past d_head 128, smaller tiles where they would not fit (d_head 192's 64-key tiles take 100 KiB).
+    const auto over = [&](int CudaSharedBytes::* kernel) { return cuda_shared_bytes(t, d).*kernel > kCudaSharedLimit; };
+    while (t.forward_keys > 16 && over(&CudaSharedBytes::forward)) t.forward_keys /= 2;
+    while (t.key_queries > 16 && backward_keys_shared_bytes(t, d) > kStaticSharedLimit) t.key_queries /= 2;
+    while (t.query_keys > 16 && over(&CudaSharedBytes::queries)) t.query_keys /= 2;
+    if (!fits_shared_memory(t, d))
       throw std::runtime_error(fmt::format("CUDA kernels: d_head {} exceeds the tensor-core tiles' shared memory", d));
     return t;
   }
@@ -306,6 +332,19 @@ CudaTiles cuda_tiles(const KernelSpec& spec, CudaStorage storage) {
     t.query_keys = fit(32, [](int r, int64_t d, size_t e) { return (2 * 8 * (d + 1) + 2 * r * d) * e; }, d, element);
   }
   return t;
+}
+
+CudaSharedBytes cuda_shared_bytes(const CudaTiles& t, int64_t d) {
+  if (!t.tensor_cores) return {};
+  // Two stages of two [rows][d + 8] tiles of 16-bit numbers (backward_keys's are static: none here).
+  const auto tiles = [&](int rows) { return 2 * 2 * rows * static_cast<int>(d + 8) * 2; };
+  return {tiles(t.forward_keys), tiles(t.query_keys)};
+}
+
+int CudaSharedBytes::of(std::string_view kernel_symbol) const {
+  return kernel_symbol == abi::kForwardSymbol               ? forward
+         : kernel_symbol == abi::kCudaBackwardQueriesSymbol ? queries
+                                                            : 0;
 }
 
 CudaStorage training_storage(const std::string& precision) {
@@ -410,6 +449,9 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
                        storage == CudaStorage::Float16 ? "true" : "false");
     out += fmt::format("constexpr int FWD_THREADS = {}, KEY_THREADS = {}, QUERY_THREADS = {}, ROW_FRAGS = {};\n",
                        tiles.forward_threads(), tiles.key_threads(), tiles.query_threads(), tiles.row_frags);
+    const CudaSharedBytes shared = cuda_shared_bytes(tiles, spec.d_head);
+    out +=
+        fmt::format("constexpr int FWD_SHARED_BYTES = {}, QUERY_SHARED_BYTES = {};\n", shared.forward, shared.queries);
     out += cuda_text::kWarpSm80;
     out += cuda_text::kTile;
   } else {

@@ -18,6 +18,7 @@
 // sdxstar, dsink [T]; dg [T] by distance. Arguments: kernels/kernel_abi.h.
 #pragma once
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "plan/kernel_spec.h"
@@ -69,6 +70,18 @@ struct CudaTiles {
   int threads(int rows, int frags) const { return tensor_cores ? 32 * rows / (16 * frags) : rows; }
 };
 CudaTiles cuda_tiles(const KernelSpec& spec, CudaStorage storage = CudaStorage::Real);
+
+// The bytes of dynamic shared memory each tensor-core kernel's launch asks for: what its struct of shared arrays
+// holds (a kernel that holds more fails to compile); 0 for the kernels whose arrays are static (backward_keys's,
+// bound by registers before shared memory, and the scalar kernels').
+struct CudaSharedBytes {
+  int forward = 0, queries = 0;
+  int of(std::string_view kernel_symbol) const;  // by the symbol (kernel_abi.h); 0 for the other kernels
+};
+CudaSharedBytes cuda_shared_bytes(const CudaTiles& tiles, int64_t d_head);
+// The most any tile may ask for: what every GPU from sm_80 on gives a block (99 KiB on sm_86 and sm_89; the
+// A100 163, the H100 227). Past 48 KiB a kernel opts in at launch.
+constexpr int kCudaSharedLimit = 99 * 1024;
 
 // The tiles a GPU may measure for the tensor-core kernels (runtime/attention/cuda_tuning.h), at most 8, the
 // default (cuda_tiles) first; the scalar kernels' one choice otherwise.

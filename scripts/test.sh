@@ -4,9 +4,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Every build folder here is configured afresh in CI; ccache (installed by setup.sh --tests) keeps the
 # compiled objects between runs on one machine, whichever folder the clone is in (CCACHE_BASEDIR). The
-# sloppiness lets it cache the translation units that use a precompiled header (all of LibTorch's).
+# sloppiness lets it cache the translation units that use a precompiled header (all of LibTorch's). One run
+# stores about 7 GB (five builds, three of them against LibTorch): at ccache's default 5 GB it evicted its own
+# objects and the next run hit half of them.
 export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_BASEDIR=$PWD \
-  CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
+  CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-20G}
 # Each leg's start, seconds from this script's: where the CI budget goes.
 leg() { echo "== $1 (at ${SECONDS} s)"; }
 leg "set-up and the Debian build"

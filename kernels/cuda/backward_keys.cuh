@@ -6,6 +6,9 @@
   // position bias's gradient goes to dg by distance, atomically, where g wants one (a learned table; ALiBi's
   // is a constant), summed along each diagonal in registers and across lanes first. (Summed per tile in shared
   // memory instead, it compiled to a compare-and-swap loop per pair on sm_90: no native shared float add.)
+  // Its tiles are bound by registers (the warp's K and V rows, dK and dV sums), not by shared memory: its arrays
+  // stay static, within 48 KiB. (In dynamic shared memory, as the other two kernels have theirs, p-norm's spilled
+  // 8 bytes on sm_80 at d_head 64, at 255 registers either way.)
   __shared__ __align__(16) store_t q_tile[2][KEY_QUERIES][PITCH], do_tile[2][KEY_QUERIES][PITCH];
   __shared__ real st0_tile[2][KEY_QUERIES], inv0_tile[2][KEY_QUERIES], st1_tile[2][KEY_QUERIES],
       delta_tile[2][KEY_QUERIES];

@@ -3,7 +3,11 @@
   // and streams key and value tiles. Per tile it recomputes S = Q K^T and dA = dO V^T, takes each pair's
   // logit gradient from the forward's row statistics (column_grad), and adds dS K. A pass of its own rather
   // than atomics from the key-side kernel: no float copy of dQ, no conversion pass, the same sums in every run.
-  __shared__ __align__(16) store_t k_tile[2][QUERY_KEYS][PITCH], v_tile[2][QUERY_KEYS][PITCH];
+  struct alignas(16) Shared {
+    store_t k_tile[2][QUERY_KEYS][PITCH], v_tile[2][QUERY_KEYS][PITCH];
+  };
+  Shared& shared = shared_block<Shared, QUERY_SHARED_BYTES>();
+  auto &k_tile = shared.k_tile, &v_tile = shared.v_tile;
   constexpr int M = ROW_FRAGS;  // 16-row fragments per warp, as in the forward
   const int warp = threadIdx.x / 32;
   const long long bh = blockIdx.y, head = (unsigned)blockIdx.y % (unsigned)H;  // (a 64-bit % is a call)

@@ -3,7 +3,11 @@
   // tiles of FWD_KEYS keys and values through shared memory, the next tile's copy overlapping this one's
   // products. Scores stay in registers: S = Q K^T on tensor cores, the algebra's fold on S's fragments, the
   // weights rounded to 16 bits as the A operand of O += W V.
-  __shared__ __align__(16) store_t k_tile[2][FWD_KEYS][PITCH], v_tile[2][FWD_KEYS][PITCH];
+  struct alignas(16) Shared {
+    store_t k_tile[2][FWD_KEYS][PITCH], v_tile[2][FWD_KEYS][PITCH];
+  };
+  Shared& shared = shared_block<Shared, FWD_SHARED_BYTES>();
+  auto &k_tile = shared.k_tile, &v_tile = shared.v_tile;
   // A warp owns M = ROW_FRAGS fragments of 16 rows; the lane holds two rows of each (h = 0, 1: frag_row(2 h)).
   constexpr int M = ROW_FRAGS;
   constexpr bool OF_PRODUCT = !POSITION_BIAS;  // the logit is the product's scaling alone

@@ -23,6 +23,15 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], const unsigned (&a)[4],
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// The block's dynamic shared memory as the kernel's struct of shared arrays: the launch asks for BYTES (the
+// host's count, kernels/emit_cuda.cpp), and past 48 KiB, which no static array may pass, the function opts in.
+template <typename Shared, int BYTES>
+__device__ __forceinline__ Shared& shared_block() {
+  static_assert(sizeof(Shared) <= BYTES, "the launch asks for less shared memory than the kernel uses");
+  extern __shared__ __align__(16) unsigned char sink_dynamic_shared[];
+  return *reinterpret_cast<Shared*>(sink_dynamic_shared);
+}
+
 __device__ __forceinline__ unsigned shared_address(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }

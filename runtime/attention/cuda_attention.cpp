@@ -59,9 +59,10 @@ struct Slices {
       throw std::runtime_error(
           fmt::format("CUDA attention: {} x {} slices exceed a grid's 65535 rows; lower train.micro_batch", B, H));
   }
-  // Blocks of `per_block` items each, `threads` threads per block.
-  LaunchShape shape(int64_t items, int per_block, int threads) const {
-    return {blocks(items, per_block), static_cast<unsigned>(B * H), static_cast<unsigned>(threads)};
+  // Blocks of `per_block` items each, `threads` threads per block, `shared_bytes` of dynamic shared memory each.
+  LaunchShape shape(int64_t items, int per_block, int threads, int shared_bytes = 0) const {
+    return {blocks(items, per_block), static_cast<unsigned>(B * H), static_cast<unsigned>(threads),
+            static_cast<unsigned>(shared_bytes)};
   }
   LaunchShape shape(int64_t items, int threads) const { return shape(items, threads, threads); }
 };
@@ -208,8 +209,10 @@ class CudaLauncher : public KernelLauncher {
     a[slot(F, "q")] = buffer(in.q), a[slot(F, "k")] = buffer(in.k), a[slot(F, "v")] = buffer(in.v);
     a[slot(F, "g")] = buffer(in.g), a[slot(F, "kstar")] = buffer(in.k_star), a[slot(F, "vstar")] = buffer(in.v_star);
     a[slot(F, "sink")] = buffer(in.sink), a[slot(F, "o")] = buffer(o), a[slot(F, "stats")] = buffer(stats);
-    module(tiles)->launch(kernels::abi::kForwardSymbol, s.shape(s.T, tiles.forward_rows, tiles.forward_threads()), a,
-                          s.sizes);
+    module(tiles)->launch(
+        kernels::abi::kForwardSymbol,
+        s.shape(s.T, tiles.forward_rows, tiles.forward_threads(), kernels::cuda_shared_bytes(tiles, s.D).forward), a,
+        s.sizes);
   }
 
   RowTerms launch_rows(const KernelTensors& in, const torch::Tensor& o, const torch::Tensor& stats,
@@ -263,8 +266,10 @@ class CudaLauncher : public KernelLauncher {
     a[slot(Q, "g")] = buffer(in.g), a[slot(Q, "kstar")] = buffer(in.k_star), a[slot(Q, "stats")] = buffer(stats);
     a[slot(Q, "dout")] = buffer(dout), a[slot(Q, "delta")] = buffer(rows.delta);
     a[slot(Q, "sdxstar")] = buffer(rows.sdxstar), a[slot(Q, "dq")] = buffer(dq);
-    module(tiles)->launch(kernels::abi::kCudaBackwardQueriesSymbol,
-                          s.shape(s.T, tiles.query_rows, tiles.query_threads()), a, s.sizes);
+    module(tiles)->launch(
+        kernels::abi::kCudaBackwardQueriesSymbol,
+        s.shape(s.T, tiles.query_rows, tiles.query_threads(), kernels::cuda_shared_bytes(tiles, s.D).queries), a,
+        s.sizes);
   }
 
   // Times every candidate's three kernels on this call's shapes (the backward's on the default forward's

@@ -120,6 +120,7 @@ struct Driver {
   decltype(&cuModuleLoadData) load;
   decltype(&cuModuleGetFunction) function;
   decltype(&cuLaunchKernel) launch;
+  decltype(&cuFuncSetAttribute) set_function_attribute;
   decltype(&cuCtxSynchronize) synchronize;
   decltype(&cuDeviceGetName) name;
   decltype(&cuDeviceTotalMem) total_memory;
@@ -143,6 +144,7 @@ const Driver& driver() {
     a.load = symbol<decltype(a.load)>(lib, "cuModuleLoadData");
     a.function = symbol<decltype(a.function)>(lib, "cuModuleGetFunction");
     a.launch = symbol<decltype(a.launch)>(lib, "cuLaunchKernel");
+    a.set_function_attribute = symbol<decltype(a.set_function_attribute)>(lib, "cuFuncSetAttribute");
     a.synchronize = symbol<decltype(a.synchronize)>(lib, "cuCtxSynchronize");
     a.name = symbol<decltype(a.name)>(lib, "cuDeviceGetName");
     a.total_memory = symbol<decltype(a.total_memory)>(lib, "cuDeviceTotalMem_v2");
@@ -185,12 +187,13 @@ class DriverModule : public KernelModule {
               std::span<const int64_t> sizes) override {
     const Driver& d = driver();
     make_current();  // autograd runs backward on its own thread
-    CUfunction f = function(std::string(symbol_name));
+    CUfunction f = function(std::string(symbol_name), shape.shared_bytes);
     std::vector<void*> args;
     for (const KernelBuffer& b : buffers) args.push_back(const_cast<void**>(&b.data));
     for (const int64_t& s : sizes) args.push_back(const_cast<int64_t*>(&s));
     if (shape.grid_x == 0 || shape.grid_y == 0) return;
-    check(d.launch(f, shape.grid_x, shape.grid_y, 1, shape.threads, 1, 1, 0, nullptr, args.data(), nullptr),
+    check(d.launch(f, shape.grid_x, shape.grid_y, 1, shape.threads, 1, 1, shape.shared_bytes, nullptr, args.data(),
+                   nullptr),
           "cuLaunchKernel");
   }
 
@@ -210,18 +213,36 @@ class DriverModule : public KernelModule {
   CUcontext context_{};
   CUmodule module_{};
   std::mutex mutex_;
-  std::map<std::string, CUfunction> functions_;
+  struct Function {
+    CUfunction handle{};
+    unsigned shared_bytes = 48 * 1024;  // the dynamic shared memory a launch may ask for without opting in
+  };
+  std::map<std::string, Function> functions_;
 
   void make_current() {
     CUcontext now = nullptr;
     check(driver().get_current(&now), "cuCtxGetCurrent");
     if (now != context_) check(driver().set_current(context_), "cuCtxSetCurrent");
   }
-  CUfunction function(const std::string& name) {
+  // The kernel, allowed `shared_bytes` of dynamic shared memory (past 48 KiB a function opts in, once).
+  CUfunction function(const std::string& name, unsigned shared_bytes) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto [it, fresh] = functions_.try_emplace(name);
-    if (fresh) check(driver().function(&it->second, module_, name.c_str()), "cuModuleGetFunction");
-    return it->second;
+    Function& f = it->second;
+    if (fresh) check(driver().function(&f.handle, module_, name.c_str()), "cuModuleGetFunction");
+    if (shared_bytes > f.shared_bytes) {
+      int most = 0;
+      check(driver().attribute(&most, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device_),
+            "cuDeviceGetAttribute");
+      if (shared_bytes > static_cast<unsigned>(most))
+        throw std::runtime_error(fmt::format("CUDA: {} asks for {} bytes of shared memory a block; this GPU gives {}",
+                                             name, shared_bytes, most));
+      check(driver().set_function_attribute(f.handle, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                            static_cast<int>(shared_bytes)),
+            "cuFuncSetAttribute");
+      f.shared_bytes = shared_bytes;
+    }
+    return f.handle;
   }
 };
 

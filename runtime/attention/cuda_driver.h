@@ -15,6 +15,7 @@ namespace sink::rt {
 
 struct LaunchShape {
   unsigned grid_x, grid_y, threads;
+  unsigned shared_bytes = 0;  // dynamic shared memory per block
 };
 
 // A kernel's pointer argument and the bytes it spans: the driver passes only

@@ -344,6 +344,7 @@ class HostCompiledKernels {
     if (!handle_) throw std::runtime_error(dlerror());
     enter = reinterpret_cast<decltype(enter)>(dlsym(handle_, "sink_emulator_enter"));
     begin_block = reinterpret_cast<decltype(begin_block)>(dlsym(handle_, "sink_emulator_begin_block"));
+    shared_shortfall = reinterpret_cast<decltype(shared_shortfall)>(dlsym(handle_, "sink_emulator_shared_shortfall"));
   }
   ~HostCompiledKernels() {
     std::error_code ignored;
@@ -356,7 +357,8 @@ class HostCompiledKernels {
   }
   void (*enter)(unsigned, unsigned, unsigned, void*, void (*)(void*, unsigned, int),
                 void (*)(void*, unsigned, int)) = nullptr;
-  void (*begin_block)(unsigned threads, bool copies_land_at_issue) = nullptr;
+  void (*begin_block)(unsigned threads, bool copies_land_at_issue, size_t shared_bytes) = nullptr;
+  size_t (*shared_shortfall)() = nullptr;  // the bytes of dynamic shared memory the block used past its launch's
 
  private:
   std::filesystem::path dir_;
@@ -380,7 +382,7 @@ class CpuEmulatedModule : public rt::KernelModule {
     for (unsigned by = 0; by < shape.grid_y; ++by)
       for (unsigned bx = 0; bx < shape.grid_x; ++bx) {
         // Descending turns land asynchronous copies as they are issued, the other orders at their wait.
-        compiled_->begin_block(shape.threads, order_ == ThreadOrder::Descending);
+        compiled_->begin_block(shape.threads, order_ == ThreadOrder::Descending, shape.shared_bytes);
         std::string problem;
         if (order_ == ThreadOrder::Together) {
           ThreadsTogether block(shape.threads);
@@ -401,6 +403,9 @@ class CpuEmulatedModule : public rt::KernelModule {
                     stacks);
           problem = block.problem();
         }
+        if (const size_t needed = compiled_->shared_shortfall(); needed > shape.shared_bytes)
+          problem = fmt::format("it uses {} bytes of dynamic shared memory, its launch asked for {}", needed,
+                                shape.shared_bytes);
         if (!problem.empty()) throw std::runtime_error(fmt::format("CUDA emulation of {}: {}", symbol, problem));
       }
   }

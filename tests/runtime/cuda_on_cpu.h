@@ -239,9 +239,22 @@ inline void cp_async_wait() {  // all but the newest N committed groups have lan
   }
 }
 
+// The block's dynamic shared memory (blocks run one at a time: a static per kernel). A kernel that uses more
+// than its launch asked for would fault on a GPU: the emulator reads the shortfall after the block and says so.
+inline size_t sink_dynamic_shared_bytes = 0, sink_dynamic_shared_needed = 0;
+template <typename Shared, int BYTES>
+Shared& shared_block() {
+  static_assert(sizeof(Shared) <= BYTES, "the launch asks for less shared memory than the kernel uses");
+  if (sizeof(Shared) > sink_dynamic_shared_bytes) sink_dynamic_shared_needed = sizeof(Shared);
+  alignas(16) static Shared block;
+  return block;
+}
+extern "C" size_t sink_emulator_shared_shortfall() { return sink_dynamic_shared_needed; }
+
 // Called by the emulator before a block starts: no collective or copy carries over. Copies land as they
 // are issued (where a stage overwritten too early shows) or at their wait (where one read too early shows).
-extern "C" void sink_emulator_begin_block(unsigned threads, bool copies_land_at_issue) {
+extern "C" void sink_emulator_begin_block(unsigned threads, bool copies_land_at_issue, size_t shared_bytes) {
+  sink_dynamic_shared_bytes = shared_bytes, sink_dynamic_shared_needed = 0;
   sink_copies_land_at_issue = copies_land_at_issue;
   for (auto& phase : sink_ldmatrix_arrivals)
     for (auto& warp : phase) warp = 0;

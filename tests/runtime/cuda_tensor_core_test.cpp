@@ -129,7 +129,8 @@ TEST(CudaKernels, TensorCoreKernelsUseTensorCoresAndSpillNothing) {
         for (const auto& [kernel, r] : resources) {
           std::printf("  sm_%d d_head %3lld %-60s %-22s %3d registers, %6d bytes shared, spills %d/%d\n", arch,
                       static_cast<long long>(v.D), (v.name + (position_grad ? ", dg" : "")).c_str(), kernel.c_str(),
-                      r.registers, r.shared_bytes, r.spill_stores, r.spill_loads);
+                      r.registers, r.shared_bytes + kernels::cuda_shared_bytes(tiles, v.D).of(kernel), r.spill_stores,
+                      r.spill_loads);
           EXPECT_EQ(r.spill_stores, 0) << kernel;
           EXPECT_EQ(r.spill_loads, 0) << kernel;
           EXPECT_GT(r.registers, 0) << kernel;

@@ -67,7 +67,8 @@ TEST(CudaKernels, TileCandidatesFitDifferAndStartWithTheDefault) {
     EXPECT_TRUE(candidates[0].same_as(kernels::cuda_tiles(spec, kernels::CudaStorage::BFloat16)));
     for (size_t a = 0; a < candidates.size(); ++a) {
       EXPECT_TRUE(candidates[a].tensor_cores);
-      EXPECT_LE(2 * 2 * candidates[a].forward_keys * (d + 8) * 2 + 8 * candidates[a].key_queries * 4, 48 * 1024);
+      const kernels::CudaSharedBytes bytes = kernels::cuda_shared_bytes(candidates[a], d);
+      EXPECT_LE(std::max(bytes.forward, bytes.queries), kernels::kCudaSharedLimit);
       for (size_t b = a + 1; b < candidates.size(); ++b) EXPECT_FALSE(candidates[a].same_as(candidates[b]));
       // Every candidate's source is a different text: each compiles to kernels of its own.
       if (a > 0)
@@ -82,8 +83,9 @@ TEST(CudaKernels, TileCandidatesFitDifferAndStartWithTheDefault) {
 }
 
 // The forward, dK/dV and dQ from sources of three different tiles, read from the table as a tuned GPU would:
-// registers for 4 blocks in the forward, half tiles with registers for 3 blocks for dK/dV, and 32 rows per warp
-// (two fragments) in 128-row blocks for dQ.
+// half tiles with registers for 3 blocks for dK/dV; for the first variant registers for 4 blocks in the forward
+// and 32 rows per warp (two fragments) in 128-row blocks for dQ, for the others the wide candidate's key tiles
+// in both (128 keys at d_head 64, 64 for dQ at d_head 96: past 48 KiB of shared memory).
 TEST(CudaKernels, KernelsOfDifferentTilesTogetherMatchTheReference) {
   if (!have_host_compiler()) GTEST_SKIP() << "no host C++ compiler (c++) to run the CUDA source on the CPU";
   const KernelCacheHere cache("sinklab-mixed-tiles");
@@ -92,7 +94,8 @@ TEST(CudaKernels, KernelsOfDifferentTilesTogetherMatchTheReference) {
   auto attend = [&](const kernels::KernelSpec& s, const AttentionCall& call) {
     return cuda_attention(s, call, modules);
   };
-  for (const auto& [v, dtype] : variants) {
+  for (size_t n = 0; n < variants.size(); ++n) {
+    const auto& [v, dtype] = variants[n];
     SCOPED_TRACE(v.name);
     const auto spec = spec_of(v);
     const auto storage = dtype == torch::kHalf ? kernels::CudaStorage::Float16 : kernels::CudaStorage::BFloat16;
@@ -103,14 +106,21 @@ TEST(CudaKernels, KernelsOfDifferentTilesTogetherMatchTheReference) {
       EXPECT_NE(it, candidates.end());
       return it == candidates.end() ? candidates[0] : *it;
     };
-    const int wide = candidates[0].forward_keys;
-    const KernelTiles mixed{
-        find([](const kernels::CudaTiles& t) { return t.min_blocks == 4; }),
-        find([&](const kernels::CudaTiles& t) { return t.min_blocks == 3 && t.key_queries == wide / 2; }),
-        find([&](const kernels::CudaTiles& t) { return t.row_frags == 2 && t.query_keys == wide; })};
+    const kernels::CudaTiles wide = find([&](const kernels::CudaTiles& t) {
+      return t.query_keys == 2 * candidates[0].query_keys && t.forward_rows == 64;
+    });
+    const KernelTiles mixed{n == 0 ? find([](const kernels::CudaTiles& t) { return t.min_blocks == 4; }) : wide,
+                            find([&](const kernels::CudaTiles& t) {
+                              return t.min_blocks == 3 && t.key_queries == std::max(16, candidates[0].key_queries / 2);
+                            }),
+                            n == 0 ? find([&](const kernels::CudaTiles& t) {
+                              return t.row_frags == 2 && t.query_keys == candidates[0].query_keys;
+                            })
+                                   : wide};
     ASSERT_EQ(mixed.forward.forward_rows, 64);
     ASSERT_EQ(mixed.keys.key_rows, 64);
-    ASSERT_EQ(mixed.queries.query_rows, 128);
+    ASSERT_EQ(mixed.queries.query_rows, n == 0 ? 128 : 64);
+    if (n > 0) ASSERT_GT(kernels::cuda_shared_bytes(mixed.queries, v.D).queries, 48 * 1024) << wide.describe();
     remember_tiles(tuning_key("CPU emulation", spec, storage), mixed);
     const SixteenBitResult r = measure_sixteen_bit(attend, v, dtype);
     EXPECT_TRUE(r.passed()) << "forward " << r.forward << " (< " << r.forward_allowed << ")";
@@ -198,6 +208,55 @@ TEST(CudaKernels, FusedBackwardCanBeForcedOnOrOff) {
     for (const auto& [name, error] : r.grads) EXPECT_LT(error, r.grads_allowed) << name;
     EXPECT_GT(launches[keys], 0);
     EXPECT_EQ(launches[queries] > 0, !on) << launches[queries] << " launches of " << queries;
+  }
+}
+
+namespace {
+
+// The emulation, each launch asking for 16 bytes less dynamic shared memory than the launcher gave it.
+class ShortSharedMemoryModule : public CpuEmulatedModule {
+ public:
+  explicit ShortSharedMemoryModule(std::shared_ptr<const HostCompiledKernels> compiled)
+      : CpuEmulatedModule(std::move(compiled), ThreadOrder::Ascending) {}
+  void launch(std::string_view symbol, LaunchShape shape, std::span<const KernelBuffer> buffers,
+              std::span<const int64_t> sizes) override {
+    if (shape.shared_bytes > 0) shape.shared_bytes -= 16;
+    CpuEmulatedModule::launch(symbol, shape, buffers, sizes);
+  }
+};
+
+}  // namespace
+
+// The tensor-core kernels keep their tiles in dynamic shared memory, whose size only the launch gives (on a GPU a
+// kernel that used more would read and write past its block's). Asked for exactly what the launcher asks, every
+// test above passes; asked for 16 bytes less, each kernel stops on the emulation, naming both sizes. At d_head
+// 128 the forward's 64-key tiles take past the 48 KiB a static array may.
+TEST(CudaKernels, TensorCoreKernelsUseTheSharedMemoryTheirLaunchAsksFor) {
+  if (!have_host_compiler()) GTEST_SKIP() << "no host C++ compiler (c++) to run the CUDA source on the CPU";
+  const KernelCacheHere cache("sinklab-shared-memory");
+  const Variant v{.name = "softmax", .T = 40, .D = 128};
+  const auto spec = spec_of(v);
+  const kernels::CudaTiles tiles = kernels::cuda_tiles(spec, kernels::CudaStorage::BFloat16);
+  const kernels::CudaSharedBytes bytes = kernels::cuda_shared_bytes(tiles, v.D);
+  EXPECT_GT(bytes.forward, 48 * 1024) << tiles.describe();
+  EXPECT_GT(bytes.queries, 0);
+  EXPECT_EQ(kernels::cuda_shared_bytes(kernels::cuda_tiles(spec, kernels::CudaStorage::Real), v.D).forward, 0)
+      << "the scalar kernels' arrays are static";
+  KernelModules modules{"short shared memory", [](const std::string& source, const torch::Device&) {
+                          return std::make_shared<ShortSharedMemoryModule>(host_compiled(source));
+                        }};
+  auto attend = [&](const kernels::KernelSpec& s, const AttentionCall& call) {
+    return cuda_attention(s, call, modules);
+  };
+  try {
+    measure_sixteen_bit(attend, v, torch::kBFloat16);
+    ADD_FAILURE() << "a forward with too little shared memory ran";
+  } catch (const std::exception& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find(fmt::format("it uses {} bytes of dynamic shared memory, its launch asked for {}",
+                                       bytes.forward, bytes.forward - 16)),
+              std::string::npos)
+        << message;
   }
 }
 
