@@ -291,7 +291,23 @@ class CudaLauncher : public KernelLauncher {
         });
       for (auto& t : compiling) t.join();
     }
-    for (const auto& c : every) module(c);  // loaded on this thread, where they launch
+    // Loaded on this thread, where they launch. A candidate that fails to load or launch (none should: each keeps
+    // within what every GPU from sm_80 on gives a block) is said and skipped; the default and the others run.
+    for (const auto& c : every) {
+      try {
+        module(c);
+      } catch (const std::exception&) {  // (said where it is measured)
+      }
+    }
+    auto measured = [&](const kernels::CudaTiles& c, const char* kernel, const std::function<void()>& run) {
+      try {
+        return seconds_per_call(*module(c), run);
+      } catch (const std::exception& e) {
+        std::cerr << fmt::format("sinklab: tuning {}: {} with tiles {} skipped: {}\n", description_, kernel,
+                                 c.describe(), e.what());
+        return static_cast<double>(INFINITY);
+      }
+    };
     auto o = torch::empty_like(in.q);
     auto stats =
         torch::empty({in.q.size(0), in.q.size(1), 2, in.q.size(2)}, in.q.options().dtype(real_dtype(storage_)));
@@ -303,10 +319,10 @@ class CudaLauncher : public KernelLauncher {
     const torch::Tensor dg;  // timed without the position table's gradient, as ALiBi trains (a constant table)
     double best[3] = {INFINITY, INFINITY, INFINITY};
     for (const auto& c : candidates) {
-      KernelModule& m = *module(c);
-      const double times[3] = {seconds_per_call(m, [&] { launch_forward(c, in, scratch_o, scratch_stats); }),
-                               seconds_per_call(m, [&] { launch_keys(c, in, stats, dout, rows, dk, dv, dg, {}); }),
-                               seconds_per_call(m, [&] { launch_queries(c, in, stats, dout, rows, dq); })};
+      const double times[3] = {
+          measured(c, "forward", [&] { launch_forward(c, in, scratch_o, scratch_stats); }),
+          measured(c, "backward_keys", [&] { launch_keys(c, in, stats, dout, rows, dk, dv, dg, {}); }),
+          measured(c, "backward_queries", [&] { launch_queries(c, in, stats, dout, rows, dq); })};
       kernels::CudaTiles* slots[3] = {&chosen_.forward, &chosen_.keys, &chosen_.queries};
       for (int k = 0; k < 3; ++k)
         if (times[k] < best[k]) best[k] = times[k], *slots[k] = c;
@@ -314,12 +330,18 @@ class CudaLauncher : public KernelLauncher {
     double best_fused = INFINITY;
     kernels::CudaTiles fastest_fused;
     for (const auto& c : fused) {
-      const double t = seconds_per_call(*module(c), [&] { launch_fused_keys(c, in, stats, dout, rows, dk, dv, dg); });
+      const double t =
+          measured(c, "fused backward_keys", [&] { launch_fused_keys(c, in, stats, dout, rows, dk, dv, dg); });
       if (t < best_fused) best_fused = t, fastest_fused = c;
     }
     if (best_fused < best[1] + best[2]) chosen_.fused = fastest_fused;
-    chosen_.seconds = {{"forward", best[0]}, {"backward_keys", best[1]}, {"backward_queries", best[2]}};
-    if (!fused.empty()) chosen_.seconds["fused_backward_keys"] = best_fused;
+    chosen_.seconds.clear();
+    const std::pair<const char*, double> seconds[] = {{"forward", best[0]},
+                                                      {"backward_keys", best[1]},
+                                                      {"backward_queries", best[2]},
+                                                      {"fused_backward_keys", best_fused}};
+    for (const auto& [kernel, s] : seconds)
+      if (std::isfinite(s)) chosen_.seconds[kernel] = s;
     remember_tiles(tuning_key_, chosen_);
   }
 };

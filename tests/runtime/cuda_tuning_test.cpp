@@ -260,25 +260,59 @@ TEST(CudaKernels, TensorCoreKernelsUseTheSharedMemoryTheirLaunchAsksFor) {
   }
 }
 
+namespace {
+
+// The emulation as a GPU that gives a block 48 KiB of shared memory: a launch asking for more fails.
+class SmallSharedMemoryModule : public CpuEmulatedModule {
+ public:
+  explicit SmallSharedMemoryModule(std::shared_ptr<const HostCompiledKernels> compiled)
+      : CpuEmulatedModule(std::move(compiled), ThreadOrder::Ascending) {}
+  void launch(std::string_view symbol, LaunchShape shape, std::span<const KernelBuffer> buffers,
+              std::span<const int64_t> sizes) override {
+    if (shape.shared_bytes > 48 * 1024)
+      throw std::runtime_error(fmt::format("{} asks for {} bytes of shared memory a block; this GPU gives 49152",
+                                           symbol, shape.shared_bytes));
+    CpuEmulatedModule::launch(symbol, shape, buffers, sizes);
+  }
+};
+
+}  // namespace
+
 // A launcher whose loader tunes measures every candidate on its first forward (on the emulation the times
 // mean nothing, but the choice is one of the candidates and the results stay right), writes the choice to
-// the table under this device, this variant and this storage, and a second process's lookup reads it.
+// the table under this device, this variant and this storage, and a second process's lookup reads it. A
+// candidate that fails to launch is said and skipped (here the wide candidate's 72 KiB at d_head 64, on a
+// "GPU" that gives a block 48).
 TEST(CudaKernels, TuningWritesItsChoiceForTheNextProcess) {
   if (!have_host_compiler()) GTEST_SKIP() << "no host C++ compiler (c++) to run the CUDA source on the CPU";
   const KernelCacheHere cache("sinklab-tuning");
   const Variant v{
-      .name = "sigmoid, no norm", .score = call("sigmoid", {var("qk")}), .normalize = "none", .T = 40, .D = 32};
+      .name = "sigmoid, no norm", .score = call("sigmoid", {var("qk")}), .normalize = "none", .T = 40, .D = 64};
   const auto spec = spec_of(v);
   const std::string key = tuning_key("CPU emulation", spec, kernels::CudaStorage::Float16);
   EXPECT_FALSE(remembered_tiles(key).has_value());
-  const KernelModules modules = emulated_modules("tuning", true);
+  const auto every = kernels::cuda_tile_candidates(spec, kernels::CudaStorage::Float16);
+  ASSERT_TRUE(std::any_of(every.begin(), every.end(), [&](const kernels::CudaTiles& c) {
+    return kernels::cuda_shared_bytes(c, v.D).forward > 48 * 1024;
+  })) << "no candidate past 48 KiB to fail";
+  KernelModules modules{"tuning",
+                        [](const std::string& source, const torch::Device&) {
+                          return std::make_shared<SmallSharedMemoryModule>(host_compiled(source));
+                        },
+                        true};
   auto attend = [&](const kernels::KernelSpec& s, const AttentionCall& call) {
     return cuda_attention(s, call, modules);
   };
+  ::testing::internal::CaptureStderr();
   const SixteenBitResult r = measure_sixteen_bit(attend, v, torch::kHalf);
+  const std::string said = ::testing::internal::GetCapturedStderr();
   EXPECT_TRUE(r.passed()) << "forward " << r.forward << " (< " << r.forward_allowed << ")";
+  EXPECT_NE(said.find("forward with tiles"), std::string::npos) << said;
+  EXPECT_NE(said.find("this GPU gives 49152"), std::string::npos) << said;
   const auto remembered = remembered_tiles(key);
   ASSERT_TRUE(remembered.has_value()) << "nothing in " << (cache.dir() / "tiles.json").string();
+  EXPECT_LE(kernels::cuda_shared_bytes(remembered->forward, v.D).forward, 48 * 1024) << remembered->forward.describe();
+  EXPECT_LE(kernels::cuda_shared_bytes(remembered->queries, v.D).queries, 48 * 1024) << remembered->queries.describe();
   const auto candidates = kernels::cuda_tuning_tiles(spec, kernels::CudaStorage::Float16);  // (fused ones too)
   for (const auto* chosen : {&remembered->forward, &remembered->keys, &remembered->queries})
     EXPECT_TRUE(std::any_of(candidates.begin(), candidates.end(), [&](const kernels::CudaTiles& c) {
