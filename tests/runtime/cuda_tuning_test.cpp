@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <map>
 
 #include "kernels/emit_cuda.h"
@@ -159,20 +160,28 @@ TEST(CudaKernels, FusedBackwardMatchesTheReference) {
 
 namespace {
 
-// The emulation, counting the launches of each kernel.
-class CountingModule : public CpuEmulatedModule {
+// The emulation, each launch first shown to `watch`, which may count it, change its shape or refuse it.
+using Watch = std::function<void(std::string_view symbol, LaunchShape& shape)>;
+class WatchedModule : public CpuEmulatedModule {
  public:
-  CountingModule(std::shared_ptr<const HostCompiledKernels> compiled, std::map<std::string, int>& launches)
-      : CpuEmulatedModule(std::move(compiled), ThreadOrder::Ascending), launches_(launches) {}
+  WatchedModule(std::shared_ptr<const HostCompiledKernels> compiled, Watch watch)
+      : CpuEmulatedModule(std::move(compiled), ThreadOrder::Ascending), watch_(std::move(watch)) {}
   void launch(std::string_view symbol, LaunchShape shape, std::span<const KernelBuffer> buffers,
               std::span<const int64_t> sizes) override {
-    ++launches_[std::string(symbol)];
+    watch_(symbol, shape);
     CpuEmulatedModule::launch(symbol, shape, buffers, sizes);
   }
 
  private:
-  std::map<std::string, int>& launches_;
+  Watch watch_;
 };
+KernelModules watched_modules(const std::string& name, const Watch& watch, bool tune = false) {
+  return {name,
+          [watch](const std::string& source, const torch::Device&) {
+            return std::make_shared<WatchedModule>(host_compiled(source), watch);
+          },
+          tune};
+}
 
 }  // namespace
 
@@ -186,9 +195,8 @@ TEST(CudaKernels, FusedBackwardCanBeForcedOnOrOff) {
   const auto storage = kernels::CudaStorage::BFloat16;
   const kernels::CudaTiles defaults = kernels::cuda_tiles(spec, storage);
   std::map<std::string, int> launches;
-  KernelModules modules{"fused on or off", [&](const std::string& source, const torch::Device&) {
-                          return std::make_shared<CountingModule>(host_compiled(source), launches);
-                        }};
+  const KernelModules modules = watched_modules(
+      "fused on or off", [&](std::string_view symbol, LaunchShape&) { ++launches[std::string(symbol)]; });
   auto attend = [&](const kernels::KernelSpec& s, const AttentionCall& call) {
     return cuda_attention(s, call, modules);
   };
@@ -211,22 +219,6 @@ TEST(CudaKernels, FusedBackwardCanBeForcedOnOrOff) {
   }
 }
 
-namespace {
-
-// The emulation, each launch asking for 16 bytes less dynamic shared memory than the launcher gave it.
-class ShortSharedMemoryModule : public CpuEmulatedModule {
- public:
-  explicit ShortSharedMemoryModule(std::shared_ptr<const HostCompiledKernels> compiled)
-      : CpuEmulatedModule(std::move(compiled), ThreadOrder::Ascending) {}
-  void launch(std::string_view symbol, LaunchShape shape, std::span<const KernelBuffer> buffers,
-              std::span<const int64_t> sizes) override {
-    if (shape.shared_bytes > 0) shape.shared_bytes -= 16;
-    CpuEmulatedModule::launch(symbol, shape, buffers, sizes);
-  }
-};
-
-}  // namespace
-
 // The tensor-core kernels keep their tiles in dynamic shared memory, whose size only the launch gives (on a GPU a
 // kernel that used more would read and write past its block's). Asked for exactly what the launcher asks, every
 // test above passes; asked for 16 bytes less, each kernel stops on the emulation, naming both sizes. At d_head
@@ -242,9 +234,9 @@ TEST(CudaKernels, TensorCoreKernelsUseTheSharedMemoryTheirLaunchAsksFor) {
   EXPECT_GT(bytes.queries, 0);
   EXPECT_EQ(kernels::cuda_shared_bytes(kernels::cuda_tiles(spec, kernels::CudaStorage::Real), v.D).forward, 0)
       << "the scalar kernels' arrays are static";
-  KernelModules modules{"short shared memory", [](const std::string& source, const torch::Device&) {
-                          return std::make_shared<ShortSharedMemoryModule>(host_compiled(source));
-                        }};
+  const KernelModules modules = watched_modules("short shared memory", [](std::string_view, LaunchShape& shape) {
+    if (shape.shared_bytes > 0) shape.shared_bytes -= 16;
+  });
   auto attend = [&](const kernels::KernelSpec& s, const AttentionCall& call) {
     return cuda_attention(s, call, modules);
   };
@@ -259,24 +251,6 @@ TEST(CudaKernels, TensorCoreKernelsUseTheSharedMemoryTheirLaunchAsksFor) {
         << message;
   }
 }
-
-namespace {
-
-// The emulation as a GPU that gives a block 48 KiB of shared memory: a launch asking for more fails.
-class SmallSharedMemoryModule : public CpuEmulatedModule {
- public:
-  explicit SmallSharedMemoryModule(std::shared_ptr<const HostCompiledKernels> compiled)
-      : CpuEmulatedModule(std::move(compiled), ThreadOrder::Ascending) {}
-  void launch(std::string_view symbol, LaunchShape shape, std::span<const KernelBuffer> buffers,
-              std::span<const int64_t> sizes) override {
-    if (shape.shared_bytes > 48 * 1024)
-      throw std::runtime_error(fmt::format("{} asks for {} bytes of shared memory a block; this GPU gives 49152",
-                                           symbol, shape.shared_bytes));
-    CpuEmulatedModule::launch(symbol, shape, buffers, sizes);
-  }
-};
-
-}  // namespace
 
 // A launcher whose loader tunes measures every candidate on its first forward (on the emulation the times
 // mean nothing, but the choice is one of the candidates and the results stay right), writes the choice to
@@ -295,11 +269,15 @@ TEST(CudaKernels, TuningWritesItsChoiceForTheNextProcess) {
   ASSERT_TRUE(std::any_of(every.begin(), every.end(), [&](const kernels::CudaTiles& c) {
     return kernels::cuda_shared_bytes(c, v.D).forward > 48 * 1024;
   })) << "no candidate past 48 KiB to fail";
-  KernelModules modules{"tuning",
-                        [](const std::string& source, const torch::Device&) {
-                          return std::make_shared<SmallSharedMemoryModule>(host_compiled(source));
-                        },
-                        true};
+  // A "GPU" that gives a block 48 KiB of shared memory: a launch asking for more fails.
+  const KernelModules modules = watched_modules(
+      "tuning",
+      [](std::string_view symbol, LaunchShape& shape) {
+        if (shape.shared_bytes > 48 * 1024)
+          throw std::runtime_error(fmt::format("{} asks for {} bytes of shared memory a block; this GPU gives 49152",
+                                               symbol, shape.shared_bytes));
+      },
+      true);
   auto attend = [&](const kernels::KernelSpec& s, const AttentionCall& call) {
     return cuda_attention(s, call, modules);
   };
