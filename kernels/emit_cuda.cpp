@@ -232,12 +232,11 @@ std::vector<CudaTiles> cuda_tile_candidates(const KernelSpec& spec, CudaStorage 
   const int64_t d = spec.d_head;
   // Rows per block 64 or 128; each kernel's streamed tiles the default's or half of them (16 rows at least: one
   // fragment), or the query-row kernels' twice them where that fits (FlashAttention-2's 128-key forward tiles at
-  // d_head 64, 72 KiB; 64-key tiles for backward_queries from d_head 96 on); 16 or
-  // 32 rows per warp in the query-row kernels (two fragments: each shared-memory read of a key tile feeds twice the
-  // products, for twice the registers); registers for one block per multiprocessor, 168 a thread (three blocks of
-  // 4 warps: at d_head 64 the backward kernels fit them with half tiles, where they otherwise take 250 and run
-  // two), or 128 (16 warps a multiprocessor: the forward fits them without spilling, the backward kernels spill
-  // and lose).
+  // d_head 64, 72 KiB; 64-key tiles for backward_queries from d_head 96 on); 16 or 32 rows per warp in the
+  // query-row kernels (two fragments: each shared-memory read of a key tile feeds twice the products, for twice
+  // the registers); registers for one block per multiprocessor, 168 a thread (three blocks of 4 warps: at d_head
+  // 64 the backward kernels fit them with half tiles, where they otherwise take 250 and run two), or 128 (16 warps
+  // a multiprocessor: the forward fits them without spilling, the backward kernels spill and lose).
   enum class Stream { Half, Default, Wide };
   struct Shape {
     int rows;
