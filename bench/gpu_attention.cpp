@@ -142,6 +142,7 @@ int main(int argc, char** argv) {
                    tensor_cores ? "tensor cores" : "scalar", error.empty() ? "" : " ERROR " + error);
         out["cases"].push_back({{"variant", v.name},
                                 {"score", c.score},
+                                {"torch_score", c.torch_score},
                                 {"normalize", v.normalize},
                                 {"p", v.p},
                                 {"window", v.window},

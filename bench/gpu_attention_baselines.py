@@ -96,6 +96,8 @@ def composite(case, q, k, v, g, k_star, v_star, sink):
             s = F.relu(cols)
         elif score == "stablemax":
             s = torch.where(cols >= 0, cols + 1, 1 / (1 - cols.clamp(max=0)))
+        elif score == "expr":  # the case's own PyTorch expression of the logit x (gpu_attention_cases.h)
+            s = eval(case["torch_score"], {"torch": torch, "F": F, "x": cols})
         else:
             raise ValueError(score)
         s = torch.where(seen_cols, s, 0)
@@ -196,7 +198,9 @@ def check():
     ok = True
     base = {"score": "exp", "normalize": "sum", "p": 1, "window": 0, "prefix": 0, "alibi": False, "k_star": False,
             "sink_logit": False, "B": 1, "H": 2, "T": 64, "D": 16}
-    for change in ({}, {"window": 9}, {"prefix": 5}, {"alibi": True}, {"k_star": True}, {"sink_logit": True}):
+    # (the last: a score written as an expression, exp's, through the unshifted path softmax's must agree with)
+    for change in ({}, {"window": 9}, {"prefix": 5}, {"alibi": True}, {"k_star": True}, {"sink_logit": True},
+                   {"score": "expr", "torch_score": "torch.exp(x)"}):
         case = dict(base, **change)
         q, k, v, g, ks, vs, sink = inputs(case, "cpu", torch.float32, requires_grad=False)
         if vs is not None:

@@ -1,6 +1,6 @@
 #pragma once
-// The variants bench/gpu_attention times (and bench/kernel_anatomy dissects): the paper's softmax family and
-// the attention operations of its Table 6 beyond it.
+// The variants bench/gpu_attention times (and bench/kernel_anatomy dissects): the paper's softmax family, the
+// attention operations of its Table 6 beyond it, and one score expression of no paper.
 #include <sstream>
 #include <string>
 #include <vector>
@@ -13,7 +13,8 @@ namespace sink::bench {
 // in PyTorch (a score and a normaliser by name, the masks and columns).
 struct Case {
   testing_variants::Variant variant;
-  std::string score = "exp";  // exp, sigmoid, elu1, relu, stablemax
+  std::string score = "exp";     // exp, sigmoid, elu1, relu, stablemax, or expr: torch_score
+  std::string torch_score = {};  // the score as a PyTorch expression of the logit x, where score is "expr"
 };
 
 inline std::vector<Case> gpu_attention_cases() {
@@ -33,6 +34,11 @@ inline std::vector<Case> gpu_attention_cases() {
       {{.name = "softpick", .normalize = "softpick"}},
       {{.name = "relu, count", .score = call("relu", {var("qk")}), .normalize = "count"}, "relu"},
       {{.name = "stablemax", .score = call("stablemax", {var("qk")})}, "stablemax"},
+      // A score expression no paper names, as a researcher may write one: the kernels take any the algebra does.
+      {{.name = "softplus(x) (1 + tanh x), sum",
+        .score = bin(Op::Mul, call("softplus", {var("qk")}), bin(Op::Add, num(1), call("tanh", {var("qk")})))},
+       "expr",
+       "F.softplus(x) * (1 + torch.tanh(x))"},
   };
 }
 // "a,b,c" as its items (variant names hold commas: their lists take '|').

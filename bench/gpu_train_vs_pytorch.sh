@@ -96,38 +96,44 @@ twins = {"eager": twin(False), "compiled": twin(True)}
 for name, p in twins.items():
     if not p.stdout.readline():
         sys.exit(f"the {name} twin (bench/pytorch_twin.py) ended before it was ready")
+def spread(values):
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def summary(rows):
+    result = {"device": t["device"], "precision": t["precision"], "batch": t["batch"], "context": t["context"],
+              "micro_batch": t["micro_batch"], "steps_per_round": measured_steps, "rounds": rows,
+              "sinklab_tokens_per_s": spread([r["sinklab"]["tokens_per_s"] for r in rows]),
+              "sinklab_attention": rows[0]["sinklab"]["attention"], "torch": rows[0]["eager"]["torch"],
+              "optimizer_twin": rows[0]["eager"]["optimizer"],
+              # The same run with sigmoid attention without normalization (generated kernels; softmax's is
+              # SDPA's): its time over softmax's, per round.
+              "sigmoid_tokens_per_s": spread([r["sinklab"]["sigmoid"]["tokens_per_s"] for r in rows]),
+              "sigmoid_attention": rows[0]["sinklab"]["sigmoid"]["attention"],
+              "sigmoid_time_vs_softmax": spread([r["sinklab"]["tokens_per_s"] / r["sinklab"]["sigmoid"]["tokens_per_s"]
+                                                 for r in rows])}
+    for name in twins:
+        result[f"{name}_tokens_per_s"] = spread([r[name]["tokens_per_s"] for r in rows])
+        result[f"ratio_vs_{name}"] = spread([r["sinklab"]["tokens_per_s"] / r[name]["tokens_per_s"] for r in rows])
+    return result
+
+
+# Each round is written as it ends, so a call cut short by its time limit keeps the rounds it finished.
 rows = []
 for r in range(rounds):
     row = {"sinklab": sinklab(r)}
     for name, p in twins.items():
         row[name] = twin_round(p)
     rows.append(row)
-    print(f"round {r + 1}: sinklab {row['sinklab']['tokens_per_s']:,.0f}, eager {row['eager']['tokens_per_s']:,.0f}, "
-          f"compiled {row['compiled']['tokens_per_s']:,.0f} tokens/s", flush=True)
+    result = summary(rows)
+    json.dump(result, open(f"{out}/gpu_train_vs_pytorch.json", "w"), indent=2)
+    softmax, sigmoid = row["sinklab"]["tokens_per_s"], row["sinklab"]["sigmoid"]["tokens_per_s"]
+    print(f"round {r + 1}: sinklab {softmax:,.0f}, eager {row['eager']['tokens_per_s']:,.0f}, "
+          f"compiled {row['compiled']['tokens_per_s']:,.0f} tokens/s; sigmoid attention {sigmoid:,.0f} "
+          f"({softmax / sigmoid:.2f}x softmax's time)", flush=True)
 for p in twins.values():
     p.stdin.close()
     p.wait()
-
-
-def spread(values):
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
-
-
-result = {"device": t["device"], "precision": t["precision"], "batch": t["batch"], "context": t["context"],
-          "micro_batch": t["micro_batch"], "steps_per_round": measured_steps, "rounds": rows,
-          "sinklab_tokens_per_s": spread([r["sinklab"]["tokens_per_s"] for r in rows]),
-          "sinklab_attention": rows[0]["sinklab"]["attention"], "torch": rows[0]["eager"]["torch"],
-          "optimizer_twin": rows[0]["eager"]["optimizer"],
-          # The same run with sigmoid attention without normalization (generated kernels; softmax's is SDPA's):
-          # its time over softmax's, per round.
-          "sigmoid_tokens_per_s": spread([r["sinklab"]["sigmoid"]["tokens_per_s"] for r in rows]),
-          "sigmoid_attention": rows[0]["sinklab"]["sigmoid"]["attention"],
-          "sigmoid_time_vs_softmax": spread([r["sinklab"]["tokens_per_s"] / r["sinklab"]["sigmoid"]["tokens_per_s"]
-                                             for r in rows])}
-for name in twins:
-    result[f"{name}_tokens_per_s"] = spread([r[name]["tokens_per_s"] for r in rows])
-    result[f"ratio_vs_{name}"] = spread([r["sinklab"]["tokens_per_s"] / r[name]["tokens_per_s"] for r in rows])
-json.dump(result, open(f"{out}/gpu_train_vs_pytorch.json", "w"), indent=2)
 print(f"d {m['d']}, {m['layers']} layers, {t['precision']}, batch {t['batch']} x {t['context']} in micro-batches of "
       f"{t['micro_batch']} on {t['device']}, {rounds} rounds of {measured_steps} steps, median (min-max):")
 for name in twins:

@@ -2,14 +2,18 @@
 
 #include <fmt/format.h>
 
+#include <string_view>
+
 namespace sink::kernels {
 
 std::string cuda_math_prelude(bool f64, bool fast) {
   // Named per type: NVRTC needs no header for expf/exp, but the C++ overloads would.
   const char* sfx = f64 ? "" : "f";
   std::string out = "#define SINK_INF ((real)__int_as_float(0x7f800000))\n";
+  // The tensor-core kernels take log, log1p, tanh and sqrt from the special-function unit too (below).
   for (const char* f : {"log", "log1p", "tanh", "sqrt", "fabs"})
-    out += fmt::format("__device__ __forceinline__ real r_{0}(real a) {{ return {0}{1}(a); }}\n", f, sfx);
+    if (!fast || std::string_view(f) == "fabs")
+      out += fmt::format("__device__ __forceinline__ real r_{0}(real a) {{ return {0}{1}(a); }}\n", f, sfx);
   for (const char* f : {"pow", "fmin", "fmax"})
     out += fmt::format("__device__ __forceinline__ real r_{0}(real a, real b) {{ return {0}{1}(a, b); }}\n", f, sfx);
   out += "__device__ __forceinline__ real r_if_pos(real c, real a, real b) { return c > (real)0 ? a : b; }\n";
@@ -28,18 +32,19 @@ __device__ __forceinline__ real r_powi(real a) {  // a^N, N >= 1
   // made the kernel spill registers). Float and double storage, what the checks compare, keep IEEE's.
   if (fast)
     out += R"(#ifndef SINK_CPU_EMULATION
-__device__ __forceinline__ float sink_ex2(float a) {  // subnormal results flush to zero
-  float r;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(a));
-  return r;
-}
-// 1 / b from the special-function unit, subnormals flushed to zero: a / b is a times it, two instructions (one
-// where a is 1). Without .ftz (__fdividef) the range fix-ups made a division six.
-__device__ __forceinline__ float sink_rcp(float b) {
-  float r;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(b));
-  return r;
-}
+// One instruction of the special-function unit on a float, subnormals flushed to zero.
+#define SINK_SFU(name, instruction) \
+  __device__ __forceinline__ float name(float a) { \
+    float r; \
+    asm(instruction " %0, %1;" : "=f"(r) : "f"(a)); \
+    return r; \
+  }
+SINK_SFU(sink_ex2, "ex2.approx.ftz.f32")
+// 1 / b: a / b is a times it, two instructions (one where a is 1). Without .ftz (__fdividef) the range fix-ups
+// made a division six.
+SINK_SFU(sink_rcp, "rcp.approx.ftz.f32")
+SINK_SFU(sink_lg2, "lg2.approx.ftz.f32")  // log2 a: within 2^-22 absolute near 1, relative elsewhere
+SINK_SFU(sink_sqrt, "sqrt.approx.ftz.f32")
 #endif
 __device__ __forceinline__ real r_exp(real a) { return sink_ex2(a * 1.44269504088896341f); }
 __device__ __forceinline__ real r_exp_diff(real a, real b) {  // e^(a - b); b * log2 e is once per row
@@ -52,6 +57,20 @@ __device__ __forceinline__ real r_exp_affine(real x, real a, real b) {
 __device__ __forceinline__ real r_exp_affine_min(real x, real a, real b, real c) {
   return sink_ex2(fminf(fmaf(x, a * 1.44269504088896341f, b * 1.44269504088896341f), c * 1.44269504088896341f));
 }
+// IEEE's logf, log1pf and tanhf reduce their argument's range with branches, and a score of them (softplus,
+// tanh) branched per element: a researcher's own expression ran 4x softmax's instructions. These are selects.
+__device__ __forceinline__ real r_log(real a) { return sink_lg2(a) * 0.693147180559945309f; }
+// log(1 + a): where 1 + a rounds to u, a / (u - 1) restores what the rounding lost (0 where u is 1: a itself).
+__device__ __forceinline__ real r_log1p(real a) {
+  const real u = 1 + a, d = u - 1;
+  return d == 0 ? a : r_log(u) * (a * sink_rcp(d));
+}
+// tanh a = sign(a) (1 - t) / (1 + t), t = e^-2|a| in (0, 1]: no overflow; near 0 within float's last place of 1.
+__device__ __forceinline__ real r_tanh(real a) {
+  const real t = sink_ex2(fabsf(a) * -2.88539008177792681f);
+  return copysignf((1 - t) * sink_rcp(1 + t), a);
+}
+__device__ __forceinline__ real r_sqrt(real a) { return sink_sqrt(a); }
 )";
   else
     out += fmt::format(

@@ -199,9 +199,12 @@ int fit(int rows, size_t (*bytes)(int rows, int64_t d, size_t element), int64_t 
 
 }  // namespace
 
-std::string scalar_kernels_reason(const KernelSpec& spec, CudaStorage storage) {
+std::string scalar_kernels_reason(const KernelSpec& spec, CudaStorage storage, int capability) {
   if (storage == CudaStorage::Real) return spec.f64 ? "double storage" : "float storage";
   if (spec.d_head % 16 != 0) return fmt::format("d_head {} is not a multiple of 16", spec.d_head);
+  if (capability > 0 && capability < kTensorCoreCapability)
+    return fmt::format("a GPU of compute capability {}.{}; the tensor-core kernels need {}.{} or newer",
+                       capability / 10, capability % 10, kTensorCoreCapability / 10, kTensorCoreCapability % 10);
   return {};
 }
 
@@ -290,10 +293,10 @@ std::vector<CudaTiles> cuda_tuning_tiles(const KernelSpec& spec, CudaStorage sto
   return out;
 }
 
-CudaTiles cuda_tiles(const KernelSpec& spec, CudaStorage storage) {
+CudaTiles cuda_tiles(const KernelSpec& spec, CudaStorage storage, int capability) {
   const int64_t d = spec.d_head;
   CudaTiles t;
-  if (scalar_kernels_reason(spec, storage).empty()) {
+  if (scalar_kernels_reason(spec, storage, capability).empty()) {
     // 16 rows per warp, four warps; two stages of two tiles of [rows][d + 8] 16-bit numbers (in dynamic shared
     // memory: 68 KiB for the forward's 64 keys at d_head 128, as FlashAttention-2's tiles take).
     t.tensor_cores = true;
@@ -454,7 +457,9 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
     out += cuda_text::kWarpSm80;
     out += cuda_text::kTile;
   } else {
-    out += fmt::format("// Scalar kernels, a row per thread: {}\n", scalar_kernels_reason(spec, storage));
+    const std::string reason = scalar_kernels_reason(spec, storage);
+    out += fmt::format("// Scalar kernels, a row per thread: {}\n",
+                       reason.empty() ? "tiles without tensor cores (a GPU older than 8.0, or a check)" : reason);
   }
   out += abi::cuda_signature(abi::kForwardSymbol, abi::kCudaForward, tiles.forward_threads(), tiles.min_blocks);
   out += tiles.tensor_cores ? fmt::format(" {}\n", cuda_text::kForward) : cuda_forward_body();

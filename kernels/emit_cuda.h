@@ -69,7 +69,9 @@ struct CudaTiles {
  private:
   int threads(int rows, int frags) const { return tensor_cores ? 32 * rows / (16 * frags) : rows; }
 };
-CudaTiles cuda_tiles(const KernelSpec& spec, CudaStorage storage = CudaStorage::Real);
+// `capability`: the GPU's compute capability (major * 10 + minor) where it is known, else 0 (the source
+// alone, as gpu-check fills the kernel cache: sm_80 or newer is assumed).
+CudaTiles cuda_tiles(const KernelSpec& spec, CudaStorage storage = CudaStorage::Real, int capability = 0);
 
 // The bytes of dynamic shared memory each tensor-core kernel's launch asks for: what its struct of shared arrays
 // holds (a kernel that holds more fails to compile); 0 for the kernels whose arrays are static (backward_keys's,
@@ -94,8 +96,13 @@ std::vector<CudaTiles> cuda_fused_candidates(const KernelSpec& spec, CudaStorage
 // Every source a GPU's tuning compiles: cuda_tile_candidates, then cuda_fused_candidates.
 std::vector<CudaTiles> cuda_tuning_tiles(const KernelSpec& spec, CudaStorage storage);
 
-// Why a variant in this storage runs on the scalar kernels; empty where it runs on tensor cores.
-std::string scalar_kernels_reason(const KernelSpec& spec, CudaStorage storage);
+// The oldest GPUs the tensor-core kernels run on (compute capability 8.0, the A100): bf16 mma.sync m16n8k16
+// and cp.async came with it. Older GPUs (V100 7.0, T4 7.5) run every storage on the scalar kernels.
+constexpr int kTensorCoreCapability = 80;
+
+// Why a variant in this storage runs on the scalar kernels (on a GPU of `capability`, 0: unknown, taken as
+// new enough); empty where it runs on tensor cores.
+std::string scalar_kernels_reason(const KernelSpec& spec, CudaStorage storage, int capability = 0);
 
 // The storage of a run's training passes (train.precision): bf16 autocast
 // hands the kernels bf16 q, k and v. Measurements run in float.

@@ -66,6 +66,11 @@ fs::path builtin_corpus(const std::string& name) {
   return file;
 }
 
+fs::path shipped_tuning_table() {
+  fs::path home = data_home();
+  return home.empty() ? fs::path() : home / "data" / "tuning" / "tiles.json";
+}
+
 fs::path kernel_cache_dir() {
   if (const char* env = std::getenv("SINKLAB_KERNEL_CACHE")) return env;
   const char* home = std::getenv("HOME");

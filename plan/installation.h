@@ -22,6 +22,11 @@ std::filesystem::path stdlib_dir();
 // the file is missing.
 std::filesystem::path builtin_corpus(const std::string& name);
 
+// data_home()/data/tuning/tiles.json: the tensor-core kernels' tiles as measured on the GPUs named in it
+// (runtime/attention/cuda_tuning.h), shipped so those GPUs run measured tiles from the first call; empty
+// when there is no data folder.
+std::filesystem::path shipped_tuning_table();
+
 // Where compiled attention kernels are kept between processes (the CPU JIT's
 // object files, the GPU's cubins): $SINKLAB_KERNEL_CACHE, else
 // $HOME/.cache/sinklab/kernels (/tmp/.cache/... without a HOME).

@@ -17,7 +17,7 @@
 #   train_on_cuda     a micro run (tests/plan/fixtures) with train.device = cuda through sinkc-runtime
 #   installed         (when build-node/ holds scripts/pack-node.sh's archive) the same run through the archive's
 #                     portable sinkc beside the runtime installed into a prefix, as a node installs them
-#   gpu_attention     benchmark: the generated kernels (tensor cores in bf16) and SDPA, d_head 64 and 128,
+#   gpu_attention     benchmark: the generated kernels (tensor cores in bf16) and SDPA, d_head 64, 128 and 96,
 #                     T 2048 and 8192 (bench/gpu_attention.cpp)
 #   baselines         benchmark: FlexAttention and torch.compile of the composite on the same cases, in this
 #                     node's Python, printed beside ours (bench/gpu_attention_baselines.py)
@@ -214,16 +214,17 @@ installed() {
     "$work/prefix/bin/sinkc" run "$work/fixture" --out "$work/installed-runs" --no-progress
 }
 [[ -n $archive ]] && step installed 60 installed "$archive"
-# The tiles cuda_check measured (its table) where it measured them, the defaults elsewhere: measuring every
-# benchmark variant's 8 candidates would not fit the call.
-step gpu_attention 120 env SINKLAB_TUNE=0 build-gpu/bench/gpu_attention --repeats 5 --D 64,128 --T 2048,8192 \
+# The tiles cuda_check measured (its table) where it measured them, else those sinklab ships for this GPU
+# (data/tuning/tiles.json), else the defaults: measuring every benchmark variant's 8 candidates would not fit
+# the call. d_head 96 too (the 60M model's), for the rate across d_head; the baselines reach 64 and 128 first.
+step gpu_attention 120 env SINKLAB_TUNE=0 build-gpu/bench/gpu_attention --repeats 5 --D 64,128,96 --T 2048,8192 \
   --json "$work/ours.json"
 # (Its own budget well inside the step's cap: a case it starts, torch.compile included, may take 30 s.)
 step baselines 150 python3 bench/gpu_attention_baselines.py "$work/ours.json" --repeats 5 \
   --budget $((100 * budget / 570)) \
   --json "$work/baselines.json"
 cat "$work/gpu_attention.out" "$work/baselines.out" > "$out/gpu_attention.txt" 2> /dev/null
-step train_vs_pytorch 210 bench/gpu_train_vs_pytorch.sh --rounds 3 build-gpu "$work/train-bench"
+step train_vs_pytorch 210 bench/gpu_train_vs_pytorch.sh --rounds 2 build-gpu "$work/train-bench"
 [[ -f $work/train-bench/gpu_train_vs_pytorch.json ]] && cp "$work/train-bench/gpu_train_vs_pytorch.json" \
   "$out/train_vs_pytorch.json"
 report $status

@@ -2,8 +2,10 @@
 # Nsight Compute on the generated attention kernels, for a short GPU call after scripts/gpu-check.sh on the
 # same machine (whose build-gpu/ it reuses; on a bare machine it builds first, about 110 s).
 #   scripts/gpu-profile.sh OUT [--variants 'softmax|sigmoid, no normalization'] [--D 64] [--T 2048]
-# OUT: ncu.txt (per kernel: duration, registers, occupancy, issue slots, the busiest pipe, Nsight's notes),
-# anatomy.txt (bench/kernel_anatomy: the same kernels' static instruction mix) and timing.txt
+# OUT: ncu.txt (per kernel: duration, registers, occupancy, issue slots, the busiest pipe, Nsight's notes, the
+# source lines with the most excess sectors and stalls),
+# anatomy.txt (bench/kernel_anatomy: the same kernels' static instruction mix), source.txt (their sources) and
+# timing.txt
 # (bench/gpu_attention on the same cases, not under the profiler, with the tuning on) and
 # timing-default-tiles.txt (the same with SINKLAB_TUNE=0) and timing-fused.txt (the default tiles with the fused
 # backward forced, SINKLAB_FUSED_DQ=1: dQ summed by backward_keys, no backward_queries).
@@ -33,11 +35,15 @@ if [[ ! -x build-gpu/bench/gpu_attention || ! -x build-gpu/bench/kernel_anatomy 
     exit 1
 fi
 build-gpu/bench/kernel_anatomy --D "$D" --variants "$variants" > "$out/anatomy.txt" 2>&1
+# The sources the profiled kernels were compiled from, for the line numbers ncu names.
+build-gpu/bench/kernel_anatomy --D "$D" --variants "$variants" --source > "$out/source.txt" 2>&1
 # The default tiles (SINKLAB_TUNE=0: the tuning's own launches would fill the count): each case's forward,
 # backward_rows, backward_keys and backward_queries, twice (the warm-up and the measured call).
-SINKLAB_TUNE=0 timeout 240 ncu --kernel-name regex:sink_ --launch-count 32 \
+# The kernels keep their line numbers (SINKLAB_NVRTC_LINEINFO=1), so the source counters name the lines of
+# sinklab_attention.cu (the emitted source: bench/kernel_anatomy --source) behind excess sectors and stalls.
+SINKLAB_NVRTC_LINEINFO=1 SINKLAB_TUNE=0 timeout 240 ncu --kernel-name regex:sink_ --launch-count 32 \
   --section SpeedOfLight --section Occupancy --section LaunchStats --section ComputeWorkloadAnalysis \
-  --section SchedulerStats --section WarpStateStats \
+  --section SchedulerStats --section WarpStateStats --section SourceCounters --section MemoryWorkloadAnalysis_Tables \
   build-gpu/bench/gpu_attention --repeats 1 --D "$D" --T "$T" --variants "$variants" > "$out/ncu.txt" 2>&1
 rc=$?
 timeout 120 build-gpu/bench/gpu_attention --repeats 5 --D "$D" --T "$T" --variants "$variants" > "$out/timing.txt" 2>&1

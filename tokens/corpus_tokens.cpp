@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "plan/installation.h"
+#include "plan/remove_tree.h"
 #include "tokens/documents.h"
 
 namespace sink::tokens {
@@ -238,7 +239,7 @@ CorpusTokens corpus_tokens(const DataConfig& cfg, const std::string& cache_dir, 
     t.built = true;
     // The mapping outlives the name; a trained model stays for the tokenizer that reads it.
     fs::remove(dir / "tokens.bin");
-    if (t.tokenizer_model.empty()) fs::remove_all(dir);
+    if (t.tokenizer_model.empty()) sink::remove_tree(dir);
     return t;
   }
   const fs::path root(cache_dir), dir = root / key.hex;
@@ -258,10 +259,10 @@ CorpusTokens corpus_tokens(const DataConfig& cfg, const std::string& cache_dir, 
   require_tokenizer(damage.empty() ? fmt::format("no token cache in {}", root.string())
                                    : fmt::format("the token cache is damaged ({})", damage));
   if (!damage.empty() && say) say(fmt::format("token cache: {}; tokenizing again", damage));
-  fs::remove_all(dir);
+  sink::remove_tree(dir);
   // Folders a killed builder left: under the lock, none is being written.
   for (const auto& e : fs::directory_iterator(root))
-    if (e.path().filename().string().rfind(key.hex + ".tmp-", 0) == 0) fs::remove_all(e.path());
+    if (e.path().filename().string().rfind(key.hex + ".tmp-", 0) == 0) sink::remove_tree(e.path());
   if (say) say(fmt::format("tokenizing {} with {} into {}", corpus, tokenizer_text(cfg), dir.string()));
   const auto start = std::chrono::steady_clock::now();
   const fs::path tmp = root / fmt::format("{}.tmp-{}", key.hex, getpid());
@@ -270,7 +271,7 @@ CorpusTokens corpus_tokens(const DataConfig& cfg, const std::string& cache_dir, 
     build(cfg, files, key, tmp, spm);
   } catch (...) {
     std::error_code ec;
-    fs::remove_all(tmp, ec);
+    sink::remove_tree(tmp, ec);
     throw;
   }
   fs::rename(tmp, dir);

@@ -1,5 +1,6 @@
 #include "tokens/tokenizer.h"
 
+#include "plan/remove_tree.h"
 #include "plan/shell.h"
 
 #include <algorithm>
@@ -162,7 +163,7 @@ class ProgramTokenizer : public Tokenizer {
       while (ss >> id) ids.push_back(id);
       out.push_back(std::move(ids));
     }
-    fs::remove_all(dir);
+    sink::remove_tree(dir);
     if (out.size() != docs.size()) throw std::runtime_error("spm_encode returned a different number of lines");
     return out;
   }

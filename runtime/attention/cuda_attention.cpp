@@ -77,6 +77,18 @@ double seconds_per_call(KernelModule& module, const std::function<void()>& run) 
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 3;
 }
 
+// A variant in bf16 or fp16 that runs on the scalar kernels only because the GPU is older than the tensor-core
+// kernels: said once per process, since a run then trains many times slower than on an A100 or newer.
+void say_scalar_once(const kernels::KernelSpec& spec, torch::ScalarType storage, int capability) {
+  const std::string reason = kernels::scalar_kernels_reason(spec, layout_of(storage), capability);
+  if (reason.empty() || !kernels::scalar_kernels_reason(spec, layout_of(storage)).empty()) return;
+  static std::once_flag said;
+  std::call_once(said, [&] {
+    std::cerr << "sinklab: " << storage_name(storage) << " attention runs on the scalar CUDA kernels, a row per "
+              << "thread: " << reason << "\n";
+  });
+}
+
 // What the backward's per-row kernel (backward_rows) leaves for the other two, and the sink logit's terms.
 struct RowTerms {
   torch::Tensor delta, astar, sdxstar, dsink;
@@ -94,10 +106,13 @@ class CudaLauncher : public KernelLauncher {
         modules_(std::move(modules)),
         device_(device),
         key_(std::move(key)),
-        default_(kernels::cuda_tiles(spec, layout_of(storage))),
+        default_(kernels::cuda_tiles(spec, layout_of(storage), modules_.capability ? modules_.capability(device) : 0)),
         chosen_{default_, default_, default_},
         description_(fmt::format("{} {}", default_.tensor_cores ? "cuda-tensor" : "cuda", storage_name(storage))) {
-    if (!default_.tensor_cores) return;
+    if (!default_.tensor_cores) {
+      say_scalar_once(spec, storage, modules_.capability ? modules_.capability(device) : 0);
+      return;
+    }
     tuning_key_ = tuning_key(module(default_)->device_name(), spec_, layout_of(storage_));
     if (auto remembered = remembered_tiles(tuning_key_))
       chosen_ = *remembered;
@@ -362,6 +377,9 @@ KernelModules cuda_modules() {
           true,
           [](const std::string& source, const torch::Device& device) {
             cuda::loadable_image(source, cuda::device_properties(device.has_index() ? device.index() : 0).capability);
+          },
+          [](const torch::Device& device) {
+            return cuda::device_properties(device.has_index() ? device.index() : 0).capability;
           }};
 }
 

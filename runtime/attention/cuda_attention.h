@@ -25,6 +25,9 @@ struct KernelModules {
   // Optional: compiles a source ahead into the kernel cache, touching no device state, so that the tuning can
   // compile its candidates on several threads and still load and launch them all on the calling thread.
   std::function<void(const std::string& source, const torch::Device& device)> prepare;
+  // Optional: the device's compute capability (major * 10 + minor); a GPU older than the tensor-core kernels
+  // (kernels::kTensorCoreCapability) runs the scalar ones. Without it the tensor cores are assumed.
+  std::function<int(const torch::Device& device)> capability;
 };
 
 // CUDA devices: NVRTC and the driver (cuda::module_for).

@@ -248,6 +248,13 @@ class DriverModule : public KernelModule {
 
 std::atomic<int> compilations{0};
 
+// SINKLAB_NVRTC_LINEINFO=1: the machine code keeps the source's line numbers (NVRTC's -lineinfo), so a profiler
+// (Nsight Compute's source counters) can name the line of sinklab_attention.cu an access or a stall comes from.
+bool with_line_info() {
+  const char* v = std::getenv("SINKLAB_NVRTC_LINEINFO");
+  return v && std::string(v) == "1";
+}
+
 // What NVRTC makes of `source` for compute capability `arch`: machine code
 // (sm_XX; the driver loads it as is) or PTX (compute_XX; the driver
 // translates it, and refuses PTX newer than itself).
@@ -259,8 +266,10 @@ std::string compile(const std::string& source, int arch, bool machine_code, std:
   check(n.create(&program, source.c_str(), "sinklab_attention.cu", 0, nullptr, nullptr), "nvrtcCreateProgram");
   const std::string arch_option = fmt::format("--gpu-architecture={}_{}", machine_code ? "sm" : "compute", arch);
   // No fast math: the kernels are checked against the reference at 1e-5.
-  const char* options[] = {arch_option.c_str(), "--std=c++17", "--ptxas-options=-v"};
-  nvrtcResult compiled = n.compile(program, report ? 3 : 2, options);
+  std::vector<const char*> options = {arch_option.c_str(), "--std=c++17"};
+  if (report) options.push_back("--ptxas-options=-v");
+  if (with_line_info()) options.push_back("--generate-line-info");
+  nvrtcResult compiled = n.compile(program, static_cast<int>(options.size()), options.data());
   size_t log_size = 0;
   n.log_size(program, &log_size);
   std::string log(log_size, '\0');
@@ -348,8 +357,8 @@ std::string loadable_image(const std::string& source, int arch) {
   if (nvrtc().version) nvrtc().version(&major, &minor);
   // Named by what decides the bytes: the source, the target and NVRTC's version.
   uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c :
-       fmt::format("{}\nsm_{} {} nvrtc {}.{}", source, target, machine_code ? "cubin" : "ptx", major, minor))
+  for (unsigned char c : fmt::format("{}\nsm_{} {} nvrtc {}.{}{}", source, target, machine_code ? "cubin" : "ptx",
+                                     major, minor, with_line_info() ? " lineinfo" : ""))
     h = (h ^ c) * 0x100000001b3ull;
   const fs::path file = kernel_cache_dir() / fmt::format("cuda-{:016x}.{}", h, machine_code ? "cubin" : "ptx");
   if (std::ifstream in{file, std::ios::binary}) {

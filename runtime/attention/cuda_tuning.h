@@ -4,8 +4,10 @@
 // backward_keys that sums dQ too, kernels::cuda_fused_candidates, where it beats the two backward kernels
 // together), and writes the
 // choice to kernel_cache_dir()/tiles.json, keyed by the GPU's name, the variant, the storage and d_head, so
-// later processes on that GPU read it instead of measuring. SINKLAB_TUNE=0 keeps the defaults
-// (kernels::cuda_tiles).
+// later processes on that GPU read it instead of measuring. Where it holds nothing for a variant, the table
+// sinklab ships (data/tuning/tiles.json: tiles measured on an H100) answers for the GPUs it names.
+// SINKLAB_TUNE=0 keeps the defaults (kernels::cuda_tiles); SINKLAB_TUNE=1 measures what the shipped table
+// holds.
 #pragma once
 #include <map>
 #include <optional>
@@ -28,7 +30,10 @@ struct KernelTiles {
 // The tuning table's key of a variant on a GPU.
 std::string tuning_key(const std::string& gpu, const kernels::KernelSpec& spec, kernels::CudaStorage storage);
 
-// What the table holds for `key`, if anything (an unreadable table reads as empty, and says so on stderr once).
+// What the table holds for `key`, if anything: the kernel cache's table, else the one sinklab ships
+// (shipped_tuning_table(), plan/installation.h: tiles measured on the GPUs it names), which SINKLAB_TUNE=1
+// passes over so that this machine measures them. An unreadable table reads as empty, and says so on stderr
+// once.
 std::optional<KernelTiles> remembered_tiles(const std::string& key);
 // Adds `key` to the table, keeping what other processes wrote (read again, written to a temporary, renamed).
 void remember_tiles(const std::string& key, const KernelTiles& tiles);

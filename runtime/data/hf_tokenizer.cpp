@@ -1,5 +1,6 @@
 #include "runtime/data/hf_tokenizer.h"
 
+#include "plan/remove_tree.h"
 #include "plan/shell.h"
 
 #include <atomic>
@@ -83,7 +84,7 @@ class HfTokenizer : public Tokenizer {
       fs::path dir;
       ~Cleanup() {
         std::error_code ec;
-        fs::remove_all(dir, ec);
+        sink::remove_tree(dir, ec);
       }
     } cleanup{dir};
     // Text that is not valid UTF-8 reaches the library with U+FFFD in place of the bad bytes.

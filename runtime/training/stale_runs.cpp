@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "plan/numerics_version.h"
+#include "plan/remove_tree.h"
 #include "plan/run_record.h"
 
 namespace sink::rt {
@@ -65,7 +66,7 @@ std::string set_aside_stale_results(const std::string& run_dir, const nlohmann::
   fs::create_directories(stale);
   // A copy a crash interrupted: the run's own files are still where they were.
   const fs::path incoming = stale / ".incoming";
-  fs::remove_all(incoming);
+  sink::remove_tree(incoming);
   fs::create_directory(incoming);
   for (const auto& e : fs::directory_iterator(run)) {
     const std::string name = e.path().filename().string();

@@ -11,6 +11,7 @@
 #include "kernels/emit_cuda.h"
 #include "kernels/emit_llvm.h"
 #include "plan/kernel_spec.h"
+#include "plan/remove_tree.h"
 #include "spec_helpers.h"
 
 namespace {
@@ -28,7 +29,7 @@ TEST(CompiledKernels, AttentionLlIsWhatTheRuntimeDerivesFromPlanToml) {
   // Named by process: two checkouts' tests running at once on one machine
   // (a developer's build beside CI's) would otherwise remove each other's files.
   const fs::path out = fs::path(::testing::TempDir()) / ("sinklab-compile-kernels-" + std::to_string(getpid()));
-  fs::remove_all(out);
+  sink::remove_tree(out);
   int runs = 0;
   std::set<std::string> variants;
   for (const auto& spec : spectest::spec_files()) {
@@ -50,7 +51,7 @@ TEST(CompiledKernels, AttentionLlIsWhatTheRuntimeDerivesFromPlanToml) {
   // Every spec compiled, and the specs between them cover many kernel variants.
   EXPECT_GT(runs, 100);
   EXPECT_GT(variants.size(), 20u);
-  fs::remove_all(out);
+  sink::remove_tree(out);
 }
 
 // Plans committed for machines without the front end (a GPU node): each is
@@ -62,7 +63,7 @@ constexpr const char* kNaturalCall =
 
 TEST(CompiledKernels, CommittedPlansAreCurrent) {
   const fs::path out = fs::path(::testing::TempDir()) / ("sinklab-committed-plans-" + std::to_string(getpid()));
-  fs::remove_all(out);
+  sink::remove_tree(out);
   struct Committed {
     std::string spec, options, run, plan;
   };
@@ -82,7 +83,7 @@ TEST(CompiledKernels, CommittedPlansAreCurrent) {
     EXPECT_EQ(slurp(out / run / "plan.toml"), slurp(fs::path(source) / plan))
         << plan << " is not what `sinkc compile " << spec << "` writes now; regenerate it";
   }
-  fs::remove_all(out);
+  sink::remove_tree(out);
 }
 
 }  // namespace

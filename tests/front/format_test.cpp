@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "compiler/format.h"
+#include "plan/remove_tree.h"
 #include "spec_helpers.h"
 
 using namespace spectest;
@@ -113,7 +114,7 @@ TEST(Format, AFormattedStdlibGivesEveryRunTheSameHash) {
     ASSERT_FALSE(on_formatted->diagnostics().has_errors()) << rendered(*on_formatted);
     EXPECT_EQ(hashes(*on_formatted), hashes(*compile_path(path)));
   }
-  fs::remove_all(root);
+  sink::remove_tree(root);
 }
 
 TEST(Format, TheCanonicalLayout) {
@@ -175,5 +176,5 @@ TEST(Format, TheCommandChecksAndWrites) {
   EXPECT_EQ(sinkc("--check " + dir.string()), 0);
   std::ofstream(dir / "broken.sink") << "experiment {\n";
   EXPECT_EQ(sinkc("--check " + dir.string()), 2);
-  fs::remove_all(dir);
+  sink::remove_tree(dir);
 }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "plan/remove_tree.h"
 
 namespace fs = std::filesystem;
 extern char** environ;
@@ -47,12 +48,12 @@ class TempDir {
   TempDir() {
     path_ =
         fs::temp_directory_path() / ("sinklab-robust-" + std::to_string(getpid()) + "-" + std::to_string(counter_++));
-    fs::remove_all(path_);
+    sink::remove_tree(path_);
     fs::create_directories(path_);
   }
   ~TempDir() {
     std::error_code ec;
-    fs::remove_all(path_, ec);
+    sink::remove_tree(path_, ec);
   }
   fs::path write(const std::string& name, const std::string& bytes) const {
     fs::path p = path_ / name;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "plan/remove_tree.h"
 
 namespace fs = std::filesystem;
 using sink::testing::compile_path;
@@ -20,10 +21,10 @@ class ProjectFolder : public ::testing::Test {
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("sinklab-precedence-" + std::to_string(getpid()) + "-" +
                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
+    sink::remove_tree(dir_);
     fs::create_directories(dir_);
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override { sink::remove_tree(dir_); }
 
   void write(const std::string& name, const std::string& text) {
     fs::create_directories((dir_ / name).parent_path());

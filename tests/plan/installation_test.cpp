@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "plan/installation.h"
+#include "plan/remove_tree.h"
 
 namespace fs = std::filesystem;
 
@@ -26,7 +27,7 @@ class BuiltinCorpus : public ::testing::Test {
       unsetenv("SINKLAB_HOME");
     else
       setenv("SINKLAB_HOME", old_home_.c_str(), 1);
-    fs::remove_all(home_);
+    sink::remove_tree(home_);
   }
   static std::string error_of(const std::string& name) {
     try {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "compiler/pipeline.h"
+#include "plan/remove_tree.h"
 
 namespace sink::testing {
 
@@ -110,12 +111,12 @@ struct TempDir {
     path = (fs::temp_directory_path() /
             ("sinklab-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(count++)))
                .string();
-    fs::remove_all(path);
+    sink::remove_tree(path);
     fs::create_directories(path);
   }
   ~TempDir() {
     std::error_code ec;
-    std::filesystem::remove_all(path, ec);
+    sink::remove_tree(path, ec);
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;

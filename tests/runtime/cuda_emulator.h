@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "kernels/kernel_abi.h"
+#include "plan/remove_tree.h"
 #include "runtime/attention/cuda_attention.h"
 
 namespace sink::testing_variants {
@@ -348,7 +349,7 @@ class HostCompiledKernels {
   }
   ~HostCompiledKernels() {
     std::error_code ignored;
-    std::filesystem::remove_all(dir_, ignored);
+    sink::remove_tree(dir_, ignored);
   }
   void* kernel(std::string_view symbol) const {
     void* k = dlsym(handle_, std::string(symbol).c_str());
@@ -456,7 +457,7 @@ class KernelCacheHere {
  public:
   explicit KernelCacheHere(const std::string& name)
       : dir_(std::filesystem::temp_directory_path() / (name + "-" + std::to_string(getpid()))) {
-    std::filesystem::remove_all(dir_);
+    sink::remove_tree(dir_);
     if (const char* before = std::getenv("SINKLAB_KERNEL_CACHE")) before_ = before;
     setenv("SINKLAB_KERNEL_CACHE", dir_.c_str(), 1);
   }
@@ -465,7 +466,7 @@ class KernelCacheHere {
       unsetenv("SINKLAB_KERNEL_CACHE");
     else
       setenv("SINKLAB_KERNEL_CACHE", before_.c_str(), 1);
-    std::filesystem::remove_all(dir_);
+    sink::remove_tree(dir_);
   }
   const std::filesystem::path& dir() const { return dir_; }
 

@@ -22,6 +22,7 @@
 
 #include "kernels/cuda_source.h"
 #include "kernels/emit_cuda.h"
+#include "plan/remove_tree.h"
 #include "runtime/attention/attention.h"
 #include "runtime/attention/cuda_attention.h"
 #include "runtime/attention/cuda_driver.h"
@@ -375,7 +376,7 @@ TEST(CudaKernels, EveryVariantCompilesForSm80AndSm90) {
       ASSERT_EQ(std::system(command.c_str()), 0) << command;
       ++assembled;
     }
-  std::filesystem::remove_all(dir);
+  sink::remove_tree(dir);
   EXPECT_EQ(assembled, 2 * static_cast<int>(sources.size()));
 }
 
@@ -421,7 +422,7 @@ TEST(CudaKernels, NvrtcIsLookedForWhereGpuNodesKeepIt) {
   const auto candidates = cuda::nvrtc_candidates();
   unsetenv("SINKLAB_NVRTC");
   unsetenv("CUDA_HOME");
-  std::filesystem::remove_all(home);
+  sink::remove_tree(home);
   ASSERT_GE(candidates.size(), 5u);
   EXPECT_EQ(candidates[0], "/opt/own/libnvrtc.so");
   EXPECT_EQ(candidates[1], "libnvrtc.so");
@@ -439,7 +440,7 @@ TEST(CudaKernels, CompiledKernelsAreKeptOnDiskByContent) {
   std::string why;
   if (!cuda::nvrtc_available(&why)) GTEST_SKIP() << "NVRTC not available: " << why;
   const auto dir = std::filesystem::temp_directory_path() / ("sinklab-cuda-cache-" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
+  sink::remove_tree(dir);
   const char* before_env = std::getenv("SINKLAB_KERNEL_CACHE");
   const std::string saved = before_env ? before_env : "";
   setenv("SINKLAB_KERNEL_CACHE", dir.c_str(), 1);
@@ -463,5 +464,5 @@ TEST(CudaKernels, CompiledKernelsAreKeptOnDiskByContent) {
     setenv("SINKLAB_KERNEL_CACHE", saved.c_str(), 1);
   else
     unsetenv("SINKLAB_KERNEL_CACHE");
-  std::filesystem::remove_all(dir);
+  sink::remove_tree(dir);
 }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "plan/remove_tree.h"
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -85,7 +86,7 @@ inline std::map<std::string, std::vector<std::string>> disassemble(const std::st
       }
     }
   }
-  std::filesystem::remove_all(dir);
+  sink::remove_tree(dir);
   return out;
 }
 

@@ -36,10 +36,12 @@ inline float __int_as_float(int i) {
   std::memcpy(&f, &i, sizeof f);
   return f;
 }
-// The SFU's 2^a (ex2.approx.ftz.f32) and 1 / b (rcp.approx.ftz.f32): each within 2 units in the last place of
-// the exact result, which stands in.
+// The SFU's 2^a, 1 / b, log2 a and sqrt a (ex2, rcp, lg2, sqrt .approx.ftz.f32): each within a few units in the
+// last place of the exact result (lg2 near 1: 2^-22 absolute), which stands in.
 inline float sink_ex2(float a) { return std::exp2(a); }
 inline float sink_rcp(float b) { return 1 / b; }
+inline float sink_lg2(float a) { return std::log2(a); }
+inline float sink_sqrt(float a) { return std::sqrt(a); }
 inline float __uint_as_float(unsigned i) {
   float f;
   std::memcpy(&f, &i, sizeof f);

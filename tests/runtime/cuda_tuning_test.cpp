@@ -6,11 +6,16 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
 
 #include "kernels/emit_cuda.h"
 #include "kernels/kernel_abi.h"
+#include "plan/installation.h"
+#include "plan/remove_tree.h"
 #include "runtime/attention/cuda_attention.h"
 #include "runtime/attention/cuda_tuning.h"
 #include "tests/runtime/attention_oracle_expect.h"
@@ -306,4 +311,105 @@ TEST(CudaKernels, TuningWritesItsChoiceForTheNextProcess) {
   // A table that is not one reads as empty (and is measured again), never as an error.
   std::ofstream(cache.dir() / "tiles.json") << "not json";
   EXPECT_FALSE(remembered_tiles(key).has_value());
+}
+
+// A GPU older than the tensor-core kernels (a T4, compute capability 7.5: no bf16 mma.sync m16n8k16, no
+// cp.async) runs bf16 on the scalar kernels, right against the reference, and says so once; the same variant on
+// an sm_80 "GPU" runs on tensor cores.
+TEST(CudaKernels, AGpuOlderThanTheTensorCoreKernelsRunsTheScalarOnes) {
+  if (!have_host_compiler()) GTEST_SKIP() << "no host C++ compiler (c++) to run the CUDA source on the CPU";
+  const KernelCacheHere cache("sinklab-old-gpu");
+  const Variant v{.name = "softmax", .T = 40, .D = 64};
+  const auto spec = spec_of(v);
+  const auto on_a_gpu_of = [&](int capability) {
+    KernelModules modules = emulated_modules(fmt::format("capability {}", capability), false);
+    modules.capability = [capability](const torch::Device&) { return capability; };
+    return modules;
+  };
+  const KernelModules t4 = on_a_gpu_of(75), a100 = on_a_gpu_of(80);
+  const auto q = torch::zeros({1, 1, v.T, v.D}, torch::kBFloat16);
+  ::testing::internal::CaptureStderr();
+  const std::string on_t4 = cuda_launcher(spec, q, t4)->description();
+  const SixteenBitResult r = measure_sixteen_bit(
+      [&](const kernels::KernelSpec& s, const AttentionCall& call) { return cuda_attention(s, call, t4); }, v,
+      torch::kBFloat16);
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(on_t4, "cuda bf16");
+  EXPECT_EQ(cuda_launcher(spec, q, a100)->description(), "cuda-tensor bf16");
+  EXPECT_TRUE(r.passed()) << "forward " << r.forward << " (< " << r.forward_allowed << ")";
+  EXPECT_NE(said.find("compute capability 7.5; the tensor-core kernels need 8.0 or newer"), std::string::npos) << said;
+  const auto tiles = kernels::cuda_tiles(spec, kernels::CudaStorage::BFloat16, 75);
+  EXPECT_FALSE(tiles.tensor_cores);
+  EXPECT_TRUE(kernels::cuda_tiles(spec, kernels::CudaStorage::BFloat16, 90).tensor_cores);
+  EXPECT_TRUE(kernels::cuda_tiles(spec, kernels::CudaStorage::BFloat16).tensor_cores) << "unknown: assumed new";
+}
+
+// The table sinklab ships (data/tuning/tiles.json) answers a key the kernel cache's table lacks; a measurement
+// made here (the cache's table) wins over it. Without a GPU or the emulation: the lookup alone.
+TEST(CudaKernels, ShippedTilesAnswerWhatThisMachineHasNotMeasured) {
+  const KernelCacheHere cache("sinklab-shipped-tiles");
+  const auto home = std::filesystem::temp_directory_path() / ("sinklab-shipped-tiles-" + std::to_string(getpid()));
+  std::filesystem::create_directories(home / "data" / "tuning");
+  const std::string key = "Test GPU | a variant | bf16 storage | d_head 64";
+  const auto tiles_json = [](int forward_keys, int min_blocks) {
+    return nlohmann::json{
+        {"forward_rows", 64}, {"forward_keys", forward_keys}, {"key_rows", 64}, {"key_queries", 32}, {"query_rows", 64},
+        {"query_keys", 32},   {"min_blocks", min_blocks},     {"row_frags", 1}};
+  };
+  nlohmann::json shipped;
+  shipped[key] = {
+      {"forward", tiles_json(128, 2)}, {"backward_keys", tiles_json(64, 3)}, {"backward_queries", tiles_json(64, 1)}};
+  std::ofstream(home / "data" / "tuning" / "tiles.json") << shipped.dump();
+  const char* before = std::getenv("SINKLAB_HOME");
+  const std::string old_home = before ? before : "";
+  setenv("SINKLAB_HOME", home.c_str(), 1);
+  const auto from_shipped = remembered_tiles(key);
+  const char* tune_before = std::getenv("SINKLAB_TUNE");
+  const std::string old_tune = tune_before ? tune_before : "";
+  setenv("SINKLAB_TUNE", "1", 1);  // measure here: the shipped table does not answer
+  const bool shipped_answered_tune_1 = remembered_tiles(key).has_value();
+  if (old_tune.empty())
+    unsetenv("SINKLAB_TUNE");
+  else
+    setenv("SINKLAB_TUNE", old_tune.c_str(), 1);
+  EXPECT_FALSE(remembered_tiles("Test GPU | another variant | bf16 storage | d_head 64").has_value());
+  // Measured here: the cache's table answers from now on.
+  KernelTiles measured = from_shipped.value_or(KernelTiles{});
+  measured.forward.forward_keys = 32;
+  remember_tiles(key, measured);
+  const auto after_measuring = remembered_tiles(key);
+  if (old_home.empty())
+    unsetenv("SINKLAB_HOME");
+  else
+    setenv("SINKLAB_HOME", old_home.c_str(), 1);
+  sink::remove_tree(home);
+  ASSERT_TRUE(from_shipped.has_value()) << "the shipped table was not read";
+  EXPECT_EQ(from_shipped->forward.forward_keys, 128);
+  EXPECT_EQ(from_shipped->forward.min_blocks, 2);
+  EXPECT_EQ(from_shipped->keys.min_blocks, 3);
+  EXPECT_TRUE(from_shipped->forward.tensor_cores);
+  EXPECT_FALSE(shipped_answered_tune_1) << "SINKLAB_TUNE=1 should pass over the shipped table";
+  ASSERT_TRUE(after_measuring.has_value());
+  EXPECT_EQ(after_measuring->forward.forward_keys, 32);
+}
+
+// Every entry of the table this tree ships reads as tiles, each within the shared memory every GPU from sm_80
+// on gives a block, under a key of the form tuning_key writes.
+TEST(CudaKernels, TheShippedTilesTableReadsWhole) {
+  const KernelCacheHere cache("sinklab-shipped-table");  // an empty cache: every answer is the shipped table's
+  const auto path = shipped_tuning_table();
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << "no shipped table at " << path.string();
+  const nlohmann::json table = nlohmann::json::parse(in);
+  ASSERT_FALSE(table.empty());
+  const std::regex key_form(R"((.+) \| (.+) \| (bf16|half) storage \| d_head (\d+))");
+  for (const auto& [key, entry] : table.items()) {
+    std::smatch parts;
+    ASSERT_TRUE(std::regex_match(key, parts, key_form)) << key;
+    const auto tiles = remembered_tiles(key);
+    ASSERT_TRUE(tiles.has_value()) << key;
+    const int64_t d = std::stoll(parts[4]);
+    EXPECT_LE(kernels::cuda_shared_bytes(tiles->forward, d).forward, kernels::kCudaSharedLimit) << key;
+    EXPECT_LE(kernels::cuda_shared_bytes(tiles->queries, d).queries, kernels::kCudaSharedLimit) << key;
+  }
 }

@@ -11,6 +11,7 @@
 #include <functional>
 #include <sys/wait.h>
 
+#include "plan/remove_tree.h"
 #include "runtime/interop/llama2c.h"
 #include "runtime/training/checkpoint.h"
 #include "runtime/training/model.h"
@@ -321,7 +322,7 @@ TEST(Export, SinkcExportCommand) {
   EXPECT_NE(no_format.find("--llama2c"), std::string::npos) << no_format;
   EXPECT_EQ(shell(sinkc + " export " + out.str() + " --llama2c " + out.file("x.bin"), not_run), 1) << not_run;
   EXPECT_NE(not_run.find("plan.toml"), std::string::npos) << not_run;
-  fs::remove_all(run + "/checkpoint");
+  sink::remove_tree(run + "/checkpoint");
   EXPECT_EQ(shell(sinkc + " export " + run + " --llama2c " + out.file("x.bin"), untrained), 1) << untrained;
   EXPECT_NE(untrained.find("no checkpoint"), std::string::npos) << untrained;
 }

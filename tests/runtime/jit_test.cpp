@@ -10,6 +10,7 @@
 
 #include "compiler/pipeline.h"
 #include "kernels/emit_llvm.h"
+#include "plan/remove_tree.h"
 #include "runtime/attention/attention.h"
 #include "runtime/attention/jit.h"
 #include "runtime/attention/jit_attention.h"
@@ -121,7 +122,7 @@ TEST(Jit, DiskCacheSparesTheSecondProcessACompile) {
   Variant v{.name = "disk cache", .score = call("sigmoid", {var("qk")}), .normalize = "none", .T = 5, .D = 4};
   const std::string ir = kernels::emit_llvm(spec_of(v));
   const std::string dir = testing::TempDir() + "/sinklab-kernel-cache-test";
-  std::filesystem::remove_all(dir);
+  sink::remove_tree(dir);
   using Forward = void (*)(const float*, const float*, const float*, const float*, const float*, const float*,
                            const float*, float*, float*, int64_t, int64_t);
   auto run = [&](Jit& jit) {
@@ -180,7 +181,7 @@ TEST(Jit, TheCompiledKernelsAreVectorized) {
 #endif
   Variant v{.name = "softmax", .D = 32};
   const std::string dir = testing::TempDir() + "/sinklab-vector-check";
-  std::filesystem::remove_all(dir);
+  sink::remove_tree(dir);
   {
     Jit jit(dir);
     ASSERT_NE(jit.lookup("vector-check", kernels::emit_llvm(spec_of(v)), "sink_forward"), nullptr);

@@ -18,6 +18,7 @@
 extern char** environ;
 
 #include "compiler/pipeline.h"
+#include "plan/remove_tree.h"
 #include "plan/run_config.h"
 #include "runtime/training/train.h"
 
@@ -57,12 +58,12 @@ struct TempDir {
     std::random_device rd;
     path = std::filesystem::temp_directory_path() / ("sinklab-test-" + tag + "-" + std::to_string(getpid()) + "-" +
                                                      std::to_string(counter++) + "-" + std::to_string(rd() % 100000));
-    std::filesystem::remove_all(path);
+    sink::remove_tree(path);
     std::filesystem::create_directories(path);
   }
   ~TempDir() {
     std::error_code ec;
-    std::filesystem::remove_all(path, ec);
+    sink::remove_tree(path, ec);
   }
   std::string str() const { return path.string(); }
   std::string file(const std::string& name) const { return (path / name).string(); }

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "plan/remove_tree.h"
 #include "tokens/corpus_tokens.h"
 #include "tokens/documents.h"
 
@@ -30,7 +31,7 @@ struct TempDir {
   }
   ~TempDir() {
     std::error_code ec;
-    fs::remove_all(path, ec);
+    sink::remove_tree(path, ec);
   }
   std::string file(const std::string& name) const { return (path / name).string(); }
 };
