@@ -77,6 +77,11 @@ double seconds_per_call(KernelModule& module, const std::function<void()>& run) 
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 3;
 }
 
+// The device's compute capability, where the loader says it; 0 (assume tensor cores) otherwise.
+int capability_of(const KernelModules& modules, const torch::Device& device) {
+  return modules.capability ? modules.capability(device) : 0;
+}
+
 // A variant in bf16 or fp16 that runs on the scalar kernels only because the GPU is older than the tensor-core
 // kernels: said once per process, since a run then trains many times slower than on an A100 or newer.
 void say_scalar_once(const kernels::KernelSpec& spec, torch::ScalarType storage, int capability) {
@@ -106,11 +111,11 @@ class CudaLauncher : public KernelLauncher {
         modules_(std::move(modules)),
         device_(device),
         key_(std::move(key)),
-        default_(kernels::cuda_tiles(spec, layout_of(storage), modules_.capability ? modules_.capability(device) : 0)),
+        default_(kernels::cuda_tiles(spec, layout_of(storage), capability_of(modules_, device))),
         chosen_{default_, default_, default_},
         description_(fmt::format("{} {}", default_.tensor_cores ? "cuda-tensor" : "cuda", storage_name(storage))) {
     if (!default_.tensor_cores) {
-      say_scalar_once(spec, storage, modules_.capability ? modules_.capability(device) : 0);
+      say_scalar_once(spec, storage, capability_of(modules_, device));
       return;
     }
     tuning_key_ = tuning_key(module(default_)->device_name(), spec_, layout_of(storage_));
