@@ -23,8 +23,8 @@ void fail(Removal& r, const std::string& path) {
   r.failed = path;
 }
 
-// Removes the entry `name` of the open folder `parent` (whose path is `parent_path`), depth first, by file
-// descriptors (openat/unlinkat), so no path grows with the depth and a link is never followed.
+// Removes the entry `name` of the open folder `parent` (`path`: the entry's whole path, for the error), depth
+// first, through file descriptors (openat/unlinkat): no call's path grows with the depth, no link is followed.
 void remove_entry(int parent, const char* name, const std::string& path, Removal& r) {
   if (unlinkat(parent, name, 0) == 0) {
     ++r.removed;
