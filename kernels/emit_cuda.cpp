@@ -211,11 +211,13 @@ std::string scalar_kernels_reason(const KernelSpec& spec, CudaStorage storage, i
 namespace {
 
 // backward_keys's static shared memory: two stages of [rows][d + 8] Q and dO tiles and four float rows (Z, 1 / Z,
-// the shift, D); with fused_dq also the block's K rows and a [block][rows + 8] tile of dS^T.
+// the shift, D); with fused_dq also the block's K rows, a [block][rows + 8] tile of dS^T and the tile's dQ share
+// in float, [rows][d + 8] (what sm_90's bulk reductions read).
 int backward_keys_shared_bytes(const CudaTiles& t, int64_t d) {
-  const int rows = t.key_queries, fused_rows = t.fused_dq ? t.key_rows : 1;  // (one row of each otherwise)
-  return 2 * 2 * rows * static_cast<int>(d + 8) * 2 + 2 * 4 * rows * 4 + fused_rows * static_cast<int>(d + 8) * 2 +
-         fused_rows * (rows + 8) * 2;
+  const int rows = t.key_queries, pitch = static_cast<int>(d + 8);
+  const int fused_rows = t.fused_dq ? t.key_rows : 1, dq_rows = t.fused_dq ? rows : 1;  // (one row otherwise)
+  return 2 * 2 * rows * pitch * 2 + 2 * 4 * rows * 4 + fused_rows * pitch * 2 + fused_rows * (rows + 8) * 2 +
+         dq_rows * pitch * 4;
 }
 constexpr int kStaticSharedLimit = 48 * 1024;
 

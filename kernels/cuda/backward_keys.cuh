@@ -12,9 +12,13 @@
   __shared__ __align__(16) store_t q_tile[2][KEY_QUERIES][PITCH], do_tile[2][KEY_QUERIES][PITCH];
   __shared__ real st0_tile[2][KEY_QUERIES], inv0_tile[2][KEY_QUERIES], st1_tile[2][KEY_QUERIES],
       delta_tile[2][KEY_QUERIES];
-  // With FUSED_DQ, the block's K rows and a tile's dS^T, the operands of dQ's share (sized away otherwise).
-  constexpr int FUSED_ROWS = FUSED_DQ ? KEY_ROWS : 1;
+  // With FUSED_DQ, the block's K rows and a tile's dS^T, the operands of dQ's share, and on sm_90 that share in
+  // float for the copy engine's bulk reduction (sized away otherwise). The float rows are D + 8 apart: the eight
+  // rows of one store then fall in different banks.
+  constexpr int FUSED_ROWS = FUSED_DQ ? KEY_ROWS : 1, DQ_ROWS = FUSED_DQ ? KEY_QUERIES : 1;
   __shared__ __align__(16) store_t k_rows[FUSED_ROWS][PITCH], ds_tile[FUSED_ROWS][KEY_QUERIES + 8];
+  __shared__ __align__(16) float dq_tile[DQ_ROWS][D + 8];
+  static_assert(!FUSED_DQ || KEY_QUERIES <= KEY_THREADS, "a thread issues each row's bulk reduction");
   const int warp = threadIdx.x / 32;
   const long long bh = blockIdx.y, head = (unsigned)blockIdx.y % (unsigned)H;  // (a 64-bit % is a call)
   const int n = (int)T;  // positions within the slice are 32-bit (tile.cuh)
@@ -70,12 +74,20 @@
       delta_tile[to][r] = next_delta[round] * DX_SCALE;  // (column_grad's dx_scale)
     }
   };
+  // On sm_90 the fused dQ share of a tile leaves through dq_tile: the share of the tile before (its queries from
+  // `reduced`), each row added into dQ by the copy engine, issued after a barrier that follows its writes.
+  auto reduce_rows = [&](int reduced) {
+    const int r = (int)threadIdx.x;
+    if (r < KEY_QUERIES && reduced + r <= last)
+      bulk_reduce_add(&dq_sum[(long long)(reduced + r) * D], dq_tile[r], D * (unsigned)sizeof(float));
+  };
   int stage = 0;
   fetch_queries(0, first);
   store_statistics(0);
   for (int qb = first; qb <= last; qb += KEY_QUERIES, stage ^= 1) {
     const bool more = qb + KEY_QUERIES <= last;
     await_stage();
+    if (FUSED_DQ && SINK_BULK_REDUCE && qb > first) reduce_rows(qb - KEY_QUERIES);
     if (more) fetch_queries(stage ^ 1, qb + KEY_QUERIES);
     float sT[KEY_QUERIES / 8][4], dAT[KEY_QUERIES / 8][4];
     zero(sT), zero(dAT);
@@ -142,32 +154,49 @@
     mma_ab<KEY_QUERIES>(dk_acc, sa, q_tile[stage]);
     if (FUSED_DQ) {
       // dQ's share of the tile, dS K over the block's keys, added into float sums (every key block adds to
-      // the same query rows): dS^T through shared memory, a warp per 16 x 16 block of the tile's dQ. (The
-      // previous tile's readers of it are past this tile's first barrier.)
+      // the same query rows): dS^T through shared memory, a warp per CB blocks of 16 x 16 of the tile's dQ in one
+      // row of blocks (the piece of dS read once for them). (The previous tile's readers of ds_tile are past this
+      // tile's first barrier; the copy engine has read dq_tile before its issuing thread reaches the next.)
       store_a<KEY_QUERIES>(ds_tile, 16 * warp, sa);
+      if (SINK_BULK_REDUCE) bulk_wait_read();
       __syncthreads();
-      constexpr int COLS = D / 16, BLOCKS = KEY_QUERIES / 16 * COLS, WARPS = KEY_THREADS / 32;
+      constexpr int COLS = D / 16, ROW_BLOCKS = KEY_QUERIES / 16, WARPS = KEY_THREADS / 32;
+      constexpr int PER_ROW = WARPS > ROW_BLOCKS ? WARPS / ROW_BLOCKS : 1;  // warps sharing a row of blocks
+      constexpr int CB = COLS % PER_ROW == 0 ? COLS / PER_ROW : 1, UNITS = ROW_BLOCKS * (COLS / CB);
 #pragma unroll
-      for (int round = 0; round < (BLOCKS + WARPS - 1) / WARPS; ++round) {
+      for (int round = 0; round < (UNITS + WARPS - 1) / WARPS; ++round) {
         const int u = warp + round * WARPS;
-        if (BLOCKS % WARPS != 0 && u >= BLOCKS) break;
-        float acc[2][4];
-        zero(acc);
-        mma_atb_block<KEY_ROWS>(acc, ds_tile, u / COLS, k_rows, u % COLS);
+        if (UNITS % WARPS != 0 && u >= UNITS) break;
+        const int rb = u / (COLS / CB), c0 = u % (COLS / CB) * CB;
+        float acc[CB][2][4];
+#pragma unroll
+        for (int cb = 0; cb < CB; ++cb) zero(acc[cb]);
+        mma_atb_blocks<KEY_ROWS, KEY_QUERIES + 8, CB>(acc, ds_tile, rb, k_rows, c0);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {  // the lane's two rows; its elements 2 h and 2 h + 1 are neighbours
-          const int i = qb + 16 * (u / COLS) + frag_row(2 * h);
-          if (i > last) continue;
+          const int r = 16 * rb + frag_row(2 * h), i = qb + r;
 #pragma unroll
-          for (int half = 0; half < 2; ++half)
-            red_add_pair(&dq_sum[(long long)i * D + 16 * (u % COLS) + frag_col(half, 0)], acc[half][2 * h],
-                         acc[half][2 * h + 1]);
+          for (int cb = 0; cb < CB; ++cb)
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              const int c = 16 * (c0 + cb) + frag_col(half, 0);
+              if (SINK_BULK_REDUCE)
+                store_pair(&dq_tile[r][c], acc[cb][half][2 * h], acc[cb][half][2 * h + 1]);
+              else if (i <= last)
+                red_add_pair(&dq_sum[(long long)i * D + c], acc[cb][half][2 * h], acc[cb][half][2 * h + 1]);
+            }
         }
       }
+      if (SINK_BULK_REDUCE) bulk_fence();
     }
     // The next stage's statistics (its last reader was the previous tile, before this one's barrier), seen by
     // every warp after the next tile's.
     if (more) store_statistics(stage ^ 1);
+  }
+  if (FUSED_DQ && SINK_BULK_REDUCE && first <= last) {  // the last tile's share, and nothing left reading shared memory
+    __syncthreads();
+    reduce_rows(first + (last - first) / KEY_QUERIES * KEY_QUERIES);
+    bulk_wait_read();
   }
   const float one[2] = {1, 1};
   store_rows(dk, dk_acc, warp_key, n, one);

@@ -149,20 +149,25 @@ __device__ __forceinline__ void store_a(store_t (*tile)[P], int r0, const unsign
   }
 }
 
-// acc (16 x 16, two 8-column blocks) += X B, summed over the first K rows of two shared tiles: x holds X
-// transposed (a row per summed index; X's rows are its columns 16 r..16 r + 15), b holds B (B's columns are
-// its columns 16 c..16 c + 15). Both operands come through ldmatrix's transposing load.
-template <int K, int PX>
-__device__ __forceinline__ void mma_atb_block(float (&acc)[2][4], const store_t (*x)[PX], int r,
-                                              const store_t (*b)[PITCH], int c) {
+// acc (16 x 16 CB: CB blocks of 16 columns, each two 8-column blocks) += X B, summed over the first K rows of two
+// shared tiles: x holds X transposed (a row per summed index; X's rows are its columns 16 r..16 r + 15), b holds B
+// (B's columns are its columns 16 c..16 c + 16 CB - 1). Both operands come through ldmatrix's transposing load;
+// each piece of X is read once for the CB blocks.
+template <int K, int PX, int CB>
+__device__ __forceinline__ void mma_atb_blocks(float (&acc)[CB][2][4], const store_t (*x)[PX], int r,
+                                               const store_t (*b)[PITCH], int c) {
   const int l = lane_id();
 #pragma unroll
   for (int kk = 0; kk < K / 16; ++kk) {
-    unsigned a[4], bb[4];
+    unsigned a[4];
     ldmatrix_x4_trans(a, &x[16 * kk + l % 8 + 8 * (l / 16)][16 * r + 8 * (l / 8 % 2)]);
-    ldmatrix_x4_trans(bb, &b[16 * kk + l % 8 + 8 * (l / 8 % 2)][16 * c + 8 * (l / 16)]);
-    mma_16816<HALF_MMA>(acc[0], a, bb[0], bb[1]);
-    mma_16816<HALF_MMA>(acc[1], a, bb[2], bb[3]);
+#pragma unroll
+    for (int cb = 0; cb < CB; ++cb) {
+      unsigned bb[4];
+      ldmatrix_x4_trans(bb, &b[16 * kk + l % 8 + 8 * (l / 8 % 2)][16 * (c + cb) + 8 * (l / 16)]);
+      mma_16816<HALF_MMA>(acc[cb][0], a, bb[0], bb[1]);
+      mma_16816<HALF_MMA>(acc[cb][1], a, bb[2], bb[3]);
+    }
   }
 }
 

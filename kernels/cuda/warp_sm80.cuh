@@ -74,6 +74,41 @@ __device__ __forceinline__ void red_add_pair(float* p, float a, float b) {
 #endif
 }
 
+// Hopper's bulk reduction (sm_90): `bytes` (a multiple of 16, both addresses 16-byte aligned) of floats in shared
+// memory added into global memory by the copy engine, one instruction for what per-element red.global.add
+// does in bytes / 8 (FlashAttention-3's dQ). The shared memory's writers make their writes visible to the copy
+// engine (bulk_fence, then a barrier) before one thread issues; that thread waits for the engine to have read
+// them (bulk_wait_read) before any thread writes there again, and before it returns.
+#if __CUDA_ARCH__ >= 900
+#define SINK_BULK_REDUCE true
+#else
+#define SINK_BULK_REDUCE false
+#endif
+__device__ __forceinline__ void bulk_fence() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_reduce_add(float* global, const float* shared, unsigned bytes) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
+      "cp.async.bulk.commit_group;\n" ::"l"(global),
+      "r"(shared_address(shared)), "r"(bytes)
+      : "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_wait_read() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+#endif
+}
+
+// p[0] = a, p[1] = b in one 8-byte store (p 8-byte aligned).
+__device__ __forceinline__ void store_pair(float* p, float a, float b) {
+  *reinterpret_cast<float2*>(p) = make_float2(a, b);
+}
+
 // Two floats rounded to nearest even into one register of two 16-bit numbers, `lo` in the low half.
 template <bool HALF>
 __device__ __forceinline__ unsigned pack_rn(float lo, float hi) {

@@ -324,18 +324,33 @@ inline std::span<const std::string_view> parameters_of(std::string_view symbol) 
   return {};
 }
 
-// A source compiled by the host compiler and loaded.
+// Whether there is a host C++ compiler to run the CUDA source on the CPU.
+inline bool have_host_compiler() { return std::system("command -v c++ > /dev/null 2>&1") == 0; }
+#define SKIP_WITHOUT_HOST_COMPILER()                 \
+  if (!sink::testing_variants::have_host_compiler()) \
+  GTEST_SKIP() << "no host C++ compiler (c++) to run the CUDA source on the CPU"
+
+// A source compiled by the host compiler and loaded. The file compiled holds the emulation's header and the source
+// and is compiled in its own folder by a relative name, so the same source is the same compilation to a compiler
+// cache wherever the folder and the checkout are; then linked apart (a cache serves compilations, not links).
 class HostCompiledKernels {
  public:
   explicit HostCompiledKernels(const std::string& source) {
     std::string dir_template = (std::filesystem::temp_directory_path() / "sinklab-cuda-on-cpu-XXXXXX").string();
     if (!mkdtemp(dir_template.data())) throw std::runtime_error("cannot make a temporary folder");
     dir_ = dir_template;
-    std::ofstream(dir_ / "kernels.cu") << source;
+    std::ifstream header(std::filesystem::path(SINKLAB_SOURCE_DIR) / "tests/runtime/cuda_on_cpu.h");
+    std::ofstream(dir_ / "kernels.cu") << std::string(std::istreambuf_iterator<char>(header), {})
+                                       << "\n#line 1 \"kernels.cu\"\n"
+                                       << source;
+    // The build's compiler launcher (ccache in CI; tests/CMakeLists.txt passes it): these compilations are about
+    // half the emulation's time, and a cache serves them again to the next run.
+    const char* launcher_set = std::getenv("SINKLAB_HOST_COMPILER_LAUNCHER");
+    const std::string launcher = launcher_set ? launcher_set : "";
     const std::string command = fmt::format(
-        "c++ -std=c++20 -O1 -fno-strict-aliasing -fPIC -shared -w -include {}/tests/runtime/cuda_on_cpu.h -x c++ {} -o "
-        "{} > {} 2>&1",
-        SINKLAB_SOURCE_DIR, (dir_ / "kernels.cu").string(), (dir_ / "kernels.so").string(), (dir_ / "log").string());
+        "cd '{}' && {} c++ -std=c++20 -O1 -fno-strict-aliasing -fPIC -w -c -x c++ kernels.cu -o kernels.o > log 2>&1 "
+        "&& c++ -shared kernels.o -o kernels.so >> log 2>&1",
+        dir_.string(), launcher.empty() ? "" : launcher + " ");
     if (std::system(command.c_str()) != 0) {
       std::ifstream log(dir_ / "log");
       throw std::runtime_error("the host compiler rejected the CUDA source:\n" +
@@ -346,6 +361,7 @@ class HostCompiledKernels {
     enter = reinterpret_cast<decltype(enter)>(dlsym(handle_, "sink_emulator_enter"));
     begin_block = reinterpret_cast<decltype(begin_block)>(dlsym(handle_, "sink_emulator_begin_block"));
     shared_shortfall = reinterpret_cast<decltype(shared_shortfall)>(dlsym(handle_, "sink_emulator_shared_shortfall"));
+    set_arch = reinterpret_cast<decltype(set_arch)>(dlsym(handle_, "sink_emulator_set_arch"));
   }
   ~HostCompiledKernels() {
     std::error_code ignored;
@@ -360,6 +376,7 @@ class HostCompiledKernels {
                 void (*)(void*, unsigned, int)) = nullptr;
   void (*begin_block)(unsigned threads, bool copies_land_at_issue, size_t shared_bytes) = nullptr;
   size_t (*shared_shortfall)() = nullptr;  // the bytes of dynamic shared memory the block used past its launch's
+  void (*set_arch)(int arch) = nullptr;    // the GPU generation the kernels take their paths for (80, 90)
 
  private:
   std::filesystem::path dir_;
@@ -368,8 +385,8 @@ class HostCompiledKernels {
 
 class CpuEmulatedModule : public rt::KernelModule {
  public:
-  CpuEmulatedModule(std::shared_ptr<const HostCompiledKernels> compiled, ThreadOrder order)
-      : compiled_(std::move(compiled)), order_(order) {}
+  CpuEmulatedModule(std::shared_ptr<const HostCompiledKernels> compiled, ThreadOrder order, int arch = 80)
+      : compiled_(std::move(compiled)), order_(order), arch_(arch) {}
 
   std::string device_name() const override { return "CPU emulation"; }
 
@@ -380,6 +397,7 @@ class CpuEmulatedModule : public rt::KernelModule {
     const GuardedBuffers guarded(symbol, parameters_of(symbol), buffers);
     const std::span<void* const> pointers = guarded.pointers();
     std::vector<char> stacks;  // the fibers', reused by every block
+    compiled_->set_arch(arch_);
     for (unsigned by = 0; by < shape.grid_y; ++by)
       for (unsigned bx = 0; bx < shape.grid_x; ++bx) {
         // Descending turns land asynchronous copies as they are issued, the other orders at their wait.
@@ -414,6 +432,7 @@ class CpuEmulatedModule : public rt::KernelModule {
  private:
   std::shared_ptr<const HostCompiledKernels> compiled_;
   ThreadOrder order_;
+  int arch_;
 
   // Pointers as void*, sizes as int64: the same registers as the kernel's typed parameters.
   template <size_t N>
@@ -445,10 +464,11 @@ inline std::shared_ptr<const HostCompiledKernels> host_compiled(const std::strin
 }
 
 // KernelModules for CPU tensors, the block's threads run in `order`.
-inline rt::KernelModules cpu_emulated_modules(ThreadOrder order = ThreadOrder::Together) {
-  return {"cpu-emulated, threads " + name_of(order),
-          [order](const std::string& source, const torch::Device&) -> std::shared_ptr<rt::KernelModule> {
-            return std::make_shared<CpuEmulatedModule>(host_compiled(source), order);
+// `arch`: the GPU generation whose paths the kernels take (90: Hopper's bulk reductions).
+inline rt::KernelModules cpu_emulated_modules(ThreadOrder order = ThreadOrder::Together, int arch = 80) {
+  return {fmt::format("cpu-emulated, threads {}, sm_{}", name_of(order), arch),
+          [order, arch](const std::string& source, const torch::Device&) -> std::shared_ptr<rt::KernelModule> {
+            return std::make_shared<CpuEmulatedModule>(host_compiled(source), order, arch);
           }};
 }
 

@@ -44,10 +44,6 @@ void compare(const Variant& v, double tol = 1e-5, torch::ScalarType dtype = torc
   compare_with_reference(emulated, v, tol, dtype);
 }
 
-bool have_host_compiler() { return std::system("command -v c++ > /dev/null 2>&1") == 0; }
-#define SKIP_WITHOUT_HOST_COMPILER() \
-  if (!have_host_compiler()) GTEST_SKIP() << "no host C++ compiler (c++) to run the CUDA source on the CPU"
-
 }  // namespace
 
 TEST(CudaKernels, PaperVariantsMatchTheReference) {

@@ -192,6 +192,31 @@ inline void red_add_pair(float* p, float a, float b) {
   atomicAdd(p + 1, b);
 }
 
+inline void store_pair(float* p, float a, float b) { p[0] = a, p[1] = b; }
+
+// Hopper's bulk reduction (cp.reduce.async.bulk .add.f32, sm_90): the kernel takes it where the emulated GPU is
+// one (sink_emulator_set_arch), red_add_pair's per-element additions otherwise. The copy engine reads shared memory
+// when the issuing thread's wait_group.read releases it, not at the issue: shared memory written again before that
+// wait, or a wait missing, gives the wrong sums.
+inline int sink_emulated_arch = 80;
+#define SINK_BULK_REDUCE (sink_emulated_arch >= 90)
+extern "C" void sink_emulator_set_arch(int arch) { sink_emulated_arch = arch; }
+struct SinkBulkReduction {
+  float* global;
+  const float* shared;
+  unsigned bytes;
+};
+inline std::vector<SinkBulkReduction> sink_bulk_reductions[kSinkMaxThreads];  // [thread], in issue order
+inline void bulk_fence() {}
+inline void bulk_reduce_add(float* global, const float* shared, unsigned bytes) {
+  sink_bulk_reductions[threadIdx.x].push_back({global, shared, bytes});
+}
+inline void bulk_wait_read() {
+  for (const SinkBulkReduction& r : sink_bulk_reductions[threadIdx.x])
+    for (unsigned e = 0; e < r.bytes / sizeof(float); ++e) atomicAdd(r.global + e, r.shared[e]);
+  sink_bulk_reductions[threadIdx.x].clear();
+}
+
 // __shfl_xor_sync over the whole warp.
 inline float shfl_xor(float v, int mask) {
   const SinkLaneSlot* warp = sink_exchange_all(v);
@@ -261,5 +286,5 @@ extern "C" void sink_emulator_begin_block(unsigned threads, bool copies_land_at_
   for (auto& phase : sink_ldmatrix_arrivals)
     for (auto& warp : phase) warp = 0;
   for (unsigned t = 0; t < threads && t < kSinkMaxThreads; ++t)
-    sink_exchange_phase[t] = 0, sink_async_groups[t].clear();
+    sink_exchange_phase[t] = 0, sink_async_groups[t].clear(), sink_bulk_reductions[t].clear();
 }

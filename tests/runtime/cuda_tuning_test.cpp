@@ -28,11 +28,9 @@ using namespace sink::testing_variants;
 
 namespace {
 
-bool have_host_compiler() { return std::system("command -v c++ > /dev/null 2>&1") == 0; }
-
 // Emulated modules under a name of their own (launchers are kept per loader name), measuring if `tune`.
-KernelModules emulated_modules(const std::string& name, bool tune) {
-  KernelModules m = cpu_emulated_modules(ThreadOrder::Ascending);
+KernelModules emulated_modules(const std::string& name, bool tune, int arch = 80) {
+  KernelModules m = cpu_emulated_modules(ThreadOrder::Ascending, arch);
   m.name = name;
   m.tune = tune;
   return m;
@@ -93,7 +91,7 @@ TEST(CudaKernels, TileCandidatesFitDifferAndStartWithTheDefault) {
 // and 32 rows per warp (two fragments) in 128-row blocks for dQ, for the others the wide candidate's key tiles
 // in both (128 keys at d_head 64, 64 for dQ at d_head 96: past 48 KiB of shared memory).
 TEST(CudaKernels, KernelsOfDifferentTilesTogetherMatchTheReference) {
-  if (!have_host_compiler()) GTEST_SKIP() << "no host C++ compiler (c++) to run the CUDA source on the CPU";
+  SKIP_WITHOUT_HOST_COMPILER();
   const KernelCacheHere cache("sinklab-mixed-tiles");
   const auto variants = three_variants(64);
   const KernelModules modules = emulated_modules("mixed tiles", false);
@@ -138,28 +136,32 @@ TEST(CudaKernels, KernelsOfDifferentTilesTogetherMatchTheReference) {
 // k*'s term as dQ's start, a learned position table's dg beside the atomics, d_head 64/96/128, ragged T, and
 // the first and the last fused candidate (different key blocks and query tiles).
 TEST(CudaKernels, FusedBackwardMatchesTheReference) {
-  if (!have_host_compiler()) GTEST_SKIP() << "no host C++ compiler (c++) to run the CUDA source on the CPU";
+  SKIP_WITHOUT_HOST_COMPILER();
   const KernelCacheHere cache("sinklab-fused-backward");
   const auto variants = three_variants(128);
-  const KernelModules modules = emulated_modules("fused backward", false);
-  auto attend = [&](const kernels::KernelSpec& s, const AttentionCall& call) {
-    return cuda_attention(s, call, modules);
-  };
-  for (size_t n = 0; n < variants.size(); ++n) {
-    const auto& [v, dtype] = variants[n];
-    const bool last = n > 0;
-    SCOPED_TRACE(v.name);
-    const auto spec = spec_of(v);
-    const auto storage = dtype == torch::kHalf ? kernels::CudaStorage::Float16 : kernels::CudaStorage::BFloat16;
-    const auto fused = kernels::cuda_fused_candidates(spec, storage);
-    ASSERT_GE(fused.size(), 2u);
-    const kernels::CudaTiles defaults = kernels::cuda_tiles(spec, storage);
-    const kernels::CudaTiles& keys = last ? fused.back() : fused.front();
-    ASSERT_TRUE(keys.fused_dq);
-    remember_tiles(tuning_key("CPU emulation", spec, storage), KernelTiles{defaults, defaults, defaults, keys});
-    const SixteenBitResult r = measure_sixteen_bit(attend, v, dtype);
-    EXPECT_TRUE(r.passed()) << "forward " << r.forward << " (< " << r.forward_allowed << "), tiles " << keys.describe();
-    for (const auto& [name, error] : r.grads) EXPECT_LT(error, r.grads_allowed) << name << ", " << keys.describe();
+  // dQ's share by per-element atomic additions (sm_80) and by the copy engine's bulk reductions (sm_90).
+  for (int arch : {80, 90}) {
+    const KernelModules modules = emulated_modules(fmt::format("fused backward, sm_{}", arch), false, arch);
+    auto attend = [&](const kernels::KernelSpec& s, const AttentionCall& call) {
+      return cuda_attention(s, call, modules);
+    };
+    for (size_t n = 0; n < variants.size(); ++n) {
+      const auto& [v, dtype] = variants[n];
+      const bool last = n > 0;
+      SCOPED_TRACE(fmt::format("{}, sm_{}", v.name, arch));
+      const auto spec = spec_of(v);
+      const auto storage = dtype == torch::kHalf ? kernels::CudaStorage::Float16 : kernels::CudaStorage::BFloat16;
+      const auto fused = kernels::cuda_fused_candidates(spec, storage);
+      ASSERT_GE(fused.size(), 2u);
+      const kernels::CudaTiles defaults = kernels::cuda_tiles(spec, storage);
+      const kernels::CudaTiles& keys = last ? fused.back() : fused.front();
+      ASSERT_TRUE(keys.fused_dq);
+      remember_tiles(tuning_key("CPU emulation", spec, storage), KernelTiles{defaults, defaults, defaults, keys});
+      const SixteenBitResult r = measure_sixteen_bit(attend, v, dtype);
+      EXPECT_TRUE(r.passed()) << "forward " << r.forward << " (< " << r.forward_allowed << "), tiles "
+                              << keys.describe();
+      for (const auto& [name, error] : r.grads) EXPECT_LT(error, r.grads_allowed) << name << ", " << keys.describe();
+    }
   }
 }
 
@@ -193,7 +195,7 @@ KernelModules watched_modules(const std::string& name, const Watch& watch, bool 
 // SINKLAB_FUSED_DQ overrides the table: 1 runs a fused backward where none was measured faster (no
 // backward_queries launch), 0 runs the two backward kernels where the table has a fused one; right both ways.
 TEST(CudaKernels, FusedBackwardCanBeForcedOnOrOff) {
-  if (!have_host_compiler()) GTEST_SKIP() << "no host C++ compiler (c++) to run the CUDA source on the CPU";
+  SKIP_WITHOUT_HOST_COMPILER();
   const KernelCacheHere cache("sinklab-fused-choice");
   const auto [v, dtype] = three_variants(64)[0];
   const auto spec = spec_of(v);
@@ -229,7 +231,7 @@ TEST(CudaKernels, FusedBackwardCanBeForcedOnOrOff) {
 // test above passes; asked for 16 bytes less, each kernel stops on the emulation, naming both sizes. At d_head
 // 128 the forward's 64-key tiles take past the 48 KiB a static array may.
 TEST(CudaKernels, TensorCoreKernelsUseTheSharedMemoryTheirLaunchAsksFor) {
-  if (!have_host_compiler()) GTEST_SKIP() << "no host C++ compiler (c++) to run the CUDA source on the CPU";
+  SKIP_WITHOUT_HOST_COMPILER();
   const KernelCacheHere cache("sinklab-shared-memory");
   const Variant v{.name = "softmax", .T = 40, .D = 128};
   const auto spec = spec_of(v);
@@ -263,7 +265,7 @@ TEST(CudaKernels, TensorCoreKernelsUseTheSharedMemoryTheirLaunchAsksFor) {
 // candidate that fails to launch is said and skipped (here the wide candidate's 72 KiB at d_head 64, on a
 // "GPU" that gives a block 48).
 TEST(CudaKernels, TuningWritesItsChoiceForTheNextProcess) {
-  if (!have_host_compiler()) GTEST_SKIP() << "no host C++ compiler (c++) to run the CUDA source on the CPU";
+  SKIP_WITHOUT_HOST_COMPILER();
   const KernelCacheHere cache("sinklab-tuning");
   const Variant v{
       .name = "sigmoid, no norm", .score = call("sigmoid", {var("qk")}), .normalize = "none", .T = 40, .D = 64};
@@ -317,7 +319,7 @@ TEST(CudaKernels, TuningWritesItsChoiceForTheNextProcess) {
 // cp.async) runs bf16 on the scalar kernels, right against the reference, and says so once; the same variant on
 // an sm_80 "GPU" runs on tensor cores.
 TEST(CudaKernels, AGpuOlderThanTheTensorCoreKernelsRunsTheScalarOnes) {
-  if (!have_host_compiler()) GTEST_SKIP() << "no host C++ compiler (c++) to run the CUDA source on the CPU";
+  SKIP_WITHOUT_HOST_COMPILER();
   const KernelCacheHere cache("sinklab-old-gpu");
   const Variant v{.name = "softmax", .T = 40, .D = 64};
   const auto spec = spec_of(v);

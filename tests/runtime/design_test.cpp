@@ -48,8 +48,6 @@ std::vector<Variant> design_variants(const ExprNode& score, const std::string& n
   return out;
 }
 
-bool have_host_compiler() { return std::system("command -v c++ > /dev/null 2>&1") == 0; }
-
 }  // namespace
 
 TEST(Design, OneDesignOnEveryBackend) {

@@ -14,10 +14,6 @@ using namespace sink::testing_variants;
 
 namespace {
 
-bool have_host_compiler() { return std::system("command -v c++ > /dev/null 2>&1") == 0; }
-#define SKIP_WITHOUT_HOST_COMPILER() \
-  if (!have_host_compiler()) GTEST_SKIP() << "no host C++ compiler (c++) to run the CUDA source on the CPU"
-
 // What the generated source defines before the tile operations, for D and the 16-bit type.
 std::string tile_prelude(int d, bool half, int threads) {
   return "typedef float real;\n" + (half ? kernels::cuda_fp16_storage() : kernels::cuda_bf16_storage()) +
