@@ -221,11 +221,12 @@ int backward_keys_shared_bytes(const CudaTiles& t, int64_t d) {
 }
 constexpr int kStaticSharedLimit = 48 * 1024;
 
-// Whether every tensor-core kernel of these tiles fits the shared memory a block may have.
+// Whether every tensor-core kernel of these tiles fits the shared memory a block may have (backward_keys's static
+// arrays within 48 KiB; fused_dq's are dynamic).
 bool fits_shared_memory(const CudaTiles& t, int64_t d) {
   const CudaSharedBytes bytes = cuda_shared_bytes(t, d);
-  return std::max(bytes.forward, bytes.queries) <= kCudaSharedLimit &&
-         backward_keys_shared_bytes(t, d) <= kStaticSharedLimit;
+  return std::max({bytes.forward, bytes.queries, bytes.keys}) <= kCudaSharedLimit &&
+         (t.fused_dq || backward_keys_shared_bytes(t, d) <= kStaticSharedLimit);
 }
 
 }  // namespace
@@ -275,16 +276,17 @@ std::vector<CudaTiles> cuda_fused_candidates(const KernelSpec& spec, CudaStorage
   const CudaTiles chosen = cuda_tiles(spec, storage);
   if (!chosen.tensor_cores) return {};
   const int64_t d = spec.d_head;
-  // Key rows per block (64, 128, 32) and query rows per tile (the default's, a half, a quarter: dQ's
-  // operands take registers the default's tile leaves), 16 query rows at least (one fragment of dQ's rows).
+  // Key rows per block and query rows per tile: 64 or 128 keys (a block of 128 sums into dQ half as often) with
+  // the default's queries or half of them (dQ's operands take registers the default's tile leaves), then a
+  // quarter; 16 query rows at least (one fragment of dQ's rows). (32 keys, two warps, spilled at d_head 128.)
+  const std::pair<int, int> shapes[] = {{64, 1}, {64, 2}, {128, 1}, {128, 2}, {64, 4}};  // (keys, divisor)
   std::vector<CudaTiles> out;
-  for (const int block : {64, 128, 32})
-    for (const int stream : {chosen.key_queries, chosen.key_queries / 2, chosen.key_queries / 4}) {
-      CudaTiles t = chosen;
-      t.fused_dq = true;
-      t.key_rows = block, t.key_queries = stream;
-      if (stream >= 16 && fits_shared_memory(t, d) && out.size() < 4) out.push_back(t);
-    }
+  for (const auto& [block, divisor] : shapes) {
+    CudaTiles t = chosen;
+    t.fused_dq = true;
+    t.key_rows = block, t.key_queries = chosen.key_queries / divisor;
+    if (t.key_queries >= 16 && fits_shared_memory(t, d) && out.size() < 4) out.push_back(t);
+  }
   return out;
 }
 
@@ -340,14 +342,15 @@ CudaTiles cuda_tiles(const KernelSpec& spec, CudaStorage storage, int capability
 
 CudaSharedBytes cuda_shared_bytes(const CudaTiles& t, int64_t d) {
   if (!t.tensor_cores) return {};
-  // Two stages of two [rows][d + 8] tiles of 16-bit numbers (backward_keys's are static: none here).
+  // Two stages of two [rows][d + 8] tiles of 16-bit numbers (backward_keys's are static but where it sums dQ).
   const auto tiles = [&](int rows) { return 2 * 2 * rows * static_cast<int>(d + 8) * 2; };
-  return {tiles(t.forward_keys), tiles(t.query_keys)};
+  return {tiles(t.forward_keys), tiles(t.query_keys), t.fused_dq ? backward_keys_shared_bytes(t, d) : 0};
 }
 
 int CudaSharedBytes::of(std::string_view kernel_symbol) const {
   return kernel_symbol == abi::kForwardSymbol               ? forward
          : kernel_symbol == abi::kCudaBackwardQueriesSymbol ? queries
+         : kernel_symbol == abi::kCudaBackwardKeysSymbol    ? keys
                                                             : 0;
 }
 
@@ -403,6 +406,7 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
   flag("POSITION_BIAS", spec.position_bias);
   flag("POSITION_GRAD", spec.position_bias && tiles.position_grad);
   flag("FUSED_DQ", tiles.tensor_cores && tiles.fused_dq);
+  out += fmt::format("#define SINK_FUSED_DQ {}\n", tiles.tensor_cores && tiles.fused_dq ? 1 : 0);  // (for #if)
   out += fmt::format("constexpr int D = {};\n", spec.d_head);
   out += fmt::format("constexpr long long PREFIX = {}, WINDOW = {};\n", spec.prefix, spec.window);
   const NormalizerForm norm = spec.normalizer();
@@ -454,8 +458,8 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
     out += fmt::format("constexpr int FWD_THREADS = {}, KEY_THREADS = {}, QUERY_THREADS = {}, ROW_FRAGS = {};\n",
                        tiles.forward_threads(), tiles.key_threads(), tiles.query_threads(), tiles.row_frags);
     const CudaSharedBytes shared = cuda_shared_bytes(tiles, spec.d_head);
-    out +=
-        fmt::format("constexpr int FWD_SHARED_BYTES = {}, QUERY_SHARED_BYTES = {};\n", shared.forward, shared.queries);
+    out += fmt::format("constexpr int FWD_SHARED_BYTES = {}, QUERY_SHARED_BYTES = {}, KEY_SHARED_BYTES = {};\n",
+                       shared.forward, shared.queries, shared.keys);
     out += cuda_text::kWarpSm80;
     out += cuda_text::kTile;
   } else {

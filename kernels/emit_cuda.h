@@ -75,9 +75,9 @@ CudaTiles cuda_tiles(const KernelSpec& spec, CudaStorage storage = CudaStorage::
 
 // The bytes of dynamic shared memory each tensor-core kernel's launch asks for: what its struct of shared arrays
 // holds (a kernel that holds more fails to compile); 0 for the kernels whose arrays are static (backward_keys's,
-// bound by registers before shared memory, and the scalar kernels').
+// bound by registers before shared memory, but where it sums dQ; the scalar kernels').
 struct CudaSharedBytes {
-  int forward = 0, queries = 0;
+  int forward = 0, queries = 0, keys = 0;
   int of(std::string_view kernel_symbol) const;  // by the symbol (kernel_abi.h); 0 for the other kernels
 };
 CudaSharedBytes cuda_shared_bytes(const CudaTiles& tiles, int64_t d_head);
@@ -90,8 +90,8 @@ constexpr int kCudaSharedLimit = 99 * 1024;
 std::vector<CudaTiles> cuda_tile_candidates(const KernelSpec& spec, CudaStorage storage);
 
 // The tiles of a backward_keys that also sums dQ (fused_dq) a GPU may measure against the two backward
-// kernels, at most 4, each with its extra shared memory (the block's K rows, a tile of dS) within 48 KiB;
-// none for the scalar kernels.
+// kernels, at most 4, each with its shared memory (the block's K rows, a tile of dS and one of dQ's share in
+// float besides the query tiles) within kCudaSharedLimit; none for the scalar kernels.
 std::vector<CudaTiles> cuda_fused_candidates(const KernelSpec& spec, CudaStorage storage);
 // Every source a GPU's tuning compiles: cuda_tile_candidates, then cuda_fused_candidates.
 std::vector<CudaTiles> cuda_tuning_tiles(const KernelSpec& spec, CudaStorage storage);

@@ -6,18 +6,33 @@
   // position bias's gradient goes to dg by distance, atomically, where g wants one (a learned table; ALiBi's
   // is a constant), summed along each diagonal in registers and across lanes first. (Summed per tile in shared
   // memory instead, it compiled to a compare-and-swap loop per pair on sm_90: no native shared float add.)
-  // Its tiles are bound by registers (the warp's K and V rows, dK and dV sums), not by shared memory: its arrays
-  // stay static, within 48 KiB. (In dynamic shared memory, as the other two kernels have theirs, p-norm's spilled
-  // 8 bytes on sm_80 at d_head 64, at 255 registers either way.)
+  // Its tiles are bound by registers (the warp's K and V rows, dK and dV sums), not by shared memory: without
+  // FUSED_DQ its arrays stay static, within 48 KiB. (As a struct, or in dynamic shared memory as the other two
+  // kernels have theirs, p-norm's spilled 8 bytes at d_head 64, at 255 registers either way.) With FUSED_DQ they
+  // also hold the block's K rows and a tile's dS^T, the operands of dQ's share, and on sm_90 that share in float
+  // for the copy engine's bulk reduction, all in dynamic shared memory (KEY_SHARED_BYTES: past 48 KiB for 64-query
+  // tiles). The float rows are D + 8 apart: the eight rows of one store then fall in different banks.
+#if SINK_FUSED_DQ
+  struct alignas(16) Shared {
+    store_t q_tile[2][KEY_QUERIES][PITCH], do_tile[2][KEY_QUERIES][PITCH];
+    real st0_tile[2][KEY_QUERIES], inv0_tile[2][KEY_QUERIES], st1_tile[2][KEY_QUERIES], delta_tile[2][KEY_QUERIES];
+    store_t k_rows[KEY_ROWS][PITCH], ds_tile[KEY_ROWS][KEY_QUERIES + 8];
+    float dq_tile[KEY_QUERIES][D + 8];
+  };
+  Shared& shared = shared_block<Shared, KEY_SHARED_BYTES>();
+  auto &q_tile = shared.q_tile, &do_tile = shared.do_tile;
+  auto &st0_tile = shared.st0_tile, &inv0_tile = shared.inv0_tile, &st1_tile = shared.st1_tile,
+       &delta_tile = shared.delta_tile;
+  auto& k_rows = shared.k_rows;
+  auto& ds_tile = shared.ds_tile;
+  auto& dq_tile = shared.dq_tile;
+#else
   __shared__ __align__(16) store_t q_tile[2][KEY_QUERIES][PITCH], do_tile[2][KEY_QUERIES][PITCH];
   __shared__ real st0_tile[2][KEY_QUERIES], inv0_tile[2][KEY_QUERIES], st1_tile[2][KEY_QUERIES],
       delta_tile[2][KEY_QUERIES];
-  // With FUSED_DQ, the block's K rows and a tile's dS^T, the operands of dQ's share, and on sm_90 that share in
-  // float for the copy engine's bulk reduction (sized away otherwise). The float rows are D + 8 apart: the eight
-  // rows of one store then fall in different banks.
-  constexpr int FUSED_ROWS = FUSED_DQ ? KEY_ROWS : 1, DQ_ROWS = FUSED_DQ ? KEY_QUERIES : 1;
-  __shared__ __align__(16) store_t k_rows[FUSED_ROWS][PITCH], ds_tile[FUSED_ROWS][KEY_QUERIES + 8];
-  __shared__ __align__(16) float dq_tile[DQ_ROWS][D + 8];
+  store_t(*k_rows)[PITCH] = nullptr, (*ds_tile)[KEY_QUERIES + 8] = nullptr;  // (dQ's operands: none here)
+  float(*dq_tile)[D + 8] = nullptr;
+#endif
   static_assert(!FUSED_DQ || KEY_QUERIES <= KEY_THREADS, "a thread issues each row's bulk reduction");
   const int warp = threadIdx.x / 32;
   const long long bh = blockIdx.y, head = (unsigned)blockIdx.y % (unsigned)H;  // (a 64-bit % is a call)
@@ -162,7 +177,10 @@
       __syncthreads();
       constexpr int COLS = D / 16, ROW_BLOCKS = KEY_QUERIES / 16, WARPS = KEY_THREADS / 32;
       constexpr int PER_ROW = WARPS > ROW_BLOCKS ? WARPS / ROW_BLOCKS : 1;  // warps sharing a row of blocks
-      constexpr int CB = COLS % PER_ROW == 0 ? COLS / PER_ROW : 1, UNITS = ROW_BLOCKS * (COLS / CB);
+      // Blocks a warp sums at once: its share of the row, at most 4 (2 from d_head 128, where four blocks' sums
+      // beside the rest made a 2-warp block spill).
+      constexpr int WANTED = COLS % PER_ROW == 0 ? COLS / PER_ROW : 1, CAP = D >= 128 ? 2 : 4;
+      constexpr int CB = WANTED <= CAP ? WANTED : COLS % CAP == 0 ? CAP : 1, UNITS = ROW_BLOCKS * (COLS / CB);
 #pragma unroll
       for (int round = 0; round < (UNITS + WARPS - 1) / WARPS; ++round) {
         const int u = warp + round * WARPS;

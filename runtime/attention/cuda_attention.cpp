@@ -67,6 +67,17 @@ struct Slices {
   LaunchShape shape(int64_t items, int threads) const { return shape(items, threads, threads); }
 };
 
+// Why a tuning candidate's result is not the default tiles' (empty where it is): a value that is not finite, or an
+// element further from the reference than 2^-6 of the reference's largest, four units in the last place of bf16
+// (other tiles sum in another order, each result rounded once to 16 bits: a unit apart at most).
+std::string disagreement(const torch::Tensor& result, const torch::Tensor& reference) {
+  const auto r = result.to(torch::kFloat), ref = reference.to(torch::kFloat);
+  if (!torch::isfinite(r).all().item<bool>() && torch::isfinite(ref).all().item<bool>()) return "not finite";
+  const double largest = ref.abs().max().item<double>(), apart = (r - ref).abs().max().item<double>();
+  if (apart <= std::ldexp(largest, -6)) return {};
+  return fmt::format("{:.3g} apart where the largest is {:.3g}", apart, largest);
+}
+
 // Seconds per call of `run`, its launches waited for: one call first (loading, caches), then the mean of 3.
 double seconds_per_call(KernelModule& module, const std::function<void()>& run) {
   run();
@@ -260,8 +271,9 @@ class CudaLauncher : public KernelLauncher {
     a[slot(K, "g")] = buffer(in.g), a[slot(K, "stats")] = buffer(stats), a[slot(K, "dout")] = buffer(dout);
     a[slot(K, "delta")] = buffer(rows.delta), a[slot(K, "dk")] = buffer(dk), a[slot(K, "dv")] = buffer(dv);
     a[slot(K, "dg")] = buffer(dg), a[slot(K, "dq_sum")] = buffer(dq_sum);
-    module(tiles)->launch(kernels::abi::kCudaBackwardKeysSymbol, s.shape(s.T, tiles.key_rows, tiles.key_threads()), a,
-                          s.sizes);
+    module(tiles)->launch(
+        kernels::abi::kCudaBackwardKeysSymbol,
+        s.shape(s.T, tiles.key_rows, tiles.key_threads(), kernels::cuda_shared_bytes(tiles, s.D).keys), a, s.sizes);
   }
 
   // backward_keys summing dQ as well (tiles.fused_dq): the float sums start from k*'s term (where
@@ -337,12 +349,33 @@ class CudaLauncher : public KernelLauncher {
     auto scratch_o = torch::empty_like(o), scratch_stats = torch::empty_like(stats);
     auto dk = torch::empty_like(in.k), dv = torch::empty_like(in.v), dq = torch::empty_like(in.q);
     const torch::Tensor dg;  // timed without the position table's gradient, as ALiBi trains (a constant table)
+    // The default tiles' results, which each candidate's must match to be kept: a faster candidate that computes
+    // something else (a GPU's behaviour no emulation showed) is said and skipped, never trained with.
+    const auto ref_dk = torch::empty_like(dk), ref_dv = torch::empty_like(dv), ref_dq = torch::empty_like(dq);
+    launch_keys(default_, in, stats, dout, rows, ref_dk, ref_dv, dg, {});
+    launch_queries(default_, in, stats, dout, rows, ref_dq);
+    auto agreeing = [&](double seconds, const kernels::CudaTiles& c, const char* kernel,
+                        std::initializer_list<std::pair<torch::Tensor, torch::Tensor>> results) {
+      if (!std::isfinite(seconds)) return seconds;
+      for (const auto& [result, reference] : results)
+        if (const std::string why = disagreement(result, reference); !why.empty()) {
+          std::cerr << fmt::format(
+              "sinklab: tuning {}: {} with tiles {} skipped: its results differ from the "
+              "default tiles' ({})\n",
+              description_, kernel, c.describe(), why);
+          return static_cast<double>(INFINITY);
+        }
+      return seconds;
+    };
     double best[3] = {INFINITY, INFINITY, INFINITY};
     for (const auto& c : candidates) {
       const double times[3] = {
-          measured(c, "forward", [&] { launch_forward(c, in, scratch_o, scratch_stats); }),
-          measured(c, "backward_keys", [&] { launch_keys(c, in, stats, dout, rows, dk, dv, dg, {}); }),
-          measured(c, "backward_queries", [&] { launch_queries(c, in, stats, dout, rows, dq); })};
+          agreeing(measured(c, "forward", [&] { launch_forward(c, in, scratch_o, scratch_stats); }), c, "forward",
+                   {{scratch_o, o}}),
+          agreeing(measured(c, "backward_keys", [&] { launch_keys(c, in, stats, dout, rows, dk, dv, dg, {}); }), c,
+                   "backward_keys", {{dk, ref_dk}, {dv, ref_dv}}),
+          agreeing(measured(c, "backward_queries", [&] { launch_queries(c, in, stats, dout, rows, dq); }), c,
+                   "backward_queries", {{dq, ref_dq}})};
       kernels::CudaTiles* slots[3] = {&chosen_.forward, &chosen_.keys, &chosen_.queries};
       for (int k = 0; k < 3; ++k)
         if (times[k] < best[k]) best[k] = times[k], *slots[k] = c;
@@ -350,8 +383,10 @@ class CudaLauncher : public KernelLauncher {
     double best_fused = INFINITY;
     kernels::CudaTiles fastest_fused;
     for (const auto& c : fused) {
-      const double t =
-          measured(c, "fused backward_keys", [&] { launch_fused_keys(c, in, stats, dout, rows, dk, dv, dg); });
+      torch::Tensor fused_dq;  // (a new tensor each call: read once the measurement is over)
+      const double seconds = measured(c, "fused backward_keys",
+                                      [&] { fused_dq = launch_fused_keys(c, in, stats, dout, rows, dk, dv, dg); });
+      const double t = agreeing(seconds, c, "fused backward_keys", {{dk, ref_dk}, {dv, ref_dv}, {fused_dq, ref_dq}});
       if (t < best_fused) best_fused = t, fastest_fused = c;
     }
     if (best_fused < best[1] + best[2]) chosen_.fused = fastest_fused;

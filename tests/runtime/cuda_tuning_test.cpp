@@ -4,6 +4,7 @@
 // told to tune measures, writes its choice to the table, and a later one reads it.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <thread>
 
 #include "kernels/emit_cuda.h"
 #include "kernels/kernel_abi.h"
@@ -313,6 +315,51 @@ TEST(CudaKernels, TuningWritesItsChoiceForTheNextProcess) {
   // A table that is not one reads as empty (and is measured again), never as an error.
   std::ofstream(cache.dir() / "tiles.json") << "not json";
   EXPECT_FALSE(remembered_tiles(key).has_value());
+}
+
+// A tuning candidate whose results differ from the default tiles' is never kept, however fast. Here every fused
+// backward_keys loses dQ's share (its additions removed, as a GPU might behave where no emulation looked), and
+// backward_queries is slowed until a fused backward would win on time: the tuning says each fused candidate was
+// skipped, keeps the two kernels, and training stays right.
+TEST(CudaKernels, TuningKeepsNoCandidateWhoseResultsDiffer) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  const KernelCacheHere cache("sinklab-tuning-wrong");
+  const Variant v{.name = "softmax", .T = 40, .D = 64};
+  const auto spec = spec_of(v);
+  const auto storage = kernels::CudaStorage::BFloat16;
+  const std::string add = "red_add_pair(&dq_sum";
+  const Watch slow_queries = [](std::string_view symbol, LaunchShape&) {
+    if (symbol == kernels::abi::kCudaBackwardQueriesSymbol) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  };
+  const KernelModules modules{"tuning, fused backward without dQ",
+                              [&](const std::string& source, const torch::Device&) -> std::shared_ptr<KernelModule> {
+                                std::string wrong = source;
+                                if (wrong.find("constexpr bool FUSED_DQ = true;") != std::string::npos) {
+                                  const size_t at = wrong.find(add);
+                                  if (at == std::string::npos) throw std::logic_error("no dQ addition to remove");
+                                  wrong.replace(at, add.size(), "drop_pair(&dq_sum");
+                                  wrong =
+                                      "__device__ __forceinline__ void drop_pair(float*, float, float) {}\n" + wrong;
+                                }
+                                return std::make_shared<WatchedModule>(host_compiled(wrong), slow_queries);
+                              },
+                              true};
+  auto attend = [&](const kernels::KernelSpec& s, const AttentionCall& call) {
+    return cuda_attention(s, call, modules);
+  };
+  ::testing::internal::CaptureStderr();
+  const SixteenBitResult r = measure_sixteen_bit(attend, v, torch::kBFloat16);
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(r.passed()) << "forward " << r.forward << " (< " << r.forward_allowed << ")";
+  for (const auto& [name, error] : r.grads) EXPECT_LT(error, r.grads_allowed) << name;
+  EXPECT_NE(said.find("fused backward_keys with tiles"), std::string::npos) << said;
+  EXPECT_NE(said.find("its results differ from the default tiles'"), std::string::npos) << said;
+  const auto remembered = remembered_tiles(tuning_key("CPU emulation", spec, storage));
+  ASSERT_TRUE(remembered.has_value());
+  EXPECT_FALSE(remembered->fused.has_value()) << remembered->fused->describe();
+  EXPECT_EQ(remembered->seconds.count("fused_backward_keys"), 0u) << "a skipped candidate's time was kept";
+  EXPECT_GT(remembered->seconds.count("backward_queries") ? remembered->seconds.at("backward_queries") : 0.0, 0.3)
+      << "backward_queries was not slowed: the fused candidates were not the faster";
 }
 
 // A GPU older than the tensor-core kernels (a T4, compute capability 7.5: no bf16 mma.sync m16n8k16, no
