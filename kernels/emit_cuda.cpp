@@ -290,12 +290,40 @@ std::vector<CudaTiles> cuda_fused_candidates(const KernelSpec& spec, CudaStorage
   return out;
 }
 
-std::vector<CudaTiles> cuda_tuning_tiles(const KernelSpec& spec, CudaStorage storage) {
+std::vector<CudaTiles> cuda_hopper_candidates(const KernelSpec& spec, CudaStorage storage) {
+  const CudaTiles chosen = cuda_tiles(spec, storage);
+  const int64_t d = spec.d_head;
+  if (!chosen.tensor_cores || d % 32 != 0 || d > 128) return {};
+  // (rows, keys): FlashAttention-3's forward has two or three warpgroups of 64 rows and 128-key tiles at d_head 64;
+  // with no producer warp and no overlap of a warpgroup's products with its fold, one or two here. 128-key tiles
+  // at d_head 64 alone: past it their scores and O's sums spill (ALiBi with k* and the sink logit at d_head 96).
+  const std::pair<int, int> shapes[] = {{64, 64}, {128, 64}, {64, 128}, {128, 128}};
+  std::vector<CudaTiles> out;
+  for (const auto& [rows, keys] : shapes) {
+    if (keys > 64 && d > 64) continue;
+    CudaTiles t = chosen;
+    t.hopper = true, t.forward_rows = rows, t.forward_keys = keys, t.row_frags = 1;
+    if (cuda_shared_bytes(t, d).forward <= kCudaSharedLimit) out.push_back(t);
+  }
+  return out;
+}
+
+std::vector<CudaTiles> cuda_tuning_tiles(const KernelSpec& spec, CudaStorage storage, int capability) {
   std::vector<CudaTiles> out = cuda_tile_candidates(spec, storage);
   const std::vector<CudaTiles> fused = cuda_fused_candidates(spec, storage);
   out.insert(out.end(), fused.begin(), fused.end());
+  if (capability == 0 || capability == kHopperCapability) {
+    const std::vector<CudaTiles> hopper = cuda_hopper_candidates(spec, storage);
+    out.insert(out.end(), hopper.begin(), hopper.end());
+  }
   return out;
 }
+
+namespace {
+constexpr std::string_view kHopperDefinition = "#define SINK_WGMMA 1\n";
+}  // namespace
+
+bool needs_sm90a(std::string_view source) { return source.find(kHopperDefinition) != std::string_view::npos; }
 
 CudaTiles cuda_tiles(const KernelSpec& spec, CudaStorage storage, int capability) {
   const int64_t d = spec.d_head;
@@ -342,9 +370,12 @@ CudaTiles cuda_tiles(const KernelSpec& spec, CudaStorage storage, int capability
 
 CudaSharedBytes cuda_shared_bytes(const CudaTiles& t, int64_t d) {
   if (!t.tensor_cores) return {};
-  // Two stages of two [rows][d + 8] tiles of 16-bit numbers (backward_keys's are static but where it sums dQ).
+  // Two stages of two [rows][d + 8] tiles of 16-bit numbers (backward_keys's are static but where it sums dQ); the
+  // Hopper forward's are [rows][d], swizzled, from a 1024-byte boundary the kernel finds (warp_sm80.cuh's
+  // shared_block: up to 1008 bytes on).
   const auto tiles = [&](int rows) { return 2 * 2 * rows * static_cast<int>(d + 8) * 2; };
-  return {tiles(t.forward_keys), tiles(t.query_keys), t.fused_dq ? backward_keys_shared_bytes(t, d) : 0};
+  const int forward = t.hopper ? 2 * 2 * t.forward_keys * static_cast<int>(d) * 2 + 1024 - 16 : tiles(t.forward_keys);
+  return {forward, tiles(t.query_keys), t.fused_dq ? backward_keys_shared_bytes(t, d) : 0};
 }
 
 int CudaSharedBytes::of(std::string_view kernel_symbol) const {
@@ -359,9 +390,9 @@ CudaStorage training_storage(const std::string& precision) {
 }
 
 std::string CudaTiles::describe() const {
-  return fmt::format("forward {}x{}, backward_keys {}x{}, backward_queries {}x{}, min_blocks {}, row_frags {}{}{}",
+  return fmt::format("forward {}x{}, backward_keys {}x{}, backward_queries {}x{}, min_blocks {}, row_frags {}{}{}{}",
                      forward_rows, forward_keys, key_rows, key_queries, query_rows, query_keys, min_blocks, row_frags,
-                     position_grad ? ", dg" : "", fused_dq ? ", fused dQ" : "");
+                     position_grad ? ", dg" : "", fused_dq ? ", fused dQ" : "", hopper ? ", wgmma forward" : "");
 }
 
 std::string emit_cuda(const KernelSpec& spec, CudaStorage storage) {
@@ -407,6 +438,7 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
   flag("POSITION_GRAD", spec.position_bias && tiles.position_grad);
   flag("FUSED_DQ", tiles.tensor_cores && tiles.fused_dq);
   out += fmt::format("#define SINK_FUSED_DQ {}\n", tiles.tensor_cores && tiles.fused_dq ? 1 : 0);  // (for #if)
+  out += tiles.tensor_cores && tiles.hopper ? std::string(kHopperDefinition) : "#define SINK_WGMMA 0\n";
   out += fmt::format("constexpr int D = {};\n", spec.d_head);
   out += fmt::format("constexpr long long PREFIX = {}, WINDOW = {};\n", spec.prefix, spec.window);
   const NormalizerForm norm = spec.normalizer();
@@ -462,6 +494,7 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
                        shared.forward, shared.queries, shared.keys);
     out += cuda_text::kWarpSm80;
     out += cuda_text::kTile;
+    if (tiles.hopper) out += std::string(cuda_text::kWarpSm90) + cuda_text::kTileSm90;
   } else {
     const std::string reason = scalar_kernels_reason(spec, storage);
     out += fmt::format("// Scalar kernels, a row per thread: {}\n",

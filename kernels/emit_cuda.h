@@ -53,6 +53,9 @@ struct CudaTiles {
   // backward_queries does not run: five products a tile pair instead of seven, for a float copy of dQ and
   // sums in no fixed order. The tuning measures it against the two kernels (cuda_fused_candidates).
   bool fused_dq = false;
+  // The forward's products on Hopper's warpgroup multiplies (wgmma, sm_90a: kernels/cuda/tile_sm90.cuh) instead of
+  // mma.sync; the backward kernels as they are. Only GPUs of compute capability 9.0 run it (cuda_hopper_candidates).
+  bool hopper = false;
   // Threads per block of each kernel: a row per thread, or a warp per 16 rows (16 row_frags in the two
   // query-row kernels).
   int forward_threads() const { return threads(forward_rows, row_frags); }
@@ -62,7 +65,7 @@ struct CudaTiles {
     return tensor_cores == o.tensor_cores && forward_rows == o.forward_rows && forward_keys == o.forward_keys &&
            key_rows == o.key_rows && key_queries == o.key_queries && query_rows == o.query_rows &&
            query_keys == o.query_keys && row_threads == o.row_threads && min_blocks == o.min_blocks &&
-           row_frags == o.row_frags && position_grad == o.position_grad && fused_dq == o.fused_dq;
+           row_frags == o.row_frags && position_grad == o.position_grad && fused_dq == o.fused_dq && hopper == o.hopper;
   }
   std::string describe() const;  // "rows 64, stream 64, min_blocks 1" per kernel, for logs and the tuning table
 
@@ -93,8 +96,16 @@ std::vector<CudaTiles> cuda_tile_candidates(const KernelSpec& spec, CudaStorage 
 // kernels, at most 4, each with its shared memory (the block's K rows, a tile of dS and one of dQ's share in
 // float besides the query tiles) within kCudaSharedLimit; none for the scalar kernels.
 std::vector<CudaTiles> cuda_fused_candidates(const KernelSpec& spec, CudaStorage storage);
-// Every source a GPU's tuning compiles: cuda_tile_candidates, then cuda_fused_candidates.
-std::vector<CudaTiles> cuda_tuning_tiles(const KernelSpec& spec, CudaStorage storage);
+// The Hopper forwards (hopper) a GPU of compute capability 9.0 may measure against the forward's other tiles, at
+// most 4: 64 or 128 rows (one or two warpgroups of four warps) and 64-key tiles, or 128 at d_head 64;
+// none for the scalar kernels and where d_head is not 32, 64, 96 or 128 (the widths of O += W V's wgmma).
+std::vector<CudaTiles> cuda_hopper_candidates(const KernelSpec& spec, CudaStorage storage);
+constexpr int kHopperCapability = 90;  // wgmma's sm_90a code runs on 9.0 alone (not on later GPUs)
+// Every source a GPU of `capability` (0: any, as gpu-check fills the kernel cache) compiles to tune:
+// cuda_tile_candidates, then cuda_fused_candidates, then (on 9.0) cuda_hopper_candidates.
+std::vector<CudaTiles> cuda_tuning_tiles(const KernelSpec& spec, CudaStorage storage, int capability = 0);
+// Whether a source holds Hopper's arch-specific instructions, which NVRTC compiles for sm_90a, not sm_90.
+bool needs_sm90a(std::string_view source);
 
 // The oldest GPUs the tensor-core kernels run on (compute capability 8.0, the A100): bf16 mma.sync m16n8k16
 // and cp.async came with it. Older GPUs (V100 7.0, T4 7.5) run every storage on the scalar kernels.

@@ -205,7 +205,7 @@
             }
         }
       }
-      if (SINK_BULK_REDUCE) bulk_fence();
+      if (SINK_BULK_REDUCE) async_proxy_fence();
     }
     // The next stage's statistics (its last reader was the previous tile, before this one's barrier), seen by
     // every warp after the next tile's.

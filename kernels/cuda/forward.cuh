@@ -2,10 +2,17 @@
   // The tensor-core forward: a block of warps owns FWD_ROWS query rows, 16 ROW_FRAGS per warp, and streams
   // tiles of FWD_KEYS keys and values through shared memory, the next tile's copy overlapping this one's
   // products. Scores stay in registers: S = Q K^T on tensor cores, the algebra's fold on S's fragments, the
-  // weights rounded to 16 bits as the A operand of O += W V.
+  // weights rounded to 16 bits as the A operand of O += W V. On Hopper (SINK_WGMMA) the products are warpgroup
+  // multiplies reading swizzled tiles (kernels/cuda/tile_sm90.cuh), the rest the same code.
+#if SINK_WGMMA
+  struct alignas(1024) Shared {
+    store_t k_tile[2][FWD_KEYS * D], v_tile[2][FWD_KEYS * D];
+  };
+#else
   struct alignas(16) Shared {
     store_t k_tile[2][FWD_KEYS][PITCH], v_tile[2][FWD_KEYS][PITCH];
   };
+#endif
   Shared& shared = shared_block<Shared, FWD_SHARED_BYTES>();
   auto &k_tile = shared.k_tile, &v_tile = shared.v_tile;
   // A warp owns M = ROW_FRAGS fragments of 16 rows; the lane holds two rows of each (h = 0, 1: frag_row(2 h)).

@@ -79,6 +79,7 @@ __device__ __forceinline__ void load_pair_async(store_t (*a_tile)[PITCH], store_
 // while this stage is computed on.
 __device__ __forceinline__ void await_stage() {
   cp_async_wait<0>();
+  if (SINK_WGMMA) async_proxy_fence();  // the tensor cores read a wgmma's B through the async proxy
   __syncthreads();
 }
 

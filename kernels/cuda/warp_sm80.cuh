@@ -23,17 +23,21 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], const unsigned (&a)[4],
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// The block's dynamic shared memory as the kernel's struct of shared arrays: the launch asks for BYTES (the
-// host's count, kernels/emit_cuda.cpp), and past 48 KiB, which no static array may pass, the function opts in.
-template <typename Shared, int BYTES>
-__device__ __forceinline__ Shared& shared_block() {
-  static_assert(sizeof(Shared) <= BYTES, "the launch asks for less shared memory than the kernel uses");
-  extern __shared__ __align__(16) unsigned char sink_dynamic_shared[];
-  return *reinterpret_cast<Shared*>(sink_dynamic_shared);
-}
-
 __device__ __forceinline__ unsigned shared_address(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// The block's dynamic shared memory as the kernel's struct of shared arrays: the launch asks for BYTES (the
+// host's count, kernels/emit_cuda.cpp), and past 48 KiB, which no static array may pass, the function opts in.
+// A struct aligned past 16 bytes (the Hopper forward's swizzled tiles: 1024, what the swizzle's address bits
+// assume) starts at the next such boundary, for which the launch asks alignof - 16 bytes more.
+template <typename Shared, int BYTES>
+__device__ __forceinline__ Shared& shared_block() {
+  static_assert(sizeof(Shared) + alignof(Shared) - 16 <= BYTES, "the launch asks for less shared memory than used");
+  extern __shared__ __align__(16) unsigned char sink_dynamic_shared[];
+  unsigned char* start = sink_dynamic_shared;
+  if (alignof(Shared) > 16) start += (alignof(Shared) - shared_address(start) % alignof(Shared)) % alignof(Shared);
+  return *reinterpret_cast<Shared*>(start);
 }
 
 // Four 8 x 8 matrices of 16-bit elements from shared memory; lanes 8m..8m+7 point at matrix m's rows.
@@ -77,14 +81,16 @@ __device__ __forceinline__ void red_add_pair(float* p, float a, float b) {
 // Hopper's bulk reduction (sm_90): `bytes` (a multiple of 16, both addresses 16-byte aligned) of floats in shared
 // memory added into global memory by the copy engine, one instruction for what per-element red.global.add
 // does in bytes / 8 (FlashAttention-3's dQ). The shared memory's writers make their writes visible to the copy
-// engine (bulk_fence, then a barrier) before one thread issues; that thread waits for the engine to have read
+// engine (async_proxy_fence, then a barrier) before one thread issues; that thread waits for the engine to have read
 // them (bulk_wait_read) before any thread writes there again, and before it returns.
 #if __CUDA_ARCH__ >= 900
 #define SINK_BULK_REDUCE true
 #else
 #define SINK_BULK_REDUCE false
 #endif
-__device__ __forceinline__ void bulk_fence() {
+// This thread's shared-memory writes (stores, landed cp.async copies) made visible to the async proxy: the copy
+// engine's bulk reductions, and the tensor cores' reads of a wgmma's B.
+__device__ __forceinline__ void async_proxy_fence() {
 #if __CUDA_ARCH__ >= 900
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif

@@ -310,7 +310,12 @@ class CudaLauncher : public KernelLauncher {
   void tune(const KernelTensors& in) const {
     const auto candidates = kernels::cuda_tile_candidates(spec_, layout_of(storage_));
     const auto fused = kernels::cuda_fused_candidates(spec_, layout_of(storage_));
-    const auto every = kernels::cuda_tuning_tiles(spec_, layout_of(storage_));
+    const auto hopper = capability_of(modules_, device_) == kernels::kHopperCapability
+                            ? kernels::cuda_hopper_candidates(spec_, layout_of(storage_))
+                            : std::vector<kernels::CudaTiles>{};
+    std::vector<kernels::CudaTiles> every = candidates;
+    every.insert(every.end(), fused.begin(), fused.end());
+    every.insert(every.end(), hopper.begin(), hopper.end());
     if (modules_.prepare) {  // compiled side by side (NVRTC takes a second or two each where the cache has not
                              // got them); a failure shows again when the candidate loads below
       std::vector<std::thread> compiling;
@@ -379,6 +384,11 @@ class CudaLauncher : public KernelLauncher {
       kernels::CudaTiles* slots[3] = {&chosen_.forward, &chosen_.keys, &chosen_.queries};
       for (int k = 0; k < 3; ++k)
         if (times[k] < best[k]) best[k] = times[k], *slots[k] = c;
+    }
+    for (const auto& c : hopper) {  // a forward only: its backward kernels are the default tiles'
+      const double t = agreeing(measured(c, "forward", [&] { launch_forward(c, in, scratch_o, scratch_stats); }), c,
+                                "forward", {{scratch_o, o}});
+      if (t < best[0]) best[0] = t, chosen_.forward = c;
     }
     double best_fused = INFINITY;
     kernels::CudaTiles fastest_fused;

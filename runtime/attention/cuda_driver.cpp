@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "kernels/emit_cuda.h"
 #include "plan/installation.h"
 
 namespace sink::rt::cuda {
@@ -263,8 +264,13 @@ std::string compile(const std::string& source, int arch, bool machine_code, std:
   if (!n.missing.empty()) throw std::runtime_error(n.missing);
   ++compilations;
   nvrtcProgram program = nullptr;
+  // Hopper's wgmma is in sm_90a's arch-specific code, which runs on compute capability 9.0 and no other.
+  const bool arch_specific = kernels::needs_sm90a(source);
+  if (arch_specific && arch != kernels::kHopperCapability)
+    throw std::runtime_error(fmt::format("the Hopper forward (wgmma) runs on sm_90 alone, not sm_{}", arch));
   check(n.create(&program, source.c_str(), "sinklab_attention.cu", 0, nullptr, nullptr), "nvrtcCreateProgram");
-  const std::string arch_option = fmt::format("--gpu-architecture={}_{}", machine_code ? "sm" : "compute", arch);
+  const std::string arch_option =
+      fmt::format("--gpu-architecture={}_{}{}", machine_code ? "sm" : "compute", arch, arch_specific ? "a" : "");
   // No fast math: the kernels are checked against the reference at 1e-5.
   std::vector<const char*> options = {arch_option.c_str(), "--std=c++17"};
   if (report) options.push_back("--ptxas-options=-v");

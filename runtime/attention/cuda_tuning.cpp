@@ -16,9 +16,11 @@ namespace {
 std::filesystem::path table_path() { return kernel_cache_dir() / "tiles.json"; }
 
 nlohmann::json tiles_json(const kernels::CudaTiles& t) {
-  return {{"forward_rows", t.forward_rows}, {"forward_keys", t.forward_keys}, {"key_rows", t.key_rows},
-          {"key_queries", t.key_queries},   {"query_rows", t.query_rows},     {"query_keys", t.query_keys},
-          {"min_blocks", t.min_blocks},     {"row_frags", t.row_frags},       {"fused_dq", t.fused_dq}};
+  return {{"forward_rows", t.forward_rows}, {"forward_keys", t.forward_keys},
+          {"key_rows", t.key_rows},         {"key_queries", t.key_queries},
+          {"query_rows", t.query_rows},     {"query_keys", t.query_keys},
+          {"min_blocks", t.min_blocks},     {"row_frags", t.row_frags},
+          {"fused_dq", t.fused_dq},         {"hopper", t.hopper}};
 }
 
 kernels::CudaTiles tiles_of(const nlohmann::json& j) {
@@ -30,6 +32,7 @@ kernels::CudaTiles tiles_of(const nlohmann::json& j) {
   t.min_blocks = j.at("min_blocks");
   t.row_frags = j.value("row_frags", 1);  // (tables written before the kernels had these choices)
   t.fused_dq = j.value("fused_dq", false);
+  t.hopper = j.value("hopper", false);
   return t;
 }
 

@@ -464,12 +464,14 @@ inline std::shared_ptr<const HostCompiledKernels> host_compiled(const std::strin
 }
 
 // KernelModules for CPU tensors, the block's threads run in `order`.
-// `arch`: the GPU generation whose paths the kernels take (90: Hopper's bulk reductions).
+// `arch`: the GPU generation whose paths the kernels take (90: Hopper's bulk reductions), and the capability the
+// launcher sees (90: its tuning measures the Hopper forwards too).
 inline rt::KernelModules cpu_emulated_modules(ThreadOrder order = ThreadOrder::Together, int arch = 80) {
   return {fmt::format("cpu-emulated, threads {}, sm_{}", name_of(order), arch),
           [order, arch](const std::string& source, const torch::Device&) -> std::shared_ptr<rt::KernelModule> {
             return std::make_shared<CpuEmulatedModule>(host_compiled(source), order, arch);
-          }};
+          },
+          false, nullptr, [arch](const torch::Device&) { return arch; }};
 }
 
 // SINKLAB_KERNEL_CACHE pointed at a fresh folder for one test, and back.

@@ -10,6 +10,8 @@
 #pragma once
 #include <atomic>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <math.h>
 #include <vector>
@@ -207,7 +209,7 @@ struct SinkBulkReduction {
   unsigned bytes;
 };
 inline std::vector<SinkBulkReduction> sink_bulk_reductions[kSinkMaxThreads];  // [thread], in issue order
-inline void bulk_fence() {}
+inline void async_proxy_fence() {}
 inline void bulk_reduce_add(float* global, const float* shared, unsigned bytes) {
   sink_bulk_reductions[threadIdx.x].push_back({global, shared, bytes});
 }
@@ -268,13 +270,102 @@ inline void cp_async_wait() {  // all but the newest N committed groups have lan
 
 // The block's dynamic shared memory (blocks run one at a time: a static per kernel). A kernel that uses more
 // than its launch asked for would fault on a GPU: the emulator reads the shortfall after the block and says so.
+// A struct aligned past 16 bytes costs the GPU's kernel up to alignof - 16 bytes more (warp_sm80.cuh). Its address
+// is where shared-memory addresses count from (shared_address: what wgmma's descriptors hold).
 inline size_t sink_dynamic_shared_bytes = 0, sink_dynamic_shared_needed = 0;
+inline unsigned char* sink_shared_window = nullptr;
 template <typename Shared, int BYTES>
 Shared& shared_block() {
-  static_assert(sizeof(Shared) <= BYTES, "the launch asks for less shared memory than the kernel uses");
-  if (sizeof(Shared) > sink_dynamic_shared_bytes) sink_dynamic_shared_needed = sizeof(Shared);
-  alignas(16) static Shared block;
+  constexpr size_t needed = sizeof(Shared) + alignof(Shared) - 16;
+  static_assert(needed <= BYTES, "the launch asks for less shared memory than the kernel uses");
+  if (needed > sink_dynamic_shared_bytes) sink_dynamic_shared_needed = needed;
+  alignas(alignof(Shared) > 16 ? alignof(Shared) : 16) static Shared block;
+  sink_shared_window = reinterpret_cast<unsigned char*>(&block);
   return block;
+}
+inline unsigned shared_address(const void* p) {
+  return static_cast<unsigned>(static_cast<const unsigned char*>(p) - sink_shared_window);
+}
+
+// ---- Hopper's warpgroup multiply (kernels/cuda/warp_sm90.cuh), by the PTX ISA's definitions ----
+// wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16} with A in registers: warp w of the four computes rows
+// 16 w..16 w + 15 of the 64 x N product from its own A (mma.sync's A fragment) and the 16 x N B the descriptor
+// places in shared memory, into mma.sync's accumulator layout. Asynchronous: the sums are written, and shared
+// memory read, when a wgmma.wait_group releases the product's group, not at the issue, so a read of the
+// accumulators before the wait, or a tile rewritten before it, gives wrong results.
+struct SinkWarpgroupProduct {
+  float* c;  // the lane's N / 2 accumulators
+  unsigned n;
+  bool transposed_b, half;
+  unsigned long long descriptor;
+  float a[16][16];  // the warp's A
+};
+inline std::vector<std::vector<SinkWarpgroupProduct>> sink_wgmma_groups[kSinkMaxThreads];  // [thread][group]
+
+// Element (k, n) of the B a descriptor describes: bits 0-13 the start address, 16-29 the leading and 32-45 the
+// stride dimension's byte offset (all in 16-byte units), 62-63 the swizzle (1: 128 bytes, 2: 64, 3: 32). The
+// ISA's canonical layouts of 16-bit elements, x = swizzle / 16 chunks of 16 bytes a row: K-major, n = (8, m)
+// at (swizzle bytes, stride), k = (8, 2) at (2 bytes, 16 bytes); MN-major, n = (8, x, m) at (2 bytes, 16 bytes,
+// leading), k = (8, k) at (swizzle bytes, stride). The swizzle then exchanges the address's 16-byte chunk bits
+// (4..) with those from bit 7 on, x - 1 of them.
+inline float sink_descriptor_element(unsigned long long descriptor, bool mn_major, unsigned k, unsigned n, bool half) {
+  const unsigned start = unsigned(descriptor & 0x3fffu) << 4, leading = unsigned((descriptor >> 16) & 0x3fffu) << 4,
+                 stride = unsigned((descriptor >> 32) & 0x3fffu) << 4, mode = unsigned(descriptor >> 62);
+  const unsigned row = mode == 1 ? 128 : mode == 2 ? 64 : mode == 3 ? 32 : 0, x = row / 16;
+  if (row == 0) {
+    std::fprintf(stderr, "emulated wgmma: a descriptor without swizzle, which no kernel here writes\n");
+    std::abort();
+  }
+  const unsigned offset = mn_major ? n % 8 * 2 + n / 8 % x * 16 + n / (8 * x) * leading + k % 8 * row + k / 8 * stride
+                                   : n % 8 * row + n / 8 * stride + k % 8 * 2 + k / 8 * 16;
+  unsigned address = start + offset;
+  address ^= ((address >> 7) & (x - 1)) << 4;
+  unsigned short bits;
+  std::memcpy(&bits, sink_shared_window + address, sizeof bits);
+  return sink_b16_to_float(bits, half);
+}
+
+inline void wgmma_fence() {}
+inline void fence_register(float&) {}
+template <bool HALF, int N, int TRANSPOSED_B>
+inline void wgmma_rs(float (&c)[N / 8][4], const unsigned (&a)[4], unsigned long long descriptor) {
+  struct Operand {
+    unsigned a[4];
+  };
+  const SinkLaneSlot* warp = sink_exchange_all(Operand{{a[0], a[1], a[2], a[3]}});
+  SinkWarpgroupProduct p{&c[0][0], N, TRANSPOSED_B != 0, HALF, descriptor, {}};
+  for (unsigned lane = 0; lane < 32; ++lane) {
+    const Operand op = sink_from_lane<Operand>(warp, lane);
+    const unsigned g = lane >> 2, t = lane & 3;
+    for (unsigned half = 0; half < 2; ++half) {
+      auto element = [&](unsigned reg) { return sink_b16_to_float((reg >> (16 * half)) & 0xffffu, HALF); };
+      p.a[g][2 * t + half] = element(op.a[0]);
+      p.a[g + 8][2 * t + half] = element(op.a[1]);
+      p.a[g][2 * t + 8 + half] = element(op.a[2]);
+      p.a[g + 8][2 * t + 8 + half] = element(op.a[3]);
+    }
+  }
+  auto& groups = sink_wgmma_groups[threadIdx.x];
+  if (groups.empty()) groups.emplace_back();
+  groups.back().push_back(p);
+}
+inline void wgmma_commit() { sink_wgmma_groups[threadIdx.x].emplace_back(); }
+template <int N>
+inline void wgmma_wait() {  // all but the newest N committed groups land (the open one is not waited for)
+  auto& groups = sink_wgmma_groups[threadIdx.x];
+  const unsigned lane = threadIdx.x & 31u, g = lane >> 2, t = lane & 3;
+  while (groups.size() > 1 + static_cast<size_t>(N)) {
+    for (const SinkWarpgroupProduct& p : groups.front())
+      for (unsigned nb = 0; nb < p.n / 8; ++nb)
+        for (unsigned e = 0; e < 4; ++e) {
+          const unsigned row = g + 8 * (e >> 1), col = 8 * nb + 2 * t + (e & 1);
+          float sum = p.c[4 * nb + e];
+          for (unsigned k = 0; k < 16; ++k)
+            sum += p.a[row][k] * sink_descriptor_element(p.descriptor, p.transposed_b, k, col, p.half);
+          p.c[4 * nb + e] = sum;
+        }
+    groups.erase(groups.begin());
+  }
 }
 extern "C" size_t sink_emulator_shared_shortfall() { return sink_dynamic_shared_needed; }
 
@@ -286,5 +377,6 @@ extern "C" void sink_emulator_begin_block(unsigned threads, bool copies_land_at_
   for (auto& phase : sink_ldmatrix_arrivals)
     for (auto& warp : phase) warp = 0;
   for (unsigned t = 0; t < threads && t < kSinkMaxThreads; ++t)
-    sink_exchange_phase[t] = 0, sink_async_groups[t].clear(), sink_bulk_reductions[t].clear();
+    sink_exchange_phase[t] = 0, sink_async_groups[t].clear(), sink_bulk_reductions[t].clear(),
+    sink_wgmma_groups[t].clear();
 }

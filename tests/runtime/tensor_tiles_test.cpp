@@ -14,10 +14,12 @@ using namespace sink::testing_variants;
 
 namespace {
 
-// What the generated source defines before the tile operations, for D and the 16-bit type.
-std::string tile_prelude(int d, bool half, int threads) {
+// What the generated source defines before the tile operations, for D and the 16-bit type; with `hopper`, the
+// Hopper forward's too (kernels/cuda/tile_sm90.cuh).
+std::string tile_prelude(int d, bool half, int threads, bool hopper = false) {
   return "typedef float real;\n" + (half ? kernels::cuda_fp16_storage() : kernels::cuda_bf16_storage()) +
          fmt::format(R"(#define SINK_INF ((real)__int_as_float(0x7f800000))
+#define SINK_WGMMA {3}
 constexpr int D = {0}, PITCH = D + 8, THREADS = {2};
 constexpr bool HALF_MMA = {1}, POSITION_BIAS = false;
 constexpr long long PREFIX = 0, WINDOW = 0;
@@ -26,8 +28,9 @@ __device__ __forceinline__ real r_fmax(real a, real b) {{ return a > b ? a : b; 
 __device__ __forceinline__ long long imin(long long a, long long b) {{ return a < b ? a : b; }}
 __device__ __forceinline__ long long distance(long long i, long long j) {{ return i > j ? i - j : j - i; }}
 )",
-                     d, half ? "true" : "false", threads) +
-         kernels::cuda_text::kWarpSm80 + kernels::cuda_text::kTile;
+                     d, half ? "true" : "false", threads, hopper ? 1 : 0) +
+         kernels::cuda_text::kWarpSm80 + kernels::cuda_text::kTile +
+         (hopper ? std::string(kernels::cuda_text::kWarpSm90) + kernels::cuda_text::kTileSm90 : std::string());
 }
 
 // One warp: A (rows 0..15 of a [rows, D] array; rows from `rows` on read the last) times the 64 rows of B,
@@ -65,17 +68,44 @@ extern "C" __global__ void products(const store_t* a, const store_t* b, float* a
 }
 )";
 
-struct Launched {
-  std::vector<torch::Tensor> outputs;
-};
+// A warpgroup (four warps): A (rows 0..63 of a [rows, D] array; from `rows` on the last) times the 64 rows of B
+// through the Hopper forward's products, S = A B^T with B a K-major swizzled tile, then S rounded to 16 bits times
+// the same tile read MN-major: S B.
+const char* kHopperProducts = R"(
+extern "C" __global__ void hopper_products(const store_t* a, const store_t* b, float* abt, float* ab, float* u1,
+                                           float* u2, long long T, long long, long long, long long) {
+  struct alignas(1024) Shared {
+    store_t tile[64 * D];
+  };
+  Shared& shared = shared_block<Shared, sizeof(Shared) + 1008>();
+  const int row0 = 16 * (threadIdx.x / 32);
+  unsigned fa[1][D / 16][4];
+  load_a_rows(fa[0], a, row0, T);
+  load_tile_async<64, THREADS>(shared.tile, b, 0, 63);
+  cp_async_commit();
+  await_stage();
+  float s[1][8][4];
+  zero(s[0]);
+  mma_abt<64, 1>(s, fa, shared.tile);
+  for (int nb = 0; nb < 8; ++nb)
+    for (int e = 0; e < 4; ++e) abt[(row0 + frag_row(e)) * 64 + frag_col(nb, e)] = s[0][nb][e];
+  unsigned sa[1][4][4];
+  as_a<64>(sa[0], s[0]);
+  float o[1][D / 8][4];
+  zero(o[0]);
+  mma_ab<64, 1>(o, sa, shared.tile);
+  for (int nb = 0; nb < D / 8; ++nb)
+    for (int e = 0; e < 4; ++e) ab[(row0 + frag_row(e)) * D + frag_col(nb, e)] = o[0][nb][e];
+}
+)";
 
 void launch(const std::string& source, std::string_view symbol, unsigned threads, std::vector<torch::Tensor> args,
-            int64_t T, ThreadOrder order = ThreadOrder::Ascending) {
-  CpuEmulatedModule module(host_compiled(source), order);
+            int64_t T, ThreadOrder order = ThreadOrder::Ascending, int arch = 80, unsigned shared_bytes = 0) {
+  CpuEmulatedModule module(host_compiled(source), order, arch);
   std::vector<rt::KernelBuffer> buffers;
   for (auto& t : args) buffers.push_back({t.data_ptr(), t.nbytes()});
   const std::array<int64_t, 4> sizes{T, 1, 0, 0};
-  module.launch(symbol, {1, 1, threads}, buffers, sizes);
+  module.launch(symbol, {1, 1, threads, shared_bytes}, buffers, sizes);
 }
 
 }  // namespace
@@ -100,6 +130,29 @@ TEST(CudaTensorCores, FragmentMapsGiveThePlainMatrixProducts) {
       EXPECT_TRUE(torch::allclose(ab, want_ab, 1e-5, 1e-3)) << (ab - want_ab).abs().max();
       EXPECT_TRUE(torch::equal(row_stats.select(1, 0), std::get<0>(abt.max(1))));
       EXPECT_TRUE(torch::allclose(row_stats.select(1, 1), abt.sum(1), 1e-5, 1e-3));
+    }
+}
+
+// The same for the Hopper forward's products: wgmma's descriptors, the swizzled tile and the warpgroup's
+// fragments against LibTorch's products, at d_head 64 and 128 (128-byte swizzle, one and two pieces a row), 96
+// (64-byte) and 32 (64-byte, one piece).
+TEST(CudaTensorCores, WarpgroupProductsGiveThePlainMatrixProducts) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  for (bool half : {false, true})
+    for (int d : {32, 64, 96, 128}) {
+      const auto dtype = half ? torch::kHalf : torch::kBFloat16;
+      SCOPED_TRACE(fmt::format("d_head {}, {}", d, c10::toString(dtype)));
+      torch::manual_seed(d + half);
+      const int64_t rows = 50;  // rows 50..63 of the warpgroup's 64 read row 49
+      auto a = torch::randn({rows, d}).to(dtype), b = torch::randn({64, d}).to(dtype);
+      auto abt = torch::full({64, 64}, NAN), ab = torch::full({64, d}, NAN), unused = torch::zeros({1});
+      launch(tile_prelude(d, half, 128, true) + kHopperProducts, "hopper_products", 128,
+             {a, b, abt, ab, unused, unused.clone()}, rows, ThreadOrder::Ascending, 90, 64 * d * 2 + 1008);
+      auto a64 = torch::cat({a, a.slice(0, rows - 1).expand({64 - rows, d})}).to(torch::kFloat);
+      auto want_abt = torch::matmul(a64, b.to(torch::kFloat).t());
+      EXPECT_TRUE(torch::allclose(abt, want_abt, 1e-5, 1e-4)) << (abt - want_abt).abs().max();
+      auto want_ab = torch::matmul(abt.to(dtype).to(torch::kFloat), b.to(torch::kFloat));
+      EXPECT_TRUE(torch::allclose(ab, want_ab, 1e-5, 1e-3)) << (ab - want_ab).abs().max();
     }
 }
 

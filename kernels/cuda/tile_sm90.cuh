@@ -1,0 +1,107 @@
+// The Hopper forward's tile operations (sm_90a): the same products as tile.cuh's mma_abt and mma_ab, on
+// warpgroup matrix multiplies (kernels/cuda/warp_sm90.cuh) that read the key and value tiles from shared memory
+// themselves, so no ldmatrix and no B registers; a warp's accumulators and A operands keep tile.cuh's fragment
+// layout, so the kernel's fold of the scores is the same code. Overloads of tile.cuh's functions on the tile's
+// type: a swizzled tile is a plain `store_t*`, a padded one `store_t (*)[PITCH]`.
+//
+// A swizzled tile of ROWS rows of D 16-bit numbers is D / SWIZZLE_COLS pieces of ROWS x SWIZZLE bytes, one after
+// the other; in a piece, row r's SWIZZLE bytes are at r SWIZZLE, its 16-byte chunk c at chunk c ^ (bits 7.. of
+// r SWIZZLE): the PTX ISA's 128-, 64- or 32-byte swizzle, which wgmma undoes on the address bits, so the tile
+// starts on a 1024-byte boundary. The same tile is K-major for S = Q K^T (B's columns are key rows) and MN-major
+// for O += W V (B's rows are value rows).
+constexpr int SWIZZLE = D % 64 == 0 ? 128 : D % 32 == 0 ? 64 : 32;  // bytes of a row in one piece
+constexpr int SWIZZLE_COLS = SWIZZLE / 2;                           // its 16-bit numbers
+constexpr int SWIZZLE_CHUNKS = SWIZZLE / 16;
+
+// The byte offset of 16-byte chunk c (of D / 8) of row r in a ROWS-row swizzled tile.
+template <int ROWS>
+__device__ __forceinline__ int swizzled_chunk(int r, int c) {
+  const int piece = c / SWIZZLE_CHUNKS, within = c % SWIZZLE_CHUNKS;
+  return piece * ROWS * SWIZZLE + r * SWIZZLE + ((within ^ ((r * SWIZZLE >> 7) & (SWIZZLE_CHUNKS - 1))) << 4);
+}
+
+// A shared-memory matrix descriptor (PTX ISA, "matrix descriptor"): the start address, the leading- and
+// stride-dimension byte offsets (each in 16-byte units, 14 bits) and the swizzle mode (1: 128 bytes, 2: 64, 3: 32).
+__device__ __forceinline__ unsigned long long tile_descriptor(const void* start, unsigned leading, unsigned stride) {
+  constexpr unsigned long long mode = SWIZZLE == 128 ? 1 : SWIZZLE == 64 ? 2 : 3;
+  return (unsigned long long)((shared_address(start) >> 4) & 0x3fffu) |
+         (unsigned long long)((leading >> 4) & 0x3fffu) << 16 | (unsigned long long)((stride >> 4) & 0x3fffu) << 32 |
+         mode << 62;
+}
+
+// Rows first..first+ROWS-1 of a [T, D] array into a swizzled tile, as load_tile_async does into a padded one: the
+// eight threads of a row write its 128 bytes of one piece, whole rows per warp, so each store's 32 chunks fill
+// distinct banks four times over.
+template <int ROWS, int THREADS>
+__device__ __forceinline__ void load_tile_async(store_t* tile, const store_t* x, int first, int last) {
+  constexpr int CHUNKS = D / 8;
+  constexpr int ROUNDS = (ROWS * CHUNKS + THREADS - 1) / THREADS;
+#pragma unroll
+  for (int round = 0; round < ROUNDS; ++round) {
+    const int c = threadIdx.x + round * THREADS;
+    if (ROWS * CHUNKS % THREADS != 0 && c >= ROWS * CHUNKS) break;
+    const int r = c / CHUNKS, chunk = c % CHUNKS;
+    cp_async_16(reinterpret_cast<unsigned char*>(tile) + swizzled_chunk<ROWS>(r, chunk),
+                x + (long long)imin(first + r, last) * D + chunk * 8, first + r <= last);
+  }
+}
+template <int ROWS, int THREADS>
+__device__ __forceinline__ void load_pair_async(store_t* a_tile, store_t* b_tile, const store_t* a, const store_t* b,
+                                                int first, int last) {
+  load_tile_async<ROWS, THREADS>(a_tile, a, first, last);
+  load_tile_async<ROWS, THREADS>(b_tile, b, first, last);
+  cp_async_commit();
+}
+
+// Every accumulator register of a warp's M fragments, fenced for the compiler (warp_sm90.cuh's fence_register).
+template <int M, int N>
+__device__ __forceinline__ void fence_registers(float (&acc)[M][N / 8][4]) {
+#pragma unroll
+  for (int f = 0; f < M; ++f)
+#pragma unroll
+    for (int nb = 0; nb < N / 8; ++nb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) fence_register(acc[f][nb][e]);
+}
+
+// acc (16 x N per fragment) += A B^T, B^T's columns the swizzled tile's N rows: per 16 columns of A one wgmma per
+// fragment, B K-major (its column n is row n's 16 numbers, SWIZZLE apart per row, 8 rows a stride), the start
+// moved along the row within a piece; waited for before it returns.
+template <int N, int M>
+__device__ __forceinline__ void mma_abt(float (&acc)[M][N / 8][4], const unsigned (&a)[M][D / 16][4],
+                                        const store_t* tile) {
+  fence_registers<M, N>(acc);
+  wgmma_fence();
+#pragma unroll
+  for (int f = 0; f < M; ++f)
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const int byte = 16 * kk / SWIZZLE_COLS * N * SWIZZLE + 16 * kk % SWIZZLE_COLS * 2;
+      const unsigned long long b =
+          tile_descriptor(reinterpret_cast<const unsigned char*>(tile) + byte, 16, 8 * SWIZZLE);
+      wgmma_rs<HALF_MMA, N, 0>(acc[f], a[f][kk], b);
+    }
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_registers<M, N>(acc);
+}
+
+// acc (16 x D per fragment) += A B, B the swizzled tile's K rows: per 16 rows one wgmma per fragment, B MN-major
+// (row k's D numbers along a piece's row, pieces ROWS x SWIZZLE apart, 8 rows a stride); waited for.
+template <int K, int M>
+__device__ __forceinline__ void mma_ab(float (&acc)[M][D / 8][4], const unsigned (&a)[M][K / 16][4],
+                                       const store_t* tile) {
+  fence_registers<M, D>(acc);
+  wgmma_fence();
+#pragma unroll
+  for (int f = 0; f < M; ++f)
+#pragma unroll
+    for (int kk = 0; kk < K / 16; ++kk) {
+      const unsigned long long b =
+          tile_descriptor(reinterpret_cast<const unsigned char*>(tile) + 16 * kk * SWIZZLE, K * SWIZZLE, 8 * SWIZZLE);
+      wgmma_rs<HALF_MMA, D, 1>(acc[f], a[f][kk], b);
+    }
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_registers<M, D>(acc);
+}

@@ -1,0 +1,176 @@
+// The Hopper forward (kernels/cuda/tile_sm90.cuh: wgmma on swizzled tiles, sm_90a) without an H100: on the CPU
+// emulation, whose wgmma follows the PTX ISA's descriptor, swizzle and fragment definitions
+// (tests/runtime/cuda_on_cpu.h), against the reference path, with every wait it needs; compiled by NVRTC to
+// sm_90a machine code without spills, unserialized, with warpgroup instructions (HGMMA).
+#include <gtest/gtest.h>
+
+#include "kernels/emit_cuda.h"
+#include "runtime/attention/cuda_attention.h"
+#include "runtime/attention/cuda_driver.h"
+#include "runtime/attention/cuda_tuning.h"
+#include "tests/runtime/attention_oracle_expect.h"
+#include "tests/runtime/cuda_emulator.h"
+#include "tests/runtime/cuda_machine_code.h"
+#include "tests/runtime/jit_variants.h"
+
+using namespace sink;
+using namespace sink::rt;
+using namespace sink::testing_variants;
+using namespace sink::testing_machine_code;
+
+namespace {
+
+kernels::CudaStorage layout(torch::ScalarType dtype) {
+  return dtype == torch::kHalf ? kernels::CudaStorage::Float16 : kernels::CudaStorage::BFloat16;
+}
+
+// The forward of `forward`'s tiles (the backward kernels the default's), as a tuned H100 reads them from the
+// table, on the emulation of sm_90 under a loader name of its own.
+SixteenBitResult hopper_forward(const Variant& v, torch::ScalarType dtype, const kernels::CudaTiles& forward,
+                                const std::string& loader, const std::function<std::string(std::string)>& edit = {}) {
+  const auto spec = spec_of(v);
+  const kernels::CudaTiles defaults = kernels::cuda_tiles(spec, layout(dtype));
+  remember_tiles(tuning_key("CPU emulation", spec, layout(dtype)), KernelTiles{forward, defaults, defaults});
+  KernelModules modules = cpu_emulated_modules(ThreadOrder::Ascending, 90);
+  modules.name = loader;
+  if (edit)
+    modules.load = [edit](const std::string& source, const torch::Device&) -> std::shared_ptr<KernelModule> {
+      return std::make_shared<CpuEmulatedModule>(host_compiled(edit(source)), ThreadOrder::Ascending, 90);
+    };
+  return measure_sixteen_bit(
+      [&](const kernels::KernelSpec& s, const AttentionCall& call) { return cuda_attention(s, call, modules); }, v,
+      dtype);
+}
+
+}  // namespace
+
+TEST(CudaKernels, HopperCandidatesFitAndRunOnNineOnly) {
+  for (int64_t d : {32, 64, 96, 128}) {
+    SCOPED_TRACE("d_head " + std::to_string(d));
+    const auto spec = spec_of(Variant{.name = "softmax", .D = d});
+    const auto hopper = kernels::cuda_hopper_candidates(spec, kernels::CudaStorage::BFloat16);
+    ASSERT_EQ(hopper.size(), d <= 64 ? 4u : 2u);  // (128-key tiles at d_head 64 alone)
+    for (const auto& t : hopper) {
+      EXPECT_TRUE(t.hopper && t.tensor_cores);
+      EXPECT_EQ(t.forward_threads() % 128, 0) << "whole warpgroups";
+      EXPECT_LE(kernels::cuda_shared_bytes(t, d).forward, kernels::kCudaSharedLimit);
+      EXPECT_TRUE(kernels::needs_sm90a(kernels::emit_cuda(spec, kernels::CudaStorage::BFloat16, t)));
+    }
+    const auto tuned_on = [&](int capability) {
+      const auto every = kernels::cuda_tuning_tiles(spec, kernels::CudaStorage::BFloat16, capability);
+      return std::count_if(every.begin(), every.end(), [](const kernels::CudaTiles& t) { return t.hopper; });
+    };
+    EXPECT_EQ(tuned_on(90), static_cast<long>(hopper.size()));
+    EXPECT_EQ(tuned_on(80), 0);
+    EXPECT_EQ(tuned_on(100), 0) << "sm_90a code does not run on later GPUs";
+  }
+  EXPECT_TRUE(
+      kernels::cuda_hopper_candidates(spec_of(Variant{.name = "softmax", .D = 48}), kernels::CudaStorage::BFloat16)
+          .empty())
+      << "no wgmma is as wide as d_head 48's O += W V with these tiles";
+  EXPECT_FALSE(kernels::needs_sm90a(
+      kernels::emit_cuda(spec_of(Variant{.name = "softmax", .D = 64}), kernels::CudaStorage::BFloat16)));
+}
+
+// Every Hopper candidate on the emulation against the reference: a window with k* and v* (their column folded
+// before the first tile), ALiBi with a prefix and the sink logit at d_head 96 (64-byte swizzle), sigmoid without
+// normalization at d_head 128 and ragged T; forward and every gradient (the backward's from the forward's
+// statistics).
+TEST(CudaKernels, HopperForwardMatchesTheReference) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  const KernelCacheHere cache("sinklab-hopper-forward");
+  const std::pair<Variant, torch::ScalarType> variants[] = {
+      {{.name = "softmax, window 50, KV biases", .window = 50, .key_bias = true, .learned_v = true, .T = 150, .D = 64},
+       torch::kBFloat16},
+      {{.name = "softmax, ALiBi, prefix, sink logit",
+        .prefix = 20,
+        .position_bias = true,
+        .T = 150,
+        .D = 96,
+        .sink_logit = true},
+       torch::kHalf},
+      {{.name = "sigmoid, no norm", .score = call("sigmoid", {var("qk")}), .normalize = "none", .T = 101, .D = 128},
+       torch::kBFloat16},
+  };
+  for (const auto& [v, dtype] : variants) {
+    const auto hopper = kernels::cuda_hopper_candidates(spec_of(v), layout(dtype));
+    for (size_t c = 0; c < hopper.size(); ++c) {
+      SCOPED_TRACE(fmt::format("{}, d_head {}, {}", v.name, v.D, hopper[c].describe()));
+      const SixteenBitResult r = hopper_forward(v, dtype, hopper[c], fmt::format("hopper {}", c));
+      EXPECT_TRUE(r.passed()) << "forward " << r.forward << " (< " << r.forward_allowed << ")";
+      for (const auto& [name, error] : r.grads) EXPECT_LT(error, r.grads_allowed) << name;
+    }
+  }
+}
+
+// Each wait for a product's group is needed: with either made a no-op (wgmma_wait<1>, the group left in
+// flight), the emulation's sums land too late and the forward leaves the reference's rounding.
+TEST(CudaKernels, HopperForwardNeedsItsWaits) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  const KernelCacheHere cache("sinklab-hopper-waits");
+  const Variant v{.name = "softmax, T 150, d_head 32", .T = 150, .D = 32};
+  const kernels::CudaTiles tiles = kernels::cuda_hopper_candidates(spec_of(v), layout(torch::kBFloat16)).at(0);
+  ASSERT_TRUE(hopper_forward(v, torch::kBFloat16, tiles, "hopper waits intact").passed());
+  const std::string wait = "wgmma_wait<0>();";
+  const std::string source = kernels::emit_cuda(spec_of(v), layout(torch::kBFloat16), tiles);
+  ASSERT_NE(source.find(wait, source.find(wait) + 1), std::string::npos) << "S's wait and O's";
+  for (int k = 0; k < 2; ++k) {
+    const auto without = [&](std::string source) {  // (the backward's source, the default tiles', has none)
+      size_t at = source.find(wait);
+      for (int skip = 0; skip < k && at != std::string::npos; ++skip) at = source.find(wait, at + 1);
+      if (at != std::string::npos) source.replace(at, wait.size(), "wgmma_wait<1>();");
+      return source;
+    };
+    EXPECT_FALSE(hopper_forward(v, torch::kBFloat16, tiles, fmt::format("hopper wait {} removed", k), without).passed())
+        << "wait " << k << " made a no-op";
+  }
+}
+
+// The Hopper forwards compiled by NVRTC for sm_90a with the assembler's verbose report: no spill, no wgmma the
+// assembler serializes (which would leave the tensor cores idle while the warps wait), warpgroup multiplies
+// (HGMMA) in the forward's machine code; and refused for any other GPU.
+TEST(CudaKernels, HopperForwardCompilesToWarpgroupInstructions) {
+  std::string why;
+  if (!cuda::nvrtc_available(&why)) GTEST_SKIP() << "NVRTC not available: " << why;
+  const std::string nvdisasm = find_nvdisasm();
+  const std::pair<Variant, kernels::CudaStorage> cases[] = {
+      {{.name = "softmax", .D = 64}, kernels::CudaStorage::BFloat16},
+      {{.name = "softmax, ALiBi, window, prefix, KV biases, sink logit",
+        .prefix = 8,
+        .window = 40,
+        .position_bias = true,
+        .key_bias = true,
+        .learned_v = true,
+        .D = 96,
+        .sink_logit = true},
+       kernels::CudaStorage::Float16},
+      {{.name = "p-norm 2", .normalize = "pnorm", .p = 2, .D = 128}, kernels::CudaStorage::BFloat16},
+      {{.name = "sigmoid, no norm", .score = call("sigmoid", {var("qk")}), .normalize = "none", .D = 64},
+       kernels::CudaStorage::BFloat16},
+  };
+  for (const auto& [v, storage] : cases)
+    for (const auto& tiles : kernels::cuda_hopper_candidates(spec_of(v), storage)) {
+      SCOPED_TRACE(fmt::format("{}, d_head {}, {}", v.name, v.D, tiles.describe()));
+      const std::string source = kernels::emit_cuda(spec_of(v), storage, tiles);
+      std::string report;
+      const std::string cubin = cuda::compile_cubin(source, 90, &report);
+      const auto resources = read_assembler_report(report);
+      ASSERT_TRUE(resources.count("sink_forward")) << report;
+      const KernelResources& r = resources.at("sink_forward");
+      std::printf("  sm_90a d_head %3lld %-55s forward %3dx%-3d %3d registers, %6d bytes shared, spills %d/%d\n",
+                  static_cast<long long>(v.D), v.name.c_str(), tiles.forward_rows, tiles.forward_keys, r.registers,
+                  kernels::cuda_shared_bytes(tiles, v.D).forward, r.spill_stores, r.spill_loads);
+      EXPECT_EQ(r.spill_stores + r.spill_loads, 0);
+      EXPECT_EQ(report.find("serialized"), std::string::npos) << report;
+      EXPECT_THROW(cuda::compile_cubin(source, 80), std::runtime_error) << "sm_90a code compiled for sm_80";
+      if (nvdisasm.empty()) continue;
+      const auto code = disassemble(nvdisasm, cubin);
+      ASSERT_TRUE(code.count("sink_forward"));
+      const auto& forward = code.at("sink_forward");
+      EXPECT_GT(std::count_if(forward.begin(), forward.end(),
+                              [](const std::string& i) { return operation_of(i) == "HGMMA"; }),
+                0)
+          << "no warpgroup multiply in the forward";
+    }
+  if (nvdisasm.empty()) GTEST_SKIP() << "registers checked; no nvdisasm to read the machine code for HGMMA";
+}
