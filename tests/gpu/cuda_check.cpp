@@ -5,8 +5,9 @@
 //     GPU, in float (1e-5) and double (1e-9), as tests/runtime/cuda_kernels_test
 //     does on the CPU emulation;
 //  2. bf16 and half storage within the reference's own rounding, forward
-//     and gradients (every paper variant), and the fused backward that the
-//     tuning may choose for some of them;
+//     and gradients (every paper variant), and the fused backward and (on
+//     an H100 or H200) the Hopper forward that the tuning may choose for
+//     some of them;
 //  3. a micro model (tests/plan/fixtures), and the same with grouped-query
 //     heads, a sink token, a window and k*, trained 50 steps with AdamW on
 //     the CPU (reference attention) and on the GPU (generated kernels) in
@@ -201,45 +202,63 @@ void sixteen_bit_storage() {
   }
 }
 
-// The fused backward (backward_keys summing dQ, kernels::cuda_fused_candidates) on the device, as a tuned
-// launcher runs it: every ninth tensor-core case in half storage, its first or last fused shape put in the
-// tuning table for a launcher of its own, the table put back as it was afterwards (case 8 measures into it;
-// half storage keeps these entries off its bf16 variants even if a crash leaves them).
-struct FusedCase {
+// Tiles a tuned launcher reads from the table, on the device: the fused backward (backward_keys summing dQ,
+// kernels::cuda_fused_candidates) for every ninth tensor-core case, its first or last shape; and the Hopper
+// forward (wgmma, kernels::cuda_hopper_candidates) for every ninth from the fifth, each of its shapes in turn,
+// on a GPU of compute capability 9.0. In half storage, each in a launcher of its own; the table is put back as
+// it was afterwards (case 8 measures into it; half storage keeps these entries off its bf16 variants even if a
+// crash leaves them).
+struct TunedCase {
   Variant variant;
-  kernels::CudaTiles keys;
+  KernelTiles tiles;
+  std::string what;
 };
-std::vector<FusedCase> fused_backward_cases() {
-  std::vector<FusedCase> out;
+std::vector<TunedCase> tuned_cases(int capability) {
+  std::vector<TunedCase> out;
   const auto variants = tensor_core_variants();
+  const auto storage = kernels::CudaStorage::Float16;
   for (size_t n = 2; n < variants.size(); n += 9) {
     const auto spec = spec_of(variants[n].variant);
-    const auto fused = kernels::cuda_fused_candidates(spec, kernels::CudaStorage::Float16);
-    if (!fused.empty()) out.push_back({variants[n].variant, out.size() % 2 ? fused.back() : fused.front()});
+    const kernels::CudaTiles defaults = kernels::cuda_tiles(spec, storage);
+    const auto fused = kernels::cuda_fused_candidates(spec, storage);
+    if (fused.empty()) continue;
+    const kernels::CudaTiles& keys = out.size() % 2 ? fused.back() : fused.front();
+    out.push_back({variants[n].variant,
+                   {defaults, defaults, defaults, keys},
+                   fmt::format("fused backward {}x{}", keys.key_rows, keys.key_queries)});
+  }
+  if (capability != 0 && capability != kernels::kHopperCapability) return out;
+  for (size_t n = 5, k = 0; n < variants.size(); n += 9, ++k) {
+    const auto spec = spec_of(variants[n].variant);
+    const kernels::CudaTiles defaults = kernels::cuda_tiles(spec, storage);
+    const auto hopper = kernels::cuda_hopper_candidates(spec, storage);
+    if (hopper.empty()) continue;
+    const kernels::CudaTiles& forward = hopper[k % hopper.size()];
+    out.push_back({variants[n].variant,
+                   {forward, defaults, defaults},
+                   fmt::format("wgmma forward {}x{}", forward.forward_rows, forward.forward_keys)});
   }
   return out;
 }
 
-void fused_backward() {
+void tuned_tiles() {
   const auto dev = torch::Device(torch::kCUDA, 0);
   const auto table = kernel_cache_dir() / "tiles.json";
   std::string before;
   const bool had_table = std::filesystem::exists(table);
   if (had_table) before.assign(std::istreambuf_iterator<char>(std::ifstream(table).rdbuf()), {});
-  KernelModules fused_modules = cuda_modules();
-  fused_modules.name += ", fused backward";  // (a launcher of its own, which reads the table when made)
+  KernelModules tuned_modules = cuda_modules();
+  tuned_modules.name += ", tiles from the table";  // (a launcher of its own, which reads the table when made)
   auto attend = [&](const kernels::KernelSpec& spec, const AttentionCall& call) {
-    return cuda_attention(spec, call, fused_modules);
+    return cuda_attention(spec, call, tuned_modules);
   };
-  for (const auto& [v, keys] : fused_backward_cases()) {
-    const std::string name =
-        fmt::format("{} [Half storage, fused backward {}x{}]", v.name, keys.key_rows, keys.key_queries);
+  for (const auto& [v, tiles, what] : tuned_cases(cuda::device_properties(0).capability)) {
+    const std::string name = fmt::format("{} [Half storage, {}]", v.name, what);
     now_running(name);
     try {
       const auto spec = spec_of(v);
-      const auto defaults = kernels::cuda_tiles(spec, kernels::CudaStorage::Float16);
       const std::string gpu = cuda::module_for(cuda_source_for(spec, torch::kHalf), 0)->device_name();
-      remember_tiles(tuning_key(gpu, spec, kernels::CudaStorage::Float16), {defaults, defaults, defaults, keys});
+      remember_tiles(tuning_key(gpu, spec, kernels::CudaStorage::Float16), tiles);
       const SixteenBitResult r = measure_sixteen_bit(attend, v, torch::kHalf, dev, 4, 4);
       report(name, r.passed(),
              fmt::format("forward {:.2e} (< {:.1e}), {}", r.forward, r.forward_allowed,
@@ -494,11 +513,12 @@ int fill_kernel_cache(int arch) {
   std::vector<std::string> sources;
   for (const auto& c : kernel_cases()) sources.push_back(cuda_source_for(spec_of(c.variant), c.storage));
   for (const auto& [v, storage] : sixteen_bit_cases()) sources.push_back(cuda_source_for(spec_of(v), storage));
-  for (const auto& [v, keys] : fused_backward_cases())
-    sources.push_back(kernels::emit_cuda(spec_of(v), kernels::CudaStorage::Float16, keys));
+  for (const auto& [v, tiles, what] : tuned_cases(arch))
+    for (const auto& t : {tiles.forward, tiles.fused.value_or(tiles.keys)})
+      sources.push_back(kernels::emit_cuda(spec_of(v), kernels::CudaStorage::Float16, t));
   for (const auto& v : tuning_variants()) {  // every tile candidate case 8 measures
     auto spec = spec_of(v);
-    for (const auto& tiles : kernels::cuda_tuning_tiles(spec, kernels::CudaStorage::BFloat16))
+    for (const auto& tiles : kernels::cuda_tuning_tiles(spec, kernels::CudaStorage::BFloat16, arch))
       sources.push_back(kernels::emit_cuda(spec, kernels::CudaStorage::BFloat16, tiles));
   }
   std::sort(sources.begin(), sources.end());
@@ -547,7 +567,7 @@ int main(int argc, char** argv) {
   for (const auto& c : kernel_cases())
     if (wanted(c.variant.name)) variant(c.variant, c.tolerance, c.storage);
   if (wanted("storage")) sixteen_bit_storage();
-  if (wanted("fused")) fused_backward();
+  if (wanted("fused") || wanted("wgmma")) tuned_tiles();
   if (wanted("sdpa")) sdpa_dispatch();
   if (wanted("device")) device_choice();
   if (wanted("train")) training_matches_the_cpu(SINKLAB_SOURCE_DIR);

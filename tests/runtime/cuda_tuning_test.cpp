@@ -173,8 +173,8 @@ namespace {
 using Watch = std::function<void(std::string_view symbol, LaunchShape& shape)>;
 class WatchedModule : public CpuEmulatedModule {
  public:
-  WatchedModule(std::shared_ptr<const HostCompiledKernels> compiled, Watch watch)
-      : CpuEmulatedModule(std::move(compiled), ThreadOrder::Ascending), watch_(std::move(watch)) {}
+  WatchedModule(std::shared_ptr<const HostCompiledKernels> compiled, Watch watch, int arch)
+      : CpuEmulatedModule(std::move(compiled), ThreadOrder::Ascending, arch), watch_(std::move(watch)) {}
   void launch(std::string_view symbol, LaunchShape shape, std::span<const KernelBuffer> buffers,
               std::span<const int64_t> sizes) override {
     watch_(symbol, shape);
@@ -184,12 +184,13 @@ class WatchedModule : public CpuEmulatedModule {
  private:
   Watch watch_;
 };
-KernelModules watched_modules(const std::string& name, const Watch& watch, bool tune = false) {
+// `arch`: the GPU generation the kernels take their paths for and the launcher sees (90: the Hopper forwards too).
+KernelModules watched_modules(const std::string& name, const Watch& watch, bool tune = false, int arch = 80) {
   return {name,
-          [watch](const std::string& source, const torch::Device&) {
-            return std::make_shared<WatchedModule>(host_compiled(source), watch);
+          [watch, arch](const std::string& source, const torch::Device&) {
+            return std::make_shared<WatchedModule>(host_compiled(source), watch, arch);
           },
-          tune};
+          tune, nullptr, [arch](const torch::Device&) { return arch; }};
 }
 
 }  // namespace
@@ -278,7 +279,7 @@ TEST(CudaKernels, TuningWritesItsChoiceForTheNextProcess) {
   ASSERT_TRUE(std::any_of(every.begin(), every.end(), [&](const kernels::CudaTiles& c) {
     return kernels::cuda_shared_bytes(c, v.D).forward > 48 * 1024;
   })) << "no candidate past 48 KiB to fail";
-  // A "GPU" that gives a block 48 KiB of shared memory: a launch asking for more fails.
+  // A Hopper "GPU" that gives a block 48 KiB of shared memory: a launch asking for more fails.
   const KernelModules modules = watched_modules(
       "tuning",
       [](std::string_view symbol, LaunchShape& shape) {
@@ -286,7 +287,7 @@ TEST(CudaKernels, TuningWritesItsChoiceForTheNextProcess) {
           throw std::runtime_error(fmt::format("{} asks for {} bytes of shared memory a block; this GPU gives 49152",
                                                symbol, shape.shared_bytes));
       },
-      true);
+      true, 90);
   auto attend = [&](const kernels::KernelSpec& s, const AttentionCall& call) {
     return cuda_attention(s, call, modules);
   };
@@ -296,6 +297,7 @@ TEST(CudaKernels, TuningWritesItsChoiceForTheNextProcess) {
   EXPECT_TRUE(r.passed()) << "forward " << r.forward << " (< " << r.forward_allowed << ")";
   EXPECT_NE(said.find("forward with tiles"), std::string::npos) << said;
   EXPECT_NE(said.find("this GPU gives 49152"), std::string::npos) << said;
+  EXPECT_NE(said.find("wgmma forward skipped"), std::string::npos) << "the Hopper forwards measured too: " << said;
   const auto remembered = remembered_tiles(key);
   ASSERT_TRUE(remembered.has_value()) << "nothing in " << (cache.dir() / "tiles.json").string();
   EXPECT_LE(kernels::cuda_shared_bytes(remembered->forward, v.D).forward, 48 * 1024) << remembered->forward.describe();
@@ -341,7 +343,7 @@ TEST(CudaKernels, TuningKeepsNoCandidateWhoseResultsDiffer) {
                                   wrong =
                                       "__device__ __forceinline__ void drop_pair(float*, float, float) {}\n" + wrong;
                                 }
-                                return std::make_shared<WatchedModule>(host_compiled(wrong), slow_queries);
+                                return std::make_shared<WatchedModule>(host_compiled(wrong), slow_queries, 80);
                               },
                               true};
   auto attend = [&](const kernels::KernelSpec& s, const AttentionCall& call) {
