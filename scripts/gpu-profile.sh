@@ -8,7 +8,9 @@
 # timing.txt
 # (bench/gpu_attention on the same cases, not under the profiler, with the tuning on) and
 # timing-default-tiles.txt (the same with SINKLAB_TUNE=0) and timing-fused.txt (the default tiles with the fused
-# backward forced, SINKLAB_FUSED_DQ=1: dQ summed by backward_keys, no backward_queries).
+# backward forced, SINKLAB_FUSED_DQ=1: dQ summed by backward_keys, no backward_queries) and, on an H100 or H200,
+# wgmma.txt (the default tiles with the Hopper forward forced, SINKLAB_WGMMA=1, timed, then that forward under
+# Nsight Compute: one file, as a GPU call returns at most 8).
 # Exit: 0, or the first failing step's code.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -55,4 +57,14 @@ defaults=$?
 # The same with the fused backward on every variant: against the line above, what fusing dQ buys.
 SINKLAB_TUNE=0 SINKLAB_FUSED_DQ=1 timeout 120 build-gpu/bench/gpu_attention --repeats 5 --D "$D" --T "$T" \
   --variants "$variants" > "$out/timing-fused.txt" 2>&1
-exit $((rc ? rc : tuned ? tuned : defaults ? defaults : $?))
+fused=$?
+# The Hopper forward (wgmma) against the line before the last, where the GPU runs it (compute capability 9.0).
+if [[ $(python3 -c 'import torch; print("%d%d" % torch.cuda.get_device_capability(0))' 2> /dev/null) == 90 ]]; then
+  SINKLAB_TUNE=0 SINKLAB_WGMMA=1 timeout 120 build-gpu/bench/gpu_attention --repeats 5 --D "$D" --T "$T" \
+    --variants "$variants" > "$out/wgmma.txt" 2>&1
+  SINKLAB_NVRTC_LINEINFO=1 SINKLAB_TUNE=0 SINKLAB_WGMMA=1 timeout 120 ncu --kernel-name regex:sink_forward \
+    --launch-count 4 --section SpeedOfLight --section Occupancy --section LaunchStats --section SchedulerStats \
+    --section WarpStateStats --section SourceCounters \
+    build-gpu/bench/gpu_attention --repeats 1 --D "$D" --T "$T" --variants "$variants" >> "$out/wgmma.txt" 2>&1
+fi
+exit $((rc ? rc : tuned ? tuned : defaults ? defaults : fused))

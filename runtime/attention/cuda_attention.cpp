@@ -161,7 +161,7 @@ class CudaLauncher : public KernelLauncher {
     auto o = torch::empty_like(in.q);
     auto stats =
         torch::empty({in.q.size(0), in.q.size(1), 2, in.q.size(2)}, in.q.options().dtype(real_dtype(storage_)));
-    launch_forward(chosen_.forward, in, o, stats);
+    launch_forward(forward_tiles(chosen_, spec_, layout_of(storage_), capability_of(modules_, device_)), in, o, stats);
     return {o, stats};
   }
 

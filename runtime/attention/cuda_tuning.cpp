@@ -117,4 +117,16 @@ std::optional<kernels::CudaTiles> fused_backward(const KernelTiles& tiles, const
   return tiles.fused;
 }
 
+kernels::CudaTiles forward_tiles(const KernelTiles& tiles, const kernels::KernelSpec& spec,
+                                 kernels::CudaStorage storage, int capability) {
+  const char* wanted = std::getenv("SINKLAB_WGMMA");
+  const std::string say = wanted ? wanted : "";
+  if (say == "0" && tiles.forward.hopper) return kernels::cuda_tiles(spec, storage, capability);
+  if (say == "1" && !tiles.forward.hopper && capability == kernels::kHopperCapability) {
+    const auto candidates = kernels::cuda_hopper_candidates(spec, storage);
+    if (!candidates.empty()) return candidates.front();
+  }
+  return tiles.forward;
+}
+
 }  // namespace sink::rt

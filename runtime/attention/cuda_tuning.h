@@ -1,6 +1,7 @@
 // The tiles each tensor-core kernel of a variant runs with on a GPU, measured there once: on a variant's
 // first forward the launcher times every candidate (kernels::cuda_tile_candidates, at most 8) of the
-// forward and both backward kernels on the call's own shapes, keeps the fastest of each (and the fastest
+// forward and both backward kernels on the call's own shapes (on compute capability 9.0 the Hopper forwards
+// too, kernels::cuda_hopper_candidates, at most 4), keeps the fastest of each (and the fastest
 // backward_keys that sums dQ too, kernels::cuda_fused_candidates, where it beats the two backward kernels
 // together), and writes the
 // choice to kernel_cache_dir()/tiles.json, keyed by the GPU's name, the variant, the storage and d_head, so
@@ -46,5 +47,12 @@ bool tuning_enabled();
 // every run), 1 always (the measured one, else the first of kernels::cuda_fused_candidates).
 std::optional<kernels::CudaTiles> fused_backward(const KernelTiles& tiles, const kernels::KernelSpec& spec,
                                                  kernels::CudaStorage storage);
+
+// The forward a launcher with these tiles runs: the measured one (tiles.forward), unless SINKLAB_WGMMA says
+// otherwise: 0 never a Hopper forward (the default tiles where the table has one), 1 always on a GPU of compute
+// capability 9.0 (the measured one if it is a Hopper forward, else the first of kernels::cuda_hopper_candidates),
+// as a profile compares the two forwards on the same shapes.
+kernels::CudaTiles forward_tiles(const KernelTiles& tiles, const kernels::KernelSpec& spec,
+                                 kernels::CudaStorage storage, int capability);
 
 }  // namespace sink::rt

@@ -174,3 +174,43 @@ TEST(CudaKernels, HopperForwardCompilesToWarpgroupInstructions) {
     }
   if (nvdisasm.empty()) GTEST_SKIP() << "registers checked; no nvdisasm to read the machine code for HGMMA";
 }
+
+// SINKLAB_WGMMA overrides the table, as a profile compares the two forwards: 1 runs a Hopper forward where none
+// was measured (on compute capability 9.0 alone), 0 runs the default forward where the table has a Hopper one;
+// right every way.
+TEST(CudaKernels, HopperForwardCanBeForcedOnOrOff) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  const KernelCacheHere cache("sinklab-hopper-forced");
+  const Variant v{.name = "softmax, T 80", .T = 80, .D = 64};
+  const auto spec = spec_of(v);
+  const auto storage = layout(torch::kBFloat16);
+  const kernels::CudaTiles defaults = kernels::cuda_tiles(spec, storage);
+  struct Case {
+    const char* say;
+    int arch;
+    bool table_has_hopper, runs_hopper;
+  };
+  const Case cases[] = {{"1", 90, false, true}, {"1", 80, false, false}, {"0", 90, true, false}, {"", 90, true, true}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fmt::format("SINKLAB_WGMMA='{}', sm_{}, table {}", c.say, c.arch, c.table_has_hopper));
+    const KernelTiles table{c.table_has_hopper ? kernels::cuda_hopper_candidates(spec, storage).back() : defaults,
+                            defaults, defaults};
+    remember_tiles(tuning_key("CPU emulation", spec, storage), table);
+    auto loaded_hopper = std::make_shared<bool>(false);
+    const int arch = c.arch;
+    const KernelModules modules{fmt::format("forced {} {} {}", c.say, c.arch, c.table_has_hopper),
+                                [loaded_hopper, arch](const std::string& source, const torch::Device&) {
+                                  *loaded_hopper = *loaded_hopper || kernels::needs_sm90a(source);
+                                  return std::make_shared<CpuEmulatedModule>(host_compiled(source),
+                                                                             ThreadOrder::Ascending, arch);
+                                },
+                                false, nullptr, [arch](const torch::Device&) { return arch; }};
+    setenv("SINKLAB_WGMMA", c.say, 1);
+    const SixteenBitResult r = measure_sixteen_bit(
+        [&](const kernels::KernelSpec& s, const AttentionCall& call) { return cuda_attention(s, call, modules); }, v,
+        torch::kBFloat16);
+    unsetenv("SINKLAB_WGMMA");
+    EXPECT_TRUE(r.passed()) << "forward " << r.forward << " (< " << r.forward_allowed << ")";
+    EXPECT_EQ(*loaded_hopper, c.runs_hopper);
+  }
+}
