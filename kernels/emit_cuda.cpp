@@ -301,7 +301,7 @@ std::vector<CudaTiles> cuda_hopper_candidates(const KernelSpec& spec, CudaStorag
   std::vector<CudaTiles> out;
   for (const auto& [rows, keys] : shapes) {
     if (keys > 64 && d > 64) continue;
-    CudaTiles t = chosen;
+    CudaTiles t = chosen;  // (the backward kernels' tiles the default's: 64 rows, one warpgroup)
     t.hopper = true, t.forward_rows = rows, t.forward_keys = keys, t.row_frags = 1;
     if (cuda_shared_bytes(t, d).forward <= kCudaSharedLimit) out.push_back(t);
   }
@@ -370,12 +370,16 @@ CudaTiles cuda_tiles(const KernelSpec& spec, CudaStorage storage, int capability
 
 CudaSharedBytes cuda_shared_bytes(const CudaTiles& t, int64_t d) {
   if (!t.tensor_cores) return {};
-  // Two stages of two [rows][d + 8] tiles of 16-bit numbers (backward_keys's are static but where it sums dQ); the
-  // Hopper forward's are [rows][d], swizzled, from a 1024-byte boundary the kernel finds (warp_sm80.cuh's
+  // Two stages of two [rows][d + 8] tiles of 16-bit numbers (backward_keys's are static but where it sums dQ). The
+  // Hopper kernels' are [rows][d], swizzled (backward_keys's beside four float rows a stage), in a struct of
+  // 1024-byte alignment (its size a multiple of it) from the 1024-byte boundary the kernel finds (warp_sm80.cuh's
   // shared_block: up to 1008 bytes on).
   const auto tiles = [&](int rows) { return 2 * 2 * rows * static_cast<int>(d + 8) * 2; };
-  const int forward = t.hopper ? 2 * 2 * t.forward_keys * static_cast<int>(d) * 2 + 1024 - 16 : tiles(t.forward_keys);
-  return {forward, tiles(t.query_keys), t.fused_dq ? backward_keys_shared_bytes(t, d) : 0};
+  const auto hopper = [&](int rows, int float_rows) {
+    return (2 * 2 * rows * static_cast<int>(d) * 2 + float_rows * 2 * rows * 4 + 1023) / 1024 * 1024 + 1024 - 16;
+  };
+  if (t.hopper) return {hopper(t.forward_keys, 0), hopper(t.query_keys, 0), hopper(t.key_queries, 4)};
+  return {tiles(t.forward_keys), tiles(t.query_keys), t.fused_dq ? backward_keys_shared_bytes(t, d) : 0};
 }
 
 int CudaSharedBytes::of(std::string_view kernel_symbol) const {

@@ -53,8 +53,9 @@ struct CudaTiles {
   // backward_queries does not run: five products a tile pair instead of seven, for a float copy of dQ and
   // sums in no fixed order. The tuning measures it against the two kernels (cuda_fused_candidates).
   bool fused_dq = false;
-  // The forward's products on Hopper's warpgroup multiplies (wgmma, sm_90a: kernels/cuda/tile_sm90.cuh) instead of
-  // mma.sync; the backward kernels as they are. Only GPUs of compute capability 9.0 run it (cuda_hopper_candidates).
+  // The products of the forward, backward_keys and backward_queries on Hopper's warpgroup multiplies (wgmma,
+  // sm_90a: kernels/cuda/tile_sm90.cuh) instead of mma.sync; never with fused_dq. Only GPUs of compute capability
+  // 9.0 run them (cuda_hopper_candidates).
   bool hopper = false;
   // Threads per block of each kernel: a row per thread, or a warp per 16 rows (16 row_frags in the two
   // query-row kernels).
@@ -77,7 +78,8 @@ struct CudaTiles {
 CudaTiles cuda_tiles(const KernelSpec& spec, CudaStorage storage = CudaStorage::Real, int capability = 0);
 
 // The bytes of dynamic shared memory each tensor-core kernel's launch asks for: what its struct of shared arrays
-// holds (a kernel that holds more fails to compile); 0 for the kernels whose arrays are static (backward_keys's,
+// holds (a kernel that holds more fails to compile); 0 for the kernels whose arrays are static (backward_keys's but
+// on Hopper,
 // bound by registers before shared memory, but where it sums dQ; the scalar kernels').
 struct CudaSharedBytes {
   int forward = 0, queries = 0, keys = 0;
@@ -96,9 +98,10 @@ std::vector<CudaTiles> cuda_tile_candidates(const KernelSpec& spec, CudaStorage 
 // kernels, at most 4, each with its shared memory (the block's K rows, a tile of dS and one of dQ's share in
 // float besides the query tiles) within kCudaSharedLimit; none for the scalar kernels.
 std::vector<CudaTiles> cuda_fused_candidates(const KernelSpec& spec, CudaStorage storage);
-// The Hopper forwards (hopper) a GPU of compute capability 9.0 may measure against the forward's other tiles, at
-// most 4: 64 or 128 rows (one or two warpgroups of four warps) and 64-key tiles, or 128 at d_head 64;
-// none for the scalar kernels and where d_head is not 32, 64, 96 or 128 (the widths of O += W V's wgmma).
+// The Hopper kernels (hopper) a GPU of compute capability 9.0 may measure against the other tiles, each kernel
+// against its own, at most 4: forwards of 64 or 128 rows (one or two warpgroups of four warps) and 64-key tiles,
+// or 128 at d_head 64; the backward kernels with the default's tiles (64 rows, a warpgroup). None for the scalar
+// kernels and where d_head is not 32, 64, 96 or 128 (the widths of O += W V's wgmma).
 std::vector<CudaTiles> cuda_hopper_candidates(const KernelSpec& spec, CudaStorage storage);
 constexpr int kHopperCapability = 90;  // wgmma's sm_90a code runs on 9.0 alone (not on later GPUs)
 // Every source a GPU of `capability` (0: any, as gpu-check fills the kernel cache) compiles to tune:

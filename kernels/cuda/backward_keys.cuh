@@ -26,6 +26,17 @@
   auto& k_rows = shared.k_rows;
   auto& ds_tile = shared.ds_tile;
   auto& dq_tile = shared.dq_tile;
+#elif SINK_WGMMA  // (Hopper: swizzled tiles that wgmma reads, kernels/cuda/tile_sm90.cuh, from a 1024-byte boundary)
+  struct alignas(1024) Shared {
+    store_t q_tile[2][KEY_QUERIES * D], do_tile[2][KEY_QUERIES * D];
+    real st0_tile[2][KEY_QUERIES], inv0_tile[2][KEY_QUERIES], st1_tile[2][KEY_QUERIES], delta_tile[2][KEY_QUERIES];
+  };
+  Shared& shared = shared_block<Shared, KEY_SHARED_BYTES>();
+  auto &q_tile = shared.q_tile, &do_tile = shared.do_tile;
+  auto &st0_tile = shared.st0_tile, &inv0_tile = shared.inv0_tile, &st1_tile = shared.st1_tile,
+       &delta_tile = shared.delta_tile;
+  store_t(*k_rows)[PITCH] = nullptr, (*ds_tile)[KEY_QUERIES + 8] = nullptr;  // (dQ's operands: none here)
+  float(*dq_tile)[D + 8] = nullptr;
 #else
   __shared__ __align__(16) store_t q_tile[2][KEY_QUERIES][PITCH], do_tile[2][KEY_QUERIES][PITCH];
   __shared__ real st0_tile[2][KEY_QUERIES], inv0_tile[2][KEY_QUERIES], st1_tile[2][KEY_QUERIES],
@@ -34,6 +45,7 @@
   float(*dq_tile)[D + 8] = nullptr;
 #endif
   static_assert(!FUSED_DQ || KEY_QUERIES <= KEY_THREADS, "a thread issues each row's bulk reduction");
+  static_assert(!(FUSED_DQ && SINK_WGMMA), "the fused backward has no Hopper form");
   const int warp = threadIdx.x / 32;
   const long long bh = blockIdx.y, head = (unsigned)blockIdx.y % (unsigned)H;  // (a 64-bit % is a call)
   const int n = (int)T;  // positions within the slice are 32-bit (tile.cuh)

@@ -3,9 +3,15 @@
   // and streams key and value tiles. Per tile it recomputes S = Q K^T and dA = dO V^T, takes each pair's
   // logit gradient from the forward's row statistics (column_grad), and adds dS K. A pass of its own rather
   // than atomics from the key-side kernel: no float copy of dQ, no conversion pass, the same sums in every run.
+#if SINK_WGMMA  // (Hopper: swizzled tiles that wgmma reads, kernels/cuda/tile_sm90.cuh)
+  struct alignas(1024) Shared {
+    store_t k_tile[2][QUERY_KEYS * D], v_tile[2][QUERY_KEYS * D];
+  };
+#else
   struct alignas(16) Shared {
     store_t k_tile[2][QUERY_KEYS][PITCH], v_tile[2][QUERY_KEYS][PITCH];
   };
+#endif
   Shared& shared = shared_block<Shared, QUERY_SHARED_BYTES>();
   auto &k_tile = shared.k_tile, &v_tile = shared.v_tile;
   constexpr int M = ROW_FRAGS;  // 16-row fragments per warp, as in the forward

@@ -105,3 +105,15 @@ __device__ __forceinline__ void mma_ab(float (&acc)[M][D / 8][4], const unsigned
   wgmma_wait<0>();
   fence_registers<M, D>(acc);
 }
+
+// One fragment a warp (the backward kernels'), as tile.cuh's.
+template <int N>
+__device__ __forceinline__ void mma_abt(float (&acc)[N / 8][4], const unsigned (&a)[D / 16][4], const store_t* tile) {
+  mma_abt<N, 1>(reinterpret_cast<float(&)[1][N / 8][4]>(acc), reinterpret_cast<const unsigned(&)[1][D / 16][4]>(a),
+                tile);
+}
+template <int K>
+__device__ __forceinline__ void mma_ab(float (&acc)[D / 8][4], const unsigned (&a)[K / 16][4], const store_t* tile) {
+  mma_ab<K, 1>(reinterpret_cast<float(&)[1][D / 8][4]>(acc), reinterpret_cast<const unsigned(&)[1][K / 16][4]>(a),
+               tile);
+}

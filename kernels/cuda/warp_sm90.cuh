@@ -21,6 +21,7 @@ __device__ __forceinline__ void wgmma_wait() {
 // below the wgmma that sums into it.
 __device__ __forceinline__ void fence_register(float& r) { asm volatile("" : "+f"(r)::"memory"); }
 
+#define SINK_ACCUMULATORS_16 "{%0, %1, %2, %3, %4, %5, %6, %7}"
 #define SINK_ACCUMULATORS_32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
 #define SINK_ACCUMULATORS_64                                                                         \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, " \
@@ -57,8 +58,10 @@ __device__ __forceinline__ void fence_register(float& r) { asm volatile("" : "+f
 // columns 16 contiguous elements of a row) or MN-major (1: each of its 16 rows N elements along a row).
 template <bool HALF, int N, int TRANSPOSED_B>
 __device__ __forceinline__ void wgmma_rs(float (&c)[N / 8][4], const unsigned (&a)[4], unsigned long long descriptor) {
-  static_assert(N == 32 || N == 64 || N == 96 || N == 128, "a product width the Hopper forward has no wgmma for");
-  if constexpr (N == 32)
+  static_assert(N == 16 || N == 32 || N == 64 || N == 96 || N == 128, "a product width with no wgmma here");
+  if constexpr (N == 16)
+    SINK_WGMMA_TYPED(16, 8, 9, 10, 11, 12, 13, SINK_ACC4(0), SINK_ACC4(1));
+  else if constexpr (N == 32)
     SINK_WGMMA_TYPED(32, 16, 17, 18, 19, 20, 21, SINK_ACC16(0));
   else if constexpr (N == 64)
     SINK_WGMMA_TYPED(64, 32, 33, 34, 35, 36, 37, SINK_ACC16(0), SINK_ACC16(4));

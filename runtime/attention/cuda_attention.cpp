@@ -161,7 +161,8 @@ class CudaLauncher : public KernelLauncher {
     auto o = torch::empty_like(in.q);
     auto stats =
         torch::empty({in.q.size(0), in.q.size(1), 2, in.q.size(2)}, in.q.options().dtype(real_dtype(storage_)));
-    launch_forward(forward_tiles(chosen_, spec_, layout_of(storage_), capability_of(modules_, device_)), in, o, stats);
+    launch_forward(tiles_to_run(chosen_, spec_, layout_of(storage_), capability_of(modules_, device_)).forward, in, o,
+                   stats);
     return {o, stats};
   }
 
@@ -172,10 +173,11 @@ class CudaLauncher : public KernelLauncher {
     SliceGradients d;
     d.dsink = rows.dsink;
     d.dk = torch::empty_like(in.k), d.dv = torch::empty_like(in.v);
-    const auto fused = fused_backward(chosen_, spec_, layout_of(storage_));
+    const KernelTiles tiles = tiles_to_run(chosen_, spec_, layout_of(storage_), capability_of(modules_, device_));
+    const auto fused = fused_backward(tiles, spec_, layout_of(storage_));
     if (!fused) d.dq = torch::empty_like(in.q);
     // dg from a source of its own, where the table wants a gradient (tiles.position_grad).
-    kernels::CudaTiles keys = fused ? *fused : chosen_.keys;
+    kernels::CudaTiles keys = fused ? *fused : tiles.keys;
     keys.position_grad = spec_.position_bias && position_grad;
     d.dg = keys.position_grad ? torch::zeros({in.q.size(0), in.q.size(1), in.q.size(2)}, stats.options())
                               : torch::Tensor();
@@ -183,7 +185,7 @@ class CudaLauncher : public KernelLauncher {
       d.dq = launch_fused_keys(keys, in, stats, dout, rows, d.dk, d.dv, d.dg);
     } else {
       launch_keys(keys, in, stats, dout, rows, d.dk, d.dv, d.dg, torch::Tensor());
-      launch_queries(chosen_.queries, in, stats, dout, rows, d.dq);
+      launch_queries(tiles.queries, in, stats, dout, rows, d.dq);
     }
     // k* and v*'s per-slice terms: sums over the rows.
     if (in.k_star.defined()) {
@@ -373,7 +375,9 @@ class CudaLauncher : public KernelLauncher {
       return seconds;
     };
     double best[3] = {INFINITY, INFINITY, INFINITY};
-    for (const auto& c : candidates) {
+    std::vector<kernels::CudaTiles> each_kernel = candidates;  // (measured per kernel: the fused ones apart)
+    each_kernel.insert(each_kernel.end(), hopper.begin(), hopper.end());
+    for (const auto& c : each_kernel) {
       const double times[3] = {
           agreeing(measured(c, "forward", [&] { launch_forward(c, in, scratch_o, scratch_stats); }), c, "forward",
                    {{scratch_o, o}}),
@@ -384,11 +388,6 @@ class CudaLauncher : public KernelLauncher {
       kernels::CudaTiles* slots[3] = {&chosen_.forward, &chosen_.keys, &chosen_.queries};
       for (int k = 0; k < 3; ++k)
         if (times[k] < best[k]) best[k] = times[k], *slots[k] = c;
-    }
-    for (const auto& c : hopper) {  // a forward only: its backward kernels are the default tiles'
-      const double t = agreeing(measured(c, "forward", [&] { launch_forward(c, in, scratch_o, scratch_stats); }), c,
-                                "forward", {{scratch_o, o}});
-      if (t < best[0]) best[0] = t, chosen_.forward = c;
     }
     double best_fused = INFINITY;
     kernels::CudaTiles fastest_fused;

@@ -117,16 +117,22 @@ std::optional<kernels::CudaTiles> fused_backward(const KernelTiles& tiles, const
   return tiles.fused;
 }
 
-kernels::CudaTiles forward_tiles(const KernelTiles& tiles, const kernels::KernelSpec& spec,
-                                 kernels::CudaStorage storage, int capability) {
+KernelTiles tiles_to_run(const KernelTiles& tiles, const kernels::KernelSpec& spec, kernels::CudaStorage storage,
+                         int capability) {
   const char* wanted = std::getenv("SINKLAB_WGMMA");
   const std::string say = wanted ? wanted : "";
-  if (say == "0" && tiles.forward.hopper) return kernels::cuda_tiles(spec, storage, capability);
-  if (say == "1" && !tiles.forward.hopper && capability == kernels::kHopperCapability) {
+  KernelTiles out = tiles;
+  kernels::CudaTiles* each[] = {&out.forward, &out.keys, &out.queries};
+  if (say == "0") {
+    for (kernels::CudaTiles* t : each)
+      if (t->hopper) *t = kernels::cuda_tiles(spec, storage, capability);
+  } else if (say == "1" && capability == kernels::kHopperCapability) {
     const auto candidates = kernels::cuda_hopper_candidates(spec, storage);
-    if (!candidates.empty()) return candidates.front();
+    for (kernels::CudaTiles* t : each)
+      if (!t->hopper && !candidates.empty()) *t = candidates.front();
+    out.fused.reset();
   }
-  return tiles.forward;
+  return out;
 }
 
 }  // namespace sink::rt

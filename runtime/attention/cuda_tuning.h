@@ -48,11 +48,11 @@ bool tuning_enabled();
 std::optional<kernels::CudaTiles> fused_backward(const KernelTiles& tiles, const kernels::KernelSpec& spec,
                                                  kernels::CudaStorage storage);
 
-// The forward a launcher with these tiles runs: the measured one (tiles.forward), unless SINKLAB_WGMMA says
-// otherwise: 0 never a Hopper forward (the default tiles where the table has one), 1 always on a GPU of compute
-// capability 9.0 (the measured one if it is a Hopper forward, else the first of kernels::cuda_hopper_candidates),
-// as a profile compares the two forwards on the same shapes.
-kernels::CudaTiles forward_tiles(const KernelTiles& tiles, const kernels::KernelSpec& spec,
-                                 kernels::CudaStorage storage, int capability);
+// The tiles a launcher with these runs: the measured ones, unless SINKLAB_WGMMA says otherwise: 0 no Hopper kernel
+// (the default tiles where the table has one), 1 the Hopper kernels on a GPU of compute capability 9.0 (the
+// measured one of each kernel if it is a Hopper one, else the first of kernels::cuda_hopper_candidates; no fused
+// backward), as a profile compares the two on the same shapes.
+KernelTiles tiles_to_run(const KernelTiles& tiles, const kernels::KernelSpec& spec, kernels::CudaStorage storage,
+                         int capability);
 
 }  // namespace sink::rt

@@ -6,7 +6,7 @@
 //     does on the CPU emulation;
 //  2. bf16 and half storage within the reference's own rounding, forward
 //     and gradients (every paper variant), and the fused backward and (on
-//     an H100 or H200) the Hopper forward that the tuning may choose for
+//     an H100 or H200) the Hopper kernels that the tuning may choose for
 //     some of them;
 //  3. a micro model (tests/plan/fixtures), and the same with grouped-query
 //     heads, a sink token, a window and k*, trained 50 steps with AdamW on
@@ -204,7 +204,7 @@ void sixteen_bit_storage() {
 
 // Tiles a tuned launcher reads from the table, on the device: the fused backward (backward_keys summing dQ,
 // kernels::cuda_fused_candidates) for every ninth tensor-core case, its first or last shape; and the Hopper
-// forward (wgmma, kernels::cuda_hopper_candidates) for every ninth from the fifth, each of its shapes in turn,
+// kernels (wgmma, kernels::cuda_hopper_candidates) for every ninth from the fifth, each shape in turn,
 // on a GPU of compute capability 9.0. In half storage, each in a launcher of its own; the table is put back as
 // it was afterwards (case 8 measures into it; half storage keeps these entries off its bf16 variants even if a
 // crash leaves them).
@@ -233,10 +233,10 @@ std::vector<TunedCase> tuned_cases(int capability) {
     const kernels::CudaTiles defaults = kernels::cuda_tiles(spec, storage);
     const auto hopper = kernels::cuda_hopper_candidates(spec, storage);
     if (hopper.empty()) continue;
-    const kernels::CudaTiles& forward = hopper[k % hopper.size()];
+    const kernels::CudaTiles& tiles = hopper[k % hopper.size()];
     out.push_back({variants[n].variant,
-                   {forward, defaults, defaults},
-                   fmt::format("wgmma forward {}x{}", forward.forward_rows, forward.forward_keys)});
+                   {tiles, tiles, tiles},
+                   fmt::format("wgmma kernels, forward {}x{}", tiles.forward_rows, tiles.forward_keys)});
   }
   return out;
 }

@@ -1,4 +1,4 @@
-// The Hopper forward (kernels/cuda/tile_sm90.cuh: wgmma on swizzled tiles, sm_90a) without an H100: on the CPU
+// The Hopper kernels (kernels/cuda/tile_sm90.cuh: wgmma on swizzled tiles, sm_90a) without an H100: on the CPU
 // emulation, whose wgmma follows the PTX ISA's descriptor, swizzle and fragment definitions
 // (tests/runtime/cuda_on_cpu.h), against the reference path, with every wait it needs; compiled by NVRTC to
 // sm_90a machine code without spills, unserialized, with warpgroup instructions (HGMMA).
@@ -24,13 +24,12 @@ kernels::CudaStorage layout(torch::ScalarType dtype) {
   return dtype == torch::kHalf ? kernels::CudaStorage::Float16 : kernels::CudaStorage::BFloat16;
 }
 
-// The forward of `forward`'s tiles (the backward kernels the default's), as a tuned H100 reads them from the
-// table, on the emulation of sm_90 under a loader name of its own.
-SixteenBitResult hopper_forward(const Variant& v, torch::ScalarType dtype, const kernels::CudaTiles& forward,
+// The three kernels of `hopper`'s tiles, as a tuned H100 reads them from the table, on the emulation of sm_90
+// under a loader name of its own.
+SixteenBitResult hopper_kernels(const Variant& v, torch::ScalarType dtype, const kernels::CudaTiles& hopper,
                                 const std::string& loader, const std::function<std::string(std::string)>& edit = {}) {
   const auto spec = spec_of(v);
-  const kernels::CudaTiles defaults = kernels::cuda_tiles(spec, layout(dtype));
-  remember_tiles(tuning_key("CPU emulation", spec, layout(dtype)), KernelTiles{forward, defaults, defaults});
+  remember_tiles(tuning_key("CPU emulation", spec, layout(dtype)), KernelTiles{hopper, hopper, hopper});
   KernelModules modules = cpu_emulated_modules(ThreadOrder::Ascending, 90);
   modules.name = loader;
   if (edit)
@@ -53,7 +52,8 @@ TEST(CudaKernels, HopperCandidatesFitAndRunOnNineOnly) {
     for (const auto& t : hopper) {
       EXPECT_TRUE(t.hopper && t.tensor_cores);
       EXPECT_EQ(t.forward_threads() % 128, 0) << "whole warpgroups";
-      EXPECT_LE(kernels::cuda_shared_bytes(t, d).forward, kernels::kCudaSharedLimit);
+      const kernels::CudaSharedBytes bytes = kernels::cuda_shared_bytes(t, d);
+      EXPECT_LE(std::max({bytes.forward, bytes.keys, bytes.queries}), kernels::kCudaSharedLimit);
       EXPECT_TRUE(kernels::needs_sm90a(kernels::emit_cuda(spec, kernels::CudaStorage::BFloat16, t)));
     }
     const auto tuned_on = [&](int capability) {
@@ -72,11 +72,11 @@ TEST(CudaKernels, HopperCandidatesFitAndRunOnNineOnly) {
       kernels::emit_cuda(spec_of(Variant{.name = "softmax", .D = 64}), kernels::CudaStorage::BFloat16)));
 }
 
-// Every Hopper candidate on the emulation against the reference: a window with k* and v* (their column folded
-// before the first tile), ALiBi with a prefix and the sink logit at d_head 96 (64-byte swizzle), sigmoid without
-// normalization at d_head 128 and ragged T; forward and every gradient (the backward's from the forward's
-// statistics).
-TEST(CudaKernels, HopperForwardMatchesTheReference) {
+// Every Hopper candidate on the emulation against the reference, its three kernels: a window with k* and v* (their
+// column folded before the first tile), ALiBi with a prefix and the sink logit at d_head 96 (64-byte swizzle),
+// sigmoid without normalization at d_head 128 (16-query tiles in backward_keys) and ragged T; forward and every
+// gradient.
+TEST(CudaKernels, HopperKernelsMatchTheReference) {
   SKIP_WITHOUT_HOST_COMPILER();
   const KernelCacheHere cache("sinklab-hopper-forward");
   const std::pair<Variant, torch::ScalarType> variants[] = {
@@ -96,7 +96,7 @@ TEST(CudaKernels, HopperForwardMatchesTheReference) {
     const auto hopper = kernels::cuda_hopper_candidates(spec_of(v), layout(dtype));
     for (size_t c = 0; c < hopper.size(); ++c) {
       SCOPED_TRACE(fmt::format("{}, d_head {}, {}", v.name, v.D, hopper[c].describe()));
-      const SixteenBitResult r = hopper_forward(v, dtype, hopper[c], fmt::format("hopper {}", c));
+      const SixteenBitResult r = hopper_kernels(v, dtype, hopper[c], fmt::format("hopper {}", c));
       EXPECT_TRUE(r.passed()) << "forward " << r.forward << " (< " << r.forward_allowed << ")";
       for (const auto& [name, error] : r.grads) EXPECT_LT(error, r.grads_allowed) << name;
     }
@@ -104,13 +104,13 @@ TEST(CudaKernels, HopperForwardMatchesTheReference) {
 }
 
 // Each wait for a product's group is needed: with either made a no-op (wgmma_wait<1>, the group left in
-// flight), the emulation's sums land too late and the forward leaves the reference's rounding.
-TEST(CudaKernels, HopperForwardNeedsItsWaits) {
+// flight), the emulation's sums land too late and the results leave the reference's rounding.
+TEST(CudaKernels, HopperKernelsNeedTheirWaits) {
   SKIP_WITHOUT_HOST_COMPILER();
   const KernelCacheHere cache("sinklab-hopper-waits");
   const Variant v{.name = "softmax, T 150, d_head 32", .T = 150, .D = 32};
   const kernels::CudaTiles tiles = kernels::cuda_hopper_candidates(spec_of(v), layout(torch::kBFloat16)).at(0);
-  ASSERT_TRUE(hopper_forward(v, torch::kBFloat16, tiles, "hopper waits intact").passed());
+  ASSERT_TRUE(hopper_kernels(v, torch::kBFloat16, tiles, "hopper waits intact").passed());
   const std::string wait = "wgmma_wait<0>();";
   const std::string source = kernels::emit_cuda(spec_of(v), layout(torch::kBFloat16), tiles);
   ASSERT_NE(source.find(wait, source.find(wait) + 1), std::string::npos) << "S's wait and O's";
@@ -121,15 +121,15 @@ TEST(CudaKernels, HopperForwardNeedsItsWaits) {
       if (at != std::string::npos) source.replace(at, wait.size(), "wgmma_wait<1>();");
       return source;
     };
-    EXPECT_FALSE(hopper_forward(v, torch::kBFloat16, tiles, fmt::format("hopper wait {} removed", k), without).passed())
+    EXPECT_FALSE(hopper_kernels(v, torch::kBFloat16, tiles, fmt::format("hopper wait {} removed", k), without).passed())
         << "wait " << k << " made a no-op";
   }
 }
 
-// The Hopper forwards compiled by NVRTC for sm_90a with the assembler's verbose report: no spill, no wgmma the
+// The Hopper kernels compiled by NVRTC for sm_90a with the assembler's verbose report: no spill, no wgmma the
 // assembler serializes (which would leave the tensor cores idle while the warps wait), warpgroup multiplies
-// (HGMMA) in the forward's machine code; and refused for any other GPU.
-TEST(CudaKernels, HopperForwardCompilesToWarpgroupInstructions) {
+// (HGMMA) in the machine code of the forward and both backward kernels; and refused for any other GPU.
+TEST(CudaKernels, HopperKernelsCompileToWarpgroupInstructions) {
   std::string why;
   if (!cuda::nvrtc_available(&why)) GTEST_SKIP() << "NVRTC not available: " << why;
   const std::string nvdisasm = find_nvdisasm();
@@ -155,30 +155,36 @@ TEST(CudaKernels, HopperForwardCompilesToWarpgroupInstructions) {
       std::string report;
       const std::string cubin = cuda::compile_cubin(source, 90, &report);
       const auto resources = read_assembler_report(report);
-      ASSERT_TRUE(resources.count("sink_forward")) << report;
-      const KernelResources& r = resources.at("sink_forward");
-      std::printf("  sm_90a d_head %3lld %-55s forward %3dx%-3d %3d registers, %6d bytes shared, spills %d/%d\n",
-                  static_cast<long long>(v.D), v.name.c_str(), tiles.forward_rows, tiles.forward_keys, r.registers,
-                  kernels::cuda_shared_bytes(tiles, v.D).forward, r.spill_stores, r.spill_loads);
-      EXPECT_EQ(r.spill_stores + r.spill_loads, 0);
+      const char* kernels[] = {"sink_forward", "sink_backward_keys", "sink_backward_queries"};
+      for (const char* kernel : kernels) {
+        ASSERT_TRUE(resources.count(kernel)) << report;
+        const KernelResources& r = resources.at(kernel);
+        std::printf(
+            "  sm_90a d_head %3lld %-55s forward %3dx%-3d %-22s %3d registers, %6d bytes shared, spills %d/%d\n",
+            static_cast<long long>(v.D), v.name.c_str(), tiles.forward_rows, tiles.forward_keys, kernel, r.registers,
+            kernels::cuda_shared_bytes(tiles, v.D).of(kernel), r.spill_stores, r.spill_loads);
+        EXPECT_EQ(r.spill_stores + r.spill_loads, 0) << kernel;
+      }
       EXPECT_EQ(report.find("serialized"), std::string::npos) << report;
       EXPECT_THROW(cuda::compile_cubin(source, 80), std::runtime_error) << "sm_90a code compiled for sm_80";
       if (nvdisasm.empty()) continue;
       const auto code = disassemble(nvdisasm, cubin);
-      ASSERT_TRUE(code.count("sink_forward"));
-      const auto& forward = code.at("sink_forward");
-      EXPECT_GT(std::count_if(forward.begin(), forward.end(),
-                              [](const std::string& i) { return operation_of(i) == "HGMMA"; }),
-                0)
-          << "no warpgroup multiply in the forward";
+      for (const char* kernel : kernels) {
+        ASSERT_TRUE(code.count(kernel));
+        const auto& instructions = code.at(kernel);
+        EXPECT_GT(std::count_if(instructions.begin(), instructions.end(),
+                                [](const std::string& i) { return operation_of(i) == "HGMMA"; }),
+                  0)
+            << "no warpgroup multiply in " << kernel;
+      }
     }
   if (nvdisasm.empty()) GTEST_SKIP() << "registers checked; no nvdisasm to read the machine code for HGMMA";
 }
 
-// SINKLAB_WGMMA overrides the table, as a profile compares the two forwards: 1 runs a Hopper forward where none
-// was measured (on compute capability 9.0 alone), 0 runs the default forward where the table has a Hopper one;
-// right every way.
-TEST(CudaKernels, HopperForwardCanBeForcedOnOrOff) {
+// SINKLAB_WGMMA overrides the table, as a profile compares the two: 1 runs the Hopper kernels where none was
+// measured (on compute capability 9.0 alone), 0 runs the default ones where the table has Hopper ones; right
+// every way.
+TEST(CudaKernels, HopperKernelsCanBeForcedOnOrOff) {
   SKIP_WITHOUT_HOST_COMPILER();
   const KernelCacheHere cache("sinklab-hopper-forced");
   const Variant v{.name = "softmax, T 80", .T = 80, .D = 64};
