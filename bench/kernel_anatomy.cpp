@@ -32,7 +32,7 @@ namespace {
 // The columns: an instruction class and the operations in it.
 const std::vector<std::pair<std::string, std::set<std::string>>>& classes() {
   static const std::vector<std::pair<std::string, std::set<std::string>>> c = {
-      {"HMMA", {"HMMA", "HGMMA"}},  // (HGMMA: a warpgroup multiply, the Hopper forward's)
+      {"HMMA", {"HMMA", "HGMMA"}},  // (HGMMA: a warpgroup multiply, the Hopper kernels')
       {"MUFU", {"MUFU"}},
       {"float", {"FFMA", "FMUL", "FADD", "FMNMX", "FSEL", "FSETP", "FCHK", "FMNMX3", "F2FP", "F2F", "FRND"}},
       {"int",
@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
     v.D = D;
     const auto spec = testing_variants::spec_of(v);
     const auto storage = kernels::CudaStorage::BFloat16;
-    auto candidates = kernels::cuda_tuning_tiles(spec, storage, arch);  // (the Hopper forwards on sm_90: "wgmma")
+    auto candidates = kernels::cuda_tuning_tiles(spec, storage, arch);  // (the Hopper kernels on sm_90: "wgmma")
     if (!all_tiles) candidates.resize(1);
     for (auto& tiles : candidates) tiles.position_grad = position_grad && spec.position_bias;
     for (const auto& tiles : candidates) {
@@ -135,22 +135,21 @@ int main(int argc, char** argv) {
       const std::string cubin = rt::cuda::compile_cubin(source, arch, &report);
       const auto resources = read_assembler_report(report);
       for (const auto& [kernel, code] : disassemble(nvdisasm, cubin)) {
-        if (kernel == "sink_probe" || (tiles.fused_dq && kernel != "sink_backward_keys") ||
-            (tiles.hopper && kernel != "sink_forward"))
-          continue;
+        if (kernel == "sink_probe" || (tiles.fused_dq && kernel != "sink_backward_keys")) continue;
         const auto r = resources.count(kernel) ? resources.at(kernel) : KernelResources{};
         // The query-row kernels' rows per warp (16 per fragment), then the rows per block and per tile.
         const std::string per_warp = fmt::format("{}/warp ", 16 * tiles.row_frags);
         const std::string shape =
-            kernel == "sink_forward" ? fmt::format("{}{}x{}{}", per_warp, tiles.forward_rows, tiles.forward_keys,
-                                                   tiles.hopper ? " wgmma" : "")
+            kernel == "sink_forward" ? fmt::format("{}{}x{}", per_warp, tiles.forward_rows, tiles.forward_keys)
             : kernel == "sink_backward_keys"
                 ? fmt::format("16/warp {}x{}{}", tiles.key_rows, tiles.key_queries, tiles.fused_dq ? " +dQ" : "")
             : kernel == "sink_backward_queries" ? fmt::format("{}{}x{}", per_warp, tiles.query_rows, tiles.query_keys)
                                                 : "";
         fmt::print("{:<28} {:<22} {:<32} {:>4} {:>7} {:>6} {}\n", v.name, kernel,
-                   shape.empty() ? "" : fmt::format("{} min_blocks {}", shape, tiles.min_blocks), r.registers,
-                   fmt::format("{}/{}", r.spill_stores, r.spill_loads),
+                   shape.empty() ? ""
+                                 : fmt::format("{} {}", shape,
+                                               tiles.hopper ? "wgmma" : fmt::format("min_blocks {}", tiles.min_blocks)),
+                   r.registers, fmt::format("{}/{}", r.spill_stores, r.spill_loads),
                    r.shared_bytes + kernels::cuda_shared_bytes(tiles, D).of(kernel), mix(code));
         if (kernel == print_kernel)
           for (const auto& i : code) fmt::print("    {}\n", i);

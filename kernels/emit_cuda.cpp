@@ -396,7 +396,7 @@ CudaStorage training_storage(const std::string& precision) {
 std::string CudaTiles::describe() const {
   return fmt::format("forward {}x{}, backward_keys {}x{}, backward_queries {}x{}, min_blocks {}, row_frags {}{}{}{}",
                      forward_rows, forward_keys, key_rows, key_queries, query_rows, query_keys, min_blocks, row_frags,
-                     position_grad ? ", dg" : "", fused_dq ? ", fused dQ" : "", hopper ? ", wgmma forward" : "");
+                     position_grad ? ", dg" : "", fused_dq ? ", fused dQ" : "", hopper ? ", wgmma" : "");
 }
 
 std::string emit_cuda(const KernelSpec& spec, CudaStorage storage) {

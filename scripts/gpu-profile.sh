@@ -9,7 +9,7 @@
 # (bench/gpu_attention on the same cases, not under the profiler, with the tuning on) and
 # timing-default-tiles.txt (the same with SINKLAB_TUNE=0) and timing-fused.txt (the default tiles with the fused
 # backward forced, SINKLAB_FUSED_DQ=1: dQ summed by backward_keys, no backward_queries) and, on an H100 or H200,
-# wgmma.txt (the default tiles with the Hopper forward forced, SINKLAB_WGMMA=1, timed, then that forward under
+# wgmma.txt (the default tiles with the Hopper kernels forced, SINKLAB_WGMMA=1, timed, then the forward under
 # Nsight Compute: one file, as a GPU call returns at most 8).
 # Exit: 0, or the first failing step's code.
 set -uo pipefail
@@ -58,7 +58,7 @@ defaults=$?
 SINKLAB_TUNE=0 SINKLAB_FUSED_DQ=1 timeout 120 build-gpu/bench/gpu_attention --repeats 5 --D "$D" --T "$T" \
   --variants "$variants" > "$out/timing-fused.txt" 2>&1
 fused=$?
-# The Hopper forward (wgmma) against the line before the last, where the GPU runs it (compute capability 9.0).
+# The Hopper kernels (wgmma) against the line before the last, where the GPU runs it (compute capability 9.0).
 if [[ $(python3 -c 'import torch; print("%d%d" % torch.cuda.get_device_capability(0))' 2> /dev/null) == 90 ]]; then
   SINKLAB_TUNE=0 SINKLAB_WGMMA=1 timeout 120 build-gpu/bench/gpu_attention --repeats 5 --D "$D" --T "$T" \
     --variants "$variants" > "$out/wgmma.txt" 2>&1

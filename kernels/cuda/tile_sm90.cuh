@@ -1,4 +1,4 @@
-// The Hopper forward's tile operations (sm_90a): the same products as tile.cuh's mma_abt and mma_ab, on
+// The Hopper kernels' tile operations (sm_90a): the same products as tile.cuh's mma_abt and mma_ab, on
 // warpgroup matrix multiplies (kernels/cuda/warp_sm90.cuh) that read the key and value tiles from shared memory
 // themselves, so no ldmatrix and no B registers; a warp's accumulators and A operands keep tile.cuh's fragment
 // layout, so the kernel's fold of the scores is the same code. Overloads of tile.cuh's functions on the tile's

@@ -1,4 +1,4 @@
-// Hopper's warpgroup matrix multiply (wgmma, sm_90a: the H100 and H200), the instructions of the Hopper forward
+// Hopper's warpgroup matrix multiply (wgmma, sm_90a: the H100 and H200), the instructions of the Hopper kernels
 // (kernels/cuda/tile_sm90.cuh). Four warps issue one wgmma.mma_async together: a 64 x N product of 64 rows of A
 // (16 per warp, from registers, in mma.sync's A layout) and a 16 x N B read by the tensor cores from shared memory
 // through a descriptor, summed into float accumulators in mma.sync's accumulator layout (warp w's rows 16 w..).
@@ -8,7 +8,7 @@
 // (tests/runtime/cuda_on_cpu.h) defines the same functions from the PTX ISA's text.
 #ifndef SINK_CPU_EMULATION
 #if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#error "the Hopper forward (wgmma) compiles for sm_90a only"
+#error "the Hopper kernels (wgmma) compile for sm_90a only"
 #endif
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }

@@ -267,7 +267,7 @@ std::string compile(const std::string& source, int arch, bool machine_code, std:
   // Hopper's wgmma is in sm_90a's arch-specific code, which runs on compute capability 9.0 and no other.
   const bool arch_specific = kernels::needs_sm90a(source);
   if (arch_specific && arch != kernels::kHopperCapability)
-    throw std::runtime_error(fmt::format("the Hopper forward (wgmma) runs on sm_90 alone, not sm_{}", arch));
+    throw std::runtime_error(fmt::format("the Hopper kernels (wgmma) run on sm_90 alone, not sm_{}", arch));
   check(n.create(&program, source.c_str(), "sinklab_attention.cu", 0, nullptr, nullptr), "nvrtcCreateProgram");
   const std::string arch_option =
       fmt::format("--gpu-architecture={}_{}{}", machine_code ? "sm" : "compute", arch, arch_specific ? "a" : "");

@@ -1,6 +1,6 @@
 // The tiles each tensor-core kernel of a variant runs with on a GPU, measured there once: on a variant's
 // first forward the launcher times every candidate (kernels::cuda_tile_candidates, at most 8) of the
-// forward and both backward kernels on the call's own shapes (on compute capability 9.0 the Hopper forwards
+// forward and both backward kernels on the call's own shapes (on compute capability 9.0 the Hopper kernels
 // too, kernels::cuda_hopper_candidates, at most 4), keeps the fastest of each (and the fastest
 // backward_keys that sums dQ too, kernels::cuda_fused_candidates, where it beats the two backward kernels
 // together), and writes the

@@ -465,7 +465,7 @@ inline std::shared_ptr<const HostCompiledKernels> host_compiled(const std::strin
 
 // KernelModules for CPU tensors, the block's threads run in `order`.
 // `arch`: the GPU generation whose paths the kernels take (90: Hopper's bulk reductions), and the capability the
-// launcher sees (90: its tuning measures the Hopper forwards too).
+// launcher sees (90: its tuning measures the Hopper kernels too).
 inline rt::KernelModules cpu_emulated_modules(ThreadOrder order = ThreadOrder::Together, int arch = 80) {
   return {fmt::format("cpu-emulated, threads {}, sm_{}", name_of(order), arch),
           [order, arch](const std::string& source, const torch::Device&) -> std::shared_ptr<rt::KernelModule> {

@@ -15,7 +15,7 @@ using namespace sink::testing_variants;
 namespace {
 
 // What the generated source defines before the tile operations, for D and the 16-bit type; with `hopper`, the
-// Hopper forward's too (kernels/cuda/tile_sm90.cuh).
+// Hopper kernels' too (kernels/cuda/tile_sm90.cuh).
 std::string tile_prelude(int d, bool half, int threads, bool hopper = false) {
   return "typedef float real;\n" + (half ? kernels::cuda_fp16_storage() : kernels::cuda_bf16_storage()) +
          fmt::format(R"(#define SINK_INF ((real)__int_as_float(0x7f800000))
@@ -69,7 +69,7 @@ extern "C" __global__ void products(const store_t* a, const store_t* b, float* a
 )";
 
 // A warpgroup (four warps): A (rows 0..63 of a [rows, D] array; from `rows` on the last) times the 64 rows of B
-// through the Hopper forward's products, S = A B^T with B a K-major swizzled tile, then S rounded to 16 bits times
+// through the Hopper kernels' products, S = A B^T with B a K-major swizzled tile, then S rounded to 16 bits times
 // the same tile read MN-major: S B.
 const char* kHopperProducts = R"(
 extern "C" __global__ void hopper_products(const store_t* a, const store_t* b, float* abt, float* ab, float* u1,
@@ -133,7 +133,7 @@ TEST(CudaTensorCores, FragmentMapsGiveThePlainMatrixProducts) {
     }
 }
 
-// The same for the Hopper forward's products: wgmma's descriptors, the swizzled tile and the warpgroup's
+// The same for the Hopper kernels' products: wgmma's descriptors, the swizzled tile and the warpgroup's
 // fragments against LibTorch's products, at d_head 64 and 128 (128-byte swizzle, one and two pieces a row), 96
 // (64-byte) and 32 (64-byte, one piece).
 TEST(CudaTensorCores, WarpgroupProductsGiveThePlainMatrixProducts) {
