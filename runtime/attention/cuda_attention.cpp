@@ -122,11 +122,12 @@ class CudaLauncher : public KernelLauncher {
         modules_(std::move(modules)),
         device_(device),
         key_(std::move(key)),
-        default_(kernels::cuda_tiles(spec, layout_of(storage), capability_of(modules_, device))),
+        capability_(capability_of(modules_, device)),
+        default_(kernels::cuda_tiles(spec, layout_of(storage), capability_)),
         chosen_{default_, default_, default_},
         description_(fmt::format("{} {}", default_.tensor_cores ? "cuda-tensor" : "cuda", storage_name(storage))) {
     if (!default_.tensor_cores) {
-      say_scalar_once(spec, storage, capability_of(modules_, device));
+      say_scalar_once(spec, storage, capability_);
       return;
     }
     tuning_key_ = tuning_key(module(default_)->device_name(), spec_, layout_of(storage_));
@@ -161,8 +162,7 @@ class CudaLauncher : public KernelLauncher {
     auto o = torch::empty_like(in.q);
     auto stats =
         torch::empty({in.q.size(0), in.q.size(1), 2, in.q.size(2)}, in.q.options().dtype(real_dtype(storage_)));
-    launch_forward(tiles_to_run(chosen_, spec_, layout_of(storage_), capability_of(modules_, device_)).forward, in, o,
-                   stats);
+    launch_forward(tiles_to_run(chosen_, spec_, layout_of(storage_), capability_).forward, in, o, stats);
     return {o, stats};
   }
 
@@ -173,7 +173,7 @@ class CudaLauncher : public KernelLauncher {
     SliceGradients d;
     d.dsink = rows.dsink;
     d.dk = torch::empty_like(in.k), d.dv = torch::empty_like(in.v);
-    const KernelTiles tiles = tiles_to_run(chosen_, spec_, layout_of(storage_), capability_of(modules_, device_));
+    const KernelTiles tiles = tiles_to_run(chosen_, spec_, layout_of(storage_), capability_);
     const auto fused = fused_backward(tiles, spec_, layout_of(storage_));
     if (!fused) d.dq = torch::empty_like(in.q);
     // dg from a source of its own, where the table wants a gradient (tiles.position_grad).
@@ -213,6 +213,7 @@ class CudaLauncher : public KernelLauncher {
   KernelModules modules_;
   torch::Device device_;
   std::string key_, tuning_key_;
+  int capability_;  // the device's compute capability (0: unknown), asked once
   kernels::CudaTiles default_;
   mutable KernelTiles chosen_;
   std::string description_;
@@ -312,7 +313,7 @@ class CudaLauncher : public KernelLauncher {
   void tune(const KernelTensors& in) const {
     const auto candidates = kernels::cuda_tile_candidates(spec_, layout_of(storage_));
     const auto fused = kernels::cuda_fused_candidates(spec_, layout_of(storage_));
-    const auto hopper = capability_of(modules_, device_) == kernels::kHopperCapability
+    const auto hopper = capability_ == kernels::kHopperCapability
                             ? kernels::cuda_hopper_candidates(spec_, layout_of(storage_))
                             : std::vector<kernels::CudaTiles>{};
     std::vector<kernels::CudaTiles> every = candidates;
