@@ -145,12 +145,15 @@ int main(int argc, char** argv) {
                 ? fmt::format("16/warp {}x{}{}", tiles.key_rows, tiles.key_queries, tiles.fused_dq ? " +dQ" : "")
             : kernel == "sink_backward_queries" ? fmt::format("{}{}x{}", per_warp, tiles.query_rows, tiles.query_keys)
                                                 : "";
-        fmt::print("{:<28} {:<22} {:<32} {:>4} {:>7} {:>6} {}\n", v.name, kernel,
-                   shape.empty() ? ""
-                                 : fmt::format("{} {}", shape,
-                                               tiles.hopper ? "wgmma" : fmt::format("min_blocks {}", tiles.min_blocks)),
-                   r.registers, fmt::format("{}/{}", r.spill_stores, r.spill_loads),
-                   r.shared_bytes + kernels::cuda_shared_bytes(tiles, D).of(kernel), mix(code));
+        fmt::print(
+            "{:<28} {:<22} {:<32} {:>4} {:>7} {:>6} {}\n", v.name, kernel,
+            shape.empty()
+                ? ""
+                : fmt::format("{} {}", shape,
+                              tiles.hopper ? (tiles.overlap && kernel == "sink_forward" ? "wgmma overlapped" : "wgmma")
+                                           : fmt::format("min_blocks {}", tiles.min_blocks)),
+            r.registers, fmt::format("{}/{}", r.spill_stores, r.spill_loads),
+            r.shared_bytes + kernels::cuda_shared_bytes(tiles, D).of(kernel), mix(code));
         if (kernel == print_kernel)
           for (const auto& i : code) fmt::print("    {}\n", i);
       }

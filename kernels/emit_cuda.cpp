@@ -294,15 +294,21 @@ std::vector<CudaTiles> cuda_hopper_candidates(const KernelSpec& spec, CudaStorag
   const CudaTiles chosen = cuda_tiles(spec, storage);
   const int64_t d = spec.d_head;
   if (!chosen.tensor_cores || d % 32 != 0 || d > 128) return {};
-  // (rows, keys): FlashAttention-3's forward has two or three warpgroups of 64 rows and 128-key tiles at d_head 64;
-  // with no producer warp and no overlap of a warpgroup's products with its fold, one or two here. 128-key tiles
-  // at d_head 64 alone: past it their scores and O's sums spill (ALiBi with k* and the sink logit at d_head 96).
-  const std::pair<int, int> shapes[] = {{64, 64}, {128, 64}, {64, 128}, {128, 128}};
+  // (rows, keys, overlap): FlashAttention-3's forward has two or three warpgroups of 64 rows and 128-key tiles at
+  // d_head 64, a producer warp and its products overlapping the fold; here one or two warpgroups, no producer warp.
+  // 128-key tiles at d_head 64 alone: past it their scores and O's sums spill (ALiBi with k* and the sink logit at
+  // d_head 96), and the pipelined form holds a tile's scores more.
+  struct Shape {
+    int rows, keys;
+    bool overlap;
+  };
+  const Shape shapes[] = {{64, 64, false}, {64, 64, true}, {128, 64, true}, {128, 128, true}};
   std::vector<CudaTiles> out;
-  for (const auto& [rows, keys] : shapes) {
-    if (keys > 64 && d > 64) continue;
-    CudaTiles t = chosen;  // (the backward kernels' tiles the default's: 64 rows, one warpgroup)
-    t.hopper = true, t.forward_rows = rows, t.forward_keys = keys, t.row_frags = 1;
+  for (const Shape& shape : shapes) {
+    if (shape.keys > 64 && d > 64) continue;
+    CudaTiles t = chosen;  // (the backward kernels' tiles the default's: 64 rows, a warpgroup)
+    t.hopper = true, t.forward_rows = shape.rows, t.forward_keys = shape.keys, t.row_frags = 1;
+    t.overlap = shape.overlap;
     if (cuda_shared_bytes(t, d).forward <= kCudaSharedLimit) out.push_back(t);
   }
   return out;
@@ -375,10 +381,14 @@ CudaSharedBytes cuda_shared_bytes(const CudaTiles& t, int64_t d) {
   // 1024-byte alignment (its size a multiple of it) from the 1024-byte boundary the kernel finds (warp_sm80.cuh's
   // shared_block: up to 1008 bytes on).
   const auto tiles = [&](int rows) { return 2 * 2 * rows * static_cast<int>(d + 8) * 2; };
-  const auto hopper = [&](int rows, int float_rows) {
-    return (2 * 2 * rows * static_cast<int>(d) * 2 + float_rows * 2 * rows * 4 + 1023) / 1024 * 1024 + 1024 - 16;
+  // The overlapped forward and backward_queries (overlap) have three stages.
+  const auto hopper = [&](int rows, int float_rows, int stages) {
+    return (stages * 2 * rows * static_cast<int>(d) * 2 + float_rows * stages * rows * 4 + 1023) / 1024 * 1024 + 1024 -
+           16;
   };
-  if (t.hopper) return {hopper(t.forward_keys, 0), hopper(t.query_keys, 0), hopper(t.key_queries, 4)};
+  if (t.hopper)
+    return {hopper(t.forward_keys, 0, t.overlap ? 3 : 2), hopper(t.query_keys, 0, t.overlap ? 3 : 2),
+            hopper(t.key_queries, 4, 2)};
   return {tiles(t.forward_keys), tiles(t.query_keys), t.fused_dq ? backward_keys_shared_bytes(t, d) : 0};
 }
 
@@ -394,9 +404,10 @@ CudaStorage training_storage(const std::string& precision) {
 }
 
 std::string CudaTiles::describe() const {
-  return fmt::format("forward {}x{}, backward_keys {}x{}, backward_queries {}x{}, min_blocks {}, row_frags {}{}{}{}",
+  return fmt::format("forward {}x{}, backward_keys {}x{}, backward_queries {}x{}, min_blocks {}, row_frags {}{}{}{}{}",
                      forward_rows, forward_keys, key_rows, key_queries, query_rows, query_keys, min_blocks, row_frags,
-                     position_grad ? ", dg" : "", fused_dq ? ", fused dQ" : "", hopper ? ", wgmma" : "");
+                     position_grad ? ", dg" : "", fused_dq ? ", fused dQ" : "", hopper ? ", wgmma" : "",
+                     hopper && overlap ? ", overlapped" : "");
 }
 
 std::string emit_cuda(const KernelSpec& spec, CudaStorage storage) {
@@ -443,6 +454,7 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
   flag("FUSED_DQ", tiles.tensor_cores && tiles.fused_dq);
   out += fmt::format("#define SINK_FUSED_DQ {}\n", tiles.tensor_cores && tiles.fused_dq ? 1 : 0);  // (for #if)
   out += tiles.tensor_cores && tiles.hopper ? std::string(kHopperDefinition) : "#define SINK_WGMMA 0\n";
+  flag("OVERLAP", tiles.tensor_cores && tiles.hopper && tiles.overlap);
   out += fmt::format("constexpr int D = {};\n", spec.d_head);
   out += fmt::format("constexpr long long PREFIX = {}, WINDOW = {};\n", spec.prefix, spec.window);
   const NormalizerForm norm = spec.normalizer();
@@ -496,6 +508,9 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
     const CudaSharedBytes shared = cuda_shared_bytes(tiles, spec.d_head);
     out += fmt::format("constexpr int FWD_SHARED_BYTES = {}, QUERY_SHARED_BYTES = {}, KEY_SHARED_BYTES = {};\n",
                        shared.forward, shared.queries, shared.keys);
+    out +=
+        "constexpr int FWD_STAGES = OVERLAP ? 3 : 2, QUERY_STAGES = FWD_STAGES;  // stages of key and value "
+        "tiles\n";
     out += cuda_text::kWarpSm80;
     out += cuda_text::kTile;
     if (tiles.hopper) out += std::string(cuda_text::kWarpSm90) + cuda_text::kTileSm90;

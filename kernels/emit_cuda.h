@@ -57,6 +57,10 @@ struct CudaTiles {
   // sm_90a: kernels/cuda/tile_sm90.cuh) instead of mma.sync; never with fused_dq. Only GPUs of compute capability
   // 9.0 run them (cuda_hopper_candidates).
   bool hopper = false;
+  // With hopper: the products of the forward and backward_queries asynchronous, the next tile's scores and this
+  // tile's O += W V (dQ += dS K) in flight while the warps fold (FlashAttention-3's pipelining within a
+  // warpgroup), over three stages of tiles.
+  bool overlap = false;
   // Threads per block of each kernel: a row per thread, or a warp per 16 rows (16 row_frags in the two
   // query-row kernels).
   int forward_threads() const { return threads(forward_rows, row_frags); }
@@ -66,7 +70,8 @@ struct CudaTiles {
     return tensor_cores == o.tensor_cores && forward_rows == o.forward_rows && forward_keys == o.forward_keys &&
            key_rows == o.key_rows && key_queries == o.key_queries && query_rows == o.query_rows &&
            query_keys == o.query_keys && row_threads == o.row_threads && min_blocks == o.min_blocks &&
-           row_frags == o.row_frags && position_grad == o.position_grad && fused_dq == o.fused_dq && hopper == o.hopper;
+           row_frags == o.row_frags && position_grad == o.position_grad && fused_dq == o.fused_dq &&
+           hopper == o.hopper && overlap == o.overlap;
   }
   std::string describe() const;  // "rows 64, stream 64, min_blocks 1" per kernel, for logs and the tuning table
 
@@ -99,8 +104,10 @@ std::vector<CudaTiles> cuda_tile_candidates(const KernelSpec& spec, CudaStorage 
 // float besides the query tiles) within kCudaSharedLimit; none for the scalar kernels.
 std::vector<CudaTiles> cuda_fused_candidates(const KernelSpec& spec, CudaStorage storage);
 // The Hopper kernels (hopper) a GPU of compute capability 9.0 may measure against the other tiles, each kernel
-// against its own, at most 4: forwards of 64 or 128 rows (one or two warpgroups of four warps) and 64-key tiles,
-// or 128 at d_head 64; the backward kernels with the default's tiles (64 rows, a warpgroup). None for the scalar
+// against its own, at most 4: forwards of 64 rows (a warpgroup of four warps) and 64-key tiles, waiting for each
+// product or overlapping them with the fold; overlapped ones of 128 rows (two warpgroups), and 128-key tiles at
+// d_head 64 and below;
+// the backward kernels with the default's tiles (64 rows, a warpgroup). None for the scalar
 // kernels and where d_head is not 32, 64, 96 or 128 (the widths of O += W V's wgmma).
 std::vector<CudaTiles> cuda_hopper_candidates(const KernelSpec& spec, CudaStorage storage);
 constexpr int kHopperCapability = 90;  // wgmma's sm_90a code runs on 9.0 alone (not on later GPUs)

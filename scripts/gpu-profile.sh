@@ -10,7 +10,8 @@
 # timing-default-tiles.txt (the same with SINKLAB_TUNE=0) and timing-fused.txt (the default tiles with the fused
 # backward forced, SINKLAB_FUSED_DQ=1: dQ summed by backward_keys, no backward_queries) and, on an H100 or H200,
 # wgmma.txt (the default tiles with the Hopper kernels forced, SINKLAB_WGMMA=1, timed, then the forward under
-# Nsight Compute: one file, as a GPU call returns at most 8).
+# Nsight Compute: one file, as a GPU call returns at most 8) and wgmma-overlap.txt (the same with the overlapped
+# forward, SINKLAB_WGMMA=overlap, timed).
 # Exit: 0, or the first failing step's code.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -62,6 +63,9 @@ fused=$?
 if [[ $(python3 -c 'import torch; print("%d%d" % torch.cuda.get_device_capability(0))' 2> /dev/null) == 90 ]]; then
   SINKLAB_TUNE=0 SINKLAB_WGMMA=1 timeout 120 build-gpu/bench/gpu_attention --repeats 5 --D "$D" --T "$T" \
     --variants "$variants" > "$out/wgmma.txt" 2>&1
+  # The overlapped forward (the next tile's scores in flight through this tile's fold) against the line above.
+  SINKLAB_TUNE=0 SINKLAB_WGMMA=overlap timeout 120 build-gpu/bench/gpu_attention --repeats 5 --D "$D" --T "$T" \
+    --variants "$variants" > "$out/wgmma-overlap.txt" 2>&1
   SINKLAB_NVRTC_LINEINFO=1 SINKLAB_TUNE=0 SINKLAB_WGMMA=1 timeout 120 ncu --kernel-name regex:sink_forward \
     --launch-count 4 --section SpeedOfLight --section Occupancy --section LaunchStats --section SchedulerStats \
     --section WarpStateStats --section SourceCounters \

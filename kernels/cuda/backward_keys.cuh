@@ -117,9 +117,9 @@
     if (FUSED_DQ && SINK_BULK_REDUCE && qb > first) reduce_rows(qb - KEY_QUERIES);
     if (more) fetch_queries(stage ^ 1, qb + KEY_QUERIES);
     float sT[KEY_QUERIES / 8][4], dAT[KEY_QUERIES / 8][4];
-    zero(sT), zero(dAT);
-    mma_abt<KEY_QUERIES>(sT, ka, q_tile[stage]);
-    mma_abt<KEY_QUERIES>(dAT, va, do_tile[stage]);
+    issue_abt<KEY_QUERIES>(sT, ka, q_tile[stage]);  // (on Hopper, both in flight at once)
+    issue_abt<KEY_QUERIES>(dAT, va, do_tile[stage]);
+    await_products<0>(sT, dAT);
     // Every query of the tile sees every key of the block, each a key (the block is not the last of a ragged
     // T), or the mask is decided per element.
     int tile_lo, tile_hi, unused_lo, unused_hi;
@@ -177,8 +177,9 @@
     unsigned aa[KEY_QUERIES / 16][4], sa[KEY_QUERIES / 16][4];
     as_a<KEY_QUERIES>(aa, sT);
     as_a<KEY_QUERIES>(sa, dAT);
-    mma_ab<KEY_QUERIES>(dv_acc, aa, do_tile[stage]);
-    mma_ab<KEY_QUERIES>(dk_acc, sa, q_tile[stage]);
+    issue_ab<KEY_QUERIES>(dv_acc, aa, do_tile[stage]);
+    issue_ab<KEY_QUERIES>(dk_acc, sa, q_tile[stage]);
+    await_products<0>(dv_acc, dk_acc);
     if (FUSED_DQ) {
       // dQ's share of the tile, dS K over the block's keys, added into float sums (every key block adds to
       // the same query rows): dS^T through shared memory, a warp per CB blocks of 16 x 16 of the tile's dQ in one

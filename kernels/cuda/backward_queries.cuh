@@ -3,9 +3,11 @@
   // and streams key and value tiles. Per tile it recomputes S = Q K^T and dA = dO V^T, takes each pair's
   // logit gradient from the forward's row statistics (column_grad), and adds dS K. A pass of its own rather
   // than atomics from the key-side kernel: no float copy of dQ, no conversion pass, the same sums in every run.
+  // OVERLAP (Hopper only): the forward's pipeline, the next tile's S and dA issued with this tile's dQ += dS K and
+  // folded while it is in flight, over three stages of tiles.
 #if SINK_WGMMA  // (Hopper: swizzled tiles that wgmma reads, kernels/cuda/tile_sm90.cuh)
   struct alignas(1024) Shared {
-    store_t k_tile[2][QUERY_KEYS * D], v_tile[2][QUERY_KEYS * D];
+    store_t k_tile[QUERY_STAGES][QUERY_KEYS * D], v_tile[QUERY_STAGES][QUERY_KEYS * D];
   };
 #else
   struct alignas(16) Shared {
@@ -51,17 +53,32 @@
   int block_lo, block_hi, first_hi, last_lo;
   key_range(first_row, n, block_lo, first_hi);
   key_range(last_row, n, last_lo, block_hi);
+  const auto after = [](int stage) { return stage + 1 == QUERY_STAGES ? 0 : stage + 1; };
+  float s[M][QUERY_KEYS / 8][4], dA[M][QUERY_KEYS / 8][4];
+  unsigned sa[M][QUERY_KEYS / 16][4];   // dS, dQ += dS K's A (OVERLAP: read by the product until its wait)
+  auto issue_scores = [&](int stage) {  // (on Hopper, both products in flight at once)
+    issue_abt<QUERY_KEYS, M>(s, qa, k_tile[stage]);
+    issue_abt<QUERY_KEYS, M>(dA, da, v_tile[stage]);
+  };
   int stage = 0;
   load_pair_async<QUERY_KEYS, QUERY_THREADS>(k_tile[0], v_tile[0], k, v, block_lo, block_hi);
-  for (int kb = block_lo; kb <= block_hi; kb += QUERY_KEYS, stage ^= 1) {
+  if (OVERLAP) {  // the first tile's products, the second tile on its way
     await_stage();
-    if (kb + QUERY_KEYS <= block_hi)
-      load_pair_async<QUERY_KEYS, QUERY_THREADS>(k_tile[stage ^ 1], v_tile[stage ^ 1], k, v, kb + QUERY_KEYS, block_hi);
-    float s[M][QUERY_KEYS / 8][4], dA[M][QUERY_KEYS / 8][4];
-#pragma unroll
-    for (int f = 0; f < M; ++f) zero(s[f]), zero(dA[f]);
-    mma_abt<QUERY_KEYS, M>(s, qa, k_tile[stage]);
-    mma_abt<QUERY_KEYS, M>(dA, da, v_tile[stage]);
+    if (block_lo + QUERY_KEYS <= block_hi)
+      load_pair_async<QUERY_KEYS, QUERY_THREADS>(k_tile[1], v_tile[1], k, v, block_lo + QUERY_KEYS, block_hi);
+    issue_scores(0);
+    await_products<0>(s, dA);
+  }
+  for (int kb = block_lo; kb <= block_hi; kb += QUERY_KEYS, stage = after(stage)) {
+    const bool more = kb + QUERY_KEYS <= block_hi;
+    if (!OVERLAP) {
+      await_stage();
+      if (more)
+        load_pair_async<QUERY_KEYS, QUERY_THREADS>(k_tile[after(stage)], v_tile[after(stage)], k, v, kb + QUERY_KEYS,
+                                                   block_hi);
+      issue_scores(stage);
+      await_products<0>(s, dA);
+    }
     const bool full = kb >= last_lo && kb + QUERY_KEYS - 1 <= first_hi;
     // (Called with constants: once inlined, the full tile's code has no mask; BELOW as in the forward.)
     auto fold_tile = [&](const bool FULL, const bool BELOW) {
@@ -94,11 +111,24 @@
       fold_tile(true, false);
     else
       fold_tile(true, true);
-    unsigned sa[M][QUERY_KEYS / 16][4];
+    // OVERLAP: dS's registers are rewritten only past the wait for the tile before's product, which read them.
+    if (OVERLAP) await_products<0>(dq_acc);
 #pragma unroll
     for (int f = 0; f < M; ++f) as_a<QUERY_KEYS>(sa[f], s[f]);
-    mma_ab<QUERY_KEYS, M>(dq_acc, sa, k_tile[stage]);
+    if (OVERLAP && more) {  // the next tile's products, on the tensor cores while this tile's dS K sums into dQ
+      await_stage();        // (every warp is past its wait for the tile before: its stage takes the one after next)
+      if (kb + 2 * QUERY_KEYS <= block_hi)
+        load_pair_async<QUERY_KEYS, QUERY_THREADS>(k_tile[after(after(stage))], v_tile[after(after(stage))], k, v,
+                                                   kb + 2 * QUERY_KEYS, block_hi);
+      issue_scores(after(stage));
+    }
+    issue_ab<QUERY_KEYS, M>(dq_acc, sa, k_tile[stage]);
+    if (OVERLAP)
+      await_products<1>(s, dA);  // the next tile's; dQ's product goes on through their fold
+    else
+      await_products<0>(dq_acc);
   }
+  if (OVERLAP) await_products<0>(dq_acc);
   const float one[2] = {1, 1};
 #pragma unroll
   for (int f = 0; f < M; ++f) store_rows(dq, dq_acc[f], warp_row + 16 * f, n, one);

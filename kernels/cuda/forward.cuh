@@ -3,10 +3,13 @@
   // tiles of FWD_KEYS keys and values through shared memory, the next tile's copy overlapping this one's
   // products. Scores stay in registers: S = Q K^T on tensor cores, the algebra's fold on S's fragments, the
   // weights rounded to 16 bits as the A operand of O += W V. On Hopper (SINK_WGMMA) the products are warpgroup
-  // multiplies reading swizzled tiles (kernels/cuda/tile_sm90.cuh), the rest the same code.
+  // multiplies reading swizzled tiles (kernels/cuda/tile_sm90.cuh), the rest the same code. OVERLAP (Hopper only):
+  // FlashAttention-3's pipeline within a warpgroup, the products asynchronous: the next tile's S = Q K^T is issued
+  // with this tile's O += W V, and the fold of those scores runs while O's product is in flight (three stages of
+  // tiles: the next one's keys read while this one's values still are, the one after on its way).
 #if SINK_WGMMA
   struct alignas(1024) Shared {
-    store_t k_tile[2][FWD_KEYS * D], v_tile[2][FWD_KEYS * D];
+    store_t k_tile[FWD_STAGES][FWD_KEYS * D], v_tile[FWD_STAGES][FWD_KEYS * D];
   };
 #else
   struct alignas(16) Shared {
@@ -83,16 +86,31 @@
   int block_lo, block_hi, first_hi, last_lo;
   key_range(first_row, n, block_lo, first_hi);
   key_range(last_row, n, last_lo, block_hi);
+  const auto after = [](int stage) { return stage + 1 == FWD_STAGES ? 0 : stage + 1; };
+  float s[M][FWD_KEYS / 8][4];
+  unsigned wa[M][FWD_KEYS / 16][4];  // the weights, O += W V's A (OVERLAP: read by the product until its wait)
+  auto issue_scores = [&](int stage) { issue_abt<FWD_KEYS, M>(s, qa, k_tile[stage]); };
   int stage = 0;
   load_pair_async<FWD_KEYS, FWD_THREADS>(k_tile[0], v_tile[0], k, v, block_lo, block_hi);
-  for (int kb = block_lo; kb <= block_hi; kb += FWD_KEYS, stage ^= 1) {
+  if (OVERLAP) {  // the first tile's scores, the second tile on its way
     await_stage();
-    if (kb + FWD_KEYS <= block_hi)
-      load_pair_async<FWD_KEYS, FWD_THREADS>(k_tile[stage ^ 1], v_tile[stage ^ 1], k, v, kb + FWD_KEYS, block_hi);
-    float s[M][FWD_KEYS / 8][4];
-#pragma unroll
-    for (int f = 0; f < M; ++f) zero(s[f]);
-    mma_abt<FWD_KEYS, M>(s, qa, k_tile[stage]);
+    if (block_lo + FWD_KEYS <= block_hi)
+      load_pair_async<FWD_KEYS, FWD_THREADS>(k_tile[1], v_tile[1], k, v, block_lo + FWD_KEYS, block_hi);
+    issue_scores(0);
+    await_products<0>(s);
+  }
+  for (int kb = block_lo; kb <= block_hi; kb += FWD_KEYS, stage = after(stage)) {
+    const bool more = kb + FWD_KEYS <= block_hi;
+    if (!OVERLAP) {
+      await_stage();
+      if (more)
+        load_pair_async<FWD_KEYS, FWD_THREADS>(k_tile[after(stage)], v_tile[after(stage)], k, v, kb + FWD_KEYS,
+                                               block_hi);
+      issue_scores(stage);
+      await_products<0>(s);
+    }
+    // OVERLAP: the rescale of O's rows this tile's maxima ask for, applied once the product in flight has landed.
+    real o_rescale[M][2];
     // Every row of the block sees every key of the tile (the code without masks), or the mask is decided per
     // element, a hidden pair computed as x = shift (any finite logit would do) and dropped by selects. BELOW:
     // the tile is at or below every row's diagonal (a position table read along it, tile.cuh's logit_along).
@@ -129,12 +147,16 @@
             const real lane_max =
                 r_fmax(r_fmax(tile_max[h][0], tile_max[h][1]), r_fmax(tile_max[h][2], tile_max[h][3]));
             const real new_max = quad_max(lane_max) * (OF_PRODUCT ? SCALE_QK : (real)1);
+            if (OVERLAP) o_rescale[f][h] = 1;
             if (new_max > m[f][h]) {  // fold_column's rescale, for the whole tile at once
               const real rescale = r_exp(m[f][h] - new_max);
               P[f][h] *= term_power(rescale);
               row_sum[f][2 * h] *= rescale, row_sum[f][2 * h + 1] *= rescale;
+              if (OVERLAP)
+                o_rescale[f][h] = rescale;
+              else
 #pragma unroll
-              for (int nb = 0; nb < D / 8; ++nb) acc[f][nb][2 * h] *= rescale, acc[f][nb][2 * h + 1] *= rescale;
+                for (int nb = 0; nb < D / 8; ++nb) acc[f][nb][2 * h] *= rescale, acc[f][nb][2 * h + 1] *= rescale;
               m[f][h] = new_max;
             }
             shift[h] = shift_of(m[f][h]), unit[h] = r_exp(-shift[h]);
@@ -166,7 +188,19 @@
       fold_tile(true, false);
     else
       fold_tile(true, true);
-    unsigned wa[M][FWD_KEYS / 16][4];
+    // OVERLAP: the tile before's O += W V lands, then takes this tile's rescale; the weights' registers are
+    // rewritten only past this wait for the product that read them.
+    if (OVERLAP) {
+      await_products<0>(acc);
+#pragma unroll
+      for (int f = 0; f < M; ++f)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          if (ONLINE && o_rescale[f][h] != 1)
+#pragma unroll
+            for (int nb = 0; nb < D / 8; ++nb)
+              acc[f][nb][2 * h] *= o_rescale[f][h], acc[f][nb][2 * h + 1] *= o_rescale[f][h];
+    }
 #pragma unroll
     for (int f = 0; f < M; ++f) {
       as_a<FWD_KEYS>(wa[f], s[f]);
@@ -174,8 +208,20 @@
 #pragma unroll
         for (int kk = 0; kk < FWD_KEYS / 16; ++kk) mma_16816<HALF_MMA>(row_sum[f], wa[f][kk], ones, ones);
     }
-    mma_ab<FWD_KEYS, M>(acc, wa, v_tile[stage]);
+    if (OVERLAP && more) {  // the next tile's scores, on the tensor cores while this tile's weights sum into O
+      await_stage();        // (every warp is past its wait for the tile before: its stage takes the one after next)
+      if (kb + 2 * FWD_KEYS <= block_hi)
+        load_pair_async<FWD_KEYS, FWD_THREADS>(k_tile[after(after(stage))], v_tile[after(after(stage))], k, v,
+                                               kb + 2 * FWD_KEYS, block_hi);
+      issue_scores(after(stage));
+    }
+    issue_ab<FWD_KEYS, M>(acc, wa, v_tile[stage]);
+    if (OVERLAP)
+      await_products<1>(s);  // the next tile's scores; O's product goes on through their fold
+    else
+      await_products<0>(acc);
   }
+  if (OVERLAP) await_products<0>(acc);
 #pragma unroll
   for (int f = 0; f < M; ++f) {
     float scale[2];

@@ -135,6 +135,36 @@ __device__ __forceinline__ void mma_ab(float (&acc)[D / 8][4], const unsigned (&
                tile);
 }
 
+// The products as the Hopper kernels issue them (tile_sm90.cuh's issue_abt, issue_ab, await_products): here each
+// is done when it returns, and there is nothing to await. issue_abt sets acc = A B^T, issue_ab adds A B.
+template <int N, int M>
+__device__ __forceinline__ void issue_abt(float (&acc)[M][N / 8][4], const unsigned (&a)[M][D / 16][4],
+                                          const store_t (*tile)[PITCH]) {
+#pragma unroll
+  for (int f = 0; f < M; ++f) zero(acc[f]);
+  mma_abt<N, M>(acc, a, tile);
+}
+template <int N>
+__device__ __forceinline__ void issue_abt(float (&acc)[N / 8][4], const unsigned (&a)[D / 16][4],
+                                          const store_t (*tile)[PITCH]) {
+  zero(acc);
+  mma_abt<N>(acc, a, tile);
+}
+template <int K, int M>
+__device__ __forceinline__ void issue_ab(float (&acc)[M][D / 8][4], const unsigned (&a)[M][K / 16][4],
+                                         const store_t (*tile)[PITCH]) {
+  mma_ab<K, M>(acc, a, tile);
+}
+template <int K>
+__device__ __forceinline__ void issue_ab(float (&acc)[D / 8][4], const unsigned (&a)[K / 16][4],
+                                         const store_t (*tile)[PITCH]) {
+  mma_ab<K>(acc, a, tile);
+}
+#if !SINK_WGMMA
+template <int PENDING, typename... Accumulators>
+__device__ __forceinline__ void await_products(Accumulators&...) {}
+#endif
+
 // A warp's 16 x N A operand (as_a's layout) into rows r0..r0+15 of a shared tile of pitch P, for the block's
 // other warps to read back with ldmatrix (the eight rows of one store fall in different banks for the pitches
 // used: D + 8 and N + 8 with N a multiple of 16).

@@ -53,24 +53,31 @@ __device__ __forceinline__ void load_pair_async(store_t* a_tile, store_t* b_tile
   cp_async_commit();
 }
 
-// Every accumulator register of a warp's M fragments, fenced for the compiler (warp_sm90.cuh's fence_register).
-template <int M, int N>
-__device__ __forceinline__ void fence_registers(float (&acc)[M][N / 8][4]) {
+// Every accumulator register in an array of them, fenced for the compiler (warp_sm90.cuh's fence_register).
+__device__ __forceinline__ void fence_registers(float& r) { fence_register(r); }
+template <typename T, int N>
+__device__ __forceinline__ void fence_registers(T (&registers)[N]) {
 #pragma unroll
-  for (int f = 0; f < M; ++f)
-#pragma unroll
-    for (int nb = 0; nb < N / 8; ++nb)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) fence_register(acc[f][nb][e]);
+  for (int i = 0; i < N; ++i) fence_registers(registers[i]);
 }
 
-// acc (16 x N per fragment) += A B^T, B^T's columns the swizzled tile's N rows: per 16 columns of A one wgmma per
-// fragment, B K-major (its column n is row n's 16 numbers, SWIZZLE apart per row, 8 rows a stride), the start
-// moved along the row within a piece; waited for before it returns.
+// The products issued so far, but the newest PENDING groups, have landed in their accumulators (each issue_* a
+// group): the given arrays, which the kernel reads next, fenced so that no read of them moves above the wait. An
+// array whose product is still pending is not named (a read of it would make ptxas wait for it).
+template <int PENDING, typename... Accumulators>
+__device__ __forceinline__ void await_products(Accumulators&... accumulators) {
+  wgmma_wait<PENDING>();
+  (fence_registers(accumulators), ...);
+}
+
+// acc (16 x N per fragment) = A B^T (not +=: the first 16 columns' wgmma ignores acc's registers, which then need
+// no zeros), B^T's columns the swizzled tile's N rows: per 16 columns of A one wgmma per fragment, B K-major (its
+// column n is row n's 16 numbers, SWIZZLE apart per row, 8 rows a stride), the start moved along the row within a
+// piece. Issued as one group, not waited for (await_products): until then neither acc nor A may be touched, nor
+// the tile rewritten.
 template <int N, int M>
-__device__ __forceinline__ void mma_abt(float (&acc)[M][N / 8][4], const unsigned (&a)[M][D / 16][4],
-                                        const store_t* tile) {
-  fence_registers<M, N>(acc);
+__device__ __forceinline__ void issue_abt(float (&acc)[M][N / 8][4], const unsigned (&a)[M][D / 16][4],
+                                          const store_t* tile) {
   wgmma_fence();
 #pragma unroll
   for (int f = 0; f < M; ++f)
@@ -79,19 +86,20 @@ __device__ __forceinline__ void mma_abt(float (&acc)[M][N / 8][4], const unsigne
       const int byte = 16 * kk / SWIZZLE_COLS * N * SWIZZLE + 16 * kk % SWIZZLE_COLS * 2;
       const unsigned long long b =
           tile_descriptor(reinterpret_cast<const unsigned char*>(tile) + byte, 16, 8 * SWIZZLE);
-      wgmma_rs<HALF_MMA, N, 0>(acc[f], a[f][kk], b);
+      if (kk == 0)
+        wgmma_rs<HALF_MMA, N, 0, 0>(acc[f], a[f][kk], b);
+      else
+        wgmma_rs<HALF_MMA, N, 0>(acc[f], a[f][kk], b);
     }
   wgmma_commit();
-  wgmma_wait<0>();
-  fence_registers<M, N>(acc);
 }
 
 // acc (16 x D per fragment) += A B, B the swizzled tile's K rows: per 16 rows one wgmma per fragment, B MN-major
-// (row k's D numbers along a piece's row, pieces ROWS x SWIZZLE apart, 8 rows a stride); waited for.
+// (row k's D numbers along a piece's row, pieces ROWS x SWIZZLE apart, 8 rows a stride); issued as issue_abt.
 template <int K, int M>
-__device__ __forceinline__ void mma_ab(float (&acc)[M][D / 8][4], const unsigned (&a)[M][K / 16][4],
-                                       const store_t* tile) {
-  fence_registers<M, D>(acc);
+__device__ __forceinline__ void issue_ab(float (&acc)[M][D / 8][4], const unsigned (&a)[M][K / 16][4],
+                                         const store_t* tile) {
+  fence_registers(acc);
   wgmma_fence();
 #pragma unroll
   for (int f = 0; f < M; ++f)
@@ -102,18 +110,29 @@ __device__ __forceinline__ void mma_ab(float (&acc)[M][D / 8][4], const unsigned
       wgmma_rs<HALF_MMA, D, 1>(acc[f], a[f][kk], b);
     }
   wgmma_commit();
-  wgmma_wait<0>();
-  fence_registers<M, D>(acc);
+}
+
+// acc += A B, waited for before it returns.
+template <int K, int M>
+__device__ __forceinline__ void mma_ab(float (&acc)[M][D / 8][4], const unsigned (&a)[M][K / 16][4],
+                                       const store_t* tile) {
+  issue_ab<K, M>(acc, a, tile);
+  await_products<0>(acc);
 }
 
 // One fragment a warp (the backward kernels'), as tile.cuh's.
 template <int N>
-__device__ __forceinline__ void mma_abt(float (&acc)[N / 8][4], const unsigned (&a)[D / 16][4], const store_t* tile) {
-  mma_abt<N, 1>(reinterpret_cast<float(&)[1][N / 8][4]>(acc), reinterpret_cast<const unsigned(&)[1][D / 16][4]>(a),
-                tile);
+__device__ __forceinline__ void issue_abt(float (&acc)[N / 8][4], const unsigned (&a)[D / 16][4], const store_t* tile) {
+  issue_abt<N, 1>(reinterpret_cast<float(&)[1][N / 8][4]>(acc), reinterpret_cast<const unsigned(&)[1][D / 16][4]>(a),
+                  tile);
+}
+template <int K>
+__device__ __forceinline__ void issue_ab(float (&acc)[D / 8][4], const unsigned (&a)[K / 16][4], const store_t* tile) {
+  issue_ab<K, 1>(reinterpret_cast<float(&)[1][D / 8][4]>(acc), reinterpret_cast<const unsigned(&)[1][K / 16][4]>(a),
+                 tile);
 }
 template <int K>
 __device__ __forceinline__ void mma_ab(float (&acc)[D / 8][4], const unsigned (&a)[K / 16][4], const store_t* tile) {
-  mma_ab<K, 1>(reinterpret_cast<float(&)[1][D / 8][4]>(acc), reinterpret_cast<const unsigned(&)[1][K / 16][4]>(a),
-               tile);
+  issue_ab<K>(acc, a, tile);
+  await_products<0>(acc);
 }

@@ -39,12 +39,12 @@ __device__ __forceinline__ void fence_register(float& r) { asm volatile("" : "+f
 #define SINK_ACC4(nb) "+f"(c[nb][0]), "+f"(c[nb][1]), "+f"(c[nb][2]), "+f"(c[nb][3])
 #define SINK_ACC16(nb) SINK_ACC4(nb), SINK_ACC4(nb + 1), SINK_ACC4(nb + 2), SINK_ACC4(nb + 3)
 // One wgmma of shape m64nNk16 in TYPE: the accumulators are operands 0..N/2-1, A's four registers the next four,
-// then the descriptor and the transpose flag. Scale-d 1 (D = A B + D), A and B not negated.
-#define SINK_WGMMA_ASM(N, TYPE, A0, A1, A2, A3, DESC, TRANS, ...)                                        \
-  asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " " SINK_ACCUMULATORS_##N \
-               ", {%" #A0 ", %" #A1 ", %" #A2 ", %" #A3 "}, %" #DESC ", 1, 1, 1, %" #TRANS ";\n"         \
-               : __VA_ARGS__                                                                             \
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descriptor), "n"(TRANSPOSED_B))
+// then the descriptor, the transpose flag and scale-d (1: D = A B + D; 0: D = A B). A and B not negated.
+#define SINK_WGMMA_ASM(N, TYPE, A0, A1, A2, A3, DESC, TRANS, SCALE, ...)                                   \
+  asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " " SINK_ACCUMULATORS_##N   \
+               ", {%" #A0 ", %" #A1 ", %" #A2 ", %" #A3 "}, %" #DESC ", %" #SCALE ", 1, 1, %" #TRANS ";\n" \
+               : __VA_ARGS__                                                                               \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descriptor), "n"(TRANSPOSED_B), "n"(ACCUMULATE))
 #define SINK_WGMMA_TYPED(N, ...)              \
   do {                                        \
     if (HALF)                                 \
@@ -53,22 +53,24 @@ __device__ __forceinline__ void fence_register(float& r) { asm volatile("" : "+f
       SINK_WGMMA_ASM(N, "bf16", __VA_ARGS__); \
   } while (0)
 
-// c (the warp's 16 x N share of the 64 x N accumulator) += A B: A the warp's 16 x 16 operand (mma.sync's A
-// layout), B the 16 x N matrix the shared-memory descriptor describes, K-major (TRANSPOSED_B 0: each of its N
-// columns 16 contiguous elements of a row) or MN-major (1: each of its 16 rows N elements along a row).
-template <bool HALF, int N, int TRANSPOSED_B>
+// c (the warp's 16 x N share of the 64 x N accumulator) += A B, or = A B where not ACCUMULATE (c's registers then
+// need no value before: no instruction of the warps' defines them inside the products' pipeline): A the warp's
+// 16 x 16 operand (mma.sync's A layout), B the 16 x N matrix the shared-memory descriptor describes, K-major
+// (TRANSPOSED_B 0: each of its N columns 16 contiguous elements of a row) or MN-major (1: each of its 16 rows N
+// elements along a row).
+template <bool HALF, int N, int TRANSPOSED_B, int ACCUMULATE = 1>
 __device__ __forceinline__ void wgmma_rs(float (&c)[N / 8][4], const unsigned (&a)[4], unsigned long long descriptor) {
   static_assert(N == 16 || N == 32 || N == 64 || N == 96 || N == 128, "a product width with no wgmma here");
   if constexpr (N == 16)
-    SINK_WGMMA_TYPED(16, 8, 9, 10, 11, 12, 13, SINK_ACC4(0), SINK_ACC4(1));
+    SINK_WGMMA_TYPED(16, 8, 9, 10, 11, 12, 13, 14, SINK_ACC4(0), SINK_ACC4(1));
   else if constexpr (N == 32)
-    SINK_WGMMA_TYPED(32, 16, 17, 18, 19, 20, 21, SINK_ACC16(0));
+    SINK_WGMMA_TYPED(32, 16, 17, 18, 19, 20, 21, 22, SINK_ACC16(0));
   else if constexpr (N == 64)
-    SINK_WGMMA_TYPED(64, 32, 33, 34, 35, 36, 37, SINK_ACC16(0), SINK_ACC16(4));
+    SINK_WGMMA_TYPED(64, 32, 33, 34, 35, 36, 37, 38, SINK_ACC16(0), SINK_ACC16(4));
   else if constexpr (N == 96)
-    SINK_WGMMA_TYPED(96, 48, 49, 50, 51, 52, 53, SINK_ACC16(0), SINK_ACC16(4), SINK_ACC16(8));
+    SINK_WGMMA_TYPED(96, 48, 49, 50, 51, 52, 53, 54, SINK_ACC16(0), SINK_ACC16(4), SINK_ACC16(8));
   else
-    SINK_WGMMA_TYPED(128, 64, 65, 66, 67, 68, 69, SINK_ACC16(0), SINK_ACC16(4), SINK_ACC16(8), SINK_ACC16(12));
+    SINK_WGMMA_TYPED(128, 64, 65, 66, 67, 68, 69, 70, SINK_ACC16(0), SINK_ACC16(4), SINK_ACC16(8), SINK_ACC16(12));
 }
 #undef SINK_WGMMA_TYPED
 #undef SINK_WGMMA_ASM

@@ -16,11 +16,17 @@ namespace {
 std::filesystem::path table_path() { return kernel_cache_dir() / "tiles.json"; }
 
 nlohmann::json tiles_json(const kernels::CudaTiles& t) {
-  return {{"forward_rows", t.forward_rows}, {"forward_keys", t.forward_keys},
-          {"key_rows", t.key_rows},         {"key_queries", t.key_queries},
-          {"query_rows", t.query_rows},     {"query_keys", t.query_keys},
-          {"min_blocks", t.min_blocks},     {"row_frags", t.row_frags},
-          {"fused_dq", t.fused_dq},         {"hopper", t.hopper}};
+  return {{"forward_rows", t.forward_rows},
+          {"forward_keys", t.forward_keys},
+          {"key_rows", t.key_rows},
+          {"key_queries", t.key_queries},
+          {"query_rows", t.query_rows},
+          {"query_keys", t.query_keys},
+          {"min_blocks", t.min_blocks},
+          {"row_frags", t.row_frags},
+          {"fused_dq", t.fused_dq},
+          {"hopper", t.hopper},
+          {"overlap", t.overlap}};
 }
 
 kernels::CudaTiles tiles_of(const nlohmann::json& j) {
@@ -33,6 +39,7 @@ kernels::CudaTiles tiles_of(const nlohmann::json& j) {
   t.row_frags = j.value("row_frags", 1);  // (tables written before the kernels had these choices)
   t.fused_dq = j.value("fused_dq", false);
   t.hopper = j.value("hopper", false);
+  t.overlap = j.value("overlap", false);
   return t;
 }
 
@@ -126,10 +133,17 @@ KernelTiles tiles_to_run(const KernelTiles& tiles, const kernels::KernelSpec& sp
   if (say == "0") {
     for (kernels::CudaTiles* t : each)
       if (t->hopper) *t = kernels::cuda_tiles(spec, storage, capability);
-  } else if (say == "1" && capability == kernels::kHopperCapability) {
+  } else if ((say == "1" || say == "overlap") && capability == kernels::kHopperCapability) {
+    // "1": the first candidate each kernel has (waiting for each product); "overlap": the forward's first
+    // overlapped one besides.
     const auto candidates = kernels::cuda_hopper_candidates(spec, storage);
     for (kernels::CudaTiles* t : each)
-      if (!t->hopper && !candidates.empty()) *t = candidates.front();
+      if (!candidates.empty() && (!t->hopper || t->overlap)) *t = candidates.front();
+    for (const kernels::CudaTiles& c : candidates)
+      if (say == "overlap" && c.overlap) {
+        out.forward = c;
+        break;
+      }
     out.fused.reset();
   }
   return out;

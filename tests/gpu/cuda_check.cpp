@@ -236,7 +236,8 @@ std::vector<TunedCase> tuned_cases(int capability) {
     const kernels::CudaTiles& tiles = hopper[k % hopper.size()];
     out.push_back({variants[n].variant,
                    {tiles, tiles, tiles},
-                   fmt::format("wgmma kernels, forward {}x{}", tiles.forward_rows, tiles.forward_keys)});
+                   fmt::format("wgmma kernels, forward {}x{}{}", tiles.forward_rows, tiles.forward_keys,
+                               tiles.overlap ? " overlapped" : "")});
   }
   return out;
 }

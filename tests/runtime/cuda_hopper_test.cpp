@@ -48,13 +48,22 @@ TEST(CudaKernels, HopperCandidatesFitAndRunOnNineOnly) {
     SCOPED_TRACE("d_head " + std::to_string(d));
     const auto spec = spec_of(Variant{.name = "softmax", .D = d});
     const auto hopper = kernels::cuda_hopper_candidates(spec, kernels::CudaStorage::BFloat16);
-    ASSERT_EQ(hopper.size(), d <= 64 ? 4u : 2u);  // (128-key tiles at d_head 64 alone)
+    ASSERT_EQ(hopper.size(), d <= 64 ? 4u : 3u);  // (128-key tiles at d_head 64 and below)
+    EXPECT_FALSE(hopper.front().overlap) << "the first waits for each product (SINKLAB_WGMMA=1)";
+    EXPECT_TRUE(std::any_of(hopper.begin(), hopper.end(), [](const kernels::CudaTiles& t) { return t.overlap; }));
     for (const auto& t : hopper) {
       EXPECT_TRUE(t.hopper && t.tensor_cores);
       EXPECT_EQ(t.forward_threads() % 128, 0) << "whole warpgroups";
       const kernels::CudaSharedBytes bytes = kernels::cuda_shared_bytes(t, d);
       EXPECT_LE(std::max({bytes.forward, bytes.keys, bytes.queries}), kernels::kCudaSharedLimit);
-      EXPECT_TRUE(kernels::needs_sm90a(kernels::emit_cuda(spec, kernels::CudaStorage::BFloat16, t)));
+      const std::string source = kernels::emit_cuda(spec, kernels::CudaStorage::BFloat16, t);
+      EXPECT_TRUE(kernels::needs_sm90a(source));
+      EXPECT_EQ(source.find("constexpr bool OVERLAP = true;") != std::string::npos, t.overlap);
+      if (t.overlap) {  // a third stage of key and value tiles
+        kernels::CudaTiles waiting = t;
+        waiting.overlap = false;
+        EXPECT_GT(bytes.forward, kernels::cuda_shared_bytes(waiting, d).forward);
+      }
     }
     const auto tuned_on = [&](int capability) {
       const auto every = kernels::cuda_tuning_tiles(spec, kernels::CudaStorage::BFloat16, capability);
@@ -103,26 +112,59 @@ TEST(CudaKernels, HopperKernelsMatchTheReference) {
   }
 }
 
-// Each wait for a product's group is needed: with either made a no-op (wgmma_wait<1>, the group left in
-// flight), the emulation's sums land too late and the results leave the reference's rounding.
+// Each wait for a product's group in the forward and backward_queries is needed: with any one of them made lax (one
+// group more left in flight), the emulation's sums land too late, or read A's registers after they were rewritten,
+// and the results leave the reference's rounding. Each kernel's six waits in order: the overlapped pipeline's first
+// scores, the waiting form's scores, the overlapped accumulator's before its registers are touched, the overlapped
+// next scores, the waiting form's accumulator, the overlapped accumulator's after the last tile. Each form's own are
+// made lax in turn (the other form's are dead code in its source).
 TEST(CudaKernels, HopperKernelsNeedTheirWaits) {
   SKIP_WITHOUT_HOST_COMPILER();
   const KernelCacheHere cache("sinklab-hopper-waits");
   const Variant v{.name = "softmax, T 150, d_head 32", .T = 150, .D = 32};
-  const kernels::CudaTiles tiles = kernels::cuda_hopper_candidates(spec_of(v), layout(torch::kBFloat16)).at(0);
-  ASSERT_TRUE(hopper_kernels(v, torch::kBFloat16, tiles, "hopper waits intact").passed());
-  const std::string wait = "wgmma_wait<0>();";
-  const std::string source = kernels::emit_cuda(spec_of(v), layout(torch::kBFloat16), tiles);
-  ASSERT_NE(source.find(wait, source.find(wait) + 1), std::string::npos) << "S's wait and O's";
-  for (int k = 0; k < 2; ++k) {
-    const auto without = [&](std::string source) {  // (the backward's source, the default tiles', has none)
-      size_t at = source.find(wait);
-      for (int skip = 0; skip < k && at != std::string::npos; ++skip) at = source.find(wait, at + 1);
-      if (at != std::string::npos) source.replace(at, wait.size(), "wgmma_wait<1>();");
+  const auto candidates = kernels::cuda_hopper_candidates(spec_of(v), layout(torch::kBFloat16));
+  const auto overlapped = std::find_if(candidates.begin(), candidates.end(), [](const auto& t) { return t.overlap; });
+  ASSERT_NE(overlapped, candidates.end());
+  const std::string call = "await_products<";
+  // A kernel's body: from its signature to the next kernel's.
+  struct Body {
+    std::string_view symbol, next;
+  };
+  const Body bodies[] = {{kernels::abi::kForwardSymbol, kernels::abi::kCudaBackwardRowsSymbol},
+                         {kernels::abi::kCudaBackwardQueriesSymbol, kernels::abi::kProbeSymbol}};
+  const auto span = [](const std::string& source, const Body& b) {
+    const size_t first = source.find(std::string(b.symbol) + "(");
+    return std::make_pair(first, source.find(b.next, first));
+  };
+  // The k-th wait of a body with one group more pending.
+  const auto lax = [&](const Body& b, int k) {
+    return [&call, &span, b, k](std::string source) {
+      const auto [first, next] = span(source, b);
+      size_t at = source.find(call, first);
+      for (int skip = 0; skip < k && at < next; ++skip) at = source.find(call, at + 1);
+      EXPECT_LT(at, next) << b.symbol << " has no wait " << k;
+      if (at < next) source[at + call.size()] += 1;  // (0 -> 1, 1 -> 2)
       return source;
     };
-    EXPECT_FALSE(hopper_kernels(v, torch::kBFloat16, tiles, fmt::format("hopper wait {} removed", k), without).passed())
-        << "wait " << k << " made a no-op";
+  };
+  const std::string source = kernels::emit_cuda(spec_of(v), layout(torch::kBFloat16), candidates.front());
+  for (const Body& b : bodies) {
+    const auto [first, next] = span(source, b);
+    int waits = 0;
+    for (size_t at = source.find(call, first); at < next; at = source.find(call, at + 1)) ++waits;
+    ASSERT_EQ(waits, 6) << b.symbol << "'s waits are not the ones this test knows";
+  }
+  const std::pair<kernels::CudaTiles, std::vector<int>> forms[] = {{candidates.front(), {1, 4}},
+                                                                   {*overlapped, {0, 2, 3, 5}}};
+  for (const auto& [tiles, own] : forms) {
+    SCOPED_TRACE(tiles.describe());
+    ASSERT_TRUE(hopper_kernels(v, torch::kBFloat16, tiles, "hopper waits intact " + tiles.describe()).passed());
+    for (const Body& b : bodies)
+      for (int k : own)
+        EXPECT_FALSE(hopper_kernels(v, torch::kBFloat16, tiles,
+                                    fmt::format("hopper {} wait {} lax {}", b.symbol, k, tiles.describe()), lax(b, k))
+                         .passed())
+            << b.symbol << "'s wait " << k << " made lax";
   }
 }
 
@@ -166,6 +208,7 @@ TEST(CudaKernels, HopperKernelsCompileToWarpgroupInstructions) {
         EXPECT_EQ(r.spill_stores + r.spill_loads, 0) << kernel;
       }
       EXPECT_EQ(report.find("serialized"), std::string::npos) << report;
+      EXPECT_EQ(report.find("is injected"), std::string::npos) << report;  // a wait of ptxas's own, as costly
       EXPECT_THROW(cuda::compile_cubin(source, 80), std::runtime_error) << "sm_90a code compiled for sm_80";
       if (nvdisasm.empty()) continue;
       const auto code = disassemble(nvdisasm, cubin);
@@ -182,8 +225,8 @@ TEST(CudaKernels, HopperKernelsCompileToWarpgroupInstructions) {
 }
 
 // SINKLAB_WGMMA overrides the table, as a profile compares the two: 1 runs the Hopper kernels where none was
-// measured (on compute capability 9.0 alone), 0 runs the default ones where the table has Hopper ones; right
-// every way.
+// measured (on compute capability 9.0 alone), each waiting for its products, "overlap" with the overlapped forward,
+// 0 runs the default ones where the table has Hopper ones; right every way.
 TEST(CudaKernels, HopperKernelsCanBeForcedOnOrOff) {
   SKIP_WITHOUT_HOST_COMPILER();
   const KernelCacheHere cache("sinklab-hopper-forced");
@@ -194,23 +237,26 @@ TEST(CudaKernels, HopperKernelsCanBeForcedOnOrOff) {
   struct Case {
     const char* say;
     int arch;
-    bool table_has_hopper, runs_hopper;
+    bool table_has_hopper, runs_hopper, runs_overlap;
   };
-  const Case cases[] = {{"1", 90, false, true}, {"1", 80, false, false}, {"0", 90, true, false}, {"", 90, true, true}};
+  const Case cases[] = {{"1", 90, false, true, false},      {"1", 80, false, false, false},
+                        {"overlap", 90, false, true, true}, {"1", 90, true, true, false},
+                        {"0", 90, true, false, false},      {"", 90, true, true, true}};
   for (const Case& c : cases) {
     SCOPED_TRACE(fmt::format("SINKLAB_WGMMA='{}', sm_{}, table {}", c.say, c.arch, c.table_has_hopper));
     const KernelTiles table{c.table_has_hopper ? kernels::cuda_hopper_candidates(spec, storage).back() : defaults,
                             defaults, defaults};
     remember_tiles(tuning_key("CPU emulation", spec, storage), table);
-    auto loaded_hopper = std::make_shared<bool>(false);
+    auto loaded_hopper = std::make_shared<bool>(false), loaded_overlap = std::make_shared<bool>(false);
     const int arch = c.arch;
-    const KernelModules modules{fmt::format("forced {} {} {}", c.say, c.arch, c.table_has_hopper),
-                                [loaded_hopper, arch](const std::string& source, const torch::Device&) {
-                                  *loaded_hopper = *loaded_hopper || kernels::needs_sm90a(source);
-                                  return std::make_shared<CpuEmulatedModule>(host_compiled(source),
-                                                                             ThreadOrder::Ascending, arch);
-                                },
-                                false, nullptr, [arch](const torch::Device&) { return arch; }};
+    const KernelModules modules{
+        fmt::format("forced {} {} {}", c.say, c.arch, c.table_has_hopper),
+        [loaded_hopper, loaded_overlap, arch](const std::string& source, const torch::Device&) {
+          *loaded_hopper = *loaded_hopper || kernels::needs_sm90a(source);
+          *loaded_overlap = *loaded_overlap || source.find("constexpr bool OVERLAP = true;") != std::string::npos;
+          return std::make_shared<CpuEmulatedModule>(host_compiled(source), ThreadOrder::Ascending, arch);
+        },
+        false, nullptr, [arch](const torch::Device&) { return arch; }};
     setenv("SINKLAB_WGMMA", c.say, 1);
     const SixteenBitResult r = measure_sixteen_bit(
         [&](const kernels::KernelSpec& s, const AttentionCall& call) { return cuda_attention(s, call, modules); }, v,
@@ -218,5 +264,6 @@ TEST(CudaKernels, HopperKernelsCanBeForcedOnOrOff) {
     unsetenv("SINKLAB_WGMMA");
     EXPECT_TRUE(r.passed()) << "forward " << r.forward << " (< " << r.forward_allowed << ")";
     EXPECT_EQ(*loaded_hopper, c.runs_hopper);
+    EXPECT_EQ(*loaded_overlap, c.runs_overlap);
   }
 }

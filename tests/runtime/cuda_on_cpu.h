@@ -291,14 +291,16 @@ inline unsigned shared_address(const void* p) {
 // wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16} with A in registers: warp w of the four computes rows
 // 16 w..16 w + 15 of the 64 x N product from its own A (mma.sync's A fragment) and the 16 x N B the descriptor
 // places in shared memory, into mma.sync's accumulator layout. Asynchronous: the sums are written, and shared
-// memory read, when a wgmma.wait_group releases the product's group, not at the issue, so a read of the
-// accumulators before the wait, or a tile rewritten before it, gives wrong results.
+// memory and A's registers read, when a wgmma.wait_group releases the product's group, not at the issue, so a read
+// of the accumulators before the wait, or a tile or an A register rewritten before it, gives wrong results (the
+// PTX ISA leaves both undefined). (A's registers are read where the lanes held them at the issue: a kernel keeps
+// them alive until the wait.)
 struct SinkWarpgroupProduct {
   float* c;  // the lane's N / 2 accumulators
   unsigned n;
-  bool transposed_b, half;
+  bool transposed_b, half, accumulate;  // (scale-d: D = A B + D, or D = A B)
   unsigned long long descriptor;
-  float a[16][16];  // the warp's A
+  const unsigned* lane_a[32];  // each lane's four A registers
 };
 inline std::vector<std::vector<SinkWarpgroupProduct>> sink_wgmma_groups[kSinkMaxThreads];  // [thread][group]
 
@@ -327,24 +329,11 @@ inline float sink_descriptor_element(unsigned long long descriptor, bool mn_majo
 
 inline void wgmma_fence() {}
 inline void fence_register(float&) {}
-template <bool HALF, int N, int TRANSPOSED_B>
+template <bool HALF, int N, int TRANSPOSED_B, int ACCUMULATE = 1>
 inline void wgmma_rs(float (&c)[N / 8][4], const unsigned (&a)[4], unsigned long long descriptor) {
-  struct Operand {
-    unsigned a[4];
-  };
-  const SinkLaneSlot* warp = sink_exchange_all(Operand{{a[0], a[1], a[2], a[3]}});
-  SinkWarpgroupProduct p{&c[0][0], N, TRANSPOSED_B != 0, HALF, descriptor, {}};
-  for (unsigned lane = 0; lane < 32; ++lane) {
-    const Operand op = sink_from_lane<Operand>(warp, lane);
-    const unsigned g = lane >> 2, t = lane & 3;
-    for (unsigned half = 0; half < 2; ++half) {
-      auto element = [&](unsigned reg) { return sink_b16_to_float((reg >> (16 * half)) & 0xffffu, HALF); };
-      p.a[g][2 * t + half] = element(op.a[0]);
-      p.a[g + 8][2 * t + half] = element(op.a[1]);
-      p.a[g][2 * t + 8 + half] = element(op.a[2]);
-      p.a[g + 8][2 * t + 8 + half] = element(op.a[3]);
-    }
-  }
+  const SinkLaneSlot* warp = sink_exchange_all(&a[0]);
+  SinkWarpgroupProduct p{&c[0][0], N, TRANSPOSED_B != 0, HALF, ACCUMULATE != 0, descriptor, {}};
+  for (unsigned lane = 0; lane < 32; ++lane) p.lane_a[lane] = sink_from_lane<const unsigned*>(warp, lane);
   auto& groups = sink_wgmma_groups[threadIdx.x];
   if (groups.empty()) groups.emplace_back();
   groups.back().push_back(p);
@@ -352,20 +341,37 @@ inline void wgmma_rs(float (&c)[N / 8][4], const unsigned (&a)[4], unsigned long
 inline void wgmma_commit() { sink_wgmma_groups[threadIdx.x].emplace_back(); }
 template <int N>
 inline void wgmma_wait() {  // all but the newest N committed groups land (the open one is not waited for)
+  // (.sync.aligned: the warp's lanes wait together, each product reading the lanes' A registers as they are now,
+  // and none goes on to rewrite them before every lane's products have landed.)
+  sink_warp_wait();
   auto& groups = sink_wgmma_groups[threadIdx.x];
   const unsigned lane = threadIdx.x & 31u, g = lane >> 2, t = lane & 3;
   while (groups.size() > 1 + static_cast<size_t>(N)) {
-    for (const SinkWarpgroupProduct& p : groups.front())
+    for (const SinkWarpgroupProduct& p : groups.front()) {
+      float a[16][16];  // the warp's A, from its lanes' registers as they are now
+      for (unsigned from = 0; from < 32; ++from) {
+        const unsigned* r = p.lane_a[from];
+        const unsigned fg = from >> 2, ft = from & 3;
+        for (unsigned half = 0; half < 2; ++half) {
+          auto element = [&](unsigned reg) { return sink_b16_to_float((reg >> (16 * half)) & 0xffffu, p.half); };
+          a[fg][2 * ft + half] = element(r[0]);
+          a[fg + 8][2 * ft + half] = element(r[1]);
+          a[fg][2 * ft + 8 + half] = element(r[2]);
+          a[fg + 8][2 * ft + 8 + half] = element(r[3]);
+        }
+      }
       for (unsigned nb = 0; nb < p.n / 8; ++nb)
         for (unsigned e = 0; e < 4; ++e) {
           const unsigned row = g + 8 * (e >> 1), col = 8 * nb + 2 * t + (e & 1);
-          float sum = p.c[4 * nb + e];
+          float sum = p.accumulate ? p.c[4 * nb + e] : 0.f;
           for (unsigned k = 0; k < 16; ++k)
-            sum += p.a[row][k] * sink_descriptor_element(p.descriptor, p.transposed_b, k, col, p.half);
+            sum += a[row][k] * sink_descriptor_element(p.descriptor, p.transposed_b, k, col, p.half);
           p.c[4 * nb + e] = sum;
         }
+    }
     groups.erase(groups.begin());
   }
+  sink_warp_wait();
 }
 extern "C" size_t sink_emulator_shared_shortfall() { return sink_dynamic_shared_needed; }
 

@@ -85,8 +85,10 @@ extern "C" __global__ void hopper_products(const store_t* a, const store_t* b, f
   cp_async_commit();
   await_stage();
   float s[1][8][4];
-  zero(s[0]);
-  mma_abt<64, 1>(s, fa, shared.tile);
+  for (int nb = 0; nb < 8; ++nb)  // (NaN: issue_abt sets S, whatever its registers held)
+    for (int e = 0; e < 4; ++e) s[0][nb][e] = __int_as_float(0x7fc00000);
+  issue_abt<64, 1>(s, fa, shared.tile);
+  await_products<0>(s);
   for (int nb = 0; nb < 8; ++nb)
     for (int e = 0; e < 4; ++e) abt[(row0 + frag_row(e)) * 64 + frag_col(nb, e)] = s[0][nb][e];
   unsigned sa[1][4][4];
