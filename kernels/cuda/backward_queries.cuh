@@ -53,7 +53,6 @@
   int block_lo, block_hi, first_hi, last_lo;
   key_range(first_row, n, block_lo, first_hi);
   key_range(last_row, n, last_lo, block_hi);
-  const auto after = [](int stage) { return stage + 1 == QUERY_STAGES ? 0 : stage + 1; };
   float s[M][QUERY_KEYS / 8][4], dA[M][QUERY_KEYS / 8][4];
   unsigned sa[M][QUERY_KEYS / 16][4];   // dS, dQ += dS K's A (OVERLAP: read by the product until its wait)
   auto issue_scores = [&](int stage) {  // (on Hopper, both products in flight at once)
@@ -63,19 +62,15 @@
   int stage = 0;
   load_pair_async<QUERY_KEYS, QUERY_THREADS>(k_tile[0], v_tile[0], k, v, block_lo, block_hi);
   if (OVERLAP) {  // the first tile's products, the second tile on its way
-    await_stage();
-    if (block_lo + QUERY_KEYS <= block_hi)
-      load_pair_async<QUERY_KEYS, QUERY_THREADS>(k_tile[1], v_tile[1], k, v, block_lo + QUERY_KEYS, block_hi);
+    await_and_fetch<QUERY_KEYS, QUERY_THREADS>(k_tile, v_tile, 1, k, v, block_lo + QUERY_KEYS, block_hi);
     issue_scores(0);
     await_products<0>(s, dA);
   }
-  for (int kb = block_lo; kb <= block_hi; kb += QUERY_KEYS, stage = after(stage)) {
+  for (int kb = block_lo; kb <= block_hi; kb += QUERY_KEYS, stage = next_stage<QUERY_STAGES>(stage)) {
     const bool more = kb + QUERY_KEYS <= block_hi;
     if (!OVERLAP) {
-      await_stage();
-      if (more)
-        load_pair_async<QUERY_KEYS, QUERY_THREADS>(k_tile[after(stage)], v_tile[after(stage)], k, v, kb + QUERY_KEYS,
-                                                   block_hi);
+      await_and_fetch<QUERY_KEYS, QUERY_THREADS>(k_tile, v_tile, next_stage<QUERY_STAGES>(stage), k, v, kb + QUERY_KEYS,
+                                                 block_hi);
       issue_scores(stage);
       await_products<0>(s, dA);
     }
@@ -116,11 +111,10 @@
 #pragma unroll
     for (int f = 0; f < M; ++f) as_a<QUERY_KEYS>(sa[f], s[f]);
     if (OVERLAP && more) {  // the next tile's products, on the tensor cores while this tile's dS K sums into dQ
-      await_stage();        // (every warp is past its wait for the tile before: its stage takes the one after next)
-      if (kb + 2 * QUERY_KEYS <= block_hi)
-        load_pair_async<QUERY_KEYS, QUERY_THREADS>(k_tile[after(after(stage))], v_tile[after(after(stage))], k, v,
-                                                   kb + 2 * QUERY_KEYS, block_hi);
-      issue_scores(after(stage));
+      // (every warp is past its wait for the tile before: its stage takes the one after next)
+      await_and_fetch<QUERY_KEYS, QUERY_THREADS>(k_tile, v_tile, next_stage<QUERY_STAGES>(stage, 2), k, v,
+                                                 kb + 2 * QUERY_KEYS, block_hi);
+      issue_scores(next_stage<QUERY_STAGES>(stage));
     }
     issue_ab<QUERY_KEYS, M>(dq_acc, sa, k_tile[stage]);
     if (OVERLAP)

@@ -86,26 +86,21 @@
   int block_lo, block_hi, first_hi, last_lo;
   key_range(first_row, n, block_lo, first_hi);
   key_range(last_row, n, last_lo, block_hi);
-  const auto after = [](int stage) { return stage + 1 == FWD_STAGES ? 0 : stage + 1; };
   float s[M][FWD_KEYS / 8][4];
   unsigned wa[M][FWD_KEYS / 16][4];  // the weights, O += W V's A (OVERLAP: read by the product until its wait)
   auto issue_scores = [&](int stage) { issue_abt<FWD_KEYS, M>(s, qa, k_tile[stage]); };
   int stage = 0;
   load_pair_async<FWD_KEYS, FWD_THREADS>(k_tile[0], v_tile[0], k, v, block_lo, block_hi);
-  if (OVERLAP) {  // the first tile's scores, the second tile on its way
-    await_stage();
-    if (block_lo + FWD_KEYS <= block_hi)
-      load_pair_async<FWD_KEYS, FWD_THREADS>(k_tile[1], v_tile[1], k, v, block_lo + FWD_KEYS, block_hi);
+  if (OVERLAP) {  // the first tile's products, the second tile on its way
+    await_and_fetch<FWD_KEYS, FWD_THREADS>(k_tile, v_tile, 1, k, v, block_lo + FWD_KEYS, block_hi);
     issue_scores(0);
     await_products<0>(s);
   }
-  for (int kb = block_lo; kb <= block_hi; kb += FWD_KEYS, stage = after(stage)) {
+  for (int kb = block_lo; kb <= block_hi; kb += FWD_KEYS, stage = next_stage<FWD_STAGES>(stage)) {
     const bool more = kb + FWD_KEYS <= block_hi;
     if (!OVERLAP) {
-      await_stage();
-      if (more)
-        load_pair_async<FWD_KEYS, FWD_THREADS>(k_tile[after(stage)], v_tile[after(stage)], k, v, kb + FWD_KEYS,
-                                               block_hi);
+      await_and_fetch<FWD_KEYS, FWD_THREADS>(k_tile, v_tile, next_stage<FWD_STAGES>(stage), k, v, kb + FWD_KEYS,
+                                             block_hi);
       issue_scores(stage);
       await_products<0>(s);
     }
@@ -209,11 +204,10 @@
         for (int kk = 0; kk < FWD_KEYS / 16; ++kk) mma_16816<HALF_MMA>(row_sum[f], wa[f][kk], ones, ones);
     }
     if (OVERLAP && more) {  // the next tile's scores, on the tensor cores while this tile's weights sum into O
-      await_stage();        // (every warp is past its wait for the tile before: its stage takes the one after next)
-      if (kb + 2 * FWD_KEYS <= block_hi)
-        load_pair_async<FWD_KEYS, FWD_THREADS>(k_tile[after(after(stage))], v_tile[after(after(stage))], k, v,
-                                               kb + 2 * FWD_KEYS, block_hi);
-      issue_scores(after(stage));
+      // (every warp is past its wait for the tile before: its stage takes the one after next)
+      await_and_fetch<FWD_KEYS, FWD_THREADS>(k_tile, v_tile, next_stage<FWD_STAGES>(stage, 2), k, v, kb + 2 * FWD_KEYS,
+                                             block_hi);
+      issue_scores(next_stage<FWD_STAGES>(stage));
     }
     issue_ab<FWD_KEYS, M>(acc, wa, v_tile[stage]);
     if (OVERLAP)

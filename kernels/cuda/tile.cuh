@@ -83,6 +83,25 @@ __device__ __forceinline__ void await_stage() {
   __syncthreads();
 }
 
+// A stream of STAGES stages of tiles: the stage `ahead` tiles after `stage`.
+template <int STAGES>
+__device__ __forceinline__ int next_stage(int stage, int ahead = 1) {
+  return (stage + ahead) % STAGES;
+}
+#if SINK_WGMMA  // (tile_sm90.cuh's swizzled tiles' load, named here for await_and_fetch to find)
+template <int ROWS, int THREADS>
+__device__ __forceinline__ void load_pair_async(store_t* a_tile, store_t* b_tile, const store_t* a, const store_t* b,
+                                                int first, int last);
+#endif
+// The stream's turn (await_stage), then rows first.. of a and b into stage `to` of their tiles, where any is left
+// (first <= last).
+template <int ROWS, int THREADS, typename Tiles>
+__device__ __forceinline__ void await_and_fetch(Tiles& a_tiles, Tiles& b_tiles, int to, const store_t* a,
+                                                const store_t* b, int first, int last) {
+  await_stage();
+  if (first <= last) load_pair_async<ROWS, THREADS>(a_tiles[to], b_tiles[to], a, b, first, last);
+}
+
 // acc (16 x N) += A B^T: A the warp's 16 x D operand, B^T's columns the tile's N rows. A warp with M
 // fragments of 16 rows (16 M rows) reads each block of B once for all of them: with M = 2, half the
 // shared-memory reads per product.
