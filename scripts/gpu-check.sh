@@ -12,6 +12,8 @@
 #   build             scripts/setup-gpu.sh with CUDA required and the GPU's architecture named (the path CI
 #                     builds against pip's torch 2.11); only sinkc-runtime, cuda_check and gpu_attention
 #   kernels           cuda_check --fill-cache: every kernel cuda_check runs, compiled by NVRTC on every core
+#   tiles             the tensor-core products (mma.sync; wgmma on compute capability 9.0) against plain matrix
+#                     products, each wrong element named (cuda_check's case 0, in a process of its own)
 #   cuda_check        the CUDA backend against the reference path on the GPU (tests/gpu/cuda_check.cpp)
 #   tune              the tensor-core kernels' tiles measured at the 60M model's shapes (its case 8: tiles.json)
 #   train_on_cuda     a micro run (tests/plan/fixtures) with train.device = cuda through sinkc-runtime
@@ -194,7 +196,9 @@ fi
 
 step kernels 120 build-gpu/tests/cuda_check --fill-cache "$arch"
 [[ $gpu == yes ]] || no_gpu cuda_check
+step tiles 20 build-gpu/tests/cuda_check tiles
 step cuda_check 240 build-gpu/tests/cuda_check --no-tune
+cat "$work/tiles.out" "$work/cuda_check.out" > "$work/cases.out" 2> /dev/null; mv "$work/cases.out" "$work/cuda_check.out"
 # The tensor-core kernels' tiles measured on this GPU (cuda_check's case 8, in a process of its own: a crash
 # there leaves cases 1-7 reported), its lines counted with cuda_check's; it writes the table it prints.
 step tune 90 build-gpu/tests/cuda_check tune

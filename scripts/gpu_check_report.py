@@ -40,8 +40,8 @@ def preflight(text):
 def cuda_check(text):
     """cuda_check's outcome, counted from the PASS and FAIL lines it printed (one per case, each flushed as it
     ends), so that output cut short by a crash or the step's time limit still says how far it got. gpu-check
-    runs it twice (cases 1-7, then the tuning in a process of its own) into one output: the closing lines
-    "N of M cases passed" are summed as a cross-check; "complete" says whether every process printed one and
+    runs it three times (the tile products, cases 1-7, then the tuning, each in a process of its own) into one
+    output: the closing lines "N of M cases passed" are summed as a cross-check; "complete" says whether every process printed one and
     none crashed. A crash's own report (its CRASH line and the addresses after it) is kept whole."""
     if text is None:
         return None

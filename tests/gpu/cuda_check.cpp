@@ -19,6 +19,10 @@
 //     an error past them;
 //  7. a run stopped on the GPU resumes with train.device = cpu in the same
 //     run directory and ends where a CPU-only run ends;
+//  0. "tiles" (only when named: scripts/gpu-check.sh runs it in a process of its own before the others, as a
+//     fault in it would end the process): the tensor-core products of tile.cuh (mma.sync) and, on compute
+//     capability 9.0, of tile_sm90.cuh (wgmma) against plain matrix products (tests/runtime/tile_products.h),
+//     each wrong element named with the place its value belongs to;
 //  8. "tune": the tensor-core kernels' tiles measured at the 60M model's
 //     attention shapes (batch 8 x 8 heads, T 2048) for the variants of
 //     tuning_variants(); the choices land in kernel_cache_dir()/tiles.json
@@ -28,7 +32,7 @@
 // counts those lines); exit 0 when all pass, 1 on a failure, 77 without a GPU.
 // A crash prints a CRASH line: the case it cut short, the faulting address and
 // the code addresses on the stack, named where the loader knows them.
-//   build-gpu/tests/cuda_check [filter] [--no-tune]   (--no-tune: cases 1-7; "tune" alone: case 8)
+//   build-gpu/tests/cuda_check [filter] [--no-tune]   (--no-tune: cases 1-7; "tune" alone: case 8; "tiles": 0)
 //   build-gpu/tests/cuda_check --fill-cache [ARCH=90]   (NVRTC only, no GPU: every kernel above, on every core)
 #include <fmt/format.h>
 
@@ -62,6 +66,7 @@
 #include "runtime/training/optimizer.h"
 #include "runtime/training/train.h"
 #include "tests/runtime/attention_oracle.h"
+#include "tests/runtime/tile_products.h"
 
 using namespace sink;
 using namespace sink::rt;
@@ -273,6 +278,30 @@ void tuned_tiles() {
     std::ofstream(table) << before;
   else
     std::filesystem::remove(table, ec);
+}
+
+// Case 0: the products of the tile operations, each shape's kernel in its own module.
+void tile_products() {
+  const int capability = cuda::device_properties(0).capability;
+  for (bool warpgroup : {false, true}) {
+    if (warpgroup && capability != kernels::kHopperCapability) {
+      say("SKIP wgmma products: sm_90a code runs on compute capability 9.0 alone, this GPU is {}.{}\n", capability / 10,
+          capability % 10);
+      continue;
+    }
+    for (const TileShape& shape : tile_shapes(warpgroup)) {
+      now_running(shape.describe());
+      try {
+        // (10x the emulation's tolerances: the tensor cores add in an order of their own; a misplaced element
+        // is off by the size of the values, 10 and more.)
+        for (const auto& [name, problem] :
+             check_tile_products(cuda_modules(), torch::Device(torch::kCUDA, 0), shape, 10))
+          report(name, problem.empty(), problem.empty() ? "every element" : problem);
+      } catch (const std::exception& e) {
+        report(shape.describe(), false, e.what());
+      }
+    }
+  }
 }
 
 // LibTorch's SDPA for plain causal softmax, against the reference in float: that the backend calls it with the
@@ -517,6 +546,9 @@ int fill_kernel_cache(int arch) {
   for (const auto& [v, tiles, what] : tuned_cases(arch))
     for (const auto& t : {tiles.forward, tiles.fused.value_or(tiles.keys)})
       sources.push_back(kernels::emit_cuda(spec_of(v), kernels::CudaStorage::Float16, t));
+  for (bool warpgroup : {false, true})  // case 0's
+    if (!warpgroup || arch == kernels::kHopperCapability)
+      for (const TileShape& shape : tile_shapes(warpgroup)) sources.push_back(shape.source());
   for (const auto& v : tuning_variants()) {  // every tile candidate case 8 measures
     auto spec = spec_of(v);
     for (const auto& tiles : kernels::cuda_tuning_tiles(spec, kernels::CudaStorage::BFloat16, arch))
@@ -565,14 +597,16 @@ int main(int argc, char** argv) {
       filter = argv[a];
   setenv("SINKLAB_TUNE", "0", 1);  // cases 1-7: the default tiles (case 8 measures)
   auto wanted = [&](const std::string& name) { return filter.empty() || name.find(filter) != std::string::npos; };
+  if (filter == "tiles") tile_products();  // (case 0 only when named)
   for (const auto& c : kernel_cases())
     if (wanted(c.variant.name)) variant(c.variant, c.tolerance, c.storage);
   if (wanted("storage")) sixteen_bit_storage();
-  if (wanted("fused") || wanted("wgmma")) tuned_tiles();
   if (wanted("sdpa")) sdpa_dispatch();
   if (wanted("device")) device_choice();
   if (wanted("train")) training_matches_the_cpu(SINKLAB_SOURCE_DIR);
   if (wanted("resume")) run_resumes_on_the_cpu(SINKLAB_SOURCE_DIR);
+  // (Last of cases 1-7: kernels that may never have run on this GPU, whose fault would end the process.)
+  if (wanted("fused") || wanted("wgmma")) tuned_tiles();
   now_running("between cases");
   if (tune && wanted("tune")) tune_tiles();
   now_running("the summary");

@@ -5,101 +5,13 @@
 // place, and the products below disagree with LibTorch's.
 #include <gtest/gtest.h>
 
-#include "kernels/cuda_source.h"
-#include "kernels/cuda_text.h"
 #include "tests/runtime/cuda_emulator.h"
+#include "tests/runtime/tile_products.h"
 
 using namespace sink;
 using namespace sink::testing_variants;
 
 namespace {
-
-// What the generated source defines before the tile operations, for D and the 16-bit type; with `hopper`, the
-// Hopper kernels' too (kernels/cuda/tile_sm90.cuh).
-std::string tile_prelude(int d, bool half, int threads, bool hopper = false) {
-  return "typedef float real;\n" + (half ? kernels::cuda_fp16_storage() : kernels::cuda_bf16_storage()) +
-         fmt::format(R"(#define SINK_INF ((real)__int_as_float(0x7f800000))
-#define SINK_WGMMA {3}
-constexpr int D = {0}, PITCH = D + 8, THREADS = {2};
-constexpr bool HALF_MMA = {1}, POSITION_BIAS = false;
-constexpr long long PREFIX = 0, WINDOW = 0;
-#define SCALE_QK ((real)1)
-__device__ __forceinline__ real r_fmax(real a, real b) {{ return a > b ? a : b; }}
-__device__ __forceinline__ long long imin(long long a, long long b) {{ return a < b ? a : b; }}
-__device__ __forceinline__ long long distance(long long i, long long j) {{ return i > j ? i - j : j - i; }}
-)",
-                     d, half ? "true" : "false", threads, hopper ? 1 : 0) +
-         kernels::cuda_text::kWarpSm80 + kernels::cuda_text::kTile +
-         (hopper ? std::string(kernels::cuda_text::kWarpSm90) + kernels::cuda_text::kTileSm90 : std::string());
-}
-
-// One warp: A (rows 0..15 of a [rows, D] array; rows from `rows` on read the last) times the 64 rows of B,
-// S = A B^T through the fragments; then S, rounded to 16 bits as an A operand, times B: S B; and each
-// row's maximum and sum over the four lanes that hold it.
-const char* kProducts = R"(
-extern "C" __global__ void products(const store_t* a, const store_t* b, float* abt, float* ab, float* rows,
-                                    float* unused, long long T, long long, long long, long long) {
-  __shared__ __align__(16) store_t tile[64][PITCH];
-  unsigned fa[D / 16][4];
-  load_a_rows(fa, a, 0, T);
-  load_tile_async<64, THREADS>(tile, b, 0, 63);
-  cp_async_commit();
-  cp_async_wait<0>();
-  __syncthreads();
-  float s[8][4];
-  zero(s);
-  mma_abt<64>(s, fa, tile);
-  for (int nb = 0; nb < 8; ++nb)
-    for (int e = 0; e < 4; ++e) abt[frag_row(e) * 64 + frag_col(nb, e)] = s[nb][e];
-  unsigned sa[4][4];
-  as_a<64>(sa, s);
-  float o[D / 8][4];
-  zero(o);
-  mma_ab<64>(o, sa, tile);
-  for (int nb = 0; nb < D / 8; ++nb)
-    for (int e = 0; e < 4; ++e) ab[frag_row(e) * D + frag_col(nb, e)] = o[nb][e];
-  for (int h = 0; h < 2; ++h) {
-    float most = -SINK_INF, sum = 0;
-    for (int nb = 0; nb < 8; ++nb)
-      for (int e = 2 * h; e < 2 * h + 2; ++e) most = r_fmax(most, s[nb][e]), sum += s[nb][e];
-    most = quad_max(most), sum = quad_sum(sum);
-    if (lane_id() % 4 == 0) rows[frag_row(2 * h) * 2] = most, rows[frag_row(2 * h) * 2 + 1] = sum;
-  }
-}
-)";
-
-// A warpgroup (four warps): A (rows 0..63 of a [rows, D] array; from `rows` on the last) times the 64 rows of B
-// through the Hopper kernels' products, S = A B^T with B a K-major swizzled tile, then S rounded to 16 bits times
-// the same tile read MN-major: S B.
-const char* kHopperProducts = R"(
-extern "C" __global__ void hopper_products(const store_t* a, const store_t* b, float* abt, float* ab, float* u1,
-                                           float* u2, long long T, long long, long long, long long) {
-  struct alignas(1024) Shared {
-    store_t tile[64 * D];
-  };
-  Shared& shared = shared_block<Shared, sizeof(Shared) + 1008>();
-  const int row0 = 16 * (threadIdx.x / 32);
-  unsigned fa[1][D / 16][4];
-  load_a_rows(fa[0], a, row0, T);
-  load_tile_async<64, THREADS>(shared.tile, b, 0, 63);
-  cp_async_commit();
-  await_stage();
-  float s[1][8][4];
-  for (int nb = 0; nb < 8; ++nb)  // (NaN: issue_abt sets S, whatever its registers held)
-    for (int e = 0; e < 4; ++e) s[0][nb][e] = __int_as_float(0x7fc00000);
-  issue_abt<64, 1>(s, fa, shared.tile);
-  await_products<0>(s);
-  for (int nb = 0; nb < 8; ++nb)
-    for (int e = 0; e < 4; ++e) abt[(row0 + frag_row(e)) * 64 + frag_col(nb, e)] = s[0][nb][e];
-  unsigned sa[1][4][4];
-  as_a<64>(sa[0], s[0]);
-  float o[1][D / 8][4];
-  zero(o[0]);
-  mma_ab<64, 1>(o, sa, shared.tile);
-  for (int nb = 0; nb < D / 8; ++nb)
-    for (int e = 0; e < 4; ++e) ab[(row0 + frag_row(e)) * D + frag_col(nb, e)] = o[0][nb][e];
-}
-)";
 
 void launch(const std::string& source, std::string_view symbol, unsigned threads, std::vector<torch::Tensor> args,
             int64_t T, ThreadOrder order = ThreadOrder::Ascending, int arch = 80, unsigned shared_bytes = 0) {
@@ -114,25 +26,9 @@ void launch(const std::string& source, std::string_view symbol, unsigned threads
 
 TEST(CudaTensorCores, FragmentMapsGiveThePlainMatrixProducts) {
   SKIP_WITHOUT_HOST_COMPILER();
-  for (bool half : {false, true})
-    for (int d : {64, 96, 128}) {
-      const auto dtype = half ? torch::kHalf : torch::kBFloat16;
-      SCOPED_TRACE(fmt::format("d_head {}, {}", d, c10::toString(dtype)));
-      torch::manual_seed(d + half);
-      const int64_t rows = 13;  // rows 13..15 of the warp's 16 read row 12
-      auto a = torch::randn({rows, d}).to(dtype), b = torch::randn({64, d}).to(dtype);
-      auto abt = torch::full({16, 64}, NAN), ab = torch::full({16, d}, NAN), row_stats = torch::full({16, 2}, NAN);
-      auto unused = torch::zeros({1});
-      launch(tile_prelude(d, half, 32) + kProducts, "products", 32, {a, b, abt, ab, row_stats, unused}, rows);
-      auto a16 = torch::cat({a, a.slice(0, rows - 1).expand({16 - rows, d})}).to(torch::kFloat);
-      auto want_abt = torch::matmul(a16, b.to(torch::kFloat).t());
-      EXPECT_TRUE(torch::allclose(abt, want_abt, 1e-5, 1e-4)) << (abt - want_abt).abs().max();
-      // S B from the kernel's own S rounded to 16 bits: the packing, not the rounding, is under test.
-      auto want_ab = torch::matmul(abt.to(dtype).to(torch::kFloat), b.to(torch::kFloat));
-      EXPECT_TRUE(torch::allclose(ab, want_ab, 1e-5, 1e-3)) << (ab - want_ab).abs().max();
-      EXPECT_TRUE(torch::equal(row_stats.select(1, 0), std::get<0>(abt.max(1))));
-      EXPECT_TRUE(torch::allclose(row_stats.select(1, 1), abt.sum(1), 1e-5, 1e-3));
-    }
+  const auto modules = cpu_emulated_modules(ThreadOrder::Ascending, 80);
+  for (const TileShape& shape : tile_shapes(false))
+    for (const auto& [name, problem] : check_tile_products(modules, torch::kCPU, shape)) EXPECT_EQ(problem, "") << name;
 }
 
 // The same for the Hopper kernels' products: wgmma's descriptors, the swizzled tile and the warpgroup's
@@ -140,22 +36,21 @@ TEST(CudaTensorCores, FragmentMapsGiveThePlainMatrixProducts) {
 // (64-byte) and 32 (64-byte, one piece).
 TEST(CudaTensorCores, WarpgroupProductsGiveThePlainMatrixProducts) {
   SKIP_WITHOUT_HOST_COMPILER();
-  for (bool half : {false, true})
-    for (int d : {32, 64, 96, 128}) {
-      const auto dtype = half ? torch::kHalf : torch::kBFloat16;
-      SCOPED_TRACE(fmt::format("d_head {}, {}", d, c10::toString(dtype)));
-      torch::manual_seed(d + half);
-      const int64_t rows = 50;  // rows 50..63 of the warpgroup's 64 read row 49
-      auto a = torch::randn({rows, d}).to(dtype), b = torch::randn({64, d}).to(dtype);
-      auto abt = torch::full({64, 64}, NAN), ab = torch::full({64, d}, NAN), unused = torch::zeros({1});
-      launch(tile_prelude(d, half, 128, true) + kHopperProducts, "hopper_products", 128,
-             {a, b, abt, ab, unused, unused.clone()}, rows, ThreadOrder::Ascending, 90, 64 * d * 2 + 1008);
-      auto a64 = torch::cat({a, a.slice(0, rows - 1).expand({64 - rows, d})}).to(torch::kFloat);
-      auto want_abt = torch::matmul(a64, b.to(torch::kFloat).t());
-      EXPECT_TRUE(torch::allclose(abt, want_abt, 1e-5, 1e-4)) << (abt - want_abt).abs().max();
-      auto want_ab = torch::matmul(abt.to(dtype).to(torch::kFloat), b.to(torch::kFloat));
-      EXPECT_TRUE(torch::allclose(ab, want_ab, 1e-5, 1e-3)) << (ab - want_ab).abs().max();
-    }
+  const auto modules = cpu_emulated_modules(ThreadOrder::Ascending, 90);
+  for (const TileShape& shape : tile_shapes(true))
+    for (const auto& [name, problem] : check_tile_products(modules, torch::kCPU, shape)) EXPECT_EQ(problem, "") << name;
+}
+
+// A misplaced element is named with the place its value belongs to, so that a layout error on a GPU says which.
+TEST(CudaTensorCores, ADisagreementNamesWhereEachValueBelongs) {
+  const auto want = torch::arange(32, torch::kFloat).reshape({4, 8});
+  EXPECT_EQ(disagreement(want.clone(), want, 0, 0), "");
+  auto swapped = want.clone();
+  swapped[1][2] = want[3][5], swapped[3][5] = want[1][2], swapped[2][0] = 100, swapped[2][1] = NAN;
+  EXPECT_EQ(disagreement(swapped, want, 1e-5, 1e-5),
+            "4 of 32 elements wrong (1 NaN; largest error inf), rows 1-3, columns 0-2, 5; (1, 2) holds (3, 5)'s "
+            "value; (2, 0) = 100, want 16, in no place of the product; (2, 1) = nan, want 17, in no place of the "
+            "product; (3, 5) holds (1, 2)'s value");
 }
 
 // cp.async is a copy that lands at its wait_group: a tile read before the wait reads what was there before,
