@@ -381,13 +381,12 @@ CudaSharedBytes cuda_shared_bytes(const CudaTiles& t, int64_t d) {
   // 1024-byte alignment (its size a multiple of it) from the 1024-byte boundary the kernel finds (warp_sm80.cuh's
   // shared_block: up to 1008 bytes on).
   const auto tiles = [&](int rows) { return 2 * 2 * rows * static_cast<int>(d + 8) * 2; };
-  // The overlapped forward and backward_queries (overlap) have three stages.
   const auto hopper = [&](int rows, int float_rows, int stages) {
     return (stages * 2 * rows * static_cast<int>(d) * 2 + float_rows * stages * rows * 4 + 1023) / 1024 * 1024 + 1024 -
            16;
   };
   if (t.hopper)
-    return {hopper(t.forward_keys, 0, t.overlap ? 3 : 2), hopper(t.query_keys, 0, t.overlap ? 3 : 2),
+    return {hopper(t.forward_keys, 0, t.streamed_stages()), hopper(t.query_keys, 0, t.streamed_stages()),
             hopper(t.key_queries, 4, 2)};
   return {tiles(t.forward_keys), tiles(t.query_keys), t.fused_dq ? backward_keys_shared_bytes(t, d) : 0};
 }
@@ -508,9 +507,8 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
     const CudaSharedBytes shared = cuda_shared_bytes(tiles, spec.d_head);
     out += fmt::format("constexpr int FWD_SHARED_BYTES = {}, QUERY_SHARED_BYTES = {}, KEY_SHARED_BYTES = {};\n",
                        shared.forward, shared.queries, shared.keys);
-    out +=
-        "constexpr int FWD_STAGES = OVERLAP ? 3 : 2, QUERY_STAGES = FWD_STAGES;  // stages of key and value "
-        "tiles\n";
+    out += fmt::format("constexpr int FWD_STAGES = {0}, QUERY_STAGES = {0};  // stages of key and value tiles\n",
+                       tiles.streamed_stages());
     out += cuda_text::kWarpSm80;
     out += cuda_text::kTile;
     if (tiles.hopper) out += std::string(cuda_text::kWarpSm90) + cuda_text::kTileSm90;

@@ -66,6 +66,9 @@ struct CudaTiles {
   int forward_threads() const { return threads(forward_rows, row_frags); }
   int key_threads() const { return threads(key_rows, 1); }
   int query_threads() const { return threads(query_rows, row_frags); }
+  // Stages of key and value tiles the forward and backward_queries stream: the one after next on its way too
+  // where the products overlap the fold.
+  int streamed_stages() const { return tensor_cores && hopper && overlap ? 3 : 2; }
   bool same_as(const CudaTiles& o) const {
     return tensor_cores == o.tensor_cores && forward_rows == o.forward_rows && forward_keys == o.forward_keys &&
            key_rows == o.key_rows && key_queries == o.key_queries && query_rows == o.query_rows &&

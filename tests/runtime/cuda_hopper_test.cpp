@@ -219,6 +219,14 @@ TEST(CudaKernels, HopperKernelsCompileToWarpgroupInstructions) {
                                 [](const std::string& i) { return operation_of(i) == "HGMMA"; }),
                   0)
             << "no warpgroup multiply in " << kernel;
+        // issue_abt's first k-step passes scale-d 0 as an immediate: ptxas must make it a multiply that ignores
+        // the accumulators ("RZ, !UPT"), not one that sums into whatever they held.
+        EXPECT_GT(std::count_if(instructions.begin(), instructions.end(),
+                                [](const std::string& i) {
+                                  return operation_of(i) == "HGMMA" && i.find(", RZ, !UPT") != std::string::npos;
+                                }),
+                  0)
+            << "no warpgroup multiply in " << kernel << " sets its accumulators";
       }
     }
   if (nvdisasm.empty()) GTEST_SKIP() << "registers checked; no nvdisasm to read the machine code for HGMMA";
