@@ -125,9 +125,10 @@ int main(int argc, char** argv) {
           };
         };
         double ours = -1, sdpa = -1;
-        std::string error;
+        std::string error, kernels = tensor_cores ? "tensor cores" : "scalar";
         try {
           ours = seconds(forward_backward([&] { return cuda_attention(spec, call, cuda_modules()); }), repeats);
+          kernels = cuda_launcher(spec, q, cuda_modules())->kernels_in_use();
           if (spec.plain_causal_softmax() && has_sdpa())
             sdpa = seconds(forward_backward([&] { return sdpa_causal_attention(q, k, val); }), repeats);
         } catch (const std::exception& e) {
@@ -138,8 +139,8 @@ int main(int argc, char** argv) {
         auto tf = [](double flops, double s) { return s > 0 ? flops / s / 1e12 : 0.0; };
         fmt::print("{:<28} {:>4} {:>5} | {:>9.3f} {:>8.1f} {:>8.1f} | {:>9} {:>8} | {}{}\n", v.name, D, T, ours * 1e3,
                    tf(ours_flops, ours), tf(fa_flops, ours), sdpa > 0 ? fmt::format("{:.3f}", sdpa * 1e3) : "-",
-                   sdpa > 0 ? fmt::format("{:.1f}", tf(ours_flops, sdpa)) : "-",
-                   tensor_cores ? "tensor cores" : "scalar", error.empty() ? "" : " ERROR " + error);
+                   sdpa > 0 ? fmt::format("{:.1f}", tf(ours_flops, sdpa)) : "-", kernels,
+                   error.empty() ? "" : " ERROR " + error);
         out["cases"].push_back({{"variant", v.name},
                                 {"score", c.score},
                                 {"torch_score", c.torch_score},
@@ -159,6 +160,7 @@ int main(int argc, char** argv) {
                                 {"ours_flops", ours_flops},
                                 {"fa_flops", fa_flops},
                                 {"tensor_cores", tensor_cores},
+                                {"kernels", kernels},
                                 {"error", error}});
       }
   if (!json_path.empty()) std::ofstream(json_path) << out.dump(1) << "\n";

@@ -138,6 +138,11 @@ class CudaLauncher : public KernelLauncher {
   }
   const std::string& key() const override { return key_; }
   const std::string& description() const override { return description_; }
+  std::string kernels_in_use() const override {
+    if (!default_.tensor_cores) return description_;
+    const KernelTiles tiles = tiles_to_run(chosen_, spec_, layout_of(storage_), capability_);
+    return description_ + ": " + describe_kernels(tiles, fused_backward(tiles, spec_, layout_of(storage_)));
+  }
 
   KernelTensors prepare(const AttentionCall& call) const override {
     const auto real = real_dtype(storage_);

@@ -149,4 +149,20 @@ KernelTiles tiles_to_run(const KernelTiles& tiles, const kernels::KernelSpec& sp
   return out;
 }
 
+std::string describe_kernels(const KernelTiles& tiles, const std::optional<kernels::CudaTiles>& fused) {
+  // (row_frags and overlap shape the forward and backward_queries alone)
+  const auto flags = [](const kernels::CudaTiles& t, bool query_rows) {
+    return fmt::format("{}{}{}", query_rows && t.row_frags > 1 ? fmt::format(" row_frags {}", t.row_frags) : "",
+                       t.hopper ? " wgmma" : "", query_rows && t.hopper && t.overlap ? " overlapped" : "");
+  };
+  const kernels::CudaTiles& f = tiles.forward;
+  std::string out = fmt::format("forward {}x{}{}", f.forward_rows, f.forward_keys, flags(f, true));
+  if (fused)
+    return out +
+           fmt::format(", backward_keys {}x{} fused dQ{}", fused->key_rows, fused->key_queries, flags(*fused, false));
+  const kernels::CudaTiles &k = tiles.keys, &q = tiles.queries;
+  return out + fmt::format(", backward_keys {}x{}{}, backward_queries {}x{}{}", k.key_rows, k.key_queries,
+                           flags(k, false), q.query_rows, q.query_keys, flags(q, true));
+}
+
 }  // namespace sink::rt

@@ -56,4 +56,8 @@ std::optional<kernels::CudaTiles> fused_backward(const KernelTiles& tiles, const
 KernelTiles tiles_to_run(const KernelTiles& tiles, const kernels::KernelSpec& spec, kernels::CudaStorage storage,
                          int capability);
 
+// Each kernel's own tiles in `tiles` (fused: the backward_keys that runs instead of the two backward kernels):
+// "forward 128x64 wgmma overlapped, backward_keys 64x64 wgmma, backward_queries 64x64 wgmma".
+std::string describe_kernels(const KernelTiles& tiles, const std::optional<kernels::CudaTiles>& fused);
+
 }  // namespace sink::rt

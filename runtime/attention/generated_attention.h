@@ -32,6 +32,8 @@ class KernelLauncher {
   virtual const std::string& key() const = 0;
   // What summary.json's provenance calls these kernels: "<kernels> <storage>" ("jit float", "cuda-tensor bf16").
   virtual const std::string& description() const = 0;
+  // Which kernels the calls run now, with their tiles where they have a choice: a benchmark's "what was timed".
+  virtual std::string kernels_in_use() const { return description(); }
   virtual KernelTensors prepare(const AttentionCall& call) const = 0;
   // o [B, H, T, dh] and the row statistics [B, H, 2, >= T] (m or Z, then P or l).
   virtual std::pair<torch::Tensor, torch::Tensor> forward(const KernelTensors& in) const = 0;

@@ -269,7 +269,11 @@ TEST(CudaKernels, HopperKernelsCanBeForcedOnOrOff) {
     const SixteenBitResult r = measure_sixteen_bit(
         [&](const kernels::KernelSpec& s, const AttentionCall& call) { return cuda_attention(s, call, modules); }, v,
         torch::kBFloat16);
+    const std::string in_use = cuda_launcher(spec, torch::zeros({1, 1, v.T, v.D}, torch::kBFloat16), modules)
+                                   ->kernels_in_use();  // (what a benchmark prints beside its times)
     unsetenv("SINKLAB_WGMMA");
+    EXPECT_EQ(in_use.find("wgmma") != std::string::npos, c.runs_hopper) << in_use;
+    EXPECT_EQ(in_use.find(" overlapped") != std::string::npos, c.runs_overlap) << in_use;
     EXPECT_TRUE(r.passed()) << "forward " << r.forward << " (< " << r.forward_allowed << ")";
     EXPECT_EQ(*loaded_hopper, c.runs_hopper);
     EXPECT_EQ(*loaded_overlap, c.runs_overlap);
