@@ -19,12 +19,12 @@
 #   train_on_cuda     a micro run (tests/plan/fixtures) with train.device = cuda through sinkc-runtime
 #   installed         (when build-node/ holds scripts/pack-node.sh's archive) the same run through the archive's
 #                     portable sinkc beside the runtime installed into a prefix, as a node installs them
-#   gpu_attention     benchmark: the generated kernels (tensor cores in bf16) and SDPA, d_head 64, 128 and 96,
-#                     T 2048 and 8192 (bench/gpu_attention.cpp)
-#   baselines         benchmark: FlexAttention and torch.compile of the composite on the same cases, in this
-#                     node's Python, printed beside ours (bench/gpu_attention_baselines.py)
+#   gpu_attention     benchmark: the generated kernels (tensor cores in bf16; each kernel's tiles printed) and
+#                     SDPA, d_head 64, 128 and 96, T 2048 and 8192 (bench/gpu_attention.cpp)
 #   train_vs_pytorch  benchmark: paper_60m's shapes end to end against PyTorch, and sigmoid attention against
 #                     softmax in the same run loop (bench/gpu_train_vs_pytorch.sh)
+#   baselines         benchmark, in the time left: FlexAttention and torch.compile of the composite on the same
+#                     cases, in this node's Python, printed beside ours (bench/gpu_attention_baselines.py)
 # --natural: preflight, build, then the natural-text sink runs (plans/gpu_natural_call: softmax and sigmoid
 #   without normalization, no BOS, gpu_text on builtin("large"), which pack-deps.sh --large carries) side by
 #   side on the one GPU until the budget ends; a run cut short keeps every measurement it made.
@@ -223,12 +223,16 @@ installed() {
 # the call. d_head 96 too (the 60M model's), for the rate across d_head; the baselines reach 64 and 128 first.
 step gpu_attention 120 env SINKLAB_TUNE=0 build-gpu/bench/gpu_attention --repeats 5 --D 64,128,96 --T 2048,8192 \
   --json "$work/ours.json"
-# (Its own budget well inside the step's cap: a case it starts, torch.compile included, may take 30 s.)
-step baselines 150 python3 bench/gpu_attention_baselines.py "$work/ours.json" --repeats 5 \
-  --budget $((100 * budget / 570)) \
-  --json "$work/baselines.json"
-cat "$work/gpu_attention.out" "$work/baselines.out" > "$out/gpu_attention.txt" 2> /dev/null
+# Training before the baselines: three calls measured the baselines, whose budget was then spent before the
+# training comparison finished; now the baselines take what is left.
 step train_vs_pytorch 210 bench/gpu_train_vs_pytorch.sh --rounds 2 build-gpu "$work/train-bench"
 [[ -f $work/train-bench/gpu_train_vs_pytorch.json ]] && cp "$work/train-bench/gpu_train_vs_pytorch.json" \
   "$out/train_vs_pytorch.json"
+# (Its own budget well inside the step's limit: a case it starts, torch.compile included, may take 30 s.)
+left=$((deadline - $(date +%s) - 60))
+baseline_budget=$((100 * budget / 570))
+step baselines 150 python3 bench/gpu_attention_baselines.py "$work/ours.json" --repeats 5 \
+  --budget $((left < baseline_budget ? (left > 0 ? left : 0) : baseline_budget)) \
+  --json "$work/baselines.json"
+cat "$work/gpu_attention.out" "$work/baselines.out" > "$out/gpu_attention.txt" 2> /dev/null
 report $status
