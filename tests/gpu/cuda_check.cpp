@@ -283,6 +283,11 @@ void tuned_tiles() {
 // Case 0: the products of the tile operations, each shape's kernel in its own module.
 void tile_products() {
   const int capability = cuda::device_properties(0).capability;
+  if (capability < kernels::kTensorCoreCapability) {
+    say("SKIP tile products: this GPU ({}.{}) has no bf16 mma.sync; its kernels are the scalar ones\n", capability / 10,
+        capability % 10);
+    return;
+  }
   for (bool warpgroup : {false, true}) {
     if (warpgroup && capability != kernels::kHopperCapability) {
       say("SKIP wgmma products: sm_90a code runs on compute capability 9.0 alone, this GPU is {}.{}\n", capability / 10,
@@ -547,7 +552,7 @@ int fill_kernel_cache(int arch) {
     for (const auto& t : {tiles.forward, tiles.fused.value_or(tiles.keys)})
       sources.push_back(kernels::emit_cuda(spec_of(v), kernels::CudaStorage::Float16, t));
   for (bool warpgroup : {false, true})  // case 0's
-    if (!warpgroup || arch == kernels::kHopperCapability)
+    if (warpgroup ? arch == kernels::kHopperCapability : arch >= kernels::kTensorCoreCapability)
       for (const TileShape& shape : tile_shapes(warpgroup)) sources.push_back(shape.source());
   for (const auto& v : tuning_variants()) {  // every tile candidate case 8 measures
     auto spec = spec_of(v);
