@@ -112,6 +112,47 @@ TEST(CudaKernels, HopperKernelsMatchTheReference) {
   }
 }
 
+// The forms the variants above leave out, each through one overlapped candidate: a direct (not online) normaliser
+// with k*, a window and a prefix; a learned position table, whose gradient backward_keys sums by diagonal from the
+// warpgroup's accumulators; a random score expression of i, j and the product.
+TEST(CudaKernels, HopperKernelsRunTheOtherForms) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  const KernelCacheHere cache("sinklab-hopper-forms");
+  Variant random = random_score_variants(1).front();
+  random.T = 120, random.D = 64;
+  const std::tuple<Variant, torch::ScalarType, size_t> variants[] = {
+      {{.name = "p-norm 3: sigmoid, KV biases, window 40 + prefix 16",
+        .score = call("sigmoid", {var("qk")}),
+        .normalize = "pnorm",
+        .p = 3,
+        .prefix = 16,
+        .window = 40,
+        .key_bias = true,
+        .learned_v = true,
+        .T = 150,
+        .D = 64},
+       torch::kHalf,
+       2},
+      {{.name = "softmax, a learned position table", .position_bias = true, .T = 133, .D = 96, .position_grad = true},
+       torch::kBFloat16,
+       1},
+      {random, torch::kBFloat16, 3},
+  };
+  for (const auto& [v, dtype, which] : variants) {
+    const auto hopper = kernels::cuda_hopper_candidates(spec_of(v), layout(dtype));
+    ASSERT_FALSE(hopper.empty()) << v.name;
+    const kernels::CudaTiles& tiles = hopper[std::min(which, hopper.size() - 1)];
+    ASSERT_TRUE(tiles.overlap);
+    SCOPED_TRACE(fmt::format("{}, d_head {}, {}", v.name, v.D, tiles.describe()));
+    const SixteenBitResult r = hopper_kernels(v, dtype, tiles, "hopper form " + v.name);
+    EXPECT_TRUE(r.passed()) << "forward " << r.forward << " (< " << r.forward_allowed << ")";
+    for (const auto& [name, error] : r.grads) EXPECT_LT(error, r.grads_allowed) << name;
+    if (v.position_grad)
+      EXPECT_TRUE(std::any_of(r.grads.begin(), r.grads.end(), [](const auto& g) { return g.first == "dg"; }))
+          << "the position table's gradient was compared";
+  }
+}
+
 // Each wait for a product's group in the forward and backward_queries is needed: with any one of them made lax (one
 // group more left in flight), the emulation's sums land too late, or read A's registers after they were rewritten,
 // and the results leave the reference's rounding. Each kernel's six waits in order: the overlapped pipeline's first
