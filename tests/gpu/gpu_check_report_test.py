@@ -67,6 +67,19 @@ class CudaCheckOutput(unittest.TestCase):
         self.assertIn("during: tune: softmax", report.cuda_check_line(checked))
         self.assertEqual(len(checked["notes"]), 0)
 
+    def test_the_tile_products_process_counts_with_the_others(self):
+        tiles = [LIBRARIES, "PASS mma.sync products, d_head 64, bf16: S = A B^T      every element",
+                 "FAIL wgmma products, d_head 64, bf16: S = A B^T         4096 of 4096 elements wrong (0 NaN; "
+                 "largest error 25.2), rows 0-63, columns 0-63; (0, 0) holds (0, 8)'s value", "1 of 2 cases passed"]
+        tuning = [LIBRARIES, "PASS tune: softmax, d_head 64, T 2048    3.1 s; forward [rows 64]", "1 of 1 cases passed"]
+        checked = report.cuda_check("\n".join([*tiles, LIBRARIES, *CASES, "2 of 3 cases passed", *tuning]) + "\n")
+        self.assertEqual((checked["passed"], checked["cases"]), (4, 6))
+        self.assertTrue(checked["complete"])
+        self.assertEqual(len(checked["failures"]), 2)
+        self.assertIn("holds (0, 8)'s value", checked["failures"][0])
+        cut = report.cuda_check("\n".join([*tiles[:2], LIBRARIES, *CASES, "2 of 3 cases passed", *tuning]) + "\n")
+        self.assertFalse(cut["complete"], "the tile process printed no summary")
+
     def test_a_line_torn_by_the_time_limit_counts_by_its_verdict(self):
         text = "\n".join([LIBRARIES, CASES[0], "FAIL softmax [bf16 sto"])  # no newline at the end
         checked = report.cuda_check(text)
