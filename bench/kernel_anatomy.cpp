@@ -4,10 +4,10 @@
 // arithmetic, shared-memory matrix loads (LDSM), asynchronous copies (LDGSTS), shuffles, barriers. Counts are
 // static (instructions in the code, the loops unrolled), so they compare two versions of a kernel or two
 // variants; a GPU measures time (bench/gpu_attention).
-//   build/bench/kernel_anatomy [--D 64] [--arch 90] [--variants 'softmax|sink logit|...'] [--tiles] [--dg]
+//   build/bench/kernel_anatomy [--D 64] [--arch 90] [--variants 'softmax|sink logit|...'] [--tiles|--hopper] [--dg]
 //                              [--sass KERNEL] [--source]
 // --tiles: every tile candidate a GPU would measure (cuda_tuning_tiles: the fused backward_keys's marked "+dQ"), not
-// only the default.
+// only the default; --hopper: the Hopper candidates alone (cuda_hopper_candidates, sm_90a).
 // --dg: a position table's kernels with its gradient (a learned table's, T5's; ALiBi's is a constant).
 // --sass KERNEL: also print that kernel's machine code (sink_forward, sink_backward_keys, ...); --source: the
 // CUDA source NVRTC compiles.
@@ -77,7 +77,7 @@ std::string mix(const std::vector<std::string>& instructions) {
 int main(int argc, char** argv) {
   int64_t D = 64;
   int arch = 90;
-  bool all_tiles = false;
+  bool all_tiles = false, hopper_only = false;
   std::string print_kernel;
   bool print_source = false, position_grad = false;
   std::vector<std::string> wanted;
@@ -91,6 +91,8 @@ int main(int argc, char** argv) {
       wanted = bench::split_list(argv[++a], '|');  // variant names hold commas
     else if (arg == "--tiles")
       all_tiles = true;
+    else if (arg == "--hopper")
+      hopper_only = true, arch = kernels::kHopperCapability;
     else if (arg == "--sass" && a + 1 < argc)
       print_kernel = argv[++a];
     else if (arg == "--source")
@@ -98,9 +100,10 @@ int main(int argc, char** argv) {
     else if (arg == "--dg")
       position_grad = true;
     else {
-      fmt::print(stderr,
-                 "usage: kernel_anatomy [--D 64] [--arch 90] [--variants 'softmax|sink logit|...'] [--tiles] [--dg] "
-                 "[--sass KERNEL] [--source]\n");
+      fmt::print(
+          stderr,
+          "usage: kernel_anatomy [--D 64] [--arch 90] [--variants 'softmax|sink logit|...'] [--tiles|--hopper] [--dg] "
+          "[--sass KERNEL] [--source]\n");
       return 2;
     }
   }
@@ -125,8 +128,9 @@ int main(int argc, char** argv) {
     v.D = D;
     const auto spec = testing_variants::spec_of(v);
     const auto storage = kernels::CudaStorage::BFloat16;
-    auto candidates = kernels::cuda_tuning_tiles(spec, storage, arch);  // (the Hopper kernels on sm_90: "wgmma")
-    if (!all_tiles) candidates.resize(1);
+    auto candidates = hopper_only ? kernels::cuda_hopper_candidates(spec, storage)
+                                  : kernels::cuda_tuning_tiles(spec, storage, arch);  // (on sm_90 "wgmma" too)
+    if (!all_tiles && !hopper_only) candidates.resize(1);
     for (auto& tiles : candidates) tiles.position_grad = position_grad && spec.position_bias;
     for (const auto& tiles : candidates) {
       std::string report;

@@ -297,7 +297,12 @@ std::vector<CudaTiles> cuda_hopper_candidates(const KernelSpec& spec, CudaStorag
   // (rows, keys, overlap): FlashAttention-3's forward has two or three warpgroups of 64 rows and 128-key tiles at
   // d_head 64, a producer warp and its products overlapping the fold; here one or two warpgroups, no producer warp.
   // 128-key tiles at d_head 64 alone: past it their scores and O's sums spill (ALiBi with k* and the sink logit at
-  // d_head 96), and the pipelined form holds a tile's scores more.
+  // d_head 96), and the pipelined form holds a tile's scores more. And only where each score is exp or sigmoid of
+  // the product, without a position term: at d_head 64 ALiBi's forward spilled 64 bytes, softplus(x) (1 + tanh x)'s
+  // 152, and p-norm's and softpick's took 243 of the 255 registers.
+  const bool light_scores = !spec.position_bias && spec.score.op == ExprNode::Op::Call &&
+                            (spec.score.name == "exp" || spec.score.name == "sigmoid") && spec.score.args.size() == 1 &&
+                            spec.score.args[0].op == ExprNode::Op::Var && spec.score.args[0].name == "qk";
   struct Shape {
     int rows, keys;
     bool overlap;
@@ -305,7 +310,7 @@ std::vector<CudaTiles> cuda_hopper_candidates(const KernelSpec& spec, CudaStorag
   const Shape shapes[] = {{64, 64, false}, {64, 64, true}, {128, 64, true}, {128, 128, true}};
   std::vector<CudaTiles> out;
   for (const Shape& shape : shapes) {
-    if (shape.keys > 64 && d > 64) continue;
+    if (shape.keys > 64 && (d > 64 || !light_scores)) continue;
     CudaTiles t = chosen;  // (the backward kernels' tiles the default's: 64 rows, a warpgroup)
     t.hopper = true, t.forward_rows = shape.rows, t.forward_keys = shape.keys, t.row_frags = 1;
     t.overlap = shape.overlap;

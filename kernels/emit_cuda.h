@@ -109,7 +109,7 @@ std::vector<CudaTiles> cuda_fused_candidates(const KernelSpec& spec, CudaStorage
 // The Hopper kernels (hopper) a GPU of compute capability 9.0 may measure against the other tiles, each kernel
 // against its own, at most 4: forwards of 64 rows (a warpgroup of four warps) and 64-key tiles, waiting for each
 // product or overlapping them with the fold; overlapped ones of 128 rows (two warpgroups), and 128-key tiles at
-// d_head 64 and below;
+// d_head 64 and below where each score is exp or sigmoid of the product without a position term;
 // the backward kernels with the default's tiles (64 rows, a warpgroup). None for the scalar
 // kernels and where d_head is not 32, 64, 96 or 128 (the widths of O += W V's wgmma).
 std::vector<CudaTiles> cuda_hopper_candidates(const KernelSpec& spec, CudaStorage storage);

@@ -4,6 +4,7 @@
 // sm_90a machine code without spills, unserialized, with warpgroup instructions (HGMMA).
 #include <gtest/gtest.h>
 
+#include "bench/gpu_attention_cases.h"
 #include "kernels/emit_cuda.h"
 #include "runtime/attention/cuda_attention.h"
 #include "runtime/attention/cuda_driver.h"
@@ -271,6 +272,36 @@ TEST(CudaKernels, HopperKernelsCompileToWarpgroupInstructions) {
       }
     }
   if (nvdisasm.empty()) GTEST_SKIP() << "registers checked; no nvdisasm to read the machine code for HGMMA";
+}
+
+// The forward of 128-key tiles, a candidate at d_head 64 where each score is exp or sigmoid of the product alone,
+// compiled for sm_90a without a spill for the forwards it is offered to: every benchmark variant, and every
+// normaliser over sigmoid with k*, a window and a prefix (the most per element).
+TEST(CudaKernels, HopperWideTilesSpillNothing) {
+  std::string why;
+  if (!cuda::nvrtc_available(&why)) GTEST_SKIP() << "NVRTC not available: " << why;
+  std::vector<Variant> variants;
+  for (const auto& c : bench::gpu_attention_cases()) variants.push_back(c.variant);
+  for (const auto& v : normalizer_variants())
+    if (v.name.find(": sigmoid, KV biases, window 3 + prefix 2") != std::string::npos) variants.push_back(v);
+  int offered = 0;
+  for (Variant v : variants) {
+    v.D = 64;
+    const auto spec = spec_of(v);
+    for (const auto& tiles : kernels::cuda_hopper_candidates(spec, kernels::CudaStorage::BFloat16)) {
+      if (tiles.forward_keys <= 64) continue;
+      ++offered;
+      std::string report;
+      cuda::compile_cubin(kernels::emit_cuda(spec, kernels::CudaStorage::BFloat16, tiles), 90, &report);
+      const auto resources = read_assembler_report(report);
+      ASSERT_TRUE(resources.count("sink_forward")) << report;
+      const KernelResources& r = resources.at("sink_forward");
+      std::printf("  sm_90a d_head 64 %-55s forward %dx%d: %3d registers, spills %d/%d\n", v.name.c_str(),
+                  tiles.forward_rows, tiles.forward_keys, r.registers, r.spill_stores, r.spill_loads);
+      EXPECT_EQ(r.spill_stores + r.spill_loads, 0) << v.name;
+    }
+  }
+  EXPECT_GE(offered, 8) << "the wide tiles are offered to the softmax family and sigmoid at least";
 }
 
 // SINKLAB_WGMMA overrides the table, as a profile compares the two: 1 runs the Hopper kernels where none was
