@@ -7,7 +7,7 @@
 //   build/bench/kernel_anatomy [--D 64] [--arch 90] [--variants 'softmax|sink logit|...'] [--tiles|--hopper] [--dg]
 //                              [--sass KERNEL] [--source]
 // --tiles: every tile candidate a GPU would measure (cuda_tuning_tiles: the fused backward_keys's marked "+dQ"), not
-// only the default; --hopper: the Hopper candidates alone (cuda_hopper_candidates, sm_90a).
+// only the default; --hopper: the Hopper candidates alone (cuda_hopper_candidates and the fused one, sm_90a).
 // --dg: a position table's kernels with its gradient (a learned table's, T5's; ALiBi's is a constant).
 // --sass KERNEL: also print that kernel's machine code (sink_forward, sink_backward_keys, ...); --source: the
 // CUDA source NVRTC compiles.
@@ -128,9 +128,12 @@ int main(int argc, char** argv) {
     v.D = D;
     const auto spec = testing_variants::spec_of(v);
     const auto storage = kernels::CudaStorage::BFloat16;
-    auto candidates = hopper_only ? kernels::cuda_hopper_candidates(spec, storage)
-                                  : kernels::cuda_tuning_tiles(spec, storage, arch);  // (on sm_90 "wgmma" too)
-    if (!all_tiles && !hopper_only) candidates.resize(1);
+    auto candidates = kernels::cuda_tuning_tiles(spec, storage, arch);  // (on sm_90 "wgmma" too)
+    if (hopper_only)
+      candidates.erase(std::remove_if(candidates.begin(), candidates.end(), [](const auto& t) { return !t.hopper; }),
+                       candidates.end());
+    else if (!all_tiles)
+      candidates.resize(1);
     for (auto& tiles : candidates) tiles.position_grad = position_grad && spec.position_bias;
     for (const auto& tiles : candidates) {
       std::string report;

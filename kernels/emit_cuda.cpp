@@ -319,6 +319,20 @@ std::vector<CudaTiles> cuda_hopper_candidates(const KernelSpec& spec, CudaStorag
   return out;
 }
 
+std::vector<CudaTiles> cuda_hopper_fused_candidates(const KernelSpec& spec, CudaStorage storage) {
+  const CudaTiles chosen = cuda_tiles(spec, storage);
+  const int64_t d = spec.d_head;
+  // One warpgroup of 64 keys and 64-query tiles (dQ's share is then one warpgroup product); its K and V rows in
+  // shared memory (the products' A), its dK and dV sums, a tile's scores and gradients and dQ's share in
+  // registers: 190-255 at d_head 64-128 without spilling (HopperFusedBackwardSpillsNothing), and not offered with
+  // a position table, whose per-element reads take the registers the default's half tiles leave it.
+  if (!chosen.tensor_cores || d % 32 != 0 || d > 128 || spec.position_bias) return {};
+  CudaTiles t = chosen;
+  t.hopper = true, t.fused_dq = true, t.key_rows = 64, t.key_queries = 64;
+  if (cuda_shared_bytes(t, d).keys > kHopperSharedLimit) return {};
+  return {t};
+}
+
 std::vector<CudaTiles> cuda_tuning_tiles(const KernelSpec& spec, CudaStorage storage, int capability) {
   std::vector<CudaTiles> out = cuda_tile_candidates(spec, storage);
   const std::vector<CudaTiles> fused = cuda_fused_candidates(spec, storage);
@@ -326,6 +340,8 @@ std::vector<CudaTiles> cuda_tuning_tiles(const KernelSpec& spec, CudaStorage sto
   if (capability == 0 || capability == kHopperCapability) {
     const std::vector<CudaTiles> hopper = cuda_hopper_candidates(spec, storage);
     out.insert(out.end(), hopper.begin(), hopper.end());
+    const std::vector<CudaTiles> hopper_fused = cuda_hopper_fused_candidates(spec, storage);
+    out.insert(out.end(), hopper_fused.begin(), hopper_fused.end());
   }
   return out;
 }
@@ -386,13 +402,18 @@ CudaSharedBytes cuda_shared_bytes(const CudaTiles& t, int64_t d) {
   // 1024-byte alignment (its size a multiple of it) from the 1024-byte boundary the kernel finds (warp_sm80.cuh's
   // shared_block: up to 1008 bytes on).
   const auto tiles = [&](int rows) { return 2 * 2 * rows * static_cast<int>(d + 8) * 2; };
-  const auto hopper = [&](int rows, int float_rows, int stages) {
-    return (stages * 2 * rows * static_cast<int>(d) * 2 + float_rows * stages * rows * 4 + 1023) / 1024 * 1024 + 1024 -
-           16;
+  // The fused Hopper backward_keys also holds the block's K and V rows and a tile of dS^T, swizzled, and dQ's share
+  // in float, [rows][d + 8].
+  const auto hopper = [&](int rows, int float_rows, int stages, bool fused = false) {
+    const int block =
+        fused ? 2 * t.key_rows * static_cast<int>(d) * 2 + t.key_rows * rows * 2 + rows * static_cast<int>(d + 8) * 4
+              : 0;
+    return (stages * 2 * rows * static_cast<int>(d) * 2 + float_rows * stages * rows * 4 + block + 1023) / 1024 * 1024 +
+           1024 - 16;
   };
   if (t.hopper)
     return {hopper(t.forward_keys, 0, t.streamed_stages()), hopper(t.query_keys, 0, t.streamed_stages()),
-            hopper(t.key_queries, 4, 2)};
+            hopper(t.key_queries, 4, 2, t.fused_dq)};
   return {tiles(t.forward_keys), tiles(t.query_keys), t.fused_dq ? backward_keys_shared_bytes(t, d) : 0};
 }
 

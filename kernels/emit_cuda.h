@@ -54,8 +54,8 @@ struct CudaTiles {
   // sums in no fixed order. The tuning measures it against the two kernels (cuda_fused_candidates).
   bool fused_dq = false;
   // The products of the forward, backward_keys and backward_queries on Hopper's warpgroup multiplies (wgmma,
-  // sm_90a: kernels/cuda/tile_sm90.cuh) instead of mma.sync; never with fused_dq. Only GPUs of compute capability
-  // 9.0 run them (cuda_hopper_candidates).
+  // sm_90a: kernels/cuda/tile_sm90.cuh) instead of mma.sync. Only GPUs of compute capability 9.0 run them
+  // (cuda_hopper_candidates, cuda_hopper_fused_candidates).
   bool hopper = false;
   // With hopper: the products of the forward and backward_queries asynchronous, the next tile's scores and this
   // tile's O += W V (dQ += dS K) in flight while the warps fold (FlashAttention-3's pipelining within a
@@ -86,9 +86,8 @@ struct CudaTiles {
 CudaTiles cuda_tiles(const KernelSpec& spec, CudaStorage storage = CudaStorage::Real, int capability = 0);
 
 // The bytes of dynamic shared memory each tensor-core kernel's launch asks for: what its struct of shared arrays
-// holds (a kernel that holds more fails to compile); 0 for the kernels whose arrays are static (backward_keys's but
-// on Hopper,
-// bound by registers before shared memory, but where it sums dQ; the scalar kernels').
+// holds (a kernel that holds more fails to compile); 0 for the kernels whose arrays are static (backward_keys's,
+// bound by registers before shared memory, but on Hopper and where it sums dQ; the scalar kernels').
 struct CudaSharedBytes {
   int forward = 0, queries = 0, keys = 0;
   int of(std::string_view kernel_symbol) const;  // by the symbol (kernel_abi.h); 0 for the other kernels
@@ -97,6 +96,8 @@ CudaSharedBytes cuda_shared_bytes(const CudaTiles& tiles, int64_t d_head);
 // The most any tile may ask for: what every GPU from sm_80 on gives a block (99 KiB on sm_86 and sm_89; the
 // A100 163, the H100 227). Past 48 KiB a kernel opts in at launch.
 constexpr int kCudaSharedLimit = 99 * 1024;
+// What the GPUs that run the Hopper kernels give a block (compute capability 9.0: the H100 and H200).
+constexpr int kHopperSharedLimit = 227 * 1024;
 
 // The tiles a GPU may measure for the tensor-core kernels (runtime/attention/cuda_tuning.h), at most 8, the
 // default (cuda_tiles) first; the scalar kernels' one choice otherwise.
@@ -113,9 +114,15 @@ std::vector<CudaTiles> cuda_fused_candidates(const KernelSpec& spec, CudaStorage
 // the backward kernels with the default's tiles (64 rows, a warpgroup). None for the scalar
 // kernels and where d_head is not 32, 64, 96 or 128 (the widths of O += W V's wgmma).
 std::vector<CudaTiles> cuda_hopper_candidates(const KernelSpec& spec, CudaStorage storage);
+// The fused backward_keys on Hopper's products (hopper and fused_dq: FlashAttention-3's backward, dQ's share of a
+// tile one warpgroup product of dS^T and K from shared memory) a GPU of compute capability 9.0 may measure with
+// cuda_fused_candidates: one, 64 keys and 64-query tiles, without a position table (registers), where d_head is 32,
+// 64, 96 or 128; within kHopperSharedLimit.
+std::vector<CudaTiles> cuda_hopper_fused_candidates(const KernelSpec& spec, CudaStorage storage);
 constexpr int kHopperCapability = 90;  // wgmma's sm_90a code runs on 9.0 alone (not on later GPUs)
 // Every source a GPU of `capability` (0: any, as gpu-check fills the kernel cache) compiles to tune:
-// cuda_tile_candidates, then cuda_fused_candidates, then (on 9.0) cuda_hopper_candidates.
+// cuda_tile_candidates, then cuda_fused_candidates, then (on 9.0) cuda_hopper_candidates and
+// cuda_hopper_fused_candidates.
 std::vector<CudaTiles> cuda_tuning_tiles(const KernelSpec& spec, CudaStorage storage, int capability = 0);
 // Whether a source holds Hopper's arch-specific instructions, which NVRTC compiles for sm_90a, not sm_90.
 bool needs_sm90a(std::string_view source);

@@ -11,8 +11,25 @@
   // kernels have theirs, p-norm's spilled 8 bytes at d_head 64, at 255 registers either way.) With FUSED_DQ they
   // also hold the block's K rows and a tile's dS^T, the operands of dQ's share, and on sm_90 that share in float
   // for the copy engine's bulk reduction, all in dynamic shared memory (KEY_SHARED_BYTES: past 48 KiB for 64-query
-  // tiles). The float rows are D + 8 apart: the eight rows of one store then fall in different banks.
-#if SINK_FUSED_DQ
+  // tiles). The float rows are D + 8 apart: the eight rows of one store then fall in different banks. On Hopper
+  // (FlashAttention-3's backward) the block is one warpgroup of 64 keys and a tile 64 queries, and dQ's share is
+  // one warpgroup product read from shared memory: the K rows and dS^T swizzled (tile_sm90.cuh's issue_atb).
+#if SINK_FUSED_DQ && SINK_WGMMA
+  struct alignas(1024) Shared {
+    store_t q_tile[2][KEY_QUERIES * D], do_tile[2][KEY_QUERIES * D], k_rows[KEY_ROWS * D], v_rows[KEY_ROWS * D],
+        ds_tile[KEY_ROWS * KEY_QUERIES];
+    real st0_tile[2][KEY_QUERIES], inv0_tile[2][KEY_QUERIES], st1_tile[2][KEY_QUERIES], delta_tile[2][KEY_QUERIES];
+    float dq_tile[KEY_QUERIES][D + 8];
+  };
+  Shared& shared = shared_block<Shared, KEY_SHARED_BYTES>();
+  auto &q_tile = shared.q_tile, &do_tile = shared.do_tile;
+  auto &st0_tile = shared.st0_tile, &inv0_tile = shared.inv0_tile, &st1_tile = shared.st1_tile,
+       &delta_tile = shared.delta_tile;
+  auto& k_rows = shared.k_rows;
+  auto& v_rows = shared.v_rows;
+  auto& ds_tile = shared.ds_tile;
+  auto& dq_tile = shared.dq_tile;
+#elif SINK_FUSED_DQ
   struct alignas(16) Shared {
     store_t q_tile[2][KEY_QUERIES][PITCH], do_tile[2][KEY_QUERIES][PITCH];
     real st0_tile[2][KEY_QUERIES], inv0_tile[2][KEY_QUERIES], st1_tile[2][KEY_QUERIES], delta_tile[2][KEY_QUERIES];
@@ -45,7 +62,8 @@
   float(*dq_tile)[D + 8] = nullptr;
 #endif
   static_assert(!FUSED_DQ || KEY_QUERIES <= KEY_THREADS, "a thread issues each row's bulk reduction");
-  static_assert(!(FUSED_DQ && SINK_WGMMA), "the fused backward has no Hopper form");
+  static_assert(!(FUSED_DQ && SINK_WGMMA) || (KEY_ROWS == 64 && KEY_QUERIES == 64),
+                "the Hopper fused backward: a warpgroup of 64 keys, dQ's share of 64 queries one warpgroup product");
   const int warp = threadIdx.x / 32;
   const long long bh = blockIdx.y, head = (unsigned)blockIdx.y % (unsigned)H;  // (a 64-bit % is a call)
   const int n = (int)T;  // positions within the slice are 32-bit (tile.cuh)
@@ -56,10 +74,17 @@
   if (POSITION_GRAD) dg += bh * T;
   if (FUSED_DQ) dq_sum += bh * T * D;
   if (POSITION_BIAS) g += head * g_step;
+#if SINK_FUSED_DQ && SINK_WGMMA
+  // The block's K and V rows, the A operands of S^T and dA^T, read by the products from shared memory: in
+  // registers, with dQ's share beside the rest, they spilled from d_head 96 on. (Landed by the first stage's wait.)
+  const store_t *ka = k_rows, *va = v_rows;
+  load_pair_async<KEY_ROWS, KEY_THREADS>(k_rows, v_rows, k, v, first_key, last_key);
+#else
   unsigned ka[D / 16][4], va[D / 16][4];
   load_a_rows(ka, k, warp_key, n);
   load_a_rows(va, v, warp_key, n);
   if (FUSED_DQ) store_a<D>(k_rows, 16 * warp, ka);  // (read after the first stage's barrier)
+#endif
   int key[2];
   bool is_key[2];
   real fj[2];
@@ -177,8 +202,34 @@
     unsigned aa[KEY_QUERIES / 16][4], sa[KEY_QUERIES / 16][4];
     as_a<KEY_QUERIES>(aa, sT);
     as_a<KEY_QUERIES>(sa, dAT);
+#if SINK_FUSED_DQ && SINK_WGMMA
+    // dQ's share of the tile, dS K over the block's 64 keys: the warpgroup's product of dS^T's tile and K's rows,
+    // issued while dV's and dK's are on the tensor cores where the registers hold all three (to d_head 64).
+    store_swizzled<KEY_ROWS, KEY_QUERIES>(ds_tile, 16 * warp, sa);
+    constexpr bool DQ_BESIDE = D <= 64;
+#endif
     issue_ab<KEY_QUERIES>(dv_acc, aa, do_tile[stage]);
     issue_ab<KEY_QUERIES>(dk_acc, sa, q_tile[stage]);
+#if SINK_FUSED_DQ && SINK_WGMMA
+    {
+      if (!DQ_BESIDE) await_products<0>(dv_acc, dk_acc);
+      async_proxy_fence();  // (wgmma reads shared memory through the async proxy)
+      bulk_wait_read();
+      __syncthreads();
+      float dq_acc[D / 8][4];
+      issue_atb<KEY_ROWS>(dq_acc, ds_tile, k_rows);
+      if (DQ_BESIDE)
+        await_products<0>(dv_acc, dk_acc, dq_acc);
+      else
+        await_products<0>(dq_acc);
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int nb = 0; nb < D / 8; ++nb)
+          store_pair(&dq_tile[16 * warp + frag_row(2 * h)][frag_col(nb, 0)], dq_acc[nb][2 * h], dq_acc[nb][2 * h + 1]);
+      async_proxy_fence();
+    }
+#else
     await_products<0>(dv_acc, dk_acc);
     if (FUSED_DQ) {
       // dQ's share of the tile, dS K over the block's keys, added into float sums (every key block adds to
@@ -220,6 +271,7 @@
       }
       if (SINK_BULK_REDUCE) async_proxy_fence();
     }
+#endif
     // The next stage's statistics (its last reader was the previous tile, before this one's barrier), seen by
     // every warp after the next tile's.
     if (more) store_statistics(stage ^ 1);

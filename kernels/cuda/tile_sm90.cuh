@@ -9,21 +9,28 @@
 // r SWIZZLE): the PTX ISA's 128-, 64- or 32-byte swizzle, which wgmma undoes on the address bits, so the tile
 // starts on a 1024-byte boundary. The same tile is K-major for S = Q K^T (B's columns are key rows) and MN-major
 // for O += W V (B's rows are value rows).
-constexpr int SWIZZLE = D % 64 == 0 ? 128 : D % 32 == 0 ? 64 : 32;  // bytes of a row in one piece
-constexpr int SWIZZLE_COLS = SWIZZLE / 2;                           // its 16-bit numbers
-constexpr int SWIZZLE_CHUNKS = SWIZZLE / 16;
+// (A tile of rows COLS numbers long other than D's, dS^T's in the fused backward, swizzles by its own width.)
+template <int COLS>
+constexpr int SWIZZLE_OF = COLS % 64 == 0   ? 128
+                           : COLS % 32 == 0 ? 64
+                                            : 32;  // bytes of a row in one piece
+constexpr int SWIZZLE = SWIZZLE_OF<D>;
+constexpr int SWIZZLE_COLS = SWIZZLE / 2;  // its 16-bit numbers
 
-// The byte offset of 16-byte chunk c (of D / 8) of row r in a ROWS-row swizzled tile.
-template <int ROWS>
+// The byte offset of 16-byte chunk c (of COLS / 8) of row r in a ROWS-row swizzled tile.
+template <int ROWS, int COLS = D>
 __device__ __forceinline__ int swizzled_chunk(int r, int c) {
-  const int piece = c / SWIZZLE_CHUNKS, within = c % SWIZZLE_CHUNKS;
-  return piece * ROWS * SWIZZLE + r * SWIZZLE + ((within ^ ((r * SWIZZLE >> 7) & (SWIZZLE_CHUNKS - 1))) << 4);
+  constexpr int BYTES = SWIZZLE_OF<COLS>, CHUNKS = BYTES / 16;
+  const int piece = c / CHUNKS, within = c % CHUNKS;
+  return piece * ROWS * BYTES + r * BYTES + ((within ^ ((r * BYTES >> 7) & (CHUNKS - 1))) << 4);
 }
 
 // A shared-memory matrix descriptor (PTX ISA, "matrix descriptor"): the start address, the leading- and
-// stride-dimension byte offsets (each in 16-byte units, 14 bits) and the swizzle mode (1: 128 bytes, 2: 64, 3: 32).
+// stride-dimension byte offsets (each in 16-byte units, 14 bits) and the swizzle mode (1: 128 bytes, 2: 64, 3: 32)
+// of a tile whose rows are COLS numbers long.
+template <int COLS = D>
 __device__ __forceinline__ unsigned long long tile_descriptor(const void* start, unsigned leading, unsigned stride) {
-  constexpr unsigned long long mode = SWIZZLE == 128 ? 1 : SWIZZLE == 64 ? 2 : 3;
+  constexpr unsigned long long mode = SWIZZLE_OF<COLS> == 128 ? 1 : SWIZZLE_OF<COLS> == 64 ? 2 : 3;
   return (unsigned long long)((shared_address(start) >> 4) & 0x3fffu) |
          (unsigned long long)((leading >> 4) & 0x3fffu) << 16 | (unsigned long long)((stride >> 4) & 0x3fffu) << 32 |
          mode << 62;
@@ -94,6 +101,27 @@ __device__ __forceinline__ void issue_abt(float (&acc)[M][N / 8][4], const unsig
   wgmma_commit();
 }
 
+// acc (16 x N) = A B^T as above with A read from shared memory too: the warpgroup's 64 rows of the swizzled 64 x D
+// tile a_tile (K-major, as B; warp w's rows 16 w..), where they would take registers a kernel has no room for (the
+// fused Hopper backward's K and V rows).
+template <int N>
+__device__ __forceinline__ void issue_abt(float (&acc)[N / 8][4], const store_t* a_tile, const store_t* tile) {
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    const int along = 16 * kk % SWIZZLE_COLS * 2, piece = 16 * kk / SWIZZLE_COLS * SWIZZLE;
+    const unsigned long long a =
+        tile_descriptor(reinterpret_cast<const unsigned char*>(a_tile) + piece * 64 + along, 16, 8 * SWIZZLE);
+    const unsigned long long b =
+        tile_descriptor(reinterpret_cast<const unsigned char*>(tile) + piece * N + along, 16, 8 * SWIZZLE);
+    if (kk == 0)
+      wgmma_ss<HALF_MMA, N, 0, 0, 0>(acc, a, b);
+    else
+      wgmma_ss<HALF_MMA, N, 0, 0>(acc, a, b);
+  }
+  wgmma_commit();
+}
+
 // acc (16 x D per fragment) += A B, B the swizzled tile's K rows: per 16 rows one wgmma per fragment, B MN-major
 // (row k's D numbers along a piece's row, pieces ROWS x SWIZZLE apart, 8 rows a stride); issued as issue_abt.
 template <int K, int M>
@@ -135,4 +163,39 @@ template <int K>
 __device__ __forceinline__ void mma_ab(float (&acc)[D / 8][4], const unsigned (&a)[K / 16][4], const store_t* tile) {
   issue_ab<K>(acc, a, tile);
   await_products<0>(acc);
+}
+
+// A warp's 16 x COLS A operand (as_a's layout) into rows r0..r0+15 of a ROWS x COLS swizzled tile, which the
+// warpgroup's products then read (after async_proxy_fence and a barrier).
+template <int ROWS, int COLS>
+__device__ __forceinline__ void store_swizzled(store_t* tile, int r0, const unsigned (&a)[COLS / 16][4]) {
+  unsigned char* bytes = reinterpret_cast<unsigned char*>(tile);
+  const int g = lane_id() / 4, t = lane_id() % 4;
+#pragma unroll
+  for (int kk = 0; kk < COLS / 16; ++kk)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)  // register e: row g (+ 8 for e odd), columns 16 kk + 2 t (+ 8 from e = 2)
+      *reinterpret_cast<unsigned*>(bytes + swizzled_chunk<ROWS, COLS>(r0 + g + 8 * (e % 2), 2 * kk + e / 2) + 4 * t) =
+          a[kk][e];
+}
+
+// acc (the warp's 16 of the 64 x D product) = X^T B: X the swizzled K x 64 tile x (a row per summed index, its 64
+// columns the product's rows), B the swizzled K x D tile b; both read by the warpgroup's products from shared
+// memory (A MN-major, B MN-major as issue_ab's), the first 16 rows' product setting acc. Issued as one group.
+template <int K>
+__device__ __forceinline__ void issue_atb(float (&acc)[D / 8][4], const store_t* x, const store_t* b) {
+  constexpr int X_BYTES = SWIZZLE_OF<64>;
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk) {
+    const unsigned long long a_descriptor =
+        tile_descriptor<64>(reinterpret_cast<const unsigned char*>(x) + 16 * kk * X_BYTES, K * X_BYTES, 8 * X_BYTES);
+    const unsigned long long b_descriptor =
+        tile_descriptor(reinterpret_cast<const unsigned char*>(b) + 16 * kk * SWIZZLE, K * SWIZZLE, 8 * SWIZZLE);
+    if (kk == 0)
+      wgmma_ss<HALF_MMA, D, 1, 1, 0>(acc, a_descriptor, b_descriptor);
+    else
+      wgmma_ss<HALF_MMA, D, 1, 1>(acc, a_descriptor, b_descriptor);
+  }
+  wgmma_commit();
 }

@@ -74,6 +74,37 @@ __device__ __forceinline__ void wgmma_rs(float (&c)[N / 8][4], const unsigned (&
 }
 #undef SINK_WGMMA_TYPED
 #undef SINK_WGMMA_ASM
+
+// The same with A read from shared memory too, through its own descriptor: K-major (TRANSPOSED_A 0: each of A's
+// 64 rows 16 contiguous elements) or MN-major (1: each of its 16 columns 64 elements along a row). Only N = D is
+// issued this way (dQ's share of the fused backward: kernels/cuda/tile_sm90.cuh's issue_atb).
+#define SINK_WGMMA_SS_ASM(N, TYPE, A_DESC, B_DESC, TRANS_A, TRANS_B, SCALE, ...)                         \
+  asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " " SINK_ACCUMULATORS_##N \
+               ", %" #A_DESC ", %" #B_DESC ", %" #SCALE ", 1, 1, %" #TRANS_A ", %" #TRANS_B ";\n"        \
+               : __VA_ARGS__                                                                             \
+               : "l"(a_descriptor), "l"(b_descriptor), "n"(TRANSPOSED_A), "n"(TRANSPOSED_B), "n"(ACCUMULATE))
+#define SINK_WGMMA_SS_TYPED(N, ...)              \
+  do {                                           \
+    if (HALF)                                    \
+      SINK_WGMMA_SS_ASM(N, "f16", __VA_ARGS__);  \
+    else                                         \
+      SINK_WGMMA_SS_ASM(N, "bf16", __VA_ARGS__); \
+  } while (0)
+template <bool HALF, int N, int TRANSPOSED_A, int TRANSPOSED_B, int ACCUMULATE = 1>
+__device__ __forceinline__ void wgmma_ss(float (&c)[N / 8][4], unsigned long long a_descriptor,
+                                         unsigned long long b_descriptor) {
+  static_assert(N == 32 || N == 64 || N == 96 || N == 128, "a product width with no shared-A wgmma here");
+  if constexpr (N == 32)
+    SINK_WGMMA_SS_TYPED(32, 16, 17, 18, 19, 20, SINK_ACC16(0));
+  else if constexpr (N == 64)
+    SINK_WGMMA_SS_TYPED(64, 32, 33, 34, 35, 36, SINK_ACC16(0), SINK_ACC16(4));
+  else if constexpr (N == 96)
+    SINK_WGMMA_SS_TYPED(96, 48, 49, 50, 51, 52, SINK_ACC16(0), SINK_ACC16(4), SINK_ACC16(8));
+  else
+    SINK_WGMMA_SS_TYPED(128, 64, 65, 66, 67, 68, SINK_ACC16(0), SINK_ACC16(4), SINK_ACC16(8), SINK_ACC16(12));
+}
+#undef SINK_WGMMA_SS_TYPED
+#undef SINK_WGMMA_SS_ASM
 #undef SINK_ACC16
 #undef SINK_ACC4
 

@@ -317,10 +317,12 @@ class CudaLauncher : public KernelLauncher {
   // beats the two backward kernels together, and remembers the choice for this GPU.
   void tune(const KernelTensors& in) const {
     const auto candidates = kernels::cuda_tile_candidates(spec_, layout_of(storage_));
-    const auto fused = kernels::cuda_fused_candidates(spec_, layout_of(storage_));
-    const auto hopper = capability_ == kernels::kHopperCapability
-                            ? kernels::cuda_hopper_candidates(spec_, layout_of(storage_))
-                            : std::vector<kernels::CudaTiles>{};
+    auto fused = kernels::cuda_fused_candidates(spec_, layout_of(storage_));
+    const bool on_hopper = capability_ == kernels::kHopperCapability;
+    const auto hopper =
+        on_hopper ? kernels::cuda_hopper_candidates(spec_, layout_of(storage_)) : std::vector<kernels::CudaTiles>{};
+    if (on_hopper)
+      for (const auto& c : kernels::cuda_hopper_fused_candidates(spec_, layout_of(storage_))) fused.push_back(c);
     std::vector<kernels::CudaTiles> every = candidates;
     every.insert(every.end(), fused.begin(), fused.end());
     every.insert(every.end(), hopper.begin(), hopper.end());

@@ -133,6 +133,7 @@ KernelTiles tiles_to_run(const KernelTiles& tiles, const kernels::KernelSpec& sp
   if (say == "0") {
     for (kernels::CudaTiles* t : each)
       if (t->hopper) *t = kernels::cuda_tiles(spec, storage, capability);
+    if (out.fused && out.fused->hopper) out.fused.reset();
   } else if ((say == "1" || say == "overlap") && capability == kernels::kHopperCapability) {
     // "1": the first candidate each kernel has (waiting for each product); "overlap": the forward's first
     // overlapped one besides.

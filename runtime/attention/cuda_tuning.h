@@ -49,10 +49,10 @@ std::optional<kernels::CudaTiles> fused_backward(const KernelTiles& tiles, const
                                                  kernels::CudaStorage storage);
 
 // The tiles a launcher with these runs: the measured ones, unless SINKLAB_WGMMA says otherwise: 0 no Hopper kernel
-// (the default tiles where the table has one), 1 the Hopper kernels on a GPU of compute capability 9.0, each waiting
-// for its products (the measured one of each kernel if it is such a Hopper one, else the first of
-// kernels::cuda_hopper_candidates; no fused backward), "overlap" the same with the first overlapped forward, as a
-// profile compares them on the same shapes.
+// (the default tiles where the table has one; no Hopper fused backward), 1 the Hopper kernels on a GPU of compute
+// capability 9.0, each waiting for its products (the measured one of each kernel if it is such a Hopper one, else the
+// first of kernels::cuda_hopper_candidates; no fused backward), "overlap" the same with the first overlapped forward,
+// as a profile compares them on the same shapes.
 KernelTiles tiles_to_run(const KernelTiles& tiles, const kernels::KernelSpec& spec, kernels::CudaStorage storage,
                          int capability);
 

@@ -145,8 +145,9 @@ void sixteen_bit_storage() {
 
 // Tiles a tuned launcher reads from the table, on the device: the fused backward (backward_keys summing dQ,
 // kernels::cuda_fused_candidates) for every ninth tensor-core case, its first or last shape; and the Hopper
-// kernels (wgmma, kernels::cuda_hopper_candidates) for every ninth from the fifth, each shape in turn,
-// on a GPU of compute capability 9.0. In half storage, each in a launcher of its own; the table is put back as
+// kernels (wgmma, kernels::cuda_hopper_candidates) for every ninth from the fifth, each shape in turn, and the
+// fused Hopper backward (kernels::cuda_hopper_fused_candidates) for every ninth from the seventh, on a GPU of
+// compute capability 9.0. In half storage, each in a launcher of its own; the table is put back as
 // it was afterwards (case 8 measures into it; half storage keeps these entries off its bf16 variants even if a
 // crash leaves them).
 struct TunedCase {
@@ -179,6 +180,12 @@ std::vector<TunedCase> tuned_cases(int capability) {
                    {tiles, tiles, tiles},
                    fmt::format("wgmma kernels, forward {}x{}{}", tiles.forward_rows, tiles.forward_keys,
                                tiles.overlap ? " overlapped" : "")});
+  }
+  for (size_t n = 7; n < variants.size(); n += 9) {  // the fused Hopper backward beside the default forward
+    const auto spec = spec_of(variants[n].variant);
+    const kernels::CudaTiles defaults = kernels::cuda_tiles(spec, storage);
+    for (const auto& keys : kernels::cuda_hopper_fused_candidates(spec, storage))
+      out.push_back({variants[n].variant, {defaults, defaults, defaults, keys}, "wgmma fused backward 64x64"});
   }
   return out;
 }

@@ -25,12 +25,12 @@ kernels::CudaStorage layout(torch::ScalarType dtype) {
   return dtype == torch::kHalf ? kernels::CudaStorage::Float16 : kernels::CudaStorage::BFloat16;
 }
 
-// The three kernels of `hopper`'s tiles, as a tuned H100 reads them from the table, on the emulation of sm_90
-// under a loader name of its own.
-SixteenBitResult hopper_kernels(const Variant& v, torch::ScalarType dtype, const kernels::CudaTiles& hopper,
+// The kernels of `tiles`, as a tuned H100 reads them from the table, on the emulation of sm_90 under a loader name
+// of its own.
+SixteenBitResult hopper_kernels(const Variant& v, torch::ScalarType dtype, const KernelTiles& tiles,
                                 const std::string& loader, const std::function<std::string(std::string)>& edit = {}) {
   const auto spec = spec_of(v);
-  remember_tiles(tuning_key("CPU emulation", spec, layout(dtype)), KernelTiles{hopper, hopper, hopper});
+  remember_tiles(tuning_key("CPU emulation", spec, layout(dtype)), tiles);
   KernelModules modules = cpu_emulated_modules(ThreadOrder::Ascending, 90);
   modules.name = loader;
   if (edit)
@@ -40,6 +40,11 @@ SixteenBitResult hopper_kernels(const Variant& v, torch::ScalarType dtype, const
   return measure_sixteen_bit(
       [&](const kernels::KernelSpec& s, const AttentionCall& call) { return cuda_attention(s, call, modules); }, v,
       dtype);
+}
+// The three kernels of one Hopper candidate's tiles.
+SixteenBitResult hopper_kernels(const Variant& v, torch::ScalarType dtype, const kernels::CudaTiles& hopper,
+                                const std::string& loader, const std::function<std::string(std::string)>& edit = {}) {
+  return hopper_kernels(v, dtype, KernelTiles{hopper, hopper, hopper}, loader, edit);
 }
 
 }  // namespace
@@ -70,7 +75,13 @@ TEST(CudaKernels, HopperCandidatesFitAndRunOnNineOnly) {
       const auto every = kernels::cuda_tuning_tiles(spec, kernels::CudaStorage::BFloat16, capability);
       return std::count_if(every.begin(), every.end(), [](const kernels::CudaTiles& t) { return t.hopper; });
     };
-    EXPECT_EQ(tuned_on(90), static_cast<long>(hopper.size()));
+    const auto fused = kernels::cuda_hopper_fused_candidates(spec, kernels::CudaStorage::BFloat16);
+    ASSERT_EQ(fused.size(), 1u);
+    for (const auto& t : fused) {
+      EXPECT_TRUE(t.hopper && t.fused_dq && t.key_rows == 64 && t.key_queries == 64) << t.describe();
+      EXPECT_LE(kernels::cuda_shared_bytes(t, d).keys, kernels::kHopperSharedLimit);
+    }
+    EXPECT_EQ(tuned_on(90), static_cast<long>(hopper.size() + fused.size()));
     EXPECT_EQ(tuned_on(80), 0);
     EXPECT_EQ(tuned_on(100), 0) << "sm_90a code does not run on later GPUs";
   }
@@ -154,6 +165,41 @@ TEST(CudaKernels, HopperKernelsRunTheOtherForms) {
   }
 }
 
+// The fused Hopper backward (backward_keys summing dQ too, its share of each tile one warpgroup product of dS^T
+// and the K rows from shared memory) against the reference, as a tuned H100 runs it beside the default forward:
+// softmax with k*, v* and a window at d_head 64 (ragged T; dQ's product beside dK's and dV's); sigmoid without
+// normalization at d_head 96 (64-byte swizzled K and V rows, 128-byte dS^T) in half; a direct normaliser (p-norm 2)
+// with the sink logit and a prefix at d_head 128 (rows of two swizzled pieces).
+TEST(CudaKernels, HopperFusedBackwardMatchesTheReference) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  const KernelCacheHere cache("sinklab-hopper-fused");
+  const std::pair<Variant, torch::ScalarType> variants[] = {
+      {{.name = "softmax, window 50, KV biases", .window = 50, .key_bias = true, .learned_v = true, .T = 150, .D = 64},
+       torch::kBFloat16},
+      {{.name = "sigmoid, no norm", .score = call("sigmoid", {var("qk")}), .normalize = "none", .T = 101, .D = 96},
+       torch::kHalf},
+      {{.name = "p-norm 2, prefix, sink logit",
+        .normalize = "pnorm",
+        .p = 2,
+        .prefix = 12,
+        .T = 90,
+        .D = 128,
+        .sink_logit = true},
+       torch::kBFloat16},
+  };
+  for (const auto& [v, dtype] : variants) {
+    const auto fused = kernels::cuda_hopper_fused_candidates(spec_of(v), layout(dtype));
+    ASSERT_EQ(fused.size(), 1u) << v.name;
+    SCOPED_TRACE(fmt::format("{}, d_head {}, {}", v.name, v.D, fused.front().describe()));
+    const kernels::CudaTiles defaults = kernels::cuda_tiles(spec_of(v), layout(dtype));
+    const SixteenBitResult r =
+        hopper_kernels(v, dtype, KernelTiles{defaults, defaults, defaults, fused.front()}, "hopper fused " + v.name);
+    EXPECT_TRUE(r.passed()) << "forward " << r.forward << " (< " << r.forward_allowed << ")";
+    ASSERT_FALSE(r.grads.empty());
+    for (const auto& [name, error] : r.grads) EXPECT_LT(error, r.grads_allowed) << name;
+  }
+}
+
 // Each wait for a product's group in the forward and backward_queries is needed: with any one of them made lax (one
 // group more left in flight), the emulation's sums land too late, or read A's registers after they were rewritten,
 // and the results leave the reference's rounding. Each kernel's six waits in order: the overlapped pipeline's first
@@ -233,7 +279,8 @@ TEST(CudaKernels, HopperKernelsCompileToWarpgroupInstructions) {
        kernels::CudaStorage::BFloat16},
   };
   for (const auto& [v, storage] : cases)
-    for (const auto& tiles : kernels::cuda_hopper_candidates(spec_of(v), storage)) {
+    for (const auto& tiles : kernels::cuda_tuning_tiles(spec_of(v), storage, kernels::kHopperCapability)) {
+      if (!tiles.hopper) continue;  // (the Hopper candidates, the fused backward's among them)
       SCOPED_TRACE(fmt::format("{}, d_head {}, {}", v.name, v.D, tiles.describe()));
       const std::string source = kernels::emit_cuda(spec_of(v), storage, tiles);
       std::string report;
@@ -244,9 +291,11 @@ TEST(CudaKernels, HopperKernelsCompileToWarpgroupInstructions) {
         ASSERT_TRUE(resources.count(kernel)) << report;
         const KernelResources& r = resources.at(kernel);
         std::printf(
-            "  sm_90a d_head %3lld %-55s forward %3dx%-3d %-22s %3d registers, %6d bytes shared, spills %d/%d\n",
-            static_cast<long long>(v.D), v.name.c_str(), tiles.forward_rows, tiles.forward_keys, kernel, r.registers,
-            kernels::cuda_shared_bytes(tiles, v.D).of(kernel), r.spill_stores, r.spill_loads);
+            "  sm_90a d_head %3lld %-55s forward %3dx%-3d%s %-22s %3d registers, %6d bytes shared, spills "
+            "%d/%d\n",
+            static_cast<long long>(v.D), v.name.c_str(), tiles.forward_rows, tiles.forward_keys,
+            tiles.fused_dq ? " fused dQ" : "", kernel, r.registers, kernels::cuda_shared_bytes(tiles, v.D).of(kernel),
+            r.spill_stores, r.spill_loads);
         EXPECT_EQ(r.spill_stores + r.spill_loads, 0) << kernel;
       }
       EXPECT_EQ(report.find("serialized"), std::string::npos) << report;
@@ -302,6 +351,34 @@ TEST(CudaKernels, HopperWideTilesSpillNothing) {
     }
   }
   EXPECT_GE(offered, 8) << "the wide tiles are offered to the softmax family and sigmoid at least";
+}
+
+// The fused Hopper backward_keys holds the most a thread has of any kernel here (K and V rows, dK and dV sums, a
+// tile's scores and their gradients, dQ's share): compiled for sm_90a without a spill for every benchmark variant
+// it is offered to, at d_head 64, 96 and 128.
+TEST(CudaKernels, HopperFusedBackwardSpillsNothing) {
+  std::string why;
+  if (!cuda::nvrtc_available(&why)) GTEST_SKIP() << "NVRTC not available: " << why;
+  int offered = 0;
+  for (const auto& c : bench::gpu_attention_cases())
+    for (int64_t d : {64, 96, 128}) {
+      Variant v = c.variant;
+      v.D = d;
+      const auto spec = spec_of(v);
+      for (const auto& tiles : kernels::cuda_hopper_fused_candidates(spec, kernels::CudaStorage::BFloat16)) {
+        ++offered;
+        std::string report;
+        cuda::compile_cubin(kernels::emit_cuda(spec, kernels::CudaStorage::BFloat16, tiles), 90, &report);
+        const auto resources = read_assembler_report(report);
+        ASSERT_TRUE(resources.count("sink_backward_keys")) << report;
+        const KernelResources& r = resources.at("sink_backward_keys");
+        std::printf("  sm_90a d_head %lld %-55s fused backward_keys %dx%d: %3d registers, spills %d/%d\n",
+                    static_cast<long long>(d), v.name.c_str(), tiles.key_rows, tiles.key_queries, r.registers,
+                    r.spill_stores, r.spill_loads);
+        EXPECT_EQ(r.spill_stores + r.spill_loads, 0) << v.name << ", d_head " << d;
+      }
+    }
+  EXPECT_GE(offered, 30) << "every benchmark variant but ALiBi, at each d_head";
 }
 
 // SINKLAB_WGMMA overrides the table, as a profile compares the two: 1 runs the Hopper kernels where none was

@@ -295,21 +295,25 @@ inline unsigned shared_address(const void* p) {
 // of the accumulators before the wait, or a tile or an A register rewritten before it, gives wrong results (the
 // PTX ISA leaves both undefined). (A's registers are read where the lanes held them at the issue: a kernel keeps
 // them alive until the wait.)
+// With A in shared memory too (wgmma_ss), the warp's 16 rows of the 64 x 16 A its descriptor describes.
 struct SinkWarpgroupProduct {
   float* c;  // the lane's N / 2 accumulators
   unsigned n;
   bool transposed_b, half, accumulate;  // (scale-d: D = A B + D, or D = A B)
   unsigned long long descriptor;
-  const unsigned* lane_a[32];  // each lane's four A registers
+  const unsigned* lane_a[32];  // each lane's four A registers (A in registers)
+  bool shared_a, transposed_a;
+  unsigned long long a_descriptor;
+  unsigned warp_rows;  // the warp's first row of the 64 (16 times its place in the warpgroup)
 };
 inline std::vector<std::vector<SinkWarpgroupProduct>> sink_wgmma_groups[kSinkMaxThreads];  // [thread][group]
 
-// Element (k, n) of the B a descriptor describes: bits 0-13 the start address, 16-29 the leading and 32-45 the
-// stride dimension's byte offset (all in 16-byte units), 62-63 the swizzle (1: 128 bytes, 2: 64, 3: 32). The
-// ISA's canonical layouts of 16-bit elements, x = swizzle / 16 chunks of 16 bytes a row: K-major, n = (8, m)
-// at (swizzle bytes, stride), k = (8, 2) at (2 bytes, 16 bytes); MN-major, n = (8, x, m) at (2 bytes, 16 bytes,
-// leading), k = (8, k) at (swizzle bytes, stride). The swizzle then exchanges the address's 16-byte chunk bits
-// (4..) with those from bit 7 on, x - 1 of them.
+// Element (k, n) of the B a descriptor describes (or element (n, k) of an A, n its row): bits 0-13 the start address,
+// 16-29 the leading and 32-45 the stride dimension's byte offset (all in 16-byte units), 62-63 the swizzle (1: 128
+// bytes, 2: 64, 3: 32). The ISA's canonical layouts of 16-bit elements, x = swizzle / 16 chunks of 16 bytes a row:
+// K-major, n = (8, m) at (swizzle bytes, stride), k = (8, 2) at (2 bytes, 16 bytes); MN-major, n = (8, x, m) at (2
+// bytes, 16 bytes, leading), k = (8, k) at (swizzle bytes, stride). The swizzle then exchanges the address's 16-byte
+// chunk bits (4..) with those from bit 7 on, x - 1 of them.
 inline float sink_descriptor_element(unsigned long long descriptor, bool mn_major, unsigned k, unsigned n, bool half) {
   const unsigned start = unsigned(descriptor & 0x3fffu) << 4, leading = unsigned((descriptor >> 16) & 0x3fffu) << 4,
                  stride = unsigned((descriptor >> 32) & 0x3fffu) << 4, mode = unsigned(descriptor >> 62);
@@ -332,8 +336,25 @@ inline void fence_register(float&) {}
 template <bool HALF, int N, int TRANSPOSED_B, int ACCUMULATE = 1>
 inline void wgmma_rs(float (&c)[N / 8][4], const unsigned (&a)[4], unsigned long long descriptor) {
   const SinkLaneSlot* warp = sink_exchange_all(&a[0]);
-  SinkWarpgroupProduct p{&c[0][0], N, TRANSPOSED_B != 0, HALF, ACCUMULATE != 0, descriptor, {}};
+  SinkWarpgroupProduct p{&c[0][0], N, TRANSPOSED_B != 0, HALF, ACCUMULATE != 0, descriptor, {}, false, false, 0, 0};
   for (unsigned lane = 0; lane < 32; ++lane) p.lane_a[lane] = sink_from_lane<const unsigned*>(warp, lane);
+  auto& groups = sink_wgmma_groups[threadIdx.x];
+  if (groups.empty()) groups.emplace_back();
+  groups.back().push_back(p);
+}
+template <bool HALF, int N, int TRANSPOSED_A, int TRANSPOSED_B, int ACCUMULATE = 1>
+inline void wgmma_ss(float (&c)[N / 8][4], unsigned long long a_descriptor, unsigned long long b_descriptor) {
+  SinkWarpgroupProduct p{&c[0][0],
+                         N,
+                         TRANSPOSED_B != 0,
+                         HALF,
+                         ACCUMULATE != 0,
+                         b_descriptor,
+                         {},
+                         true,
+                         TRANSPOSED_A != 0,
+                         a_descriptor,
+                         16 * (threadIdx.x / 32 % 4)};
   auto& groups = sink_wgmma_groups[threadIdx.x];
   if (groups.empty()) groups.emplace_back();
   groups.back().push_back(p);
@@ -348,8 +369,11 @@ inline void wgmma_wait() {  // all but the newest N committed groups land (the o
   const unsigned lane = threadIdx.x & 31u, g = lane >> 2, t = lane & 3;
   while (groups.size() > 1 + static_cast<size_t>(N)) {
     for (const SinkWarpgroupProduct& p : groups.front()) {
-      float a[16][16];  // the warp's A, from its lanes' registers as they are now
-      for (unsigned from = 0; from < 32; ++from) {
+      float a[16][16];  // the warp's A, from its lanes' registers (or shared memory) as they are now
+      for (unsigned row = 0; p.shared_a && row < 16; ++row)
+        for (unsigned k = 0; k < 16; ++k)
+          a[row][k] = sink_descriptor_element(p.a_descriptor, p.transposed_a, k, p.warp_rows + row, p.half);
+      for (unsigned from = 0; !p.shared_a && from < 32; ++from) {
         const unsigned* r = p.lane_a[from];
         const unsigned fg = from >> 2, ft = from & 3;
         for (unsigned half = 0; half < 2; ++half) {

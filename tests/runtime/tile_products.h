@@ -73,18 +73,21 @@ extern "C" __global__ void products(const store_t* a, const store_t* b, float* a
 
 // A warpgroup (four warps): A (rows 0..63 of a [rows, D] array; from `rows` on the last) times the 64 rows of B
 // through the Hopper kernels' products, S = A B^T with B a K-major swizzled tile, then S rounded to 16 bits times
-// the same tile read MN-major: S B.
+// the same tile read MN-major: S B; S, stored to a swizzled tile of its own, read back by the products as the
+// transpose of A: S^T B (the fused backward's dQ = dS K from dS^T); and S = A B^T with A read from a swizzled tile
+// too (the fused backward's S^T = K Q^T), where A's rows from `rows` on are zeros.
 inline constexpr const char* kWarpgroupProducts = R"(
-extern "C" __global__ void hopper_products(const store_t* a, const store_t* b, float* abt, float* ab, float* u1,
-                                           float* u2, long long T, long long, long long, long long) {
+extern "C" __global__ void hopper_products(const store_t* a, const store_t* b, float* abt, float* ab, float* atb,
+                                           float* abt_shared, long long T, long long, long long, long long) {
   struct alignas(1024) Shared {
-    store_t tile[64 * D];
+    store_t tile[64 * D], s_tile[64 * 64], a_tile[64 * D];
   };
   Shared& shared = shared_block<Shared, sizeof(Shared) + 1008>();
   const int row0 = 16 * (threadIdx.x / 32);
   unsigned fa[1][D / 16][4];
   load_a_rows(fa[0], a, row0, T);
   load_tile_async<64, THREADS>(shared.tile, b, 0, 63);
+  load_tile_async<64, THREADS>(shared.a_tile, a, 0, T - 1);
   cp_async_commit();
   await_stage();
   float s[1][8][4];
@@ -101,6 +104,21 @@ extern "C" __global__ void hopper_products(const store_t* a, const store_t* b, f
   mma_ab<64, 1>(o, sa, shared.tile);
   for (int nb = 0; nb < D / 8; ++nb)
     for (int e = 0; e < 4; ++e) ab[(row0 + frag_row(e)) * D + frag_col(nb, e)] = o[0][nb][e];
+  store_swizzled<64, 64>(shared.s_tile, row0, sa[0]);
+  async_proxy_fence();
+  __syncthreads();
+  for (int nb = 0; nb < D / 8; ++nb)  // (NaN: the first product sets the sums)
+    for (int e = 0; e < 4; ++e) o[0][nb][e] = __int_as_float(0x7fc00000);
+  issue_atb<64>(o[0], shared.s_tile, shared.tile);
+  await_products<0>(o);
+  for (int nb = 0; nb < D / 8; ++nb)
+    for (int e = 0; e < 4; ++e) atb[(row0 + frag_row(e)) * D + frag_col(nb, e)] = o[0][nb][e];
+  for (int nb = 0; nb < 8; ++nb)
+    for (int e = 0; e < 4; ++e) s[0][nb][e] = __int_as_float(0x7fc00000);
+  issue_abt<64>(s[0], shared.a_tile, shared.tile);
+  await_products<0>(s);
+  for (int nb = 0; nb < 8; ++nb)
+    for (int e = 0; e < 4; ++e) abt_shared[(row0 + frag_row(e)) * 64 + frag_col(nb, e)] = s[0][nb][e];
 }
 )";
 
@@ -175,7 +193,8 @@ struct TileProductCheck {
 };
 
 // Runs `shape`'s kernel by `modules` on `device` and checks S = A B^T, S B (from the kernel's own S rounded to
-// 16 bits: the packing, not the rounding, is under test) and, on mma.sync, the row maxima and sums. `loose`
+// 16 bits: the packing, not the rounding, is under test) and, on mma.sync, the row maxima and sums, on wgmma S^T B
+// and S again with A from shared memory. `loose`
 // scales the tolerances for a GPU, whose tensor cores add in an order of their own.
 inline std::vector<TileProductCheck> check_tile_products(const rt::KernelModules& modules, const torch::Device& device,
                                                          const TileShape& shape, double loose = 1) {
@@ -186,18 +205,19 @@ inline std::vector<TileProductCheck> check_tile_products(const rt::KernelModules
   const auto a = torch::randn({rows, shape.d}).to(dtype), b = torch::randn({64, shape.d}).to(dtype);
   const auto on = [&](const torch::Tensor& t) { return t.to(device); };
   auto abt = on(torch::full({block_rows, 64}, NAN)), ab = on(torch::full({block_rows, shape.d}, NAN));
-  auto row_stats = on(torch::full({block_rows, 2}, NAN)), unused = on(torch::zeros({1}));
+  // (the third output: the row maxima and sums on mma.sync, S^T B on wgmma)
+  auto third = on(shape.warpgroup ? torch::full({64, shape.d}, NAN) : torch::full({block_rows, 2}, NAN));
+  auto fourth = on(shape.warpgroup ? torch::full({block_rows, 64}, NAN) : torch::zeros({1}));  // (wgmma: A shared)
   auto a_on = on(a), b_on = on(b);
   std::vector<rt::KernelBuffer> buffers;
-  for (torch::Tensor* t : {&a_on, &b_on, &abt, &ab, &row_stats, &unused})
-    buffers.push_back({t->data_ptr(), t->nbytes()});
+  for (torch::Tensor* t : {&a_on, &b_on, &abt, &ab, &third, &fourth}) buffers.push_back({t->data_ptr(), t->nbytes()});
   const std::array<int64_t, 4> sizes{rows, 1, 0, 0};
   const unsigned threads = shape.warpgroup ? 128 : 32;
-  const unsigned shared_bytes = shape.warpgroup ? 64 * shape.d * 2 + 1008 : 0;
+  const unsigned shared_bytes = shape.warpgroup ? 2 * 64 * shape.d * 2 + 64 * 64 * 2 + 1008 : 0;
   auto module = modules.load(shape.source(), device);
   module->launch(shape.warpgroup ? "hopper_products" : "products", {1, 1, threads, shared_bytes}, buffers, sizes);
   module->synchronize();
-  abt = abt.cpu(), ab = ab.cpu(), row_stats = row_stats.cpu();
+  abt = abt.cpu(), ab = ab.cpu(), third = third.cpu(), fourth = fourth.cpu();
 
   const auto a_block = torch::cat({a, a.slice(0, rows - 1).expand({block_rows - rows, shape.d})}).to(torch::kFloat);
   const auto want_abt = torch::matmul(a_block, b.to(torch::kFloat).t());
@@ -205,11 +225,16 @@ inline std::vector<TileProductCheck> check_tile_products(const rt::KernelModules
   const std::string name = shape.describe();
   std::vector<TileProductCheck> checks{{name + ": S = A B^T", disagreement(abt, want_abt, 1e-5 * loose, 1e-4 * loose)},
                                        {name + ": S B", disagreement(ab, want_ab, 1e-5 * loose, 1e-3 * loose)}};
-  if (!shape.warpgroup) {
+  if (shape.warpgroup) {
+    const auto want_atb = torch::matmul(abt.to(dtype).to(torch::kFloat).t(), b.to(torch::kFloat));
+    checks.push_back({name + ": S^T B", disagreement(third, want_atb, 1e-5 * loose, 1e-3 * loose)});
+    checks.push_back({name + ": S = A B^T, A from shared memory",
+                      disagreement(fourth.slice(0, 0, rows), want_abt.slice(0, 0, rows), 1e-5 * loose, 1e-4 * loose)});
+  } else {
     const auto maxima = std::get<0>(abt.max(1, true)), sums = abt.sum(1, true);
     checks.push_back(
-        {name + ": row maxima and sums", disagreement(row_stats.slice(1, 0, 1), maxima, 0, 0) +
-                                             disagreement(row_stats.slice(1, 1, 2), sums, 1e-5 * loose, 1e-3 * loose)});
+        {name + ": row maxima and sums", disagreement(third.slice(1, 0, 1), maxima, 0, 0) +
+                                             disagreement(third.slice(1, 1, 2), sums, 1e-5 * loose, 1e-3 * loose)});
   }
   return checks;
 }
