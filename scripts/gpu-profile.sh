@@ -11,7 +11,8 @@
 #   source.txt               their sources, for the line numbers ncu names
 #   timing-default-tiles.txt bench/gpu_attention on the cases with the default tiles (SINKLAB_TUNE=0)
 #   wgmma.txt                on compute capability 9.0: the same with the Hopper kernels forced (SINKLAB_WGMMA=1),
-#                            timed, then their forward under Nsight Compute
+#                            timed, then with the fused Hopper backward (and SINKLAB_FUSED_DQ=1), then their forward
+#                            under Nsight Compute
 #   wgmma-overlap.txt        on 9.0: the same with the overlapped forward (SINKLAB_WGMMA=overlap), timed
 #   timing.txt               the same cases with the tuning on (every candidate measured, the fastest kept)
 #   timing-fused.txt         the default tiles with the fused backward forced (SINKLAB_FUSED_DQ=1)
@@ -82,6 +83,7 @@ hopper=no
 SINKLAB_TUNE=0 bench 120 "$out/timing-default-tiles.txt"
 if [[ $hopper == yes ]]; then
   SINKLAB_TUNE=0 SINKLAB_WGMMA=1 bench 120 "$out/wgmma.txt"
+  SINKLAB_TUNE=0 SINKLAB_WGMMA=1 SINKLAB_FUSED_DQ=1 bench 120 "$out/wgmma.txt"
   # The overlapped forward (the next tile's scores in flight through this tile's fold) against the line above.
   SINKLAB_TUNE=0 SINKLAB_WGMMA=overlap bench 120 "$out/wgmma-overlap.txt"
 fi

@@ -118,7 +118,10 @@ std::optional<kernels::CudaTiles> fused_backward(const KernelTiles& tiles, const
   const std::string say = wanted ? wanted : "";
   if (say == "0") return std::nullopt;
   if (say == "1" && !tiles.fused) {
-    const auto candidates = kernels::cuda_fused_candidates(spec, storage);
+    // Where the Hopper kernels run (tiles_to_run's SINKLAB_WGMMA, on compute capability 9.0 alone), the Hopper one.
+    const auto hopper =
+        tiles.keys.hopper ? kernels::cuda_hopper_fused_candidates(spec, storage) : std::vector<kernels::CudaTiles>{};
+    const auto candidates = hopper.empty() ? kernels::cuda_fused_candidates(spec, storage) : hopper;
     if (!candidates.empty()) return candidates.front();
   }
   return tiles.fused;

@@ -44,7 +44,8 @@ bool tuning_enabled();
 
 // The fused backward_keys a launcher with these tiles runs, if any: the measured one (tiles.fused), unless
 // SINKLAB_FUSED_DQ says otherwise: 0 never (dQ from backward_queries, summed in a fixed order: the same bits
-// every run), 1 always (the measured one, else the first of kernels::cuda_fused_candidates).
+// every run), 1 always (the measured one, else the first of kernels::cuda_fused_candidates; where `tiles` run the
+// Hopper backward_keys, kernels::cuda_hopper_fused_candidates's).
 std::optional<kernels::CudaTiles> fused_backward(const KernelTiles& tiles, const kernels::KernelSpec& spec,
                                                  kernels::CudaStorage storage);
 

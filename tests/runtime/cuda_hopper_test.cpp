@@ -383,7 +383,8 @@ TEST(CudaKernels, HopperFusedBackwardSpillsNothing) {
 
 // SINKLAB_WGMMA overrides the table, as a profile compares the two: 1 runs the Hopper kernels where none was
 // measured (on compute capability 9.0 alone), each waiting for its products, "overlap" with the overlapped forward,
-// 0 runs the default ones where the table has Hopper ones; right every way.
+// 0 runs the default ones where the table has Hopper ones; with SINKLAB_FUSED_DQ=1 besides, 1 runs the fused Hopper
+// backward; right every way.
 TEST(CudaKernels, HopperKernelsCanBeForcedOnOrOff) {
   SKIP_WITHOUT_HOST_COMPILER();
   const KernelCacheHere cache("sinklab-hopper-forced");
@@ -395,19 +396,23 @@ TEST(CudaKernels, HopperKernelsCanBeForcedOnOrOff) {
     const char* say;
     int arch;
     bool table_has_hopper, runs_hopper, runs_overlap;
+    const char* fused_dq = "";  // SINKLAB_FUSED_DQ: 1 the Hopper fused backward where the Hopper kernels run
+    bool runs_hopper_fused = false;
   };
-  const Case cases[] = {{"1", 90, false, true, false},      {"1", 80, false, false, false},
-                        {"overlap", 90, false, true, true}, {"1", 90, true, true, false},
-                        {"0", 90, true, false, false},      {"", 90, true, true, true}};
+  const Case cases[] = {{"1", 90, false, true, false},           {"1", 80, false, false, false},
+                        {"overlap", 90, false, true, true},      {"1", 90, true, true, false},
+                        {"0", 90, true, false, false},           {"", 90, true, true, true},
+                        {"1", 90, false, true, false, "1", true}};
   for (const Case& c : cases) {
-    SCOPED_TRACE(fmt::format("SINKLAB_WGMMA='{}', sm_{}, table {}", c.say, c.arch, c.table_has_hopper));
+    SCOPED_TRACE(fmt::format("SINKLAB_WGMMA='{}', SINKLAB_FUSED_DQ='{}', sm_{}, table {}", c.say, c.fused_dq, c.arch,
+                             c.table_has_hopper));
     const KernelTiles table{c.table_has_hopper ? kernels::cuda_hopper_candidates(spec, storage).back() : defaults,
                             defaults, defaults};
     remember_tiles(tuning_key("CPU emulation", spec, storage), table);
     auto loaded_hopper = std::make_shared<bool>(false), loaded_overlap = std::make_shared<bool>(false);
     const int arch = c.arch;
     const KernelModules modules{
-        fmt::format("forced {} {} {}", c.say, c.arch, c.table_has_hopper),
+        fmt::format("forced {} {} {} {}", c.say, c.arch, c.table_has_hopper, c.fused_dq),
         [loaded_hopper, loaded_overlap, arch](const std::string& source, const torch::Device&) {
           *loaded_hopper = *loaded_hopper || kernels::needs_sm90a(source);
           *loaded_overlap = *loaded_overlap || source.find("constexpr bool OVERLAP = true;") != std::string::npos;
@@ -415,13 +420,16 @@ TEST(CudaKernels, HopperKernelsCanBeForcedOnOrOff) {
         },
         false, nullptr, [arch](const torch::Device&) { return arch; }};
     setenv("SINKLAB_WGMMA", c.say, 1);
+    setenv("SINKLAB_FUSED_DQ", c.fused_dq, 1);
     const SixteenBitResult r = measure_sixteen_bit(
         [&](const kernels::KernelSpec& s, const AttentionCall& call) { return cuda_attention(s, call, modules); }, v,
         torch::kBFloat16);
     const std::string in_use = cuda_launcher(spec, torch::zeros({1, 1, v.T, v.D}, torch::kBFloat16), modules)
                                    ->kernels_in_use();  // (what a benchmark prints beside its times)
     unsetenv("SINKLAB_WGMMA");
+    unsetenv("SINKLAB_FUSED_DQ");
     EXPECT_EQ(in_use.find("wgmma") != std::string::npos, c.runs_hopper) << in_use;
+    EXPECT_EQ(in_use.find("fused dQ wgmma") != std::string::npos, c.runs_hopper_fused) << in_use;
     EXPECT_EQ(in_use.find(" overlapped") != std::string::npos, c.runs_overlap) << in_use;
     EXPECT_TRUE(r.passed()) << "forward " << r.forward << " (< " << r.forward_allowed << ")";
     EXPECT_EQ(*loaded_hopper, c.runs_hopper);
