@@ -353,6 +353,65 @@ TEST(CudaKernels, HopperWideTilesSpillNothing) {
   EXPECT_GE(offered, 8) << "the wide tiles are offered to the softmax family and sigmoid at least";
 }
 
+// Each barrier and wait of the fused Hopper backward_keys is needed: with any one removed (or a wait for the
+// products made lax, one group more left in flight), the emulation's results leave the reference's rounding in
+// one of the two thread orders. At d_head 32 and 64 dQ's product is issued beside dK's and dV's and waited for with
+// them; at 96 it waits for them first: both forms.
+TEST(CudaKernels, HopperFusedBackwardNeedsEveryBarrierAndWait) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  for (int64_t d : {32, 96}) {
+    const Variant v{.name = fmt::format("softmax, T 150, d_head {}", d), .T = 150, .D = d};  // 3 blocks, 3 tiles
+    SCOPED_TRACE(v.name);
+    const auto spec = spec_of(v);
+    const auto storage = kernels::CudaStorage::BFloat16;
+    const kernels::CudaTiles defaults = kernels::cuda_tiles(spec, storage);
+    const kernels::CudaTiles fused = kernels::cuda_hopper_fused_candidates(spec, storage).at(0);
+    const std::string source = kernels::emit_cuda(spec, storage, fused);
+    const KernelCacheHere cache("sinklab-hopper-fused-sync");
+    remember_tiles(tuning_key("CPU emulation", spec, storage), {defaults, defaults, defaults, fused});
+    auto passes = [&](const std::string& broken, ThreadOrder order) {
+      const KernelModules modules{
+          fmt::format("hopper fused {:x}, {}", std::hash<std::string>{}(broken), name_of(order)),
+          [&](const std::string&, const torch::Device&) -> std::shared_ptr<KernelModule> {
+            return std::make_shared<CpuEmulatedModule>(host_compiled(broken), order, 90);
+          }};
+      return measure_sixteen_bit([&](const kernels::KernelSpec& s,
+                                     const AttentionCall& call) { return cuda_attention(s, call, modules); },
+                                 v, torch::kBFloat16)
+          .passed();
+    };
+    auto both_orders_pass = [&](const std::string& broken) {
+      return passes(broken, ThreadOrder::Ascending) && passes(broken, ThreadOrder::Descending);
+    };
+    ASSERT_TRUE(both_orders_pass(source)) << "the intact kernels";
+    // backward_keys's body: from its signature to the next kernel's; but the mma.sync form's dQ block, which the
+    // preprocessor drops from this source.
+    const size_t first = source.find(std::string(kernels::abi::kCudaBackwardKeysSymbol) + "(");
+    const size_t next = source.find("__global__", first);
+    const size_t dropped = source.find("#else\n    await_products<0>(dv_acc, dk_acc);", first);
+    const size_t dropped_end = source.find("#endif", dropped);
+    ASSERT_LT(first, dropped);
+    ASSERT_LT(dropped_end, next);
+    const std::pair<std::string, std::string> breaks[] = {
+        {"__syncthreads();", "/* barrier removed */;"},  // (the dQ product's, then the last tile's)
+        {"bulk_wait_read();", "/* wait removed */;"},
+        {"await_products<0>(sT, dAT);", "await_products<1>(sT, dAT);"},
+        {d <= 64 ? "await_products<0>(dv_acc, dk_acc, dq_acc);" : "await_products<0>(dq_acc);",
+         d <= 64 ? "await_products<1>(dv_acc, dk_acc, dq_acc);" : "await_products<1>(dq_acc);"},
+    };
+    int broken_count = 0;
+    for (const auto& [intact, lax] : breaks)
+      for (size_t at = source.find(intact, first); at < next; at = source.find(intact, at + 1)) {
+        if (at > dropped && at < dropped_end) continue;
+        std::string broken = source;
+        broken.replace(at, intact.size(), lax);
+        ++broken_count;
+        EXPECT_FALSE(both_orders_pass(broken)) << intact << " at byte " << at - first << " of backward_keys";
+      }
+    EXPECT_EQ(broken_count, 6) << "two barriers, the bulk reductions' two waits and two product waits";
+  }
+}
+
 // The fused Hopper backward_keys holds the most a thread has of any kernel here (K and V rows, dK and dV sums, a
 // tile's scores and their gradients, dQ's share): compiled for sm_90a without a spill for every benchmark variant
 // it is offered to, at d_head 64, 96 and 128.
