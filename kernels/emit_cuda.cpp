@@ -311,10 +311,16 @@ std::vector<CudaTiles> cuda_hopper_candidates(const KernelSpec& spec, CudaStorag
   std::vector<CudaTiles> out;
   for (const Shape& shape : shapes) {
     if (shape.keys > 64 && (d > 64 || !light_scores)) continue;
-    CudaTiles t = chosen;  // (the backward kernels' tiles the default's: 64 rows, a warpgroup)
+    // The backward kernels' tiles the default's (64 rows, a warpgroup), but backward_keys's 64 queries a tile at
+    // every d_head: its K and V rows in shared memory leave the registers for them (the default's 32 at d_head 96
+    // and 16 at 128 hold those rows in registers), where no position table takes them.
+    CudaTiles t = chosen;
     t.hopper = true, t.forward_rows = shape.rows, t.forward_keys = shape.keys, t.row_frags = 1;
     t.overlap = shape.overlap;
-    if (cuda_shared_bytes(t, d).forward <= kCudaSharedLimit) out.push_back(t);
+    if (!spec.position_bias) t.key_queries = 64;
+    const CudaSharedBytes bytes = cuda_shared_bytes(t, d);
+    if (bytes.forward <= kCudaSharedLimit && std::max(bytes.keys, bytes.queries) <= kHopperSharedLimit)
+      out.push_back(t);
   }
   return out;
 }
@@ -402,18 +408,18 @@ CudaSharedBytes cuda_shared_bytes(const CudaTiles& t, int64_t d) {
   // 1024-byte alignment (its size a multiple of it) from the 1024-byte boundary the kernel finds (warp_sm80.cuh's
   // shared_block: up to 1008 bytes on).
   const auto tiles = [&](int rows) { return 2 * 2 * rows * static_cast<int>(d + 8) * 2; };
-  // The fused Hopper backward_keys also holds the block's K and V rows and a tile of dS^T, swizzled, and dQ's share
+  // The Hopper backward_keys also holds the block's K and V rows, swizzled; fused, a tile of dS^T too and dQ's share
   // in float, [rows][d + 8].
-  const auto hopper = [&](int rows, int float_rows, int stages, bool fused = false) {
-    const int block =
-        fused ? 2 * t.key_rows * static_cast<int>(d) * 2 + t.key_rows * rows * 2 + rows * static_cast<int>(d + 8) * 4
-              : 0;
+  const auto hopper = [&](int rows, int float_rows, int stages, bool keys = false) {
+    const int block = !keys ? 0
+                            : 2 * t.key_rows * static_cast<int>(d) * 2 +
+                                  (t.fused_dq ? t.key_rows * rows * 2 + rows * static_cast<int>(d + 8) * 4 : 0);
     return (stages * 2 * rows * static_cast<int>(d) * 2 + float_rows * stages * rows * 4 + block + 1023) / 1024 * 1024 +
            1024 - 16;
   };
   if (t.hopper)
     return {hopper(t.forward_keys, 0, t.streamed_stages()), hopper(t.query_keys, 0, t.streamed_stages()),
-            hopper(t.key_queries, 4, 2, t.fused_dq)};
+            hopper(t.key_queries, 4, 2, true)};
   return {tiles(t.forward_keys), tiles(t.query_keys), t.fused_dq ? backward_keys_shared_bytes(t, d) : 0};
 }
 

@@ -11,24 +11,31 @@
   // kernels have theirs, p-norm's spilled 8 bytes at d_head 64, at 255 registers either way.) With FUSED_DQ they
   // also hold the block's K rows and a tile's dS^T, the operands of dQ's share, and on sm_90 that share in float
   // for the copy engine's bulk reduction, all in dynamic shared memory (KEY_SHARED_BYTES: past 48 KiB for 64-query
-  // tiles). The float rows are D + 8 apart: the eight rows of one store then fall in different banks. On Hopper
-  // (FlashAttention-3's backward) the block is one warpgroup of 64 keys and a tile 64 queries, and dQ's share is
-  // one warpgroup product read from shared memory: the K rows and dS^T swizzled (tile_sm90.cuh's issue_atb).
-#if SINK_FUSED_DQ && SINK_WGMMA
+  // tiles). The float rows are D + 8 apart: the eight rows of one store then fall in different banks. On Hopper the
+  // block is one warpgroup of 64 keys whose K and V rows wait in shared memory, all dynamic; fused
+  // (FlashAttention-3's backward), a tile is 64 queries and dQ's share one warpgroup product read from shared
+  // memory, of dS^T's tile and the K rows (tile_sm90.cuh's issue_atb).
+#if SINK_WGMMA  // (the Hopper kernels' swizzled tiles, kernels/cuda/tile_sm90.cuh, from a 1024-byte boundary)
   struct alignas(1024) Shared {
-    store_t q_tile[2][KEY_QUERIES * D], do_tile[2][KEY_QUERIES * D], k_rows[KEY_ROWS * D], v_rows[KEY_ROWS * D],
-        ds_tile[KEY_ROWS * KEY_QUERIES];
+    store_t q_tile[2][KEY_QUERIES * D], do_tile[2][KEY_QUERIES * D], k_swizzled[KEY_ROWS * D], v_swizzled[KEY_ROWS * D];
+#if SINK_FUSED_DQ
+    store_t ds_swizzled[KEY_ROWS * KEY_QUERIES];
+#endif
     real st0_tile[2][KEY_QUERIES], inv0_tile[2][KEY_QUERIES], st1_tile[2][KEY_QUERIES], delta_tile[2][KEY_QUERIES];
+#if SINK_FUSED_DQ
     float dq_tile[KEY_QUERIES][D + 8];
+#endif
   };
   Shared& shared = shared_block<Shared, KEY_SHARED_BYTES>();
   auto &q_tile = shared.q_tile, &do_tile = shared.do_tile;
   auto &st0_tile = shared.st0_tile, &inv0_tile = shared.inv0_tile, &st1_tile = shared.st1_tile,
        &delta_tile = shared.delta_tile;
-  auto& k_rows = shared.k_rows;
-  auto& v_rows = shared.v_rows;
-  auto& ds_tile = shared.ds_tile;
+  store_t(*k_rows)[PITCH] = nullptr, (*ds_tile)[KEY_QUERIES + 8] = nullptr;  // (the mma.sync form's: none here)
+#if SINK_FUSED_DQ
   auto& dq_tile = shared.dq_tile;
+#else
+  float(*dq_tile)[D + 8] = nullptr;
+#endif
 #elif SINK_FUSED_DQ
   struct alignas(16) Shared {
     store_t q_tile[2][KEY_QUERIES][PITCH], do_tile[2][KEY_QUERIES][PITCH];
@@ -43,17 +50,6 @@
   auto& k_rows = shared.k_rows;
   auto& ds_tile = shared.ds_tile;
   auto& dq_tile = shared.dq_tile;
-#elif SINK_WGMMA  // (Hopper: swizzled tiles that wgmma reads, kernels/cuda/tile_sm90.cuh, from a 1024-byte boundary)
-  struct alignas(1024) Shared {
-    store_t q_tile[2][KEY_QUERIES * D], do_tile[2][KEY_QUERIES * D];
-    real st0_tile[2][KEY_QUERIES], inv0_tile[2][KEY_QUERIES], st1_tile[2][KEY_QUERIES], delta_tile[2][KEY_QUERIES];
-  };
-  Shared& shared = shared_block<Shared, KEY_SHARED_BYTES>();
-  auto &q_tile = shared.q_tile, &do_tile = shared.do_tile;
-  auto &st0_tile = shared.st0_tile, &inv0_tile = shared.inv0_tile, &st1_tile = shared.st1_tile,
-       &delta_tile = shared.delta_tile;
-  store_t(*k_rows)[PITCH] = nullptr, (*ds_tile)[KEY_QUERIES + 8] = nullptr;  // (dQ's operands: none here)
-  float(*dq_tile)[D + 8] = nullptr;
 #else
   __shared__ __align__(16) store_t q_tile[2][KEY_QUERIES][PITCH], do_tile[2][KEY_QUERIES][PITCH];
   __shared__ real st0_tile[2][KEY_QUERIES], inv0_tile[2][KEY_QUERIES], st1_tile[2][KEY_QUERIES],
@@ -74,11 +70,13 @@
   if (POSITION_GRAD) dg += bh * T;
   if (FUSED_DQ) dq_sum += bh * T * D;
   if (POSITION_BIAS) g += head * g_step;
-#if SINK_FUSED_DQ && SINK_WGMMA
+#if SINK_WGMMA
   // The block's K and V rows, the A operands of S^T and dA^T, read by the products from shared memory: in
-  // registers, with dQ's share beside the rest, they spilled from d_head 96 on. (Landed by the first stage's wait.)
-  const store_t *ka = k_rows, *va = v_rows;
-  load_pair_async<KEY_ROWS, KEY_THREADS>(k_rows, v_rows, k, v, first_key, last_key);
+  // registers, beside 64-query tiles' scores and gradients (and dQ's share where it is fused), they spilled from
+  // d_head 96 on. (Landed by the first stage's wait.)
+  static_assert(KEY_ROWS == 64, "the Hopper backward_keys: one warpgroup, its K and V rows a 64-row tile each");
+  const store_t *ka = shared.k_swizzled, *va = shared.v_swizzled;
+  load_pair_async<KEY_ROWS, KEY_THREADS>(shared.k_swizzled, shared.v_swizzled, k, v, first_key, last_key);
 #else
   unsigned ka[D / 16][4], va[D / 16][4];
   load_a_rows(ka, k, warp_key, n);
@@ -205,7 +203,7 @@
 #if SINK_FUSED_DQ && SINK_WGMMA
     // dQ's share of the tile, dS K over the block's 64 keys: the warpgroup's product of dS^T's tile and K's rows,
     // issued while dV's and dK's are on the tensor cores where the registers hold all three (to d_head 64).
-    store_swizzled<KEY_ROWS, KEY_QUERIES>(ds_tile, 16 * warp, sa);
+    store_swizzled<KEY_ROWS, KEY_QUERIES>(shared.ds_swizzled, 16 * warp, sa);
     constexpr bool DQ_BESIDE = D <= 64;
 #endif
     issue_ab<KEY_QUERIES>(dv_acc, aa, do_tile[stage]);
@@ -217,7 +215,7 @@
       bulk_wait_read();
       __syncthreads();
       float dq_acc[D / 8][4];
-      issue_atb<KEY_ROWS>(dq_acc, ds_tile, k_rows);
+      issue_atb<KEY_ROWS>(dq_acc, shared.ds_swizzled, shared.k_swizzled);
       if (DQ_BESIDE)
         await_products<0>(dv_acc, dk_acc, dq_acc);
       else

@@ -76,8 +76,8 @@ __device__ __forceinline__ void wgmma_rs(float (&c)[N / 8][4], const unsigned (&
 #undef SINK_WGMMA_ASM
 
 // The same with A read from shared memory too, through its own descriptor: K-major (TRANSPOSED_A 0: each of A's
-// 64 rows 16 contiguous elements) or MN-major (1: each of its 16 columns 64 elements along a row). Only N = D is
-// issued this way (dQ's share of the fused backward: kernels/cuda/tile_sm90.cuh's issue_atb).
+// 64 rows 16 contiguous elements) or MN-major (1: each of its 16 columns 64 elements along a row): backward_keys's
+// S^T = K Q^T and dA^T = V dO^T, and the fused backward's dQ share (kernels/cuda/tile_sm90.cuh).
 #define SINK_WGMMA_SS_ASM(N, TYPE, A_DESC, B_DESC, TRANS_A, TRANS_B, SCALE, ...)                         \
   asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " " SINK_ACCUMULATORS_##N \
                ", %" #A_DESC ", %" #B_DESC ", %" #SCALE ", 1, 1, %" #TRANS_A ", %" #TRANS_B ";\n"        \
@@ -93,8 +93,10 @@ __device__ __forceinline__ void wgmma_rs(float (&c)[N / 8][4], const unsigned (&
 template <bool HALF, int N, int TRANSPOSED_A, int TRANSPOSED_B, int ACCUMULATE = 1>
 __device__ __forceinline__ void wgmma_ss(float (&c)[N / 8][4], unsigned long long a_descriptor,
                                          unsigned long long b_descriptor) {
-  static_assert(N == 32 || N == 64 || N == 96 || N == 128, "a product width with no shared-A wgmma here");
-  if constexpr (N == 32)
+  static_assert(N == 16 || N == 32 || N == 64 || N == 96 || N == 128, "a product width with no shared-A wgmma here");
+  if constexpr (N == 16)
+    SINK_WGMMA_SS_TYPED(16, 8, 9, 10, 11, 12, SINK_ACC4(0), SINK_ACC4(1));
+  else if constexpr (N == 32)
     SINK_WGMMA_SS_TYPED(32, 16, 17, 18, 19, 20, SINK_ACC16(0));
   else if constexpr (N == 64)
     SINK_WGMMA_SS_TYPED(64, 32, 33, 34, 35, 36, SINK_ACC16(0), SINK_ACC16(4));
