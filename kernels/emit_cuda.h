@@ -111,8 +111,10 @@ std::vector<CudaTiles> cuda_fused_candidates(const KernelSpec& spec, CudaStorage
 // against its own, at most 4: forwards of 64 rows (a warpgroup of four warps) and 64-key tiles, waiting for each
 // product or overlapping them with the fold; overlapped ones of 128 rows (two warpgroups), and 128-key tiles at
 // d_head 64 and below where each score is exp or sigmoid of the product without a position term;
-// the backward kernels with the default's tiles (64 rows, a warpgroup). None for the scalar
-// kernels and where d_head is not 32, 64, 96 or 128 (the widths of O += W V's wgmma).
+// the backward kernels with the default's tiles (64 rows, a warpgroup), but backward_keys's 64 queries a tile
+// without a position table (its K and V rows in shared memory); the forward within kCudaSharedLimit, the backward
+// kernels within kHopperSharedLimit. None for the scalar kernels and where d_head is not 32, 64, 96 or 128 (the
+// widths of O += W V's wgmma).
 std::vector<CudaTiles> cuda_hopper_candidates(const KernelSpec& spec, CudaStorage storage);
 // The fused backward_keys on Hopper's products (hopper and fused_dq: FlashAttention-3's backward, dQ's share of a
 // tile one warpgroup product of dS^T and K from shared memory) a GPU of compute capability 9.0 may measure with
