@@ -45,13 +45,15 @@ __device__ __forceinline__ void fence_register(float& r) { asm volatile("" : "+f
                ", {%" #A0 ", %" #A1 ", %" #A2 ", %" #A3 "}, %" #DESC ", %" #SCALE ", 1, 1, %" #TRANS ";\n" \
                : __VA_ARGS__                                                                               \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descriptor), "n"(TRANSPOSED_B), "n"(ACCUMULATE))
-#define SINK_WGMMA_TYPED(N, ...)              \
-  do {                                        \
-    if (HALF)                                 \
-      SINK_WGMMA_ASM(N, "f16", __VA_ARGS__);  \
-    else                                      \
-      SINK_WGMMA_ASM(N, "bf16", __VA_ARGS__); \
+// The wgmma ASM (SINK_WGMMA_ASM or SINK_WGMMA_SS_ASM below) in the kernel's 16-bit type.
+#define SINK_WGMMA_IN_TYPE(ASM, N, ...) \
+  do {                                  \
+    if (HALF)                           \
+      ASM(N, "f16", __VA_ARGS__);       \
+    else                                \
+      ASM(N, "bf16", __VA_ARGS__);      \
   } while (0)
+#define SINK_WGMMA_TYPED(N, ...) SINK_WGMMA_IN_TYPE(SINK_WGMMA_ASM, N, __VA_ARGS__)
 
 // c (the warp's 16 x N share of the 64 x N accumulator) += A B, or = A B where not ACCUMULATE (c's registers then
 // need no value before: no instruction of the warps' defines them inside the products' pipeline): A the warp's
@@ -83,13 +85,7 @@ __device__ __forceinline__ void wgmma_rs(float (&c)[N / 8][4], const unsigned (&
                ", %" #A_DESC ", %" #B_DESC ", %" #SCALE ", 1, 1, %" #TRANS_A ", %" #TRANS_B ";\n"        \
                : __VA_ARGS__                                                                             \
                : "l"(a_descriptor), "l"(b_descriptor), "n"(TRANSPOSED_A), "n"(TRANSPOSED_B), "n"(ACCUMULATE))
-#define SINK_WGMMA_SS_TYPED(N, ...)              \
-  do {                                           \
-    if (HALF)                                    \
-      SINK_WGMMA_SS_ASM(N, "f16", __VA_ARGS__);  \
-    else                                         \
-      SINK_WGMMA_SS_ASM(N, "bf16", __VA_ARGS__); \
-  } while (0)
+#define SINK_WGMMA_SS_TYPED(N, ...) SINK_WGMMA_IN_TYPE(SINK_WGMMA_SS_ASM, N, __VA_ARGS__)
 template <bool HALF, int N, int TRANSPOSED_A, int TRANSPOSED_B, int ACCUMULATE = 1>
 __device__ __forceinline__ void wgmma_ss(float (&c)[N / 8][4], unsigned long long a_descriptor,
                                          unsigned long long b_descriptor) {
@@ -107,6 +103,7 @@ __device__ __forceinline__ void wgmma_ss(float (&c)[N / 8][4], unsigned long lon
 }
 #undef SINK_WGMMA_SS_TYPED
 #undef SINK_WGMMA_SS_ASM
+#undef SINK_WGMMA_IN_TYPE
 #undef SINK_ACC16
 #undef SINK_ACC4
 
