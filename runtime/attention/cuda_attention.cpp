@@ -7,10 +7,12 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 
 #include "kernels/emit_cuda.h"
 #include "kernels/kernel_abi.h"
+#include "plan/installation.h"
 #include "runtime/attention/cuda_tuning.h"
 #include "runtime/attention/generated_attention.h"
 
@@ -18,6 +20,12 @@ namespace sink::rt {
 namespace {
 
 using kernels::abi::slot;
+
+// A measurement that took the device's context with it: nothing else can run in this process, the default tiles
+// included, so the run ends here (said, and recorded for the next process).
+struct DeviceLost : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 // bf16 and half stay as they are (float arithmetic), double stays double, the rest computes in float.
 torch::ScalarType storage_dtype(const torch::Tensor& q) {
@@ -156,6 +164,9 @@ class CudaLauncher : public KernelLauncher {
       if (!tuned_.load()) {
         try {
           tune(in);
+        } catch (const DeviceLost&) {
+          tuned_.store(true);
+          throw;
         } catch (const std::exception& e) {  // the default tiles still run: a run goes on untuned
           chosen_ = {default_, default_, default_};
           std::cerr << "sinklab: measuring the tiles of " << spec_.describe() << " failed (" << e.what()
@@ -227,6 +238,17 @@ class CudaLauncher : public KernelLauncher {
   mutable std::atomic<bool> tuned_{false};
   mutable std::mutex modules_mutex_;
   mutable std::map<std::string, std::shared_ptr<KernelModule>> modules_by_tiles_;
+
+  // Whether the device still runs kernels after a failed one: a fault (an illegal address or instruction) is
+  // sticky, every later call in the context fails; a launch the GPU refused (too much shared memory) is not.
+  bool device_usable() const {
+    try {
+      module(default_)->synchronize();
+      return true;
+    } catch (const std::exception&) {
+      return false;
+    }
+  }
 
   // The module of the source with these tiles, loaded once (the load outside the lock: autograd's thread and
   // the caller's may load one source at once; both load, and the first kept wins).
@@ -316,13 +338,27 @@ class CudaLauncher : public KernelLauncher {
   // statistics and a random dO), keeps the fastest of each, then the fastest fused backward_keys where it
   // beats the two backward kernels together, and remembers the choice for this GPU.
   void tune(const KernelTensors& in) const {
-    const auto candidates = kernels::cuda_tile_candidates(spec_, layout_of(storage_));
-    auto fused = kernels::cuda_fused_candidates(spec_, layout_of(storage_));
+    // What a process before this one did not live through on this GPU is not measured again (cuda_tuning.h).
+    const std::string gpu = module(default_)->device_name();
+    MeasurementJournal::collect_abandoned();
+    MeasurementJournal journal(gpu, tuning_key_);
+    auto untried = [&](std::vector<kernels::CudaTiles> tiles) {
+      std::erase_if(tiles, [&](const kernels::CudaTiles& c) {
+        const std::string why = failed_before(gpu, tuning_key_, c);
+        if (!why.empty())
+          std::cerr << fmt::format("sinklab: tuning {}: tiles {} not measured: {}\n", description_, c.describe(), why);
+        return !why.empty();
+      });
+      return tiles;
+    };
+    const auto candidates = untried(kernels::cuda_tile_candidates(spec_, layout_of(storage_)));
+    auto fused = untried(kernels::cuda_fused_candidates(spec_, layout_of(storage_)));
     const bool on_hopper = capability_ == kernels::kHopperCapability;
-    const auto hopper =
-        on_hopper ? kernels::cuda_hopper_candidates(spec_, layout_of(storage_)) : std::vector<kernels::CudaTiles>{};
+    const auto hopper = untried(on_hopper ? kernels::cuda_hopper_candidates(spec_, layout_of(storage_))
+                                          : std::vector<kernels::CudaTiles>{});
     if (on_hopper)
-      for (const auto& c : kernels::cuda_hopper_fused_candidates(spec_, layout_of(storage_))) fused.push_back(c);
+      for (const auto& c : untried(kernels::cuda_hopper_fused_candidates(spec_, layout_of(storage_))))
+        fused.push_back(c);
     std::vector<kernels::CudaTiles> every = candidates;
     every.insert(every.end(), fused.begin(), fused.end());
     every.insert(every.end(), hopper.begin(), hopper.end());
@@ -347,9 +383,20 @@ class CudaLauncher : public KernelLauncher {
       }
     }
     auto measured = [&](const kernels::CudaTiles& c, const char* kernel, const std::function<void()>& run) {
+      journal.measuring(kernel, c);
       try {
-        return seconds_per_call(*module(c), run);
+        const double seconds = seconds_per_call(*module(c), run);
+        journal.done();
+        return seconds;
       } catch (const std::exception& e) {
+        if (!device_usable()) {  // (a fault: no later launch in this process can run)
+          journal.lost_device(e.what());
+          throw DeviceLost(fmt::format(
+              "CUDA: measuring {} with tiles {} for {} lost the device ({}); recorded in {}, so the next process on "
+              "this GPU does not measure them: run again",
+              kernel, c.describe(), spec_.describe(), e.what(), (kernel_cache_dir() / "tiles.json").string()));
+        }
+        journal.done();
         std::cerr << fmt::format("sinklab: tuning {}: {} with tiles {} skipped: {}\n", description_, kernel,
                                  c.describe(), e.what());
         return static_cast<double>(INFINITY);

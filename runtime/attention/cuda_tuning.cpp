@@ -1,14 +1,25 @@
 #include "runtime/attention/cuda_tuning.h"
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdlib>
+#include <ctime>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 
+#include "kernels/cuda_text.h"
 #include "plan/installation.h"
+#include "runtime/processes/process.h"
 
 namespace sink::rt {
 namespace {
@@ -85,26 +96,215 @@ std::optional<KernelTiles> remembered_tiles(const std::string& key) {
   return entry_tiles(read_table(shipped_tuning_table()), key);
 }
 
-void remember_tiles(const std::string& key, const KernelTiles& tiles) {
+namespace {
+
+// The table, changed by `change`, written whole to a temporary and renamed: what other processes wrote in between
+// reading and writing is kept. A full disk costs the next process a measurement, nothing else.
+void change_table(const std::function<void(nlohmann::json&)>& change) {
   std::error_code ec;
   std::filesystem::create_directories(kernel_cache_dir(), ec);
   nlohmann::json table = read_table(table_path());
-  table[key] = {{"forward", tiles_json(tiles.forward)},
-                {"backward_keys", tiles_json(tiles.keys)},
-                {"backward_queries", tiles_json(tiles.queries)}};
-  if (tiles.fused) table[key]["fused_backward_keys"] = tiles_json(*tiles.fused);
-  if (!tiles.seconds.empty()) table[key]["seconds"] = tiles.seconds;
+  change(table);
   const auto temporary = table_path().string() + fmt::format(".{}.tmp", getpid());
   {
     std::ofstream out(temporary);
     out << table.dump(1) << "\n";
     if (!out) {
       std::filesystem::remove(temporary, ec);
-      return;  // a full disk costs the next process a measurement, nothing else
+      return;
     }
   }
   std::filesystem::rename(temporary, table_path(), ec);
   if (ec) std::filesystem::remove(temporary, ec);
+}
+
+// FNV-1a of the kernel text every tensor-core source is printed from, and of the version that prints it: a failure
+// recorded against one sinklab's kernels does not keep another's from being measured.
+const std::string& kernel_text_hash() {
+  static const std::string hash = [] {
+    namespace text = kernels::cuda_text;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char* part : {text::kWarpSm80, text::kTile, text::kWarpSm90, text::kTileSm90, text::kForward,
+                             text::kBackwardRows, text::kBackwardKeys, text::kBackwardQueries, version()})
+      for (const char* c = part; *c; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 0x100000001b3ull;
+    return fmt::format("{:016x}", h);
+  }();
+  return hash;
+}
+
+void record_failure(const nlohmann::json& measurement, const std::string& why) {
+  char at[32] = {};
+  const std::time_t now = std::time(nullptr);
+  std::strftime(at, sizeof at, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  nlohmann::json record = measurement;
+  record["why"] = why, record["at"] = at;
+  change_table([&](nlohmann::json& table) {
+    if (!table.contains("failed") || !table["failed"].is_array()) table["failed"] = nlohmann::json::array();
+    table["failed"].push_back(record);
+  });
+}
+
+nlohmann::json measurement_json(const std::string& gpu, const std::string& key, const std::string& kernel,
+                                const kernels::CudaTiles& tiles) {
+  return {
+      {"gpu", gpu}, {"key", key}, {"kernel", kernel}, {"tiles", tiles_json(tiles)}, {"kernels", kernel_text_hash()}};
+}
+
+// Replaces what the open file `fd` holds (nothing where it could not be opened).
+void overwrite(int fd, const std::string& text) {
+  if (fd < 0 || ftruncate(fd, 0) != 0) return;
+  if (pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) {
+    // A journal without its note: a crash now is not recorded, which costs one more crash at most.
+  }
+}
+
+std::filesystem::path journal_dir() { return kernel_cache_dir() / "measuring"; }
+
+}  // namespace
+
+void remember_tiles(const std::string& key, const KernelTiles& tiles) {
+  change_table([&](nlohmann::json& table) {
+    table[key] = {{"forward", tiles_json(tiles.forward)},
+                  {"backward_keys", tiles_json(tiles.keys)},
+                  {"backward_queries", tiles_json(tiles.queries)}};
+    if (tiles.fused) table[key]["fused_backward_keys"] = tiles_json(*tiles.fused);
+    if (!tiles.seconds.empty()) table[key]["seconds"] = tiles.seconds;
+  });
+}
+
+std::string failed_before(const std::string& gpu, const std::string& key, const kernels::CudaTiles& tiles) {
+  const nlohmann::json table = read_table(table_path());
+  if (!table.contains("failed") || !table.at("failed").is_array()) return {};
+  const nlohmann::json wanted = tiles_json(tiles);
+  for (const auto& f : table.at("failed")) {
+    try {
+      if (f.at("gpu") != gpu || f.at("kernels") != kernel_text_hash()) continue;
+      const kernels::CudaTiles failed = tiles_of(f.at("tiles"));
+      const bool these = f.at("key") == key && f.at("tiles") == wanted;
+      if (!these && !(failed.hopper && tiles.hopper)) continue;
+      const std::string what =
+          fmt::format("{} with tiles {} failed on this GPU at {}: {}", f.at("kernel").get<std::string>(),
+                      failed.describe(), f.at("at").get<std::string>(), f.at("why").get<std::string>());
+      return these ? what
+                   : fmt::format("{} ({}); no Hopper tiles are measured here since", what,
+                                 f.at("key").get<std::string>());
+    } catch (const std::exception&) {  // (a record another sinklab wrote differently: not ours to read)
+    }
+  }
+  return {};
+}
+
+void record_failed_measurement(const std::string& gpu, const std::string& key, const std::string& kernel,
+                               const kernels::CudaTiles& tiles, const std::string& why) {
+  record_failure(measurement_json(gpu, key, kernel, tiles), why);
+}
+
+struct MeasurementJournal::Watch {
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool stop = false, said = false;
+  std::string what;  // the measurement in flight, if any
+  std::chrono::steady_clock::time_point since;
+  std::thread thread;
+};
+
+MeasurementJournal::MeasurementJournal(std::string gpu, std::string key, std::chrono::seconds patience)
+    : gpu_(std::move(gpu)), key_(std::move(key)), watch_(std::make_unique<Watch>()) {
+  static std::atomic<int> journals{0};
+  std::error_code ec;
+  std::filesystem::create_directories(journal_dir(), ec);
+  path_ = journal_dir() / fmt::format("{}-{}-{}.json", host_name(), getpid(), journals++);
+  fd_ = open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ >= 0 && flock(fd_, LOCK_EX | LOCK_NB) != 0) close(fd_), fd_ = -1;
+  Watch& w = *watch_;
+  w.thread = std::thread([&w, patience] {
+    std::unique_lock<std::mutex> lock(w.mutex);
+    while (!w.stop) {
+      if (w.what.empty() || w.said) {
+        w.changed.wait(lock);
+        continue;
+      }
+      const auto deadline = w.since + patience;
+      if (w.changed.wait_until(lock, deadline) == std::cv_status::timeout && !w.what.empty() && !w.said &&
+          std::chrono::steady_clock::now() >= deadline) {
+        std::cerr << fmt::format(
+            "sinklab: measuring {} has taken {} s: a kernel that hangs never returns. Stop this process if it "
+            "does not go on; the next tuning on this machine does not measure these tiles\n",
+            w.what, patience.count());
+        w.said = true;
+      }
+    }
+  });
+}
+
+MeasurementJournal::~MeasurementJournal() {
+  {
+    std::lock_guard<std::mutex> lock(watch_->mutex);
+    watch_->stop = true;
+  }
+  watch_->changed.notify_all();
+  watch_->thread.join();
+  if (fd_ >= 0) {
+    unlink(path_.c_str());  // (while locked: a collector that opened it first finds it unlinked)
+    close(fd_);
+  }
+}
+
+void MeasurementJournal::measuring(const std::string& kernel, const kernels::CudaTiles& tiles) {
+  kernel_ = kernel, tiles_ = tiles;
+  overwrite(fd_, measurement_json(gpu_, key_, kernel, tiles).dump());
+  {
+    std::lock_guard<std::mutex> lock(watch_->mutex);
+    watch_->what = fmt::format("{} with tiles {} ({})", kernel, tiles.describe(), key_);
+    watch_->since = std::chrono::steady_clock::now(), watch_->said = false;
+  }
+  watch_->changed.notify_all();
+}
+
+void MeasurementJournal::done() {
+  overwrite(fd_, "{}");
+  {
+    std::lock_guard<std::mutex> lock(watch_->mutex);
+    watch_->what.clear();
+  }
+  watch_->changed.notify_all();
+}
+
+void MeasurementJournal::lost_device(const std::string& why) {
+  record_failed_measurement(gpu_, key_, kernel_, tiles_, "the device's context was lost: " + why);
+  done();
+}
+
+int MeasurementJournal::collect_abandoned() {
+  std::error_code ec;
+  std::vector<std::filesystem::path> journals;
+  for (const auto& entry : std::filesystem::directory_iterator(journal_dir(), ec)) journals.push_back(entry.path());
+  int collected = 0;
+  for (const auto& path : journals) {
+    const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) continue;
+    struct stat st{};
+    // Locked: its tuning is alive. Unlinked once we hold it: another collector (or its own tuning) took it first.
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0 || fstat(fd, &st) != 0 || st.st_nlink == 0) {
+      close(fd);
+      continue;
+    }
+    std::string text(static_cast<size_t>(st.st_size), '\0');
+    const bool read_whole = pread(fd, text.data(), text.size(), 0) == static_cast<ssize_t>(text.size());
+    try {
+      const nlohmann::json measurement = nlohmann::json::parse(read_whole ? text : "{}");
+      if (measurement.contains("kernel")) {
+        record_failure(measurement,
+                       "the process measuring it ended before the measurement did (a fault, or a "
+                       "hang it was stopped in)");
+        ++collected;
+      }
+    } catch (const std::exception&) {  // (cut short: nothing to say about it)
+    }
+    unlink(path.c_str());
+    close(fd);
+  }
+  return collected;
 }
 
 bool tuning_enabled() {

@@ -10,7 +10,10 @@
 // SINKLAB_TUNE=0 keeps the defaults (kernels::cuda_tiles); SINKLAB_TUNE=1 measures what the shipped table
 // holds.
 #pragma once
+#include <chrono>
+#include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -38,6 +41,44 @@ std::string tuning_key(const std::string& gpu, const kernels::KernelSpec& spec, 
 std::optional<KernelTiles> remembered_tiles(const std::string& key);
 // Adds `key` to the table, keeping what other processes wrote (read again, written to a temporary, renamed).
 void remember_tiles(const std::string& key, const KernelTiles& tiles);
+
+// A measurement of tiles that a process did not live through (a kernel that faulted, or hung until the process was
+// stopped) or that lost the device's context, kept in the table under "failed": the GPU, the variant's key, the
+// kernel, the tiles, why, when, and the hash of the kernel text that failed. On that GPU and with that kernel text,
+// the tuning does not measure those tiles again, nor, where they were Hopper tiles, any Hopper tiles: one crash of
+// the wgmma path is not worth a crash per candidate. A sinklab whose kernels differ measures them again; so does
+// one whose table has lost the record (delete it to retry). Returns why `tiles` are not measured; empty where
+// they are.
+std::string failed_before(const std::string& gpu, const std::string& key, const kernels::CudaTiles& tiles);
+void record_failed_measurement(const std::string& gpu, const std::string& key, const std::string& kernel,
+                               const kernels::CudaTiles& tiles, const std::string& why);
+
+// The measurement a tuning has in flight, in a file of kernel_cache_dir()/measuring/ that the tuning holds locked
+// (flock) while it lives: a process that dies, however it dies, leaves the file unlocked, and the next tuning on
+// the machine (any process) records what it names as a failed measurement. A measurement still running after
+// `patience` is said on stderr once (a kernel that hangs: the process must be stopped; the next one skips it).
+class MeasurementJournal {
+ public:
+  MeasurementJournal(std::string gpu, std::string key, std::chrono::seconds patience = std::chrono::seconds(60));
+  ~MeasurementJournal();  // the tuning ended, well or not: nothing in flight
+  MeasurementJournal(const MeasurementJournal&) = delete;
+  MeasurementJournal& operator=(const MeasurementJournal&) = delete;
+  void measuring(const std::string& kernel, const kernels::CudaTiles& tiles);
+  void done();  // between measurements
+  // The measurement in flight took the device's context with it: recorded now, `why` being the error.
+  void lost_device(const std::string& why);
+
+  // Records the measurements of every journal whose process is gone (returns how many).
+  static int collect_abandoned();
+
+ private:
+  struct Watch;
+  std::string gpu_, key_, kernel_;
+  kernels::CudaTiles tiles_;
+  std::filesystem::path path_;
+  int fd_ = -1;
+  std::unique_ptr<Watch> watch_;
+};
 
 // Whether a variant's first use measures its tiles (SINKLAB_TUNE is not 0).
 bool tuning_enabled();
