@@ -105,6 +105,8 @@ step() {
 
 # Writes gpu-check.json from what the steps left in $work, then exits with $1.
 report() {
+  # The tuning table as the last step left it: the training steps tune too, and record what failed there.
+  [[ $mode == checks && -f $SINKLAB_KERNEL_CACHE/tiles.json ]] && cp "$SINKLAB_KERNEL_CACHE/tiles.json" "$out/tiles.json"
   python3 scripts/gpu_check_report.py "$work" "$out" "$mode" "$budget" "$started" >> "$log" 2>&1 ||
     say "gpu-check: the report could not be written (see above)"
   say "gpu-check: $(($(date +%s) - started)) s of the ${budget} s budget; exit $1; files in $out: $(ls "$out" | tr '\n' ' ')"
@@ -204,7 +206,6 @@ cat "$work/tiles.out" "$work/cuda_check.out" > "$work/cases.out" 2> /dev/null; m
 step tune 90 build-gpu/tests/cuda_check tune
 cat "$work/tune.out" >> "$work/cuda_check.out"
 cp "$work/cuda_check.out" "$out/cuda_check.txt"
-[[ -f $SINKLAB_KERNEL_CACHE/tiles.json ]] && cp "$SINKLAB_KERNEL_CACHE/tiles.json" "$out/tiles.json"
 mkdir -p "$work/fixture/fixture"
 sed -e 's/^device = "cpu"/device = "cuda"/' tests/plan/fixtures/fixture.plan.toml > "$work/fixture/fixture/plan.toml"
 step train_on_cuda 60 build-gpu/sinkc-runtime run "$work/fixture" --out "$work/runs" --no-progress

@@ -100,6 +100,24 @@ def natural_runs(work):
     return runs
 
 
+def failed_measurements(table_text):
+    """The tuning table's records of the measurements that faulted or hung (runtime/attention/cuda_tuning.h), each
+    with its tiles in a line; [] where there is no table or it is not one."""
+    try:
+        table = json.loads(table_text or "{}")
+    except json.JSONDecodeError:
+        return []
+    failed = table.get("failed", []) if isinstance(table, dict) else []
+    out = []
+    for f in failed if isinstance(failed, list) else []:
+        if isinstance(f, dict):
+            tiles = f.get("tiles", {})
+            shape = ", ".join(f"{k} {v}" for k, v in tiles.items()) if isinstance(tiles, dict) else str(tiles)
+            out.append({"key": f.get("key"), "kernel": f.get("kernel"), "tiles": shape, "why": f.get("why"),
+                        "at": f.get("at")})
+    return out
+
+
 def main():
     work, out, mode, budget, started = sys.argv[1:6]
     steps = [json.loads(line) for line in (read(os.path.join(work, "steps.jsonl")) or "").splitlines() if line.strip()]
@@ -124,6 +142,9 @@ def main():
         report["train_vs_pytorch"] = json.loads(trained)
     if mode == "natural":
         report["natural_runs"] = natural_runs(work)
+    failed = failed_measurements(read(os.path.join(out, "tiles.json")))
+    if failed:
+        report["failed_measurements"] = failed
     target = os.path.join(out, "gpu-check.json")
     with open(target + ".tmp", "w", encoding="utf-8") as f:
         json.dump(report, f, indent=2)
@@ -133,6 +154,8 @@ def main():
         print(f"   {s['name']:<18} {s['status']:<10} {s['seconds']:>8} s (limit {s['limit_s']} s)")
     if checked:
         print("   " + cuda_check_line(checked))
+    for f in failed:
+        print(f"   tuning could not measure {f['kernel']} with tiles {f['tiles']} ({f['key']}): {f['why']}")
     for name, run in report.get("natural_runs", {}).items():
         print(f"   {name}: {run['status']} after {run['steps_done']} steps, {run['measurements']} measurements")
 

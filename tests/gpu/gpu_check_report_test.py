@@ -117,5 +117,20 @@ class CudaCheckOutput(unittest.TestCase):
         self.assertNotIn("None of None", printed)
 
 
+class FailedMeasurements(unittest.TestCase):
+    def test_the_tuning_tables_failures_are_listed_with_their_tiles(self):
+        table = {"GPU | softmax | bf16 storage | d_head 64": {"forward": {}},
+                 "failed": [{"gpu": "GPU", "key": "GPU | softmax", "kernel": "forward",
+                             "tiles": {"forward_rows": 64, "hopper": True}, "why": "lost the device", "at": "now"}]}
+        failed = report.failed_measurements(json.dumps(table))
+        self.assertEqual(len(failed), 1)
+        self.assertEqual(failed[0]["tiles"], "forward_rows 64, hopper True")
+        self.assertEqual((failed[0]["kernel"], failed[0]["why"]), ("forward", "lost the device"))
+
+    def test_no_table_or_not_a_table_lists_nothing(self):
+        for text in (None, "", "not json", "[1, 2]", '{"failed": 3}', '{"failed": [3]}'):
+            self.assertEqual(report.failed_measurements(text), [], text)
+
+
 if __name__ == "__main__":
     unittest.main()
