@@ -353,7 +353,7 @@ class CudaLauncher : public KernelLauncher {
     };
     const auto candidates = untried(kernels::cuda_tile_candidates(spec_, layout_of(storage_)));
     auto fused = untried(kernels::cuda_fused_candidates(spec_, layout_of(storage_)));
-    const bool on_hopper = capability_ == kernels::kHopperCapability;
+    const bool on_hopper = capability_ == kernels::kHopperCapability && hopper_kernels_allowed();
     const auto hopper = untried(on_hopper ? kernels::cuda_hopper_candidates(spec_, layout_of(storage_))
                                           : std::vector<kernels::CudaTiles>{});
     if (on_hopper)

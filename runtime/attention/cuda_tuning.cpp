@@ -307,6 +307,11 @@ int MeasurementJournal::collect_abandoned() {
   return collected;
 }
 
+bool hopper_kernels_allowed() {
+  const char* v = std::getenv("SINKLAB_WGMMA");
+  return !(v && std::string(v) == "0");
+}
+
 bool tuning_enabled() {
   const char* v = std::getenv("SINKLAB_TUNE");
   return !(v && std::string(v) == "0");
@@ -333,7 +338,7 @@ KernelTiles tiles_to_run(const KernelTiles& tiles, const kernels::KernelSpec& sp
   const std::string say = wanted ? wanted : "";
   KernelTiles out = tiles;
   kernels::CudaTiles* each[] = {&out.forward, &out.keys, &out.queries};
-  if (say == "0") {
+  if (!hopper_kernels_allowed()) {
     for (kernels::CudaTiles* t : each)
       if (t->hopper) *t = kernels::cuda_tiles(spec, storage, capability);
     if (out.fused && out.fused->hopper) out.fused.reset();

@@ -80,6 +80,10 @@ class MeasurementJournal {
   std::unique_ptr<Watch> watch_;
 };
 
+// Whether the Hopper kernels may run where the GPU has them (SINKLAB_WGMMA is not 0): with 0 the tuning does not
+// measure them either (gpu-check sets it when the warpgroup tile products crashed or hung).
+bool hopper_kernels_allowed();
+
 // Whether a variant's first use measures its tiles (SINKLAB_TUNE is not 0).
 bool tuning_enabled();
 

@@ -170,6 +170,10 @@ std::vector<TunedCase> tuned_cases(int capability) {
                    fmt::format("fused backward {}x{}", keys.key_rows, keys.key_queries)});
   }
   if (capability != 0 && capability != kernels::kHopperCapability) return out;
+  if (!hopper_kernels_allowed()) {  // (gpu-check: the warpgroup tile products crashed or hung)
+    say("SKIP wgmma kernels: SINKLAB_WGMMA=0\n");
+    return out;
+  }
   for (size_t n = 5, k = 0; n < variants.size(); n += 9, ++k) {
     const auto spec = spec_of(variants[n].variant);
     const kernels::CudaTiles defaults = kernels::cuda_tiles(spec, storage);

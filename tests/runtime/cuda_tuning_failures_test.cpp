@@ -250,3 +250,19 @@ TEST(CudaTuning, AMeasurementThatHangsIsSaid) {
   EXPECT_EQ(journals_left(cache), 0u);
   EXPECT_EQ(MeasurementJournal::collect_abandoned(), 0) << "a journal that ended well is no failure";
 }
+
+// SINKLAB_WGMMA=0 (what gpu-check sets when the warpgroup tile products crash or hang) keeps the tuning from
+// measuring Hopper tiles at all, not only from running them.
+TEST(CudaTuning, WgmmaZeroMeasuresNoHopperTiles) {
+  const KernelCacheHere cache("sinklab-tuning-no-wgmma");
+  const auto wgmma = [](const std::string& s) { return s.find(", wgmma") != std::string::npos; };
+  Launches without, with;
+  setenv("SINKLAB_WGMMA", "0", 1);
+  first_forward(kSoftmax, stand_in_modules("no wgmma", kSoftmax, "Stand-in H100", without.recorder()));
+  unsetenv("SINKLAB_WGMMA");
+  first_forward(kSoftmax, stand_in_modules("wgmma", kSoftmax, "Stand-in H200", with.recorder()));
+  EXPECT_FALSE(without.any(wgmma));
+  EXPECT_TRUE(without.any([](const std::string& s) { return s.find(" | forward 128x") != std::string::npos; }))
+      << "the mma.sync candidates measured";
+  EXPECT_TRUE(with.any(wgmma));
+}
