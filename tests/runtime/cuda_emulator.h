@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "kernels/kernel_abi.h"
+#include "plan/installation.h"
 #include "plan/remove_tree.h"
 #include "runtime/attention/cuda_attention.h"
 
@@ -330,27 +331,69 @@ inline bool have_host_compiler() { return std::system("command -v c++ > /dev/nul
   if (!sink::testing_variants::have_host_compiler()) \
   GTEST_SKIP() << "no host C++ compiler (c++) to run the CUDA source on the CPU"
 
-// A source compiled by the host compiler and loaded. The file compiled holds the emulation's header and the source
-// and is compiled in its own folder by a relative name, so the same source is the same compilation to a compiler
-// cache wherever the folder and the checkout are; then linked apart (a cache serves compilations, not links).
+// The host compiler's options for the emulated kernels, the same for the precompiled header and its users.
+inline constexpr const char* kHostCompileOptions = "-std=c++20 -O1 -fno-strict-aliasing -fPIC -w";
+
+// The build's compiler launcher (ccache in CI; tests/CMakeLists.txt passes it) as a command's prefix: the kernels'
+// compilations are about half the emulation's time, and a cache serves them again to the next run. (ccache caches
+// a compilation that makes or uses a precompiled header only where told that its macros and times are the same
+// every time, which holds for cuda_on_cpu.h; made by ccache, the precompiled header is the same file every run,
+// so that the compilations that use it hit the cache too.)
+inline std::string host_compiler_launcher() {
+  const char* launcher = std::getenv("SINKLAB_HOST_COMPILER_LAUNCHER");
+  if (!launcher || !*launcher) return "";
+  return fmt::format("CCACHE_SLOPPINESS=\"${{CCACHE_SLOPPINESS:+$CCACHE_SLOPPINESS,}}pch_defines,time_macros\" {} ",
+                     launcher);
+}
+
+// The emulation's header (cuda_on_cpu.h) precompiled, in a folder of the kernel cache named by a hash of the header
+// and the options; made once by whichever process needs it first (in a folder of its own, then renamed). Its text
+// is about 60 % of the time a kernel source takes to compile, which every source the compiler cache has not seen
+// (all of them, after any change to kernels/cuda/) pays. Empty where it cannot be made: the header is then
+// compiled with each source, as the result is the same.
+inline std::filesystem::path precompiled_emulation_header(const std::string& header) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : header + kHostCompileOptions) h = (h ^ c) * 0x100000001b3ull;
+  const std::filesystem::path dir = sink::kernel_cache_dir() / fmt::format("emulation-header-{:016x}", h);
+  std::error_code ec;
+  if (std::filesystem::exists(dir / "cuda_on_cpu.h.gch", ec)) return dir;
+  std::filesystem::create_directories(sink::kernel_cache_dir(), ec);
+  std::string making = (dir.string() + ".making-XXXXXX");
+  if (!mkdtemp(making.data())) return {};
+  std::ofstream(std::filesystem::path(making) / "cuda_on_cpu.h") << header;
+  const std::string command =
+      fmt::format("cd '{}' && {}c++ {} -x c++-header cuda_on_cpu.h -o cuda_on_cpu.h.gch > log 2>&1", making,
+                  host_compiler_launcher(), kHostCompileOptions);
+  if (std::system(command.c_str()) == 0) std::filesystem::rename(making, dir, ec);  // (fails where another won)
+  sink::remove_tree(making, ec);
+  return std::filesystem::exists(dir / "cuda_on_cpu.h.gch", ec) ? dir : std::filesystem::path();
+}
+
+// A source compiled by the host compiler and loaded. The file compiled holds the source, after the emulation's
+// header (precompiled where it can be: a copy of the header beside it, and a link to the precompiled one), and is
+// compiled in its own folder by relative names, so the same source is the same compilation to a compiler cache
+// wherever the folder and the checkout are; then linked apart (a cache serves compilations, not links).
 class HostCompiledKernels {
  public:
   explicit HostCompiledKernels(const std::string& source) {
     std::string dir_template = (std::filesystem::temp_directory_path() / "sinklab-cuda-on-cpu-XXXXXX").string();
     if (!mkdtemp(dir_template.data())) throw std::runtime_error("cannot make a temporary folder");
     dir_ = dir_template;
-    std::ifstream header(std::filesystem::path(SINKLAB_SOURCE_DIR) / "tests/runtime/cuda_on_cpu.h");
-    std::ofstream(dir_ / "kernels.cu") << std::string(std::istreambuf_iterator<char>(header), {})
-                                       << "\n#line 1 \"kernels.cu\"\n"
+    std::ifstream header_file(std::filesystem::path(SINKLAB_SOURCE_DIR) / "tests/runtime/cuda_on_cpu.h");
+    const std::string header(std::istreambuf_iterator<char>(header_file), {});
+    const std::filesystem::path precompiled = precompiled_emulation_header(header);
+    std::error_code ec;
+    if (!precompiled.empty()) {
+      std::ofstream(dir_ / "cuda_on_cpu.h") << header;
+      std::filesystem::create_symlink(precompiled / "cuda_on_cpu.h.gch", dir_ / "cuda_on_cpu.h.gch", ec);
+    }
+    std::ofstream(dir_ / "kernels.cu") << (precompiled.empty() ? header : std::string()) << "\n#line 1 \"kernels.cu\"\n"
                                        << source;
-    // The build's compiler launcher (ccache in CI; tests/CMakeLists.txt passes it): these compilations are about
-    // half the emulation's time, and a cache serves them again to the next run.
-    const char* launcher_set = std::getenv("SINKLAB_HOST_COMPILER_LAUNCHER");
-    const std::string launcher = launcher_set ? launcher_set : "";
     const std::string command = fmt::format(
-        "cd '{}' && {} c++ -std=c++20 -O1 -fno-strict-aliasing -fPIC -w -c -x c++ kernels.cu -o kernels.o > log 2>&1 "
+        "cd '{}' && {}c++ {} {} -c -x c++ kernels.cu -o kernels.o > log 2>&1 "
         "&& c++ -shared kernels.o -o kernels.so >> log 2>&1",
-        dir_.string(), launcher.empty() ? "" : launcher + " ");
+        dir_.string(), host_compiler_launcher(), kHostCompileOptions,
+        precompiled.empty() ? "" : "-include cuda_on_cpu.h");
     if (std::system(command.c_str()) != 0) {
       std::ifstream log(dir_ / "log");
       throw std::runtime_error("the host compiler rejected the CUDA source:\n" +
