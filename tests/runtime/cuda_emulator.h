@@ -350,8 +350,9 @@ inline std::string host_compiler_launcher() {
 // and the options; made once by whichever process needs it first (in a folder of its own, then renamed). Its text
 // is about 60 % of the time a kernel source takes to compile, which every source the compiler cache has not seen
 // (all of them, after any change to kernels/cuda/) pays. Empty where it cannot be made: the header is then
-// compiled with each source, as the result is the same.
+// compiled with each source, as the result is the same; so it is with SINKLAB_EMULATION_PCH=0 (to compare them).
 inline std::filesystem::path precompiled_emulation_header(const std::string& header) {
+  if (const char* wanted = std::getenv("SINKLAB_EMULATION_PCH"); wanted && std::string(wanted) == "0") return {};
   uint64_t h = 0xcbf29ce484222325ull;
   for (unsigned char c : header + kHostCompileOptions) h = (h ^ c) * 0x100000001b3ull;
   const std::filesystem::path dir = sink::kernel_cache_dir() / fmt::format("emulation-header-{:016x}", h);
