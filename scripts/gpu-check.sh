@@ -15,6 +15,7 @@
 #   tiles             the tensor-core products (mma.sync; wgmma on compute capability 9.0) against plain matrix
 #                     products, each wrong element named (cuda_check's case 0, in a process of its own)
 #   cuda_check        the CUDA backend against the reference path on the GPU (tests/gpu/cuda_check.cpp)
+#   table_tiles       the fused and Hopper tiles a tuning may choose, against the same (a process of its own)
 #   tune              the tensor-core kernels' tiles measured at the 60M model's shapes (its case 8: tiles.json)
 #   train_on_cuda     a micro run (tests/plan/fixtures) with train.device = cuda through sinkc-runtime
 #   installed         (when build-node/ holds scripts/pack-node.sh's archive) the same run through the archive's
@@ -206,8 +207,17 @@ if ((tiles_rc != 0 && tiles_rc != 1)); then
   export SINKLAB_WGMMA=0
   say "gpu-check: the tile products ended with exit $tiles_rc; the Hopper (wgmma) kernels are left out from here on"
 fi
-step cuda_check 240 build-gpu/tests/cuda_check --no-tune
-cat "$work/tiles.out" "$work/cuda_check.out" > "$work/cases.out" 2> /dev/null; mv "$work/cases.out" "$work/cuda_check.out"
+step cuda_check 190 build-gpu/tests/cuda_check --no-tune --no-table-tiles
+# The fused and Hopper tiles a tuning may choose, in a process and a time limit of their own: kernels that may never
+# have run on this GPU, whose fault or hang would otherwise take the cases above, or all of the step's time, with it.
+step table_tiles 60 build-gpu/tests/cuda_check table-tiles
+table_rc=$?
+if ((table_rc == 124 || table_rc == 137)) || grep -q '^CRASH.*wgmma' "$work/table_tiles.out" 2> /dev/null; then
+  export SINKLAB_WGMMA=0
+  say "gpu-check: the fused and Hopper tiles' cases hung or crashed in a Hopper kernel; the Hopper (wgmma) kernels are left out from here on"
+fi
+cat "$work/tiles.out" "$work/cuda_check.out" "$work/table_tiles.out" > "$work/cases.out" 2> /dev/null
+mv "$work/cases.out" "$work/cuda_check.out"
 # The tensor-core kernels' tiles measured on this GPU (cuda_check's case 8, in a process of its own: a crash
 # there leaves cases 1-7 reported), its lines counted with cuda_check's; it writes the table it prints.
 step tune 90 build-gpu/tests/cuda_check tune

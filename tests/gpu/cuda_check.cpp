@@ -32,7 +32,9 @@
 // counts those lines); exit 0 when all pass, 1 on a failure, 77 without a GPU.
 // A crash prints a CRASH line: the case it cut short, the faulting address and
 // the code addresses on the stack, named where the loader knows them.
-//   build-gpu/tests/cuda_check [filter] [--no-tune]   (--no-tune: cases 1-7; "tune" alone: case 8; "tiles": 0)
+//   build-gpu/tests/cuda_check [filter] [--no-tune] [--no-table-tiles]
+//     (--no-tune: cases 1-7; --no-table-tiles: without case 2's fused and Hopper tiles, which "table-tiles" alone
+//     runs; "tune" alone: case 8; "tiles": 0)
 //   build-gpu/tests/cuda_check --fill-cache [ARCH=90]   (NVRTC only, no GPU: every kernel above, on every core)
 #include <fmt/format.h>
 
@@ -541,10 +543,12 @@ int main(int argc, char** argv) {
   }
   report_crashes();
   std::string filter;
-  bool tune = true;
+  bool tune = true, table_tiles = true;
   for (int a = 1; a < argc; ++a)
     if (std::string(argv[a]) == "--no-tune")
       tune = false;
+    else if (std::string(argv[a]) == "--no-table-tiles")
+      table_tiles = false;
     else
       filter = argv[a];
   setenv("SINKLAB_TUNE", "0", 1);  // cases 1-7: the default tiles (case 8 measures)
@@ -558,7 +562,7 @@ int main(int argc, char** argv) {
   if (wanted("train")) training_matches_the_cpu(SINKLAB_SOURCE_DIR);
   if (wanted("resume")) run_resumes_on_the_cpu(SINKLAB_SOURCE_DIR);
   // (Last of cases 1-7: kernels that may never have run on this GPU, whose fault would end the process.)
-  if (wanted("fused") || wanted("wgmma")) tuned_tiles();
+  if (table_tiles && (wanted("fused") || wanted("wgmma") || wanted("table-tiles"))) tuned_tiles();
   now_running("between cases");
   if (tune && wanted("tune")) tune_tiles();
   now_running("the summary");
