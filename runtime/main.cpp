@@ -12,6 +12,7 @@
 #include "plan/numerics_version.h"
 #include "plan/run_config.h"
 #include "plan/run_record.h"
+#include "runtime/attention/cuda_tuning.h"
 #include "runtime/data/batches.h"
 #include "runtime/data/tokenizer.h"
 #include "runtime/interop/hf_export.h"
@@ -154,6 +155,13 @@ int run_command(const std::vector<std::string>& targets, const RunFlags& flags) 
     if (leader) fmt::print("{}\n", result_line(r));
     if (r.status == status_name(RunStatus::Failed)) ++failures;
     if (r.status == status_name(RunStatus::Interrupted)) return 130;
+    if (rt::device_context_lost()) {
+      if (leader)
+        fmt::print(stderr,
+                   "sinkc: this process lost its GPU's context; the remaining runs did not start: run the "
+                   "same command again (finished runs are kept; the failed kernel is not measured again)\n");
+      return 1;
+    }
   }
   return failures ? 1 : 0;
 }

@@ -270,7 +270,14 @@ void MeasurementJournal::done() {
   watch_->changed.notify_all();
 }
 
+namespace {
+std::atomic<bool> context_lost{false};
+}  // namespace
+
+bool device_context_lost() { return context_lost.load(); }
+
 void MeasurementJournal::lost_device(const std::string& why) {
+  context_lost.store(true);
   record_failed_measurement(gpu_, key_, kernel_, tiles_, "the device's context was lost: " + why);
   done();
 }

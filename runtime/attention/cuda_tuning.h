@@ -80,6 +80,10 @@ class MeasurementJournal {
   std::unique_ptr<Watch> watch_;
 };
 
+// Whether a measurement in this process lost its CUDA device's context (MeasurementJournal::lost_device): every
+// later launch in the process fails, so the runs after the one it ended would only fail too (sinkc run stops).
+bool device_context_lost();
+
 // Whether the Hopper kernels may run where the GPU has them (SINKLAB_WGMMA is not 0): with 0 the tuning does not
 // measure them either (gpu-check sets it when the warpgroup tile products crashed or hung).
 bool hopper_kernels_allowed();

@@ -201,6 +201,7 @@ TEST(CudaTuning, AFaultThatLosesTheDeviceEndsTheRunAndIsRecorded) {
   };
   ::testing::internal::CaptureStderr();
   std::string error;
+  EXPECT_FALSE(device_context_lost());
   try {
     first_forward(kSoftmax, stand_in_modules("faults", kSoftmax, "Stand-in H100", launch, sync));
   } catch (const std::exception& e) {
@@ -210,6 +211,7 @@ TEST(CudaTuning, AFaultThatLosesTheDeviceEndsTheRunAndIsRecorded) {
   EXPECT_NE(error.find("measuring backward_queries with tiles " + faulting.describe()), std::string::npos) << error;
   EXPECT_NE(error.find("lost the device"), std::string::npos) << error;
   EXPECT_NE(error.find("run again"), std::string::npos) << error;
+  EXPECT_TRUE(device_context_lost()) << "sinkc run would start the next run on a GPU that cannot run it";
   EXPECT_NE(said.find("too many resources requested for launch"), std::string::npos) << said;
   const nlohmann::json failed = failures(cache);
   ASSERT_EQ(failed.size(), 1u) << failed.dump(1);
