@@ -12,7 +12,6 @@
 
 #include "kernels/emit_cuda.h"
 #include "kernels/kernel_abi.h"
-#include "plan/installation.h"
 #include "runtime/attention/cuda_tuning.h"
 #include "runtime/attention/generated_attention.h"
 
@@ -394,7 +393,7 @@ class CudaLauncher : public KernelLauncher {
           throw DeviceLost(fmt::format(
               "CUDA: measuring {} with tiles {} for {} lost the device ({}); recorded in {}, so the next process on "
               "this GPU does not measure them: run again",
-              kernel, c.describe(), spec_.describe(), e.what(), (kernel_cache_dir() / "tiles.json").string()));
+              kernel, c.describe(), spec_.describe(), e.what(), tuning_table_path().string()));
         }
         journal.done();
         std::cerr << fmt::format("sinklab: tuning {}: {} with tiles {} skipped: {}\n", description_, kernel,

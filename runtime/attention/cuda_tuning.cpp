@@ -24,8 +24,6 @@
 namespace sink::rt {
 namespace {
 
-std::filesystem::path table_path() { return kernel_cache_dir() / "tiles.json"; }
-
 nlohmann::json tiles_json(const kernels::CudaTiles& t) {
   return {{"forward_rows", t.forward_rows},
           {"forward_keys", t.forward_keys},
@@ -84,13 +82,15 @@ std::optional<KernelTiles> entry_tiles(const nlohmann::json& table, const std::s
 
 }  // namespace
 
+std::filesystem::path tuning_table_path() { return kernel_cache_dir() / "tiles.json"; }
+
 std::string tuning_key(const std::string& gpu, const kernels::KernelSpec& spec, kernels::CudaStorage storage) {
   const char* stored = storage == kernels::CudaStorage::Float16 ? "half" : "bf16";
   return fmt::format("{} | {} | {} storage | d_head {}", gpu, spec.describe(), stored, spec.d_head);
 }
 
 std::optional<KernelTiles> remembered_tiles(const std::string& key) {
-  if (auto measured_here = entry_tiles(read_table(table_path()), key)) return measured_here;
+  if (auto measured_here = entry_tiles(read_table(tuning_table_path()), key)) return measured_here;
   const char* tune = std::getenv("SINKLAB_TUNE");
   if (tune && std::string(tune) == "1") return std::nullopt;  // measure here what the shipped table holds
   return entry_tiles(read_table(shipped_tuning_table()), key);
@@ -103,9 +103,9 @@ namespace {
 void change_table(const std::function<void(nlohmann::json&)>& change) {
   std::error_code ec;
   std::filesystem::create_directories(kernel_cache_dir(), ec);
-  nlohmann::json table = read_table(table_path());
+  nlohmann::json table = read_table(tuning_table_path());
   change(table);
-  const auto temporary = table_path().string() + fmt::format(".{}.tmp", getpid());
+  const auto temporary = tuning_table_path().string() + fmt::format(".{}.tmp", getpid());
   {
     std::ofstream out(temporary);
     out << table.dump(1) << "\n";
@@ -114,7 +114,7 @@ void change_table(const std::function<void(nlohmann::json&)>& change) {
       return;
     }
   }
-  std::filesystem::rename(temporary, table_path(), ec);
+  std::filesystem::rename(temporary, tuning_table_path(), ec);
   if (ec) std::filesystem::remove(temporary, ec);
 }
 
@@ -173,7 +173,7 @@ void remember_tiles(const std::string& key, const KernelTiles& tiles) {
 }
 
 std::string failed_before(const std::string& gpu, const std::string& key, const kernels::CudaTiles& tiles) {
-  const nlohmann::json table = read_table(table_path());
+  const nlohmann::json table = read_table(tuning_table_path());
   if (!table.contains("failed") || !table.at("failed").is_array()) return {};
   const nlohmann::json wanted = tiles_json(tiles);
   for (const auto& f : table.at("failed")) {

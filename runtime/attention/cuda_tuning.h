@@ -31,6 +31,9 @@ struct KernelTiles {
   std::map<std::string, double> seconds = {};
 };
 
+// Where this machine's tuning table is: kernel_cache_dir()/tiles.json.
+std::filesystem::path tuning_table_path();
+
 // The tuning table's key of a variant on a GPU.
 std::string tuning_key(const std::string& gpu, const kernels::KernelSpec& spec, kernels::CudaStorage storage);
 
