@@ -15,6 +15,11 @@
 # time without the measurements (which the twin does not make). The twins
 # start once, warm up (and compile) for 3 steps, then time a round of as
 # many steps as sinklab's measured ones whenever asked (--serve).
+# Where the time goes, per operator and kernel: after the rounds, one more
+# sinklab run with --profile (its RUN/trace.json, 3 steps after 2 of warm-up),
+# and the twins' traces of 3 steps after their warm-up (torch.profiler), each
+# summed by `sinkc-runtime trace-table` into profile-tables.txt (and .json),
+# with each side's peak memory.
 #   bench/gpu_train_vs_pytorch.sh [--device cpu|cuda] [--tiny] [--rounds N] [BUILD_DIR=build-gpu] [OUT_DIR]
 # --tiny: a model small enough for a CPU (d 64, 2 layers, 8 x 128 tokens a
 # step, fp32, one thread each), compiled from bench/gpu_60m.sink with
@@ -81,8 +86,10 @@ def sinklab(r):
 def twin(compiled):
     args = [m["d"], m["layers"], m["heads"], m["ffn_hidden"], t["context"], t["batch"], m["vocab"], measured_steps,
             threads, t["device"], t["precision"], t["micro_batch"]]
-    return subprocess.Popen([sys.executable, "bench/pytorch_twin.py", "--serve", *(["--compile"] if compiled else []),
-                             *map(str, args)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    trace = f"--trace={out}/trace-{'compiled' if compiled else 'eager'}.json"
+    return subprocess.Popen([sys.executable, "bench/pytorch_twin.py", "--serve", trace,
+                             *(["--compile"] if compiled else []), *map(str, args)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
 
 def twin_round(p):
@@ -134,6 +141,39 @@ for r in range(rounds):
 for p in twins.values():
     p.stdin.close()
     p.wait()
+
+
+# The three profiles: sinklab's run with --profile (synchronised per part, so not among the timed rounds).
+def profiled_sinklab():
+    runs = f"{out}/runs-profile"
+    with open(f"{out}/runtime-profile.log", "w") as f:
+        subprocess.run([f"{build}/sinkc-runtime", "run", plans, "--run", "gpu_60m_throughput", "--profile",
+                        "--no-progress", "--out", runs], stdout=f, stderr=subprocess.STDOUT)
+    run = os.path.join(runs, next(d for d in os.listdir(runs) if d.startswith("gpu_60m_throughput-")))
+    return f"{run}/trace.json", json.load(open(f"{run}/summary.json")).get("peak_memory")
+
+
+sinklab_trace, sinklab_peak = profiled_sinklab()
+tables = {}
+with open(f"{out}/profile-tables.txt", "w") as text:
+    for name, path in [("sinklab", sinklab_trace), ("eager twin", f"{out}/trace-eager.json"),
+                       ("compiled twin", f"{out}/trace-compiled.json")]:
+        if not os.path.exists(path):
+            text.write(f"== {name}: no trace ({path})\n")
+            continue
+        table = subprocess.run([f"{build}/sinkc-runtime", "trace-table", path, "--steps", "3", "--json"],
+                               capture_output=True, text=True)
+        if table.returncode != 0:
+            text.write(f"== {name}: {table.stderr}\n")
+            continue
+        tables[name] = json.loads(table.stdout)
+        text.write(f"== {name}\n")
+        text.write(subprocess.run([f"{build}/sinkc-runtime", "trace-table", path, "--steps", "3"],
+                                  capture_output=True, text=True).stdout + "\n")
+json.dump(tables, open(f"{out}/profile-tables.json", "w"), indent=2)
+result["peak_memory"] = {"sinklab": sinklab_peak, **{f"{name}_twin_bytes": rows[-1][name].get("peak_memory_bytes")
+                                                    for name in twins}}
+json.dump(result, open(f"{out}/gpu_train_vs_pytorch.json", "w"), indent=2)
 print(f"d {m['d']}, {m['layers']} layers, {t['precision']}, batch {t['batch']} x {t['context']} in micro-batches of "
       f"{t['micro_batch']} on {t['device']}, {rounds} rounds of {measured_steps} steps, median (min-max):")
 for name in twins:
@@ -143,4 +183,5 @@ for name in twins:
 s = result["sigmoid_time_vs_softmax"]
 print(f"  sinklab, sigmoid without normalization ({result['sigmoid_attention']}): {s['median']:.2f}x the time of "
       f"softmax ({s['min']:.2f}-{s['max']:.2f})")
+print(f"  peak memory: {result['peak_memory']}; per-operator and per-kernel tables: {out}/profile-tables.txt")
 PY

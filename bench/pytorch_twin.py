@@ -12,7 +12,11 @@ it; the warm-up steps include its compile.
 AdamW is the fused one where this PyTorch has it for the device (CUDA >= 2.0,
 CPU >= 2.4), as sinklab's is.
 
-usage: pytorch_twin.py [--compile] [--rounds=N] [--serve] D LAYERS HEADS FFN CONTEXT BATCH VOCAB STEPS THREADS
+--trace=FILE: after the warm-up, 3 steps under torch.profiler, exported as a Chrome trace to FILE (which
+`sinkc-runtime trace-table FILE --steps 3` sums as it sums a sinklab run's own trace).
+
+usage: pytorch_twin.py [--compile] [--rounds=N] [--serve] [--trace=FILE]
+                       D LAYERS HEADS FFN CONTEXT BATCH VOCAB STEPS THREADS
                        [DEVICE [PRECISION [MICRO_BATCH]]]
        (DEVICE cpu | cuda, PRECISION fp32 | bf16; N rounds of STEPS steps, the median round reported.
        --serve: after the warm-up print {"ready": ...}, then time one round of STEPS steps for each line read
@@ -34,6 +38,7 @@ argv = [sys.argv[0]] + [a for a in sys.argv[1:] if not a.startswith("--")]
 compiled = "--compile" in flags
 rounds = next((int(f.split("=")[1]) for f in flags if f.startswith("--rounds=")), 1)
 serve = "--serve" in flags
+trace = next((f.split("=", 1)[1] for f in flags if f.startswith("--trace=")), None)
 d, layers, heads, ffn, context, batch, vocab, steps, threads = map(int, argv[1:10])
 device = argv[10] if len(argv) > 10 else "cpu"
 precision = argv[11] if len(argv) > 11 else "fp32"
@@ -144,9 +149,14 @@ def timed_round():
     return time.perf_counter() - t0
 
 
+def peak_memory():
+    return torch.cuda.max_memory_allocated() if device.startswith("cuda") else None
+
+
 def report(times):
     elapsed = sorted(times)[len(times) // 2]
-    print(json.dumps({"tokens_per_s": steps * batch * context / elapsed, "seconds": elapsed, "device": device,
+    print(json.dumps({"peak_memory_bytes": peak_memory(),
+                      "tokens_per_s": steps * batch * context / elapsed, "seconds": elapsed, "device": device,
                       "precision": precision, "micro_batch": micro, "sdpa": sdpa, "compile": compiled,
                       "optimizer": optimizer, "rounds": [steps * batch * context / t for t in times],
                       "torch": torch.__version__}), flush=True)
@@ -155,6 +165,15 @@ def report(times):
 for i in range(3):  # warm-up (and torch.compile's compilation)
     step(i)
 wait()
+if trace:
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device.startswith("cuda"):
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=activities) as profile:
+        for i in range(3):
+            step(i)
+        wait()
+    profile.export_chrome_trace(trace)
 if serve:
     print(json.dumps({"ready": True, "compile": compiled, "torch": torch.__version__}), flush=True)
     for _ in sys.stdin:

@@ -21,12 +21,14 @@
 //   3  evaluation and the attention maps under train.precision's autocast (a bf16 run's validation loss
 //      and sink metrics as its training steps compute them); gradient norms through _foreach_norm
 //   4  AdamW as one multi-tensor update per group (LibTorch's fused kernel on >= 2.4: other float rounding)
+//   5  the LM head and its loss a chunk of rows at a time, the gradient formed in the forward (other float
+//      rounding of the loss and of the head's and features' gradients)
 #pragma once
 #include <cstdint>
 
 namespace sink {
 
-inline constexpr int64_t kNumericsVersion = 4;
+inline constexpr int64_t kNumericsVersion = 5;
 
 // A completed run's numbers may differ from what this sinklab computes.
 // `recorded`: summary.json's numerics_version, 0 where it has none.

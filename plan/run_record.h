@@ -79,12 +79,14 @@ inline constexpr const char* kNumericsVersion = "numerics_version";
 // What the numbers came from: {"sinklab", "commit", "libtorch", "device_name", "attention_kernels"}
 // (the provenance namespace below).
 inline constexpr const char* kProvenance = "provenance";
+// {"bytes", "of"}: the most memory the run held and what was measured (runtime/training/peak_memory.h).
+inline constexpr const char* kPeakMemory = "peak_memory";
 
-inline constexpr std::array<std::string_view, 22> kKeys = {
-    kName,      kHash,       kStatus,     kReason,       kProcess,    kStepsDone,         kTokens,
-    kWallS,     kTrainWallS, kTokensPerS, kFinal,        kParameters, kAttentionBackend,  kThreads,
-    kDevice,    kPrecision,  kMicroBatch, kAutoSettings, kWorkers,    kTrainTokensUnique, kNumericsVersion,
-    kProvenance};
+inline constexpr std::array<std::string_view, 23> kKeys = {
+    kName,       kHash,       kStatus,     kReason,       kProcess,    kStepsDone,         kTokens,
+    kWallS,      kTrainWallS, kTokensPerS, kFinal,        kParameters, kAttentionBackend,  kThreads,
+    kDevice,     kPrecision,  kMicroBatch, kAutoSettings, kWorkers,    kTrainTokensUnique, kNumericsVersion,
+    kProvenance, kPeakMemory};
 }  // namespace summary
 
 // summary.json's "provenance".

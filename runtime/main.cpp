@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fmt/format.h>
+#include <fstream>
 #include <iostream>
 #include <string_view>
 #include <thread>
@@ -26,6 +27,7 @@
 #include "runtime/training/device.h"
 #include "runtime/training/provenance.h"
 #include "runtime/training/run_dir.h"
+#include "runtime/training/trace_table.h"
 #include "runtime/training/train.h"
 
 namespace fs = std::filesystem;
@@ -202,6 +204,20 @@ int export_command(const std::string& run_dir, const std::string& llama2c_file, 
   return 0;
 }
 
+int trace_table_command(const std::string& file, int64_t steps, bool as_json) {
+  std::ifstream in(file);
+  if (!in) throw std::runtime_error(fmt::format("{}: cannot be read", file));
+  nlohmann::json trace;
+  try {
+    trace = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(fmt::format("{}: not a JSON trace ({})", file, e.what()));
+  }
+  const nlohmann::json table = rt::trace_table(trace, steps);
+  fmt::print("{}", as_json ? table.dump(2) + "\n" : rt::trace_table_text(table));
+  return 0;
+}
+
 }  // namespace
 
 #ifndef SINKLAB_TORCH_PYTHON
@@ -242,7 +258,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 4096));
   run->add_flag("--no-progress", flags.no_progress, "no live progress line");
   run->add_flag("--profile", flags.profile,
-                "where each run's time went (data, forward, backward, optimizer, measurement, checkpoints): "
+                "where each run's time went (data, forward, backward, optimizer, measurement, checkpoints), and "
+                "per operator and GPU kernel over 3 steps after 2 of warm-up (LibTorch's profiler, RUN/trace.json): "
                 "printed, and written to RUN/profile.json; on a GPU each part is synchronised, which slows the run");
   run->add_option("--gpu", flags.gpu,
                   "cuda runs train on this GPU (default: torchrun's LOCAL_RANK, or 0; "
@@ -281,6 +298,17 @@ int main(int argc, char** argv) {
   export_cmd->add_option("--hf", hf_dir,
                          "DIR: a Hugging Face model folder (LLaMA, Mistral, GPT-NeoX, GPT-2 or OPT, for the softmax "
                          "models those classes compute exactly)");
+  std::string trace_file;
+  int64_t trace_steps = 1;
+  auto* trace_cmd =
+      app.add_subcommand("trace-table",
+                         "the top operators and GPU kernels of a profiler trace (Chrome format: a run's trace.json, "
+                         "or PyTorch's torch.profiler export), as `sinkc run --profile` sums its own");
+  trace_cmd->add_option("trace", trace_file, "the trace (JSON)")->required();
+  trace_cmd->add_option("--steps", trace_steps, "how many steps the trace covers (for the per-step counts)")
+      ->check(CLI::Range(1, 1 << 30));
+  bool trace_json = false;
+  trace_cmd->add_flag("--json", trace_json, "the table as JSON");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -291,6 +319,7 @@ int main(int argc, char** argv) {
     if (*run) return run_command(targets, flags);
     if (*measure) return rt::measure_command(mo);
     if (*export_cmd) return export_command(target, llama2c_file, hf_dir);
+    if (*trace_cmd) return trace_table_command(trace_file, trace_steps, trace_json);
   } catch (const c10::Error& e) {
     std::string what = e.what_without_backtrace();
     fmt::print(stderr, "sinkc: {}\n", what.substr(0, what.find('\n')));

@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "runtime/training/lm_head_loss.h"
+
 namespace sink::rt {
 namespace {
 
@@ -45,10 +47,11 @@ MemoryEstimate estimate_training_memory(const ModelConfig& m, int64_t context, P
   const double ffn_kept = gated(m.ffn) ? 4 : 2;
   double token_layer = 4 * 6 * d + bytes * (2 * heads * d_head + 2 * kv_heads * d_head + 2 * d + ffn_kept * hidden);
   if (m.attention.backend == Backend::reference) token_layer += heads * T * (8 + bytes);
-  // The logits in the compute precision, their fp32 copy for the loss, the
-  // saved log-softmax and the logits' gradient.
-  const double token_logits = vocab * (bytes + 12);
-  e.per_sequence_bytes = T * (layers * token_layer + token_logits);
+  // The LM head and its loss hold no batch's logits (runtime/training/lm_head_loss.h): per token only the
+  // features' gradient, formed in the forward; fixed, one chunk's logits in fp32 with its compute-precision
+  // copy and exponentials, and the head's fp32 gradient sum.
+  e.fixed_bytes += 3.0 * 4 * static_cast<double>(cross_entropy_chunk_rows(m.vocab) * m.vocab) + 4 * vocab * d;
+  e.per_sequence_bytes = T * (layers * token_layer + 4 * d);
   return e;
 }
 

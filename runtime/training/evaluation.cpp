@@ -5,22 +5,17 @@
 
 #include "plan/run_record.h"
 #include "runtime/measurement/measure.h"
+#include "runtime/training/lm_head_loss.h"
 #include "runtime/training/precision.h"
 
 namespace sink::rt {
 using json = nlohmann::json;
 namespace eval_key = run_record::eval;
 
-torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& cpu_targets, int64_t prefix) {
-  auto targets = cpu_targets.to(logits.device());
-  auto flat = logits.reshape({-1, logits.size(-1)});
-  if (prefix <= 1) return torch::nn::functional::cross_entropy(flat, targets.reshape({-1}));
-  // Target t (0-based input index) is token t+2 (1-based): inside the prefix when t + 2 <= prefix.
-  auto keep = torch::arange(targets.size(1), targets.options()) + 2 > prefix;
-  auto per = torch::nn::functional::cross_entropy(
-      flat, targets.reshape({-1}), torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
-  auto mask = keep.unsqueeze(0).expand_as(targets).reshape({-1}).to(per.dtype());
-  return (per * mask).sum() / mask.sum().clamp_min(1);
+torch::Tensor lm_loss(Transformer& model, const torch::Tensor& tokens, const torch::Tensor& cpu_targets,
+                      int64_t prefix) {
+  auto targets = cpu_targets.to(model.device);
+  return linear_cross_entropy(model.features(tokens), model.head_weight(), targets, mean_loss_weights(targets, prefix));
 }
 
 json evaluate(Transformer& model, const Batches& batches, const RunConfig& cfg) {
@@ -35,8 +30,7 @@ json evaluate(Transformer& model, const Batches& batches, const RunConfig& cfg) 
   int64_t chunks = 0;
   for (int64_t b = 0; b < n_valid; b += 16, ++chunks) {
     int64_t n = std::min<int64_t>(16, n_valid - b);
-    loss += lm_loss(model.forward(x.narrow(0, b, n)).logits, y.narrow(0, b, n), cfg.model.attention.prefix)
-                .to(torch::kDouble);
+    loss += lm_loss(model, x.narrow(0, b, n), y.narrow(0, b, n), cfg.model.attention.prefix).to(torch::kDouble);
   }
   m[eval_key::kValidLoss] = loss.item<double>() / double(std::max<int64_t>(1, chunks));
 

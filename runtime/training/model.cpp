@@ -251,7 +251,17 @@ std::pair<torch::Tensor, torch::Tensor> Transformer::rope_tables(int64_t T) {
   return {rope_cos_.narrow(0, 0, T), rope_sin_.narrow(0, 0, T)};
 }
 
-ForwardResult Transformer::forward(const torch::Tensor& tokens, bool probe, bool want_hidden) {
+ForwardResult Transformer::forward(const torch::Tensor& tokens, bool probe, bool hidden) {
+  ForwardResult r = trunk(tokens, probe, hidden);
+  r.logits = torch::linear(r.features, head_weight());
+  return r;
+}
+
+torch::Tensor Transformer::features(const torch::Tensor& tokens) { return trunk(tokens, false, false).features; }
+
+torch::Tensor Transformer::head_weight() { return cfg.tie_embeddings ? embed->weight : head->weight; }
+
+ForwardResult Transformer::trunk(const torch::Tensor& tokens, bool probe, bool want_hidden) {
   ForwardResult r;
   auto x = embed(tokens.to(device));  // batches are built on the CPU
   const int64_t B = x.size(0);
@@ -288,7 +298,7 @@ ForwardResult Transformer::forward(const torch::Tensor& tokens, bool probe, bool
   }
   if (final_norm) x = final_norm->forward(x);
   if (cfg.sink_token) x = x.narrow(1, 1, T - 1);
-  r.logits = cfg.tie_embeddings ? torch::matmul(x, embed->weight.t()) : head(x);
+  r.features = x;
   return r;
 }
 

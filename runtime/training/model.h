@@ -61,7 +61,8 @@ struct Block : torch::nn::Module {
 };
 
 struct ForwardResult {
-  torch::Tensor logits;                    // [B, T, vocab] (sink token removed)
+  torch::Tensor features;                  // [B, T, d] the LM head's input (after the final norm, sink token removed)
+  torch::Tensor logits;                    // [B, T, vocab], unless forward was asked for the features alone
   std::vector<torch::Tensor> attention;    // per layer [B, H, T', S] metric attention, when probing
   std::vector<torch::Tensor> hidden;       // per layer [B, T', d] (before the LN for post-norm), when asked
   std::vector<torch::Tensor> gates;        // per layer gate values [B, H, T', dh|1] when probing a gated model
@@ -73,6 +74,11 @@ struct ForwardResult {
 struct Transformer : torch::nn::Module {
   explicit Transformer(const ModelConfig& c, torch::Device device = torch::kCPU);
   ForwardResult forward(const torch::Tensor& tokens, bool probe = false, bool hidden = false);
+  // The LM head's input alone, no logits: for the loss, which applies the head a chunk at a time
+  // (runtime/training/lm_head_loss.h).
+  torch::Tensor features(const torch::Tensor& tokens);
+  // The LM head's matrix [vocab, d]: the embedding's when they are tied.
+  torch::Tensor head_weight();
   torch::Tensor distance_bias(int64_t T);  // ALiBi or T5 bucket bias by distance |i - j|: [H, T], or undefined
   // RoPE's cos and sin tables for positions 0..T-1, [T, d_head / 2] float on the model's device.
   std::pair<torch::Tensor, torch::Tensor> rope_tables(int64_t T);
@@ -90,6 +96,7 @@ struct Transformer : torch::nn::Module {
   std::shared_ptr<Norm> final_norm;
 
  private:
+  ForwardResult trunk(const torch::Tensor& tokens, bool probe, bool hidden);  // everything but the logits
   // Built once for the longest sequence seen and narrowed: each entry depends on its position alone, so a
   // longer table's first T rows are the T-row table bit for bit. Not parameters or buffers: never saved.
   // The same for the sinusoidal table and T5's bucket of each distance: on the device, so a step copies

@@ -24,11 +24,14 @@
 #include "runtime/training/live_events.h"
 #include "runtime/training/model.h"
 #include "runtime/training/optimizer.h"
+#include "runtime/training/peak_memory.h"
 #include "runtime/training/pending_losses.h"
 #include "runtime/training/precision.h"
 #include "runtime/training/run_dir.h"
 #include "runtime/training/run_ledger.h"
 #include "runtime/training/step_profile.h"
+#include "runtime/training/step_trace.h"
+#include "runtime/training/trace_table.h"
 
 namespace sink::rt {
 namespace fs = std::filesystem;
@@ -216,7 +219,7 @@ torch::Tensor accumulate_gradients(Training& t, int64_t step, DataParallel* work
       auto timed = profile.time(StepProfile::Forward);
       {
         AutocastScope autocast(t.cfg.train.precision, t.device);
-        loss = lm_loss(t.model->forward(x.narrow(0, at, n)).logits, y.narrow(0, at, n), t.cfg.model.attention.prefix);
+        loss = lm_loss(*t.model, x.narrow(0, at, n), y.narrow(0, at, n), t.cfg.model.attention.prefix);
       }
       loss = loss.to(torch::kFloat) * (static_cast<double>(n) / rows);
     }
@@ -272,14 +275,22 @@ json measurement(Training& t, Checkpoint& state, double lr, double elapsed, doub
   return m;
 }
 
-// profile.json in the run directory, and the same on stderr. A profile that cannot be written fails nothing.
-void write_profile(RunDir& dir, const StepProfile& profile, const std::string& run, int64_t steps) {
+// profile.json in the run directory (the parts, and the traced steps' table under "trace"), and the same on
+// stderr. A profile that cannot be written fails nothing.
+void write_profile(RunDir& dir, const StepProfile& profile, const StepTrace& trace, const std::string& run,
+                   int64_t steps) {
+  json written = profile.to_json(steps);
+  if (!trace.table().is_null()) written["trace"] = trace.table();
+  if (!trace.error().empty()) written["trace_error"] = trace.error(), dir.log("warning: " + trace.error());
   try {
-    write_atomically(dir.file("profile.json"), profile.to_json(steps).dump(2) + "\n");
+    write_atomically(dir.file("profile.json"), written.dump(2) + "\n");
   } catch (const std::exception& e) {
     dir.log(fmt::format("warning: profile.json not written: {}", e.what()));
   }
   fmt::print(stderr, "{}", profile.text(run, steps));
+  if (!trace.table().is_null())
+    fmt::print(stderr, "{}(the trace: {})\n", trace_table_text(trace.table()), dir.file("trace.json"));
+  if (!trace.error().empty()) fmt::print(stderr, "sinkc: warning: {}\n", trace.error());
 }
 
 }  // namespace
@@ -302,6 +313,8 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
     const int64_t steps = t.cfg.train.steps, first_step = state.step, tokens_per_step = t.tokens_per_step();
     const bool tty = options.progress && isatty(2);
     StepProfile profile(options.profile, t.device);
+    StepTrace trace(options.profile && claim.leader, t.device, first_step, steps);
+    const PeakMemory peak_memory(t.device);
     profile.start();
     const auto loop_start = Clock::now();
     auto last_progress = loop_start;
@@ -317,7 +330,8 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
       outside_training_s += std::chrono::duration<double>(Clock::now() - began).count();
     };
     auto finish = [&](RunStatus status, const std::string& reason = "") {
-      if (profile.enabled() && claim.leader) write_profile(dir, profile, plan.name, state.step - first_step);
+      if (profile.enabled() && claim.leader) write_profile(dir, profile, trace, plan.name, state.step - first_step);
+      if (auto peak = peak_memory.read(); !peak.is_null()) record.summary()[summary_key::kPeakMemory] = peak;
       return record.finish(status, reason);
     };
     PendingLosses pending;
@@ -325,6 +339,7 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
     for (int64_t step = state.step; step < steps; ++step) {
       if (options.stop_after >= 0 && step - first_step >= options.stop_after)
         return finish(RunStatus::Stopped, fmt::format("stopped after step {}", step));
+      trace.step_begins(step);
       const double lr = learning_rate(t.cfg.train, step);
       set_learning_rate(*t.opt, lr);
       pending.add(step, accumulate_gradients(t, step, workers, profile));
@@ -355,6 +370,7 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
         if (t.cfg.train.clip > 0) clip_gradient_norm(t.model->parameters(), t.cfg.train.clip);
         t.opt->step();
       }
+      trace.step_ended(step, dir.file("trace.json"));
       state.step = step + 1;
 
       const double elapsed = std::chrono::duration<double>(Clock::now() - loop_start).count();

@@ -1,7 +1,8 @@
 #!/bin/bash
 # bench/gpu_train_vs_pytorch.sh on the CPU (--device cpu --tiny, two rounds): sinklab's run loop and both
 # PyTorch twins, eager and compiled, in interleaved rounds, and the JSON with each ratio's median and range
-# (and the sigmoid run's time over softmax's).
+# (and the sigmoid run's time over softmax's); the three per-operator tables (a profiled sinklab run's trace and
+# the twins' torch.profiler traces, each summed by `sinkc-runtime trace-table`) and the peak memory.
 # It checks the script; its numbers say nothing about a GPU.
 #   tests/gpu/train_vs_pytorch_on_cpu.sh SOURCE_DIR BUILD_DIR WORK_DIR PYTHON
 # PYTHON: a Python with torch >= 2 (for torch.compile); exit 77 (skip) without it or without BUILD_DIR/sinkc.
@@ -25,5 +26,12 @@ for name in ("eager", "compiled"):
     assert 0 < s["min"] <= s["median"] <= s["max"], (name, s)
     assert all(row[name]["compile"] == (name == "compiled") for row in r["rounds"]), name
     assert all(row[name]["micro_batch"] == r["micro_batch"] for row in r["rounds"]), name
+import os
+tables = json.load(open(os.path.join(os.path.dirname(sys.argv[1]), "profile-tables.json")))
+assert set(tables) == {"sinklab", "eager twin", "compiled twin"}, tables.keys()
+for name, t in tables.items():
+    assert t["steps"] == 3 and t["wall_ms"] > 0 and t["operators"], (name, t)
+    assert any("mm" in row["name"] or "linear" in row["name"] for row in t["operators"]), (name, t["operators"])
+assert r["peak_memory"]["sinklab"]["bytes"] > 0, r["peak_memory"]
 print("ok: two interleaved rounds, ratios", r["ratio_vs_eager"]["median"], r["ratio_vs_compiled"]["median"])
 PY

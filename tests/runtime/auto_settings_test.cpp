@@ -49,7 +49,7 @@ TEST(AutoSettings, MicroBatchByGpuMemoryForThePaperPresets) {
   const sink::RunConfig small = preset("paper_60m"), large = preset("paper_1b");
   const std::vector<std::tuple<int64_t, int64_t, int64_t>> table = {
       // GiB, paper_60m, paper_1b
-      {24, 8, 1}, {40, 8, 1}, {48, 16, 2}, {80, 16, 4}, {94, 32, 8}, {141, 32, 8}};
+      {24, 16, 1}, {40, 32, 1}, {48, 32, 2}, {80, 64, 4}, {94, 64, 8}, {141, 128, 16}};
   for (auto [gib, micro_60m, micro_1b] : table) {
     EXPECT_EQ(micro_for(small, gpu(gib)), micro_60m) << gib << " GiB";
     EXPECT_EQ(micro_for(large, gpu(gib)), micro_1b) << gib << " GiB";
@@ -67,21 +67,21 @@ TEST(AutoSettings, MicroBatchByGpuMemoryForThePaperPresets) {
   EXPECT_EQ(micro_for(small, gpu(2048)), 0);
 }
 
-// Per worker: data parallel over 8 GPUs leaves 64 sequences each, which an 80 GiB GPU takes in passes of 16.
+// Per worker: data parallel over 8 GPUs leaves 64 sequences each, which a 24 GiB GPU takes in passes of 16.
 TEST(AutoSettings, MicroBatchDividesTheWorkersShare) {
   const sink::RunConfig cfg = preset("paper_60m");
-  EXPECT_EQ(micro_for(cfg, gpu(80), 8), 16);
-  EXPECT_EQ(micro_for(cfg, gpu(80), 32), 0);  // 16 each: one pass
+  EXPECT_EQ(micro_for(cfg, gpu(24), 8), 16);
+  EXPECT_EQ(micro_for(cfg, gpu(80), 8), 0);  // 64 each: one pass
   auto odd = sinktest::config_of(
       "experiment x extends paper_60m { train { batch = 24  precision = auto  micro_batch = auto } }");
-  EXPECT_EQ(micro_for(odd, gpu(40)), 12);  // 14 fit: the largest divisor of 24 below it
+  EXPECT_EQ(micro_for(odd, gpu(24)), 12);  // 16 to 23 fit: the largest divisor of 24 below that
 }
 
-// fp32 activations and logits are twice bf16's: smaller passes on the same GPU.
+// fp32 activations are twice bf16's: smaller passes on the same GPU.
 TEST(AutoSettings, Fp32NeedsSmallerPasses) {
   auto fp32 = sinktest::config_of("experiment x extends paper_60m { train { precision = fp32  micro_batch = auto } }");
-  EXPECT_EQ(micro_for(fp32, gpu(24)), 4);
-  EXPECT_EQ(micro_for(preset("paper_60m"), gpu(24)), 8);
+  EXPECT_EQ(micro_for(fp32, gpu(24)), 8);
+  EXPECT_EQ(micro_for(preset("paper_60m"), gpu(24)), 16);
   const auto half = sink::rt::estimate_training_memory(fp32.model, 2048, Precision::bf16);
   const auto full = sink::rt::estimate_training_memory(fp32.model, 2048, Precision::fp32);
   EXPECT_GT(full.per_sequence_bytes, half.per_sequence_bytes);
