@@ -31,7 +31,8 @@
 #   side on the one GPU until the budget ends; a run cut short keeps every measurement it made.
 #
 # OUT: gpu-check.log (every step's output), gpu-check.json (the preflight, each step's status and seconds,
-# every figure), cuda_check.txt, tiles.json, gpu_attention.txt (ours and the baselines), train_vs_pytorch.json; with --natural instead
+# every figure), cuda_check.txt, tiles.json, gpu_attention.txt (ours and the baselines), train_vs_pytorch.json,
+# train_profile.txt (the step's top operators and kernels beside both twins'); with --natural instead
 # <run>.summary.json and <run>.metrics.jsonl per run (scripts/gpu-results.sh OUT rebuilds run folders from
 # them for `sinkc diff` and `sinkc report`).
 # Exit: 0 every step passed; 1 a step failed or ran out of time; 2 usage or a missing input; 77 no CUDA
@@ -246,6 +247,9 @@ step gpu_attention 120 env SINKLAB_TUNE=0 build-gpu/bench/gpu_attention --repeat
 step train_vs_pytorch 210 bench/gpu_train_vs_pytorch.sh --rounds 2 build-gpu "$work/train-bench"
 [[ -f $work/train-bench/gpu_train_vs_pytorch.json ]] && cp "$work/train-bench/gpu_train_vs_pytorch.json" \
   "$out/train_vs_pytorch.json"
+# The three per-operator and per-kernel tables (sinklab's profiled run, the eager and compiled twins), made
+# after the timed rounds: a step cut short there keeps the ratios above.
+[[ -f $work/train-bench/profile-tables.txt ]] && cp "$work/train-bench/profile-tables.txt" "$out/train_profile.txt"
 # (Its own budget well inside the step's limit: a case it starts, torch.compile included, may take 30 s.)
 left=$((deadline - $(date +%s) - 60))
 baseline_budget=$((100 * budget / 570))
