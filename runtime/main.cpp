@@ -13,6 +13,7 @@
 #include "plan/numerics_version.h"
 #include "plan/run_config.h"
 #include "plan/run_record.h"
+#include "runtime/attention/cuda_driver.h"
 #include "runtime/attention/cuda_tuning.h"
 #include "runtime/data/batches.h"
 #include "runtime/data/tokenizer.h"
@@ -97,6 +98,7 @@ struct RunFlags {
   int jobs = 1;
   int64_t auto_threads = 0;
   int gpu = -1;
+  int gpu_share = 1;
 };
 
 // --jobs N: each run in a process of its own, a core share each by default.
@@ -117,6 +119,9 @@ int run_in_parallel(const std::vector<PlanFile>& plans, const RunFlags& flags) {
   std::vector<rt::SweepRun> runs;
   for (const auto& [path, plan] : plans)
     runs.push_back({path, fmt::format("{}/{}", flags.out, plan.dir_name()), plan.integer("train.steps")});
+  // Runs outnumbering the GPUs share them: each plans its passes for its share of a GPU's memory.
+  const int gpus = flags.gpu >= 0 ? 1 : options.gpus;
+  if (gpus > 0) options.gpu_share = rt::runs_per_gpu(flags.jobs, runs.size(), gpus);
   return rt::run_sweep(runs, options);
 }
 
@@ -153,6 +158,7 @@ int run_command(const std::vector<std::string>& targets, const RunFlags& flags) 
     ro.workers = workers.get();
     ro.auto_threads = flags.auto_threads;
     ro.gpu = flags.gpu;
+    ro.gpu_share = flags.gpu_share;
     auto r = rt::run_plan(plan, ro);
     if (leader) fmt::print("{}\n", result_line(r));
     if (r.status == status_name(RunStatus::Failed)) ++failures;
@@ -234,10 +240,17 @@ int main(int argc, char** argv) {
   setenv("OMP_WAIT_POLICY", "passive", 0);
   rt::single_threaded_blas();
   CLI::App app{"sinkc runtime commands"};
-  app.set_version_flag(
-      "--version", fmt::format("sinkc-runtime {} (commit {}, numerics version {}): LibTorch {}, CPU JIT {}, CUDA {}",
-                               sink::version(), rt::source_commit(), kNumericsVersion, TORCH_VERSION,
-                               kHaveJit ? "yes (LLVM ORC)" : "no", torch::cuda::is_available() ? "yes" : "no"));
+  // What is compiled in apart from what this machine has: a login node without a GPU runs the same install.
+  app.set_version_flag("--version", [] {
+    const size_t gpus = torch::cuda::is_available() ? torch::cuda::device_count() : 0;
+    return fmt::format(
+        "sinkc-runtime {} (commit {}, numerics version {}): LibTorch {}, CPU JIT {}, CUDA backend {}, {} GPU{} visible",
+        sink::version(), rt::source_commit(), kNumericsVersion, TORCH_VERSION, kHaveJit ? "yes (LLVM ORC)" : "no",
+        !rt::cuda::backend_compiled() ? "not compiled in"
+        : rt::cuda::nvrtc_available() ? "compiled in (NVRTC found)"
+                                      : "compiled in (NVRTC not found here)",
+        gpus, gpus == 1 ? "" : "s");
+  });
   app.require_subcommand(1);
   std::vector<std::string> targets;
   std::string target;
@@ -265,6 +278,10 @@ int main(int argc, char** argv) {
                   "cuda runs train on this GPU (default: torchrun's LOCAL_RANK, or 0; "
                   "with --jobs, each run at once a GPU of its own)")
       ->check(CLI::Range(0, 1023));
+  run->add_option("--gpu-share", flags.gpu_share,
+                  "runs training on this run's GPU at once: train.micro_batch = auto plans for 1/N of its memory "
+                  "(--jobs sets it for its runs when they outnumber the GPUs)")
+      ->check(CLI::Range(1, 1024));
 
   rt::MeasureOptions mo;
   auto* measure =

@@ -339,6 +339,8 @@ std::vector<std::string> nvrtc_candidates() {
   return names;
 }
 
+bool backend_compiled() { return true; }
+
 bool nvrtc_available(std::string* why) {
   const std::string& missing = nvrtc().missing;
   if (why) *why = missing;
@@ -458,6 +460,7 @@ const char* kMissing =
     "this sinkc-runtime was built without the CUDA toolkit (cuda.h, nvrtc.h were not found when it "
     "was configured): rebuild where the toolkit is (scripts/setup-gpu.sh)";
 }
+bool backend_compiled() { return false; }
 bool nvrtc_available(std::string* why) {
   if (why) *why = kMissing;
   return false;

@@ -40,6 +40,8 @@ class KernelModule {
 
 namespace cuda {
 
+// Whether this runtime was built with the CUDA backend (the toolkit's headers were found), whatever the machine.
+bool backend_compiled();
 // Whether NVRTC (and the driver, for a device) can be opened; `why` says what is missing.
 bool nvrtc_available(std::string* why = nullptr);
 

@@ -1,5 +1,6 @@
 #include "runtime/processes/sweep.h"
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <fmt/format.h>
@@ -23,6 +24,7 @@ pid_t start_child(const SweepRun& run, const SweepOptions& options, int slot) {
                                    "--auto-threads", std::to_string(options.threads_per_run)};
   argv.insert(argv.end(), options.flags.begin(), options.flags.end());
   if (options.gpus > 0) argv.insert(argv.end(), {"--gpu", std::to_string(slot % options.gpus)});
+  if (options.gpu_share > 1) argv.insert(argv.end(), {"--gpu-share", std::to_string(options.gpu_share)});
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
@@ -43,6 +45,11 @@ std::string short_name(const std::string& dir) {
 }
 
 }  // namespace
+
+int runs_per_gpu(int jobs, size_t runs, int gpus) {
+  const int at_once = static_cast<int>(std::min<size_t>(std::max(jobs, 1), std::max<size_t>(runs, 1)));
+  return gpus <= 1 ? at_once : (at_once + gpus - 1) / gpus;
+}
 
 int run_sweep(const std::vector<SweepRun>& runs, const SweepOptions& options) {
   install_interrupt_handlers();

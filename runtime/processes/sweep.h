@@ -22,7 +22,13 @@ struct SweepOptions {
   // --gpu k mod gpus, so `--jobs G` on a node with G GPUs trains one run per
   // GPU. 0: no --gpu (a CPU-only machine, or --gpu in flags).
   int gpus = 0;
+  // Runs that train on one GPU at once, passed as --gpu-share (runs_per_gpu below): 1 leaves it out.
+  int gpu_share = 1;
 };
+
+// How many of `jobs` runs at once share a GPU, with `runs` runs to train over `gpus` GPUs (0: all on one, the
+// one --gpu names): the most any GPU gets when the k-th run at once goes to GPU k mod gpus.
+int runs_per_gpu(int jobs, size_t runs, int gpus);
 
 // Exit status as `sinkc run`: 0 all completed or cached, 1 a run failed, 130 interrupted.
 int run_sweep(const std::vector<SweepRun>& runs, const SweepOptions& options);

@@ -55,6 +55,12 @@ MemoryEstimate estimate_training_memory(const ModelConfig& m, int64_t context, P
   return e;
 }
 
+DeviceFacts shared_by(const DeviceFacts& device, int runs) {
+  DeviceFacts share = device;
+  if (device.gpu && runs > 1) share.memory_bytes = device.memory_bytes / runs;
+  return share;
+}
+
 Precision resolve_precision(Precision asked, const DeviceFacts& device) {
   if (asked != Precision::auto_) return asked;
   return device.gpu && device.capability >= 80 ? Precision::bf16 : Precision::fp32;

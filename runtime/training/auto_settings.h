@@ -20,10 +20,16 @@ struct DeviceFacts {
   int capability = 0;        // compute capability, major * 10 + minor (80 = sm_80); 0 = unknown
 };
 
+// What one of `runs` processes training on one GPU at once may plan with: an
+// equal share of its memory (each process holds its own weights, optimizer
+// state and CUDA context, which the estimate's fixed part counts). runs <= 1,
+// or a CPU: the device as it is.
+DeviceFacts shared_by(const DeviceFacts& device, int runs);
+
 // The bytes one step holds on a GPU, from the model's shapes alone (not a
 // measurement): `fixed` for the weights, their gradients, AdamW's two
-// moments, the autocast copies and the CUDA context; `per_sequence` for the
-// activations kept for the backward and the logits with their gradient.
+// moments, the autocast copies, the CUDA context and one chunk of the LM
+// head's logits; `per_sequence` for the activations kept for the backward.
 struct MemoryEstimate {
   double parameters = 0;
   double fixed_bytes = 0;

@@ -73,11 +73,15 @@ Training set_up(const Plan& plan, const RunOptions& options, RunDir& dir, RunRec
   std::string auto_note;
   if (cfg.train.precision == Precision::auto_ || cfg.train.micro_batch_auto) {
     const int64_t rows = cfg.train.batch / (options.workers ? options.workers->size() : 1);
-    const ResolvedSettings resolved = resolve_auto_settings(cfg, rows, device_facts(t.device));
+    const ResolvedSettings resolved =
+        resolve_auto_settings(cfg, rows, shared_by(device_facts(t.device), options.gpu_share));
     cfg.train.precision = resolved.precision;
     cfg.train.micro_batch = resolved.micro_batch;
     cfg.train.micro_batch_auto = false;
     auto_note = resolved.note;
+    if (t.device.is_cuda() && options.gpu_share > 1)
+      auto_note += fmt::format(" (this run's 1/{} share of the GPU: {} runs train on it at once)", options.gpu_share,
+                               options.gpu_share);
   }
 
   t.data = std::make_unique<TokenData>(

@@ -22,6 +22,7 @@ struct RunOptions {
   bool profile = false;             // where the loop's time went: profile.json (runtime/training/step_profile.h)
   int64_t auto_threads = 0;         // threads when the plan says train.threads = 0; 0: the machine's default
   int gpu = -1;                     // --gpu N for cuda runs; -1: training_device chooses (runtime/training/device.h)
+  int gpu_share = 1;                // runs training on this run's GPU at once: micro_batch = auto plans for 1/N of it
   DataParallel* workers = nullptr;  // data-parallel workers (torchrun); null: this process alone
 };
 

@@ -77,6 +77,17 @@ TEST(AutoSettings, MicroBatchDividesTheWorkersShare) {
   EXPECT_EQ(micro_for(odd, gpu(24)), 12);  // 16 to 23 fit: the largest divisor of 24 below that
 }
 
+// Runs sharing a GPU plan for their share of its memory: four paper_60m runs on an 80 GiB GPU take the passes
+// one run takes on 20 GiB; a CPU is left as it is.
+TEST(AutoSettings, RunsSharingAGpuPlanForTheirShare) {
+  const sink::RunConfig cfg = preset("paper_60m");
+  EXPECT_EQ(sink::rt::shared_by(gpu(80), 4).memory_bytes, 20 * kGiB);
+  EXPECT_EQ(micro_for(cfg, sink::rt::shared_by(gpu(80), 4)), micro_for(cfg, gpu(20)));
+  EXPECT_LT(micro_for(cfg, sink::rt::shared_by(gpu(80), 4)), micro_for(cfg, gpu(80)));
+  EXPECT_EQ(sink::rt::shared_by(gpu(80), 1).memory_bytes, 80 * kGiB);
+  EXPECT_EQ(sink::rt::shared_by(DeviceFacts{}, 4).memory_bytes, 0);
+}
+
 // fp32 activations are twice bf16's: smaller passes on the same GPU.
 TEST(AutoSettings, Fp32NeedsSmallerPasses) {
   auto fp32 = sinktest::config_of("experiment x extends paper_60m { train { precision = fp32  micro_batch = auto } }");

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "runtime/processes/sweep.h"
 #include "runtime/training/run_dir.h"
 #include "runtime_test_util.h"
 
@@ -48,6 +49,18 @@ void expect_same_runs(const std::string& a, const std::string& b) {
       EXPECT_EQ(lines[k].at("alpha").dump(), other[k].at("alpha").dump()) << run;
     }
   }
+}
+
+// --jobs N over G GPUs: the k-th run at once goes to GPU k mod G, so a GPU holds at most ceil(N / G) runs;
+// fewer runs than jobs share less.
+TEST(Sweep, RunsPerGpuIsTheMostAnyGpuHolds) {
+  EXPECT_EQ(sink::rt::runs_per_gpu(4, 10, 1), 4);  // 4 at once on one GPU
+  EXPECT_EQ(sink::rt::runs_per_gpu(4, 10, 0), 4);  // --gpu K: all on that one
+  EXPECT_EQ(sink::rt::runs_per_gpu(4, 2, 1), 2);   // only 2 runs to train
+  EXPECT_EQ(sink::rt::runs_per_gpu(8, 20, 8), 1);  // a GPU each
+  EXPECT_EQ(sink::rt::runs_per_gpu(10, 20, 8), 2);
+  EXPECT_EQ(sink::rt::runs_per_gpu(16, 20, 8), 2);
+  EXPECT_EQ(sink::rt::runs_per_gpu(1, 20, 8), 1);
 }
 
 TEST(Sweep, TwoJobsGiveTheMetricsOfOne) {

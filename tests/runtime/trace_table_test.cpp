@@ -73,12 +73,9 @@ TEST(TraceTable, ReadsABareEventArrayAndAnEmptyTrace) {
 
 TEST(StepTrace, AProfiledRunWritesItsTraceAndTable) {
   TempDir out("trace");
-  auto plan = sinktest::plan_of("experiment traced extends micro { train.steps = 8 }");
-  RunOptions o;
-  o.out = out.str();
-  o.progress = false;
+  RunOptions o = sinktest::run_options(out.str());
   o.profile = true;
-  auto r = run_plan(plan, o);
+  auto r = run_plan(sinktest::plan_of("experiment traced extends micro { train.steps = 8 }"), o);
   ASSERT_EQ(r.status, "completed") << r.summary.dump(2);
   ASSERT_TRUE(fs::exists(r.dir + "/trace.json"));
   const json trace = json::parse(sinktest::read_file(r.dir + "/trace.json"));
@@ -98,11 +95,8 @@ TEST(StepTrace, AProfiledRunWritesItsTraceAndTable) {
 
 TEST(PeakMemory, ARunRecordsItsPeakResidentMemory) {
   TempDir out("peak");
-  auto plan = sinktest::plan_of("experiment peak extends micro { train.steps = 2 }");
-  RunOptions o;
-  o.out = out.str();
-  o.progress = false;
-  auto r = run_plan(plan, o);
+  auto r = run_plan(sinktest::plan_of("experiment peak extends micro { train.steps = 2 }"),
+                    sinktest::run_options(out.str()));
   ASSERT_EQ(r.status, "completed") << r.summary.dump(2);
   if (process_peak_resident_bytes() < 0) GTEST_SKIP() << "/proc/self/status has no VmHWM here";
   const json& peak = r.summary.at("peak_memory");
