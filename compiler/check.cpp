@@ -132,9 +132,8 @@ std::optional<Value> type_variant(const TypeSpec& spec, const ast::Expr& e, cons
   const TypeSpec::Form* form = spec.form(e.text);
   if (!form) {
     std::string guess = closest(e.text, names);
-    diags.error(
-        e.span, fmt::format("unknown value '{}' for '{}'", e.text, what),
-        guess.empty() ? fmt::format("expected one of {}", spec.describe()) : fmt::format("did you mean '{}'?", guess));
+    diags.error(e.span, fmt::format("unknown value '{}' for '{}'", e.text, what),
+                did_you_mean(e.text, guess, fmt::format("expected one of {}", spec.describe())));
     return std::nullopt;
   }
   Value out;
@@ -154,9 +153,9 @@ std::optional<Value> type_variant(const TypeSpec& spec, const ast::Expr& e, cons
         for (const auto& p : form->params) pnames.push_back(p.name);
         std::string guess = closest(name, pnames);
         diags.error(e.children[k].span, fmt::format("'{}' has no parameter '{}'", form->name, name),
-                    guess.empty() ? (pnames.empty() ? fmt::format("'{}' takes no arguments", form->name)
-                                                    : fmt::format("parameters: {}", fmt::join(pnames, ", ")))
-                                  : fmt::format("did you mean '{}'?", guess));
+                    did_you_mean(name, guess,
+                                 pnames.empty() ? fmt::format("'{}' takes no arguments", form->name)
+                                                : fmt::format("parameters: {}", fmt::join(pnames, ", "))));
         ok = false;
         continue;
       }
@@ -198,8 +197,7 @@ bool check_expr(const ast::Expr& e, const ExprRules& rules, const std::string& w
         if (v == e.text) return true;
       std::string guess = closest(e.text, rules.vars);
       diags.error(e.span, fmt::format("unknown variable '{}' in '{}'", e.text, what),
-                  guess.empty() ? fmt::format("variables: {}", fmt::join(rules.vars, ", "))
-                                : fmt::format("did you mean '{}'?", guess));
+                  did_you_mean(e.text, guess, fmt::format("variables: {}", fmt::join(rules.vars, ", "))));
       return false;
     }
     case Kind::Call: {
@@ -212,8 +210,7 @@ bool check_expr(const ast::Expr& e, const ExprRules& rules, const std::string& w
       if (!fn) {
         std::string guess = closest(e.text, names);
         diags.error(e.span, fmt::format("unknown function '{}' in '{}'", e.text, what),
-                    guess.empty() ? fmt::format("functions: {}", fmt::join(names, ", "))
-                                  : fmt::format("did you mean '{}'?", guess));
+                    did_you_mean(e.text, guess, fmt::format("functions: {}", fmt::join(names, ", "))));
         return false;
       }
       bool ok = true;
@@ -281,7 +278,7 @@ std::optional<Value> type_vector(const TypeSpec& spec, const ast::Expr& e, const
     options.push_back("ones");
     std::string guess = closest(e.text, options);
     diags.error(e.span, fmt::format("unknown value '{}' for '{}'", e.text, what),
-                guess.empty() ? fmt::format("expected {}", spec.describe()) : fmt::format("did you mean '{}'?", guess));
+                did_you_mean(e.text, guess, fmt::format("expected {}", spec.describe())));
     return std::nullopt;
   }
   if (!check_expr(e, rules, what, diags)) return std::nullopt;
@@ -338,9 +335,8 @@ std::optional<Value> type_value(const TypeSpec& spec, const ast::Expr& e, const 
         for (const auto& c : spec.choices)
           if (c == e.text) return Value::of_enum(c);
         std::string guess = closest(e.text, spec.choices);
-        diags.error(
-            e.span, fmt::format("unknown value '{}' for '{}'", e.text, what),
-            guess.empty() ? fmt::format("expected {}", spec.describe()) : fmt::format("did you mean '{}'?", guess));
+        diags.error(e.span, fmt::format("unknown value '{}' for '{}'", e.text, what),
+                    did_you_mean(e.text, guess, fmt::format("expected {}", spec.describe())));
         return std::nullopt;
       }
       return type_number(spec, e, what, diags);
@@ -366,9 +362,8 @@ std::optional<Value> type_value(const TypeSpec& spec, const ast::Expr& e, const 
       }
       std::string guess = closest(e.text, spec.choices);
       diags.error(e.span, fmt::format("unknown value '{}' for '{}'", e.text, what),
-                  !field_hint.empty() ? field_hint
-                  : guess.empty()     ? fmt::format("expected {}", spec.describe())
-                                      : fmt::format("did you mean '{}'?", guess));
+                  !field_hint.empty() ? Hint(field_hint)
+                                      : did_you_mean(e.text, guess, fmt::format("expected {}", spec.describe())));
       return std::nullopt;
     }
     case Type::String:
@@ -397,11 +392,11 @@ const Field* lookup(const std::string& path, Span span, Diagnostics& diags) {
   if (const Field* f = find_field(path)) return f;
   std::string block = path.substr(0, path.find('.'));
   auto blocks = block_names();
-  std::string hint;
+  Hint hint;
   if (std::find(blocks.begin(), blocks.end(), block) == blocks.end() && path.find('.') != std::string::npos) {
     std::string guess = closest(block, blocks);
-    hint = guess.empty() ? fmt::format("blocks: {}", fmt::join(blocks, ", "))
-                         : fmt::format("did you mean '{}'?", path.substr(0, 0) + guess + path.substr(block.size()));
+    hint = did_you_mean(path, guess.empty() ? "" : guess + path.substr(block.size()),
+                        fmt::format("blocks: {}", fmt::join(blocks, ", ")));
   } else {
     std::string guess = closest(path, field_paths());
     if (guess.empty() && path.find('.') == std::string::npos) {
@@ -409,7 +404,7 @@ const Field* lookup(const std::string& path, Span span, Diagnostics& diags) {
       for (const auto& f : schema())
         if (f.path.substr(f.path.find('.') + 1) == path) guess = f.path;
     }
-    if (!guess.empty()) hint = fmt::format("did you mean '{}'?", guess);
+    hint = did_you_mean(path, guess);
   }
   diags.error(span, fmt::format("unknown field '{}'", path), hint);
   return nullptr;
@@ -467,13 +462,11 @@ void check(Program& program, Diagnostics& diags) {
       for (const auto& [path, span] : x.blocks) {
         if (inside_bad(path) || std::find(blocks.begin(), blocks.end(), path) != blocks.end()) continue;
         bad.push_back(path);
-        std::string hint;
+        Hint hint;
         if (size_t dot = path.rfind('.'); dot != std::string::npos) {
           hint = fmt::format("blocks do not nest inside '{}'", path.substr(0, dot));
         } else {
-          std::string guess = closest(path, blocks);
-          hint = guess.empty() ? fmt::format("blocks: {}", fmt::join(blocks, ", "))
-                               : fmt::format("did you mean '{}'?", guess);
+          hint = did_you_mean(path, closest(path, blocks), fmt::format("blocks: {}", fmt::join(blocks, ", ")));
         }
         diags.error(span, fmt::format("unknown block '{}'", path), hint);
       }
@@ -485,7 +478,7 @@ void check(Program& program, Diagnostics& diags) {
         if (!field) {
           std::string guess = closest(axis.path, field_paths());
           diags.error(axis.path_span, fmt::format("sweep axis '{}' is not a field", axis.path),
-                      guess.empty() ? "" : fmt::format("did you mean '{}'?", guess));
+                      did_you_mean(axis.path, guess));
           continue;
         }
         if (std::find(seen.begin(), seen.end(), axis.path) != seen.end())

@@ -205,7 +205,7 @@ void resolve(Program& program, Diagnostics& diags) {
     if (it == program.experiments.end() || program.experiment(it->second).is_sweep) {
       std::string guess = closest(program.options.base, names);
       diags.error({}, fmt::format("--base: unknown preset '{}'", program.options.base),
-                  guess.empty() ? "" : fmt::format("did you mean '{}'?", guess));
+                  did_you_mean(program.options.base, guess));
     } else {
       base_override = it->second;
     }
@@ -238,8 +238,7 @@ void resolve(Program& program, Diagnostics& diags) {
       if (it == program.experiments.end()) {
         if (cur.module == ref.module && cur.index == ref.index) {
           std::string guess = closest(base, names);
-          diags.error(x.base_span, fmt::format("unknown preset or experiment '{}'", base),
-                      guess.empty() ? "" : fmt::format("did you mean '{}'?", guess));
+          diags.error(x.base_span, fmt::format("unknown preset or experiment '{}'", base), did_you_mean(base, guess));
         }
         ok = false;
         break;

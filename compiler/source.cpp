@@ -34,15 +34,50 @@ int SourceManager::find(const std::string& path) const {
   return -1;
 }
 
-void Diagnostics::error(Span span, std::string message, std::string hint) {
-  add({Severity::Error, span, std::move(message), std::move(hint)});
+Hint did_you_mean(std::string named, std::string meant, std::string otherwise) {
+  if (meant.empty()) return Hint(std::move(otherwise));
+  Hint hint("did you mean '" + meant + "'?");
+  hint.named = std::move(named);
+  hint.meant = std::move(meant);
+  return hint;
 }
 
-void Diagnostics::warning(Span span, std::string message, std::string hint) {
-  add({Severity::Warning, span, std::move(message), std::move(hint)});
+void Diagnostics::error(Span span, std::string message, Hint hint) {
+  add(Severity::Error, span, std::move(message), std::move(hint));
 }
 
-void Diagnostics::add(Diagnostic d) {
+void Diagnostics::warning(Span span, std::string message, Hint hint) {
+  add(Severity::Warning, span, std::move(message), std::move(hint));
+}
+
+// The text under the span is the tail of the quoted name (`dd` of 'model.dd', whose block is around it) or all of it:
+// it becomes the same tail of the meant name, where the two agree on the part before it ('model.'). A span that
+// begins with the name (a call) has the name replaced. Anything else (a span over other text, a meant name in another
+// block than the text's) gets no fix, only the hint.
+std::optional<FixIt> Diagnostics::fix_of(const Span& span, const Hint& hint) const {
+  if (hint.meant.empty() || !span.valid() || span.file >= sources_.count()) return std::nullopt;
+  if (span.col < 1 || span.end_line != span.line || span.end_col <= span.col) return std::nullopt;
+  const std::string line = sources_.file(span.file).line(span.line);
+  if (static_cast<size_t>(span.end_col - 1) > line.size()) return std::nullopt;
+  const std::string written = line.substr(span.col - 1, span.end_col - span.col);
+  const std::string& named = hint.named;
+  if (written.size() > named.size() && written.compare(0, named.size(), named) == 0) {
+    // A span over more than the name (a call: `sigmod(qk)`): the name at its start is what changes.
+    Span name_only = span;
+    name_only.end_col = span.col + static_cast<int>(named.size());
+    return FixIt{name_only, hint.meant};
+  }
+  if (written.size() > named.size() || named.compare(named.size() - written.size(), written.size(), written) != 0)
+    return std::nullopt;
+  const size_t around = named.size() - written.size();
+  if (hint.meant.size() < around || hint.meant.compare(0, around, named, 0, around) != 0) return std::nullopt;
+  std::string replacement = hint.meant.substr(around);
+  if (replacement.empty() || replacement == written) return std::nullopt;
+  return FixIt{span, std::move(replacement)};
+}
+
+void Diagnostics::add(Severity severity, Span span, std::string message, Hint hint) {
+  Diagnostic d{severity, span, std::move(message), std::move(hint.text), fix_of(span, hint)};
   // The same contradiction can surface once per run of a sweep; say it once.
   for (const auto& e : items_)
     if (e.message == d.message && e.span.file == d.span.file && e.span.line == d.span.line && e.span.col == d.span.col)
@@ -96,6 +131,8 @@ std::string Diagnostics::render(bool color) const {
       if (d->span.end_line == d->span.line && d->span.end_col > d->span.col) width = d->span.end_col - d->span.col;
       width = std::min(width, 120);
       out += std::string(green) + caret + "^" + std::string(width - 1, '~') + reset + "\n";
+      // The fix under the caret, as clang prints one: what the marked text becomes.
+      if (d->fix) out += std::string(green) + caret + printable(d->fix->replacement) + reset + "\n";
     }
     if (!d->hint.empty()) out += fmt::format("  {}hint:{} {}\n", green, reset, d->hint);
   }

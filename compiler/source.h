@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,18 +35,38 @@ class SourceManager {
 
 enum class Severity { Error, Warning };
 
+// An edit the checker is sure of: the text under `span` becomes `replacement`. The CLI prints it under the caret and
+// the language server offers it as a quick fix; neither reads it back out of the hint's prose.
+struct FixIt {
+  Span span;
+  std::string replacement;
+};
+
+// A diagnostic's hint. A "did you mean" (did_you_mean) also carries the name the message quotes and the one meant,
+// from which Diagnostics makes the FixIt: the part of the meant name that the text under the span stands for.
+struct Hint {
+  Hint() = default;
+  Hint(std::string text) : text(std::move(text)) {}  // NOLINT: a plain hint, as most are
+  Hint(const char* text) : text(text) {}             // NOLINT
+  std::string text;
+  std::string named, meant;
+};
+// "did you mean 'meant'?" with its fix; `otherwise` (a plain hint, maybe empty) where nothing comes close.
+Hint did_you_mean(std::string named, std::string meant, std::string otherwise = "");
+
 struct Diagnostic {
   Severity severity = Severity::Error;
   Span span;
   std::string message;
   std::string hint;  // e.g. "did you mean 'model.d'?"; may be empty
+  std::optional<FixIt> fix;
 };
 
 class Diagnostics {
  public:
   explicit Diagnostics(const SourceManager& sources) : sources_(sources) {}
-  void error(Span span, std::string message, std::string hint = "");
-  void warning(Span span, std::string message, std::string hint = "");
+  void error(Span span, std::string message, Hint hint = {});
+  void warning(Span span, std::string message, Hint hint = {});
   bool has_errors() const { return errors_ > 0; }
   int error_count() const { return errors_; }
   const std::vector<Diagnostic>& all() const { return items_; }
@@ -54,7 +75,8 @@ class Diagnostics {
   static constexpr int kMaxReported = 200;
 
  private:
-  void add(Diagnostic d);
+  void add(Severity severity, Span span, std::string message, Hint hint);
+  std::optional<FixIt> fix_of(const Span& span, const Hint& hint) const;
   const SourceManager& sources_;
   std::vector<Diagnostic> items_;
   int errors_ = 0;

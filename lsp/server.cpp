@@ -224,17 +224,24 @@ json Server::publish_diagnostics(const std::string& uri) {
         message = fmt::format("in {}:{}:{}: {}", program.sources.file(at.file).path, at.line, at.col, message);
       at = import_line;
     }
-    size_t begin = 0, end = 0;
-    if (at.file == own && at.line > 0) {
-      begin = line_start(doc.text, at.line) + static_cast<size_t>(std::max(0, at.col - 1));
-      const int end_line = at.end_line > 0 ? at.end_line : at.line;
-      end = line_start(doc.text, end_line) + static_cast<size_t>(std::max(0, at.end_col - 1));
-      begin = std::min(begin, doc.text.size()), end = std::min(std::max(end, begin), doc.text.size());
-    }
-    json item = {{"range", range(doc.text, begin, end)},
+    auto range_of = [&](const Span& span) {
+      size_t begin = 0, end = 0;
+      if (span.file == own && span.line > 0) {
+        begin = line_start(doc.text, span.line) + static_cast<size_t>(std::max(0, span.col - 1));
+        const int end_line = span.end_line > 0 ? span.end_line : span.line;
+        end = line_start(doc.text, end_line) + static_cast<size_t>(std::max(0, span.end_col - 1));
+        begin = std::min(begin, doc.text.size()), end = std::min(std::max(end, begin), doc.text.size());
+      }
+      return range(doc.text, begin, end);
+    };
+    json item = {{"range", range_of(at)},
                  {"severity", d.severity == Severity::Error ? 1 : 2},
                  {"source", "sinkc"},
                  {"message", d.hint.empty() ? message : message + "\n" + d.hint}};
+    // The checker's fix (the text under the range becomes this), which the client hands back with a code action
+    // request: LSP keeps a diagnostic's data between the two.
+    if (d.fix && d.fix->span.file == own)
+      item["data"] = {{"fix", {{"range", range_of(d.fix->span)}, {"newText", d.fix->replacement}}}};
     list.push_back(std::move(item));
   }
   return {{"jsonrpc", "2.0"},
@@ -270,37 +277,19 @@ json Server::formatting(const Document& doc) {
   return json::array({{{"range", range(doc.text, 0, doc.text.size())}, {"newText", *formatted}}});
 }
 
-// "unknown field 'model.dd' ... did you mean 'model.d'?" over the text `dd`: replace it with `d`, the part of the
-// suggestion that the text stands for (the rest is the blocks around it).
-json Server::code_actions(const Document& doc, const json& params) {
+// A quick fix for each diagnostic that carries the checker's fix (publish_diagnostics's data: the range and its new
+// text): "unknown field 'model.dd'" over the text `dd` becomes `d`.
+json Server::code_actions(const Document&, const json& params) {
   json actions = json::array();
   const json& diagnostics = field(field(params, "context"), "diagnostics");
   if (!diagnostics.is_array()) return actions;
   const std::string uri = string_field(field(params, "textDocument"), "uri");
   for (const auto& d : diagnostics) {
-    const json& message = field(d, "message");
-    const json& r = field(d, "range");
-    if (!message.is_string() || !r.is_object()) continue;
-    const std::string text = message.get<std::string>();
-    const size_t hint = text.find("did you mean '");
-    if (hint == std::string::npos) continue;
-    const size_t open = hint + 14, close = text.find('\'', open);
-    if (close == std::string::npos) continue;
-    const std::string suggestion = text.substr(open, close - open);
-    const json &start = field(r, "start"), &end = field(r, "end");
-    const size_t a = offset_of(doc.text, number_field(start, "line"), number_field(start, "character"), encoding_);
-    const size_t b = offset_of(doc.text, number_field(end, "line"), number_field(end, "character"), encoding_);
-    const std::string written = doc.text.substr(a, b > a ? b - a : 0);
-    std::string replacement = suggestion;
-    const size_t quoted = text.find('\''), quoted_end = text.find('\'', quoted + 1);
-    if (quoted < hint && quoted_end != std::string::npos) {
-      const std::string named = text.substr(quoted + 1, quoted_end - quoted - 1);  // as the checker spelled it
-      const size_t prefix = named.size() >= written.size() ? named.size() - written.size() : 0;
-      const bool same_blocks = suggestion.compare(0, prefix, named, 0, prefix) == 0;
-      if (named.compare(prefix, std::string::npos, written) == 0 && same_blocks)
-        replacement = suggestion.substr(prefix);
-    }
-    if (written.empty() || replacement.empty() || replacement == written) continue;
+    const json& fix = field(field(d, "data"), "fix");
+    const json &r = field(fix, "range"), &text = field(fix, "newText");
+    if (!r.is_object() || !text.is_string() || text.get<std::string>().empty())
+      continue;  // (no fix, or a client's own)
+    const std::string replacement = text.get<std::string>();
     json edit = {{"range", r}, {"newText", replacement}};
     actions.push_back({{"title", fmt::format("Change to '{}'", replacement)},
                        {"kind", "quickfix"},

@@ -4,7 +4,7 @@
 // completion (fields in the block at the cursor, values after `=`,
 // experiments after `extends`, import paths, score functions), go to
 // definition (`extends`, imports), document symbols, formatting, and a quick
-// fix for every diagnostic that says "did you mean".
+// fix for every diagnostic the checker gives a fix (a "did you mean").
 //
 // The server is a function from a message to the messages it sends back,
 // so tests and the fuzz target drive it without pipes; sinkc's main loop

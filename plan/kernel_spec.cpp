@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "plan/fnv1a.h"
 #include "plan/symbolic.h"
 
 namespace sink::kernels {
@@ -16,11 +17,7 @@ std::string KernelSpec::describe() const {
          (!online && is_shifted_exp(score, norm->name) ? " direct" : "");  // (the direct form, forced by a test)
 }
 
-std::string KernelSpec::hash() const {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : describe()) h = (h ^ c) * 0x100000001b3ull;
-  return fmt::format("{:016x}", h);
-}
+std::string KernelSpec::hash() const { return fnv1a_hex(describe()); }
 
 ExprNode KernelSpec::score_derivative() const { return simplify(derivative(score)); }
 

@@ -10,6 +10,7 @@
 #include <toml++/toml.h>
 
 #include "plan/expr_text.h"
+#include "plan/fnv1a.h"
 #include "plan/schema.h"
 
 namespace sink {
@@ -38,15 +39,7 @@ std::string field_lines(const Plan& plan, bool for_hash) {
 std::string Plan::canonical_text() const { return field_lines(*this, false); }
 std::string Plan::hashed_text() const { return field_lines(*this, true); }
 
-std::string Plan::hash() const {
-  // FNV-1a, 64 bit: stable across platforms and compilers, which std::hash is not.
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : hashed_text()) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return fmt::format("{:016x}", h);
-}
+std::string Plan::hash() const { return fnv1a_hex(hashed_text()); }
 
 namespace {
 

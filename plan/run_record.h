@@ -10,6 +10,18 @@
 
 namespace sink::run_record {
 
+// The files of a run directory that the runtime appends a line to as it trains, and results/ reads.
+namespace files {
+inline constexpr const char* kMetrics = "metrics.jsonl";  // one line per evaluation (the eval keys below)
+inline constexpr const char* kLosses = "losses.jsonl";    // one line per train.log_every steps (the loss keys below)
+}  // namespace files
+
+// A losses.jsonl line: the training loss of the step just taken (not a mean: the finer curve between evaluations).
+namespace loss {
+inline constexpr const char* kStep = "step";
+inline constexpr const char* kLoss = "loss";
+}  // namespace loss
+
 // metrics.jsonl, and `sinkc measure --format json` for the measurements.
 namespace eval {
 inline constexpr const char* kStep = "step";

@@ -83,6 +83,17 @@ std::vector<svg::Series> series_of(const ChartGroup& g, double (*value)(const Ev
   return out;
 }
 
+// The training loss as finely as the run logged it (losses.jsonl, every train.log_every steps); for a run that
+// logged none (one from before the file), the evaluations' means.
+std::vector<svg::Series> train_loss_series(const ChartGroup& g, std::vector<svg::Series> means) {
+  for (size_t k = 0; k < g.runs.size() && k < means.size(); ++k)
+    if (!g.runs[k]->losses.empty()) {
+      means[k].points.clear();
+      for (const auto& [step, loss] : g.runs[k]->losses) means[k].points.emplace_back(static_cast<double>(step), loss);
+    }
+  return means;
+}
+
 double train_loss(const Eval& e, int) { return e.train_loss; }
 double valid_loss(const Eval& e, int) { return e.valid_loss; }
 double sink_at(const Eval& e, int k) {
@@ -115,7 +126,8 @@ std::string curves_section(const std::vector<ChartGroup>& groups) {
   std::string out =
       "<section id=\"curves\">\n<h2>Training curves</h2>\n"
       "<p class=\"note\">x: training step. Seeds of a run share a color (other seeds dashed). "
-      "Train loss is the mean over the steps since the previous evaluation.</p>\n";
+      "Train loss is each logged step's (every train.log_every steps); in runs that logged none, the mean over the "
+      "steps since the previous evaluation.</p>\n";
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const ChartGroup& g = groups[gi];
     std::string charts;
@@ -125,8 +137,8 @@ std::string curves_section(const std::vector<ChartGroup>& groups) {
       svg::LineChart c{title, "training step", y_label, std::move(s), y_min, y_max};
       charts += figure(fmt::format("{}:{}", id, gi), svg::line_chart(c), caption);
     };
-    add("train_loss", "Train loss", "train loss (nats/token)", series_of(g, train_loss, 0), NAN, NAN,
-        "Cross-entropy on training batches.");
+    add("train_loss", "Train loss", "train loss (nats/token)", train_loss_series(g, series_of(g, train_loss, 0)), NAN,
+        NAN, "Cross-entropy on training batches.");
     add("valid_loss", "Validation loss", "valid loss (nats/token)", series_of(g, valid_loss, 0), NAN, NAN,
         "Cross-entropy on held-out sequences.");
     std::set<int> positions;

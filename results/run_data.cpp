@@ -181,7 +181,7 @@ RunData load_run(const std::string& dir) {
     throw ResultsError(e.what());
   }
   {
-    std::ifstream f(fs::path(dir) / "metrics.jsonl");
+    std::ifstream f(fs::path(dir) / run_record::files::kMetrics);
     std::string line;
     for (int n = 1; std::getline(f, line); ++n) {
       auto j = json::parse(line, nullptr, false);
@@ -189,6 +189,20 @@ RunData load_run(const std::string& dir) {
         r.evals.push_back(read_eval(j, fmt::format("{}/metrics.jsonl:{}", dir, n)));
     }
     std::stable_sort(r.evals.begin(), r.evals.end(), [](const Eval& a, const Eval& b) { return a.step < b.step; });
+  }
+  {
+    namespace loss_key = run_record::loss;
+    std::map<int64_t, double> by_step;  // (a step written twice, by a run resumed before truncating: the later)
+    std::ifstream f(fs::path(dir) / run_record::files::kLosses);
+    std::string line;
+    while (std::getline(f, line)) {
+      auto j = json::parse(line, nullptr, false);
+      if (j.is_discarded() || !j.is_object() || !j.contains(loss_key::kStep) || !j[loss_key::kStep].is_number_integer())
+        continue;  // a torn last line
+      const json& loss = j.value(loss_key::kLoss, json());
+      by_step[j[loss_key::kStep].get<int64_t>()] = loss.is_number() ? loss.get<double>() : NAN;
+    }
+    r.losses.assign(by_step.begin(), by_step.end());
   }
   if (std::ifstream mf(fs::path(dir) / "attention_maps.json"); mf) {
     json maps = json::parse(mf, nullptr, false);

@@ -9,6 +9,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "plan/plan.h"
@@ -59,8 +60,10 @@ struct RunData {
   std::string dir;  // the run directory; for NotRun, where it would be
   Plan plan;
   Status status = Status::NotRun;
-  std::string reason;         // summary.json's, for diverged/failed/stopped; for NotRun, a hint
-  std::vector<Eval> evals;    // in step order
+  std::string reason;       // summary.json's, for diverged/failed/stopped; for NotRun, a hint
+  std::vector<Eval> evals;  // in step order
+  // losses.jsonl: the training loss every train.log_every steps, in step order (empty in runs from before it).
+  std::vector<std::pair<int64_t, double>> losses;
   double tokens_per_s = NAN;  // the whole run's, from summary.json
   double wall_s = NAN;
   std::vector<AttentionMap> maps;  // written at the end of a run; empty before

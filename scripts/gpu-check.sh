@@ -59,6 +59,9 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/sinklab-gpu-check.XXXXXX")
 export work
 trap 'rm -rf "$work"' EXIT
 export SINKLAB_KERNEL_CACHE=${SINKLAB_KERNEL_CACHE:-$work/kernels}
+# The Hopper (wgmma) kernels are opt-in until a GPU call has verified them: this call is where they are verified, so
+# its cases and its tuning measure them (a crash or hang below sets 0 from there on).
+export SINKLAB_WGMMA=${SINKLAB_WGMMA:-tune}
 log=$out/gpu-check.log
 : > "$log"
 : > "$work/steps.jsonl"

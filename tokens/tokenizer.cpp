@@ -1,5 +1,6 @@
 #include "tokens/tokenizer.h"
 
+#include "plan/fnv1a.h"
 #include "plan/remove_tree.h"
 #include "plan/shell.h"
 
@@ -262,10 +263,9 @@ std::unique_ptr<Tokenizer> sentencepiece_model_tokenizer(const std::string& mode
 
 std::unique_ptr<Tokenizer> sentencepiece_tokenizer(const std::vector<std::string>& docs, int64_t vocab,
                                                    const std::string& cache_dir) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (const auto& d : docs)
-    for (unsigned char c : d) h = (h ^ c) * 0x100000001b3ull;
-  fs::path prefix = fs::path(cache_dir) / fmt::format("spm-{:016x}-{}", h, vocab);
+  Fnv1a h;
+  for (const auto& d : docs) h.add(d);
+  fs::path prefix = fs::path(cache_dir) / fmt::format("spm-{}-{}", h.hex(), vocab);
   if (!fs::exists(prefix.string() + ".model")) {
     fs::create_directories(cache_dir);
     fs::path text = prefix.string() + ".train.txt";

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/emit_cuda.h"
+#include "plan/fnv1a.h"
 #include "plan/installation.h"
 
 namespace sink::rt::cuda {
@@ -364,10 +365,8 @@ std::string loadable_image(const std::string& source, int arch) {
   int major = 0, minor = 0;
   if (nvrtc().version) nvrtc().version(&major, &minor);
   // Named by what decides the bytes: the source, the target and NVRTC's version.
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : fmt::format("{}\nsm_{} {} nvrtc {}.{}{}", source, target, machine_code ? "cubin" : "ptx",
-                                     major, minor, with_line_info() ? " lineinfo" : ""))
-    h = (h ^ c) * 0x100000001b3ull;
+  const uint64_t h = fnv1a(fmt::format("{}\nsm_{} {} nvrtc {}.{}{}", source, target, machine_code ? "cubin" : "ptx",
+                                       major, minor, with_line_info() ? " lineinfo" : ""));
   const fs::path file = kernel_cache_dir() / fmt::format("cuda-{:016x}.{}", h, machine_code ? "cubin" : "ptx");
   if (std::ifstream in{file, std::ios::binary}) {
     std::string image{std::istreambuf_iterator<char>(in), {}};

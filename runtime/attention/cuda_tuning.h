@@ -87,9 +87,16 @@ class MeasurementJournal {
 // later launch in the process fails, so the runs after the one it ended would only fail too (sinkc run stops).
 bool device_context_lost();
 
-// Whether the Hopper kernels may run where the GPU has them (SINKLAB_WGMMA is not 0): with 0 the tuning does not
-// measure them either (gpu-check sets it when the warpgroup tile products crashed or hung).
+// Whether the Hopper kernels may run where the GPU has them. They are opt-in until a GPU has verified them
+// (kHopperKernelsVerified): SINKLAB_WGMMA=tune makes them tuning candidates, 1 or overlap forces them (tiles_to_run),
+// 0 keeps them out even once verified. Where they are not allowed the tuning does not measure them either, and tiles
+// a table recorded for them run as the default tiles (gpu-check sets 0 when the warpgroup tile products crashed or
+// hung).
 bool hopper_kernels_allowed();
+
+// Whether a GPU call has verified the Hopper kernels (cuda_check's wgmma cases passed, no tuning failure): until
+// then a user's run never reaches them unless SINKLAB_WGMMA asks. The docs' measurements page holds the evidence.
+constexpr bool kHopperKernelsVerified = false;
 
 // Whether a variant's first use measures its tiles (SINKLAB_TUNE is not 0).
 bool tuning_enabled();
@@ -101,8 +108,9 @@ bool tuning_enabled();
 std::optional<kernels::CudaTiles> fused_backward(const KernelTiles& tiles, const kernels::KernelSpec& spec,
                                                  kernels::CudaStorage storage);
 
-// The tiles a launcher with these runs: the measured ones, unless SINKLAB_WGMMA says otherwise: 0 no Hopper kernel
-// (the default tiles where the table has one; no Hopper fused backward), 1 the Hopper kernels on a GPU of compute
+// The tiles a launcher with these runs: the measured ones, unless SINKLAB_WGMMA says otherwise: 0 (or unset, while
+// the Hopper kernels are unverified: hopper_kernels_allowed) no Hopper kernel (the default tiles where the table has
+// one; no Hopper fused backward), "tune" the table's as they are, 1 the Hopper kernels on a GPU of compute
 // capability 9.0, each waiting for its products (the measured one of each kernel if it is such a Hopper one, else the
 // first of kernels::cuda_hopper_candidates; no fused backward), "overlap" the same with the first overlapped forward,
 // as a profile compares them on the same shapes.

@@ -7,6 +7,7 @@
 
 #include "kernels/emit_llvm.h"
 #include "kernels/kernel_abi.h"
+#include "plan/fnv1a.h"
 #include "runtime/attention/generated_attention.h"
 #include "runtime/attention/jit.h"
 
@@ -34,8 +35,7 @@ void call(void* entry, const std::array<void*, N>& pointers, int64_t T, int64_t 
 Kernels compile_kernels(const kernels::KernelSpec& spec) {
   const std::string ir = kernels::emit_llvm(spec);
   // Keyed by the IR itself, so a changed generator never reuses a stale cached object.
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : ir) h = (h ^ c) * 0x100000001b3ull;
+  const uint64_t h = fnv1a(ir);
   const std::string key = fmt::format("{}-{:016x}", spec.hash(), h);
   Jit& jit = Jit::shared();
   return {jit.lookup(key, ir, std::string(kernels::abi::kForwardSymbol)),

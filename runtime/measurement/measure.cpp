@@ -46,7 +46,7 @@ SinkReport measure_model(Transformer& model, const torch::Tensor& inputs, const 
   torch::NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
-  ForwardResult f = model.forward(inputs, /*probe=*/true, /*hidden=*/massive);
+  ForwardResult f = model.probe(inputs, /*hidden=*/massive);
   if (was_training) model.train();
   // The metrics read tensors on the CPU, whatever device the model is on.
   for (auto* part : {&f.attention, &f.hidden, &f.gates, &f.sink_shares, &f.geometry})

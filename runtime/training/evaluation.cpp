@@ -53,7 +53,7 @@ json attention_maps(Transformer& model, const Batches& batches, const RunConfig&
   const int64_t T = std::min<int64_t>(32, cfg.measure.T);
   auto x = batches.measure_inputs(1, T, cfg.measure.input, bos);
   model.eval();
-  ForwardResult f = model.forward(x, /*probe=*/true);
+  ForwardResult f = model.probe(x);
   model.train();
   const bool k_column = cfg.model.key_column();
   std::vector<std::tuple<double, int64_t, int64_t>> heads;  // (alpha_1, layer, head)

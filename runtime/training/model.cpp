@@ -259,6 +259,8 @@ ForwardResult Transformer::forward(const torch::Tensor& tokens, bool probe, bool
 
 torch::Tensor Transformer::features(const torch::Tensor& tokens) { return trunk(tokens, false, false).features; }
 
+ForwardResult Transformer::probe(const torch::Tensor& tokens, bool hidden) { return trunk(tokens, true, hidden); }
+
 torch::Tensor Transformer::head_weight() { return cfg.tie_embeddings ? embed->weight : head->weight; }
 
 ForwardResult Transformer::trunk(const torch::Tensor& tokens, bool probe, bool want_hidden) {

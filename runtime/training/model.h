@@ -77,6 +77,8 @@ struct Transformer : torch::nn::Module {
   // The LM head's input alone, no logits: for the loss, which applies the head a chunk at a time
   // (runtime/training/lm_head_loss.h).
   torch::Tensor features(const torch::Tensor& tokens);
+  // A probed forward without the logits, which a measurement does not read (a [B, T, vocab] tensor).
+  ForwardResult probe(const torch::Tensor& tokens, bool hidden = false);
   // The LM head's matrix [vocab, d]: the embedding's when they are tied.
   torch::Tensor head_weight();
   torch::Tensor distance_bias(int64_t T);  // ALiBi or T5 bucket bias by distance |i - j|: [H, T], or undefined

@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <unistd.h>
 
+#include "plan/run_record.h"
+
 namespace sink::rt {
 namespace fs = std::filesystem;
 
@@ -139,16 +141,17 @@ void RunDir::write_summary(const nlohmann::json& j) const {
   if (writer_) write_atomically(file("summary.json"), j.dump(2) + "\n");
 }
 
-void RunDir::append_metrics(const nlohmann::json& j) {
-  if (!writer_) return;
-  std::ofstream f(file("metrics.jsonl"), std::ios::app);
+namespace {
+
+void append_line(const std::string& path, const nlohmann::json& j) {
+  std::ofstream f(path, std::ios::app);
   f << j.dump() << "\n";
   f.flush();
 }
 
-std::vector<nlohmann::json> read_metrics(const std::string& run_dir) {
+std::vector<nlohmann::json> read_lines(const std::string& path) {
   std::vector<nlohmann::json> out;
-  std::ifstream f(run_dir + "/metrics.jsonl");
+  std::ifstream f(path);
   std::string line;
   while (std::getline(f, line)) {
     auto j = nlohmann::json::parse(line, nullptr, false);
@@ -157,16 +160,36 @@ std::vector<nlohmann::json> read_metrics(const std::string& run_dir) {
   return out;
 }
 
-void RunDir::truncate_metrics(int64_t step) {
-  if (!writer_) return;
-  std::string kept;
-  for (const auto& j : read_metrics(path_))
-    if (j.value("step", int64_t{0}) <= step) kept += j.dump() + "\n";
-  write_atomically(file("metrics.jsonl"), kept);
+constexpr const char* kLineFiles[] = {run_record::files::kMetrics, run_record::files::kLosses};
+
+}  // namespace
+
+void RunDir::append_metrics(const nlohmann::json& j) {
+  if (writer_) append_line(file(run_record::files::kMetrics), j);
 }
 
-void RunDir::clear_metrics() {
-  if (writer_) write_atomically(file("metrics.jsonl"), "");
+void RunDir::append_loss(int64_t step, double loss) {
+  if (writer_)
+    append_line(file(run_record::files::kLosses), {{run_record::loss::kStep, step}, {run_record::loss::kLoss, loss}});
+}
+
+std::vector<nlohmann::json> read_metrics(const std::string& run_dir) {
+  return read_lines(run_dir + "/" + run_record::files::kMetrics);
+}
+
+void RunDir::truncate_lines(int64_t step) {
+  if (!writer_) return;
+  for (const char* name : kLineFiles) {
+    std::string kept;
+    for (const auto& j : read_lines(file(name)))
+      if (j.value("step", int64_t{0}) <= step) kept += j.dump() + "\n";
+    write_atomically(file(name), kept);
+  }
+}
+
+void RunDir::clear_lines() {
+  if (!writer_) return;
+  for (const char* name : kLineFiles) write_atomically(file(name), "");
 }
 
 void RunDir::log(const std::string& line) {

@@ -1,5 +1,6 @@
 // A run's directory, runs/<run>-<hash8>/: plan.toml, metrics.jsonl (one
-// flushed line per evaluation), summary.json (written atomically), log.txt,
+// flushed line per evaluation), losses.jsonl (one per train.log_every steps),
+// summary.json (written atomically), log.txt,
 // checkpoint/ (the latest state.pt and the one before, state.prev.pt).
 // Whatever is written survives a crash.
 #pragma once
@@ -69,9 +70,10 @@ class RunDir {
   static std::optional<nlohmann::json> read_summary(const std::string& run_dir);
   void write_summary(const nlohmann::json& j) const;
   void append_metrics(const nlohmann::json& j);
-  // Drops metric lines past `step` (a resumed run rewrites them).
-  void truncate_metrics(int64_t step);
-  void clear_metrics();
+  void append_loss(int64_t step, double loss);  // a losses.jsonl line
+  // Drops the metrics.jsonl and losses.jsonl lines past `step` (a resumed run rewrites them).
+  void truncate_lines(int64_t step);
+  void clear_lines();  // both files emptied: a run starting over
   void log(const std::string& line);
 
  private:

@@ -8,7 +8,6 @@
 #include <memory>
 #include <optional>
 #include <thread>
-#include <unistd.h>
 
 #include "plan/run_config.h"
 #include "plan/run_record.h"
@@ -27,6 +26,7 @@
 #include "runtime/training/peak_memory.h"
 #include "runtime/training/pending_losses.h"
 #include "runtime/training/precision.h"
+#include "runtime/training/progress.h"
 #include "runtime/training/run_dir.h"
 #include "runtime/training/run_ledger.h"
 #include "runtime/training/step_profile.h"
@@ -42,12 +42,6 @@ namespace summary_key = run_record::summary;
 using run_record::RunStatus;
 
 namespace {
-
-std::string duration(double s) {
-  if (s < 60) return fmt::format("{:.0f}s", s);
-  if (s < 3600) return fmt::format("{}m{:02}s", int(s) / 60, int(s) % 60);
-  return fmt::format("{}h{:02}m", int(s) / 3600, (int(s) % 3600) / 60);
-}
 
 // Everything a run trains with, built from its plan.
 struct Training {
@@ -173,7 +167,7 @@ class Checkpoints {
   Checkpoint restore_here() {
     std::error_code ec;
     if (!options_.resume || !(fs::exists(dir_.checkpoint(), ec) || fs::exists(dir_.previous_checkpoint(), ec))) {
-      dir_.clear_metrics();
+      dir_.clear_lines();
       return {};
     }
     auto resumed = load_latest_checkpoint(dir_.checkpoint(), dir_.previous_checkpoint(), *t_.model, t_.opt.get());
@@ -184,7 +178,7 @@ class Checkpoints {
       // previous slot, leaving one good checkpoint instead of two.
       dir_.set_aside_latest_checkpoint();
     }
-    dir_.truncate_metrics(resumed.state.step);
+    dir_.truncate_lines(resumed.state.step);
     dir_.log(fmt::format("resumed at step {}", resumed.state.step));
     return resumed.state;
   }
@@ -315,13 +309,13 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
     Checkpoint state = checkpoints.restore();
     if (state.step > 0) record.record_resumed();
     const int64_t steps = t.cfg.train.steps, first_step = state.step, tokens_per_step = t.tokens_per_step();
-    const bool tty = options.progress && isatty(2);
+    const TrainingProgress progress(plan.name, first_step, steps, tokens_per_step);
+    ProgressDisplay display(options.progress);
     StepProfile profile(options.profile, t.device);
     StepTrace trace(options.profile && claim.leader, t.device, first_step, steps);
     const PeakMemory peak_memory(t.device);
     profile.start();
     const auto loop_start = Clock::now();
-    auto last_progress = loop_start;
     double last_loss = NAN;
     // Measurements and checkpoints, timed always (two clock reads, no synchronisation): train_s leaves them out.
     double outside_training_s = 0;
@@ -353,7 +347,7 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
       const bool measure_due = final_step || (every > 0 && (step + 1) % every == 0);
       const bool checkpoint_due = final_step || (checkpoint_every > 0 && (step + 1) % checkpoint_every == 0);
       const bool log_due = final_step || (step + 1) % std::max<int64_t>(1, t.cfg.train.log_every) == 0;
-      const bool progress_due = tty && Clock::now() - last_progress > std::chrono::milliseconds(250);
+      const bool progress_due = display.redraw_due();
       // The losses are read when something shows or keeps them, and a
       // non-finite one is found there, before anything is written; between
       // those steps nothing waits for the GPU. Workers read (and agree) only
@@ -366,7 +360,6 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
           record.record_progress(*diverged_at, tokens_per_step);
           return finish(RunStatus::Diverged, fmt::format("non-finite loss at step {}", *diverged_at + 1));
         }
-        last_progress = Clock::now();
       }
       {
         auto timed = profile.time(StepProfile::Optimizer);
@@ -380,16 +373,14 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
       const double elapsed = std::chrono::duration<double>(Clock::now() - loop_start).count();
       // Training speed: the steps' own time, without the measurements and checkpoints.
       const double train_s = elapsed - outside_training_s;
-      const double tps = (state.step - first_step) * tokens_per_step / std::max(train_s, 1e-9);
-      const double eta = (steps - state.step) * tokens_per_step / std::max(tps, 1e-9);
-      std::string line = fmt::format("{} step {}/{} loss {:.4f} lr {:.2e} {:.1f}k tok/s ETA {}", plan.name, state.step,
-                                     steps, last_loss, lr, tps / 1000, duration(eta));
-      if (progress_due) fmt::print(stderr, "\r{:<100}", line);
+      const double tps = progress.tokens_per_second(state.step, train_s);
+      const std::string line = progress.line(state.step, last_loss, lr, train_s);
+      if (progress_due) display.redraw(line);
       if (log_due) {
         dir.log(line);
+        dir.append_loss(state.step, last_loss);
         events.step(state.step, last_loss);
-        // Without a terminal (a Slurm log, a pipe) the progress is a line at a steady interval instead.
-        if (options.progress && !tty) fmt::print(stderr, "{}\n", line);
+        display.logged(line);
       }
       if (measure_due) {
         json m;
@@ -409,13 +400,13 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
       if (checkpoint_due) write_checkpoint();
       if (stop && !final_step) {
         write_checkpoint();
-        if (tty) fmt::print(stderr, "\n");
+        display.finish_line();
         record.record_progress(state.step, tokens_per_step);
         return finish(RunStatus::Interrupted,
                       fmt::format("interrupted after step {}; continue with --resume", state.step));
       }
     }
-    if (tty) fmt::print(stderr, "\n");
+    display.finish_line();
     const bool bos = measures_with_bos(t.cfg.measure.bos, t.cfg.data);
     outside_training(StepProfile::Measurement, [&] {
       record.leader_writes([&] {

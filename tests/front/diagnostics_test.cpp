@@ -253,6 +253,48 @@ TEST(DiagAll, RenderedOutputIsSortedByLine) {
   EXPECT_EQ(lines, (std::vector<int>{2, 5, 7})) << rendered;
 }
 
+// ---- fixes -------------------------------------------------------------------
+
+// A "did you mean" carries its fix as data: the text under the span and what it becomes. Each applied to the spec
+// gives one that compiles, which is what the CLI shows and the language server's quick fix does.
+TEST(DiagFix, EachFixAppliedCompiles) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"experiment a extends tiny {\n  optim { weigth_decay = 0.5 }\n}\n", "weight_decay"},
+      {"experiment a extends tiny {\n  optmi.lr = 1e-3\n}\n", "optim.lr"},
+      {"experiment a extends tiny {\n  optmi { lr = 1e-3 }\n}\n", "optim"},
+      {"experiment a extends tiny {\n  weight_decay = 0.1\n}\n", "optim.weight_decay"},
+      {"experiment a extends tinny {}\n", "tiny"},
+      {"experiment a extends tiny {\n  attention { score = sigmod(qk) }\n}\n", "sigmoid"},
+      {"experiment a extends tiny {\n  attention { score = sigmoid(qq) }\n}\n", "qk"},
+      {"experiment a extends tiny {\n  model.norm = rmsnrom\n}\n", "rmsnorm"},
+  };
+  for (const auto& [text, replacement] : cases) {
+    SCOPED_TRACE(text);
+    auto c = compile_text(text);
+    ASSERT_EQ(c->diagnostics().all().size(), 1u) << c->diagnostics().render();
+    const sink::Diagnostic& d = c->diagnostics().all().front();
+    ASSERT_TRUE(d.fix.has_value()) << c->diagnostics().render();
+    EXPECT_EQ(d.fix->replacement, replacement);
+    // Applied: the span's bytes on its line replaced.
+    std::istringstream lines(text);
+    std::string fixed, line;
+    for (int n = 1; std::getline(lines, line); ++n) {
+      if (n == d.fix->span.line)
+        line = line.substr(0, d.fix->span.col - 1) + d.fix->replacement + line.substr(d.fix->span.end_col - 1);
+      fixed += line + "\n";
+    }
+    auto again = compile_text(fixed);
+    EXPECT_FALSE(again->diagnostics().has_errors()) << fixed << again->diagnostics().render();
+  }
+}
+
+// Nothing close: a hint listing what there is, and no fix.
+TEST(DiagFix, NoFixWithoutASuggestion) {
+  auto c = compile_text("experiment a extends tiny {\n  optim { zzzzzzzzzz = 1 }\n}\n");
+  ASSERT_EQ(c->diagnostics().all().size(), 1u);
+  EXPECT_FALSE(c->diagnostics().all().front().fix.has_value()) << c->diagnostics().render();
+}
+
 // ---- rendering ---------------------------------------------------------------
 
 TEST(DiagRender, SourceLineAndCaretUnderTheColumn) {
@@ -263,6 +305,7 @@ TEST(DiagRender, SourceLineAndCaretUnderTheColumn) {
                                "/test.sink:2:11: error: unknown field 'optim.weigth_decay'\n"
                                "    optim { weigth_decay = 0.5 }\n"
                                "            ^~~~~~~~~~~~\n"
+                               "            weight_decay\n"  // the fix, under what it replaces
                                "  hint: did you mean 'optim.weight_decay'?\n"
                                "1 error generated.\n";
   EXPECT_EQ(r, expected);

@@ -113,9 +113,33 @@ TEST(Lsp, DiagnosticsOnOpenAndOnEveryChange) {
   const json& edit = fixes[0]["edit"]["changes"][kUri][0];
   EXPECT_EQ(edit["newText"], "d");
   EXPECT_EQ(edit["range"], d[0]["range"]);
-  // An incremental edit: dd -> d.
+  // A diagnostic over a call (`sigmod(qk)`): the fix replaces the name alone, not the whole range.
   c.send("textDocument/didChange",
          {{"textDocument", {{"uri", kUri}, {"version", 2}}},
+          {"contentChanges", {{{"text", "experiment b extends tiny {\n  attention { score = sigmod(qk) }\n}\n"}}}}},
+         false);
+  json call = c.last_diagnostics();
+  ASSERT_EQ(call.size(), 1u) << call.dump(2);
+  fixes =
+      c.result("textDocument/codeAction",
+               {{"textDocument", {{"uri", kUri}}}, {"range", call[0]["range"]}, {"context", {{"diagnostics", call}}}});
+  ASSERT_EQ(fixes.size(), 1u) << fixes.dump(2);
+  const json& rename = fixes[0]["edit"]["changes"][kUri][0];
+  EXPECT_EQ(rename["newText"], "sigmoid");
+  EXPECT_EQ(rename["range"]["start"], call[0]["range"]["start"]);
+  EXPECT_EQ(rename["range"]["end"]["character"], call[0]["range"]["start"]["character"].get<int>() + 6);  // `sigmod`
+  // A client's diagnostic without the checker's data: no fix, and no error.
+  json foreign = call;
+  foreign[0].erase("data");
+  EXPECT_TRUE(c.result("textDocument/codeAction", {{"textDocument", {{"uri", kUri}}},
+                                                   {"range", call[0]["range"]},
+                                                   {"context", {{"diagnostics", foreign}}}})
+                  .empty());
+  c.send("textDocument/didChange",
+         {{"textDocument", {{"uri", kUri}, {"version", 3}}}, {"contentChanges", {{{"text", kSpec}}}}}, false);
+  // An incremental edit: dd -> d.
+  c.send("textDocument/didChange",
+         {{"textDocument", {{"uri", kUri}, {"version", 4}}},
           {"contentChanges",
            {{{"range", {{"start", {{"line", 4}, {"character", 10}}}, {"end", {{"line", 4}, {"character", 12}}}}},
              {"text", "d"}}}}},
@@ -123,7 +147,7 @@ TEST(Lsp, DiagnosticsOnOpenAndOnEveryChange) {
   EXPECT_TRUE(c.last_diagnostics().empty()) << c.last_diagnostics().dump(2);
   // A whole-text change with an error in an imported file's use: shown where it is.
   c.send("textDocument/didChange",
-         {{"textDocument", {{"uri", kUri}, {"version", 3}}},
+         {{"textDocument", {{"uri", kUri}, {"version", 5}}},
           {"contentChanges", {{{"text", "experiment b extends nope {}\n"}}}}},
          false);
   d = c.last_diagnostics();

@@ -16,6 +16,20 @@ fi
 python3 "$src/scripts/quickstart_verdict.py" "$work/table.json" quick_softmax quick_sigmoid | tee "$work/verdict.txt"
 tr '\n' ' ' < "$work/verdict.txt" | grep -q "noise bars (mean ± one standard deviation) are apart"
 
+# The report the quickstart writes: every run of the spec, and the train loss as finely as the runs logged it (every
+# train.log_every = 10 steps: 50 points a run), not only at the measurements.
+"$sinkc" report "$src/specs/quickstart.sink" --out "$work/runs" "${smaller[@]}" -o "$work/report.html"
+python3 - "$work/report.html" <<'PY'
+import re, sys
+html = open(sys.argv[1], encoding="utf-8").read()
+for run in ("quick_softmax", "quick_sigmoid"):
+    assert run in html, f"{run} is not in the report"
+start = html.index('data-chart="train_loss:')
+points = html[start:html.index("</figure>", start)].count("<circle")
+assert points >= 2 * 50, f"the train-loss chart has {points} points, not the logged losses' 100"
+print(f"ok: the report shows both runs, {points} train-loss points")
+PY
+
 # Bars that overlap: exit 1, and the text says the run does not show the contrast.
 cat > "$work/overlap.json" <<'JSON'
 {"rows": [{"run": "quick_softmax", "seeds": 2, "sink_1": 30.0, "sink_1_std": 20.0, "valid_loss": 2.30},

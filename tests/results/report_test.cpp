@@ -77,6 +77,33 @@ TEST(Report, OneSvgPerChartAndNothingFromTheNetwork) {
   EXPECT_NE(html.find("training step"), std::string::npos);
 }
 
+// The train-loss chart follows the loss as finely as a run logged it (losses.jsonl, every train.log_every steps),
+// not only the evaluations' means; a run from before the file keeps its means. A repeated step (a resumed run's)
+// counts once, at its later value, and a torn last line is skipped.
+TEST(Report, TrainLossFollowsTheLoggedLosses) {
+  TempDir tmp("report-losses");
+  const auto plans =
+      compile_plans("experiment fine extends micro {}\nexperiment coarse extends micro { optim.lr = 2e-3 }");
+  SyntheticRun fine{plan_named(plans, "fine"), "completed", "", curve(2, {})};
+  for (int64_t step = 2; step <= 20; step += 2) fine.losses.emplace_back(step, 5.0 - 0.1 * step);
+  fine.losses.emplace_back(20, 1.25);  // step 20 again: the later line counts
+  const std::string fine_dir = write_run(tmp.path, fine);
+  std::ofstream(fine_dir + "/losses.jsonl", std::ios::app) << "{\"step\": 22, \"lo";  // torn by a crash
+  write_run(tmp.path, {plan_named(plans, "coarse"), "completed", "", curve(2, {})});
+
+  const RunData loaded = load_run(fine_dir);
+  ASSERT_EQ(loaded.losses.size(), 10u);
+  EXPECT_EQ(loaded.losses.front(), (std::pair<int64_t, double>{2, 4.8}));
+  EXPECT_EQ(loaded.losses.back(), (std::pair<int64_t, double>{20, 1.25}));
+
+  const std::string html = render_report(load_run_folder(tmp.path), {});
+  const size_t chart = html.find("data-chart=\"train_loss:");
+  ASSERT_NE(chart, std::string::npos);
+  const std::string figure = html.substr(chart, html.find("</figure>", chart) - chart);
+  // fine's ten logged losses and coarse's two means, each a marker.
+  EXPECT_EQ(count(figure, "<circle"), 12u) << figure;
+}
+
 TEST(Report, ChartsHandleEdgeCases) {
   // A single point, a flat series, gaps: finite coordinates, no crash.
   svg::LineChart c{"t", "x", "y", {{"one", {{5, 1.0}}, 0, 0}, {"gap", {{1, 2.0}, {2, NAN}, {3, 2.0}, {4, 2.5}}, 1, 1}}};

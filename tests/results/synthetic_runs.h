@@ -1,6 +1,6 @@
 // Run directories with known numbers, written the way the runtime writes them
 // (runtime/training/train.cpp, runtime/training/run_dir.cpp): plan.toml, metrics.jsonl,
-// summary.json, log.txt. Shared by results_tests and results_fixture (the
+// losses.jsonl, summary.json, log.txt. Shared by results_tests and results_fixture (the
 // browser test's input), so that neither needs LibTorch or a real training.
 #pragma once
 #include "plan/numerics_version.h"
@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 #include <unistd.h>
+#include <utility>
 #include <vector>
 
 #include "compiler/pipeline.h"
@@ -79,7 +80,8 @@ struct SyntheticRun {
   std::string status = "completed";  // completed | diverged | failed | stopped | running (no summary.json yet)
   std::string reason;
   std::vector<EvalLine> evals;
-  int64_t numerics_version = kNumericsVersion;  // summary.json's, as this sinklab writes it; < 0: none recorded
+  int64_t numerics_version = kNumericsVersion;     // summary.json's, as this sinklab writes it; < 0: none recorded
+  std::vector<std::pair<int64_t, double>> losses;  // losses.jsonl's (step, loss); empty: no file, as in older runs
 };
 
 // Writes folder/<run>-<hash8>/ and returns its path.
@@ -90,6 +92,12 @@ inline std::string write_run(const std::string& folder, const SyntheticRun& r) {
   std::ofstream(dir / "plan.toml") << to_toml(r.plan);
   std::ofstream metrics(dir / "metrics.jsonl");
   for (const auto& e : r.evals) metrics << e.json().dump() << "\n";
+  if (!r.losses.empty()) {
+    std::ofstream losses(dir / sink::run_record::files::kLosses);
+    for (const auto& [step, loss] : r.losses)
+      losses << nlohmann::json{{sink::run_record::loss::kStep, step}, {sink::run_record::loss::kLoss, loss}}.dump()
+             << "\n";
+  }
   std::ofstream(dir / "log.txt") << "run " << r.plan.name << "\n";
   if (r.status != "running") {
     nlohmann::json s = {{"name", r.plan.name}, {"hash", r.plan.hash()}, {"status", r.status}, {"wall_s", 12.5}};

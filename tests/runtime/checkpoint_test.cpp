@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <sys/resource.h>
 
+#include "results/run_data.h"
 #include "runtime/training/checkpoint.h"
 #include "runtime/training/run_dir.h"
 #include "runtime/training/train.h"
@@ -25,7 +26,8 @@ namespace fs = std::filesystem;
 namespace {
 
 // 16 steps, a checkpoint every 4, an evaluation every 2.
-const char* kSpec = "experiment faults extends micro { train { steps = 16  checkpoint_every = 4 }  measure.every = 2 }";
+const char* kSpec =
+    "experiment faults extends micro { train { steps = 16  checkpoint_every = 4  log_every = 3 }  measure.every = 2 }";
 
 RunOptions options(const std::string& out) {
   RunOptions o;
@@ -115,6 +117,20 @@ TEST(Checkpoint, ACorruptLatestFallsBackToThePrevious) {
   // Steps 5..16 again give what the uninterrupted run gave.
   expect_same_final(straight.summary["final"], resumed.summary["final"]);
   EXPECT_EQ(read_metrics(resumed.dir).size(), 8u);  // 2, 4, ..., 16: the lines past step 4 rewritten once
+  // losses.jsonl likewise: the loss every 3 steps and at the last, each step once, the same losses as straight.
+  const auto straight_losses = sink::results::load_run(straight.dir).losses;
+  const auto resumed_losses = sink::results::load_run(resumed.dir).losses;
+  const std::vector<int64_t> logged = {3, 6, 9, 12, 15, 16};
+  ASSERT_EQ(straight_losses.size(), logged.size());
+  ASSERT_EQ(resumed_losses.size(), logged.size());
+  for (size_t k = 0; k < logged.size(); ++k) {
+    EXPECT_EQ(straight_losses[k].first, logged[k]);
+    EXPECT_EQ(resumed_losses[k].first, logged[k]);
+    EXPECT_NEAR(straight_losses[k].second, resumed_losses[k].second, 1e-6) << "step " << logged[k];
+  }
+  int lines = 0;
+  for (char c : sinktest::read_file(dir.file("losses.jsonl"))) lines += c == '\n';
+  EXPECT_EQ(lines, 6) << "the lines past the checkpoint's step 4 written once, not twice";
   // The bad file is kept aside, and two good checkpoints are on disk again.
   EXPECT_EQ(sinktest::read_file(dir.file("checkpoint/state.bad.pt")).size(), whole.size() / 2);
   EXPECT_EQ(step_in(dir.checkpoint()), 16);

@@ -29,6 +29,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sys/mman.h>
 #include <thread>
 #include <ucontext.h>
@@ -37,6 +38,7 @@
 #include <vector>
 
 #include "kernels/kernel_abi.h"
+#include "plan/fnv1a.h"
 #include "plan/installation.h"
 #include "plan/remove_tree.h"
 #include "runtime/attention/cuda_attention.h"
@@ -353,9 +355,8 @@ inline std::string host_compiler_launcher() {
 // compiled with each source, as the result is the same; so it is with SINKLAB_EMULATION_PCH=0 (to compare them).
 inline std::filesystem::path precompiled_emulation_header(const std::string& header) {
   if (const char* wanted = std::getenv("SINKLAB_EMULATION_PCH"); wanted && std::string(wanted) == "0") return {};
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : header + kHostCompileOptions) h = (h ^ c) * 0x100000001b3ull;
-  const std::filesystem::path dir = sink::kernel_cache_dir() / fmt::format("emulation-header-{:016x}", h);
+  const std::filesystem::path dir =
+      sink::kernel_cache_dir() / ("emulation-header-" + sink::fnv1a_hex(header + kHostCompileOptions));
   std::error_code ec;
   if (std::filesystem::exists(dir / "cuda_on_cpu.h.gch", ec)) return dir;
   std::filesystem::create_directories(sink::kernel_cache_dir(), ec);
@@ -517,6 +518,25 @@ inline rt::KernelModules cpu_emulated_modules(ThreadOrder order = ThreadOrder::T
           },
           false, nullptr, [arch](const torch::Device&) { return arch; }};
 }
+
+// SINKLAB_WGMMA=tune for one test's scope, and back: the Hopper kernels are opt-in until a GPU call has verified
+// them (runtime/attention/cuda_tuning.h's hopper_kernels_allowed), and the tests that check them opt in.
+class HopperKernelsOptedIn {
+ public:
+  HopperKernelsOptedIn() {
+    if (const char* before = std::getenv("SINKLAB_WGMMA")) before_ = before;
+    setenv("SINKLAB_WGMMA", "tune", 1);
+  }
+  ~HopperKernelsOptedIn() {
+    if (before_)
+      setenv("SINKLAB_WGMMA", before_->c_str(), 1);
+    else
+      unsetenv("SINKLAB_WGMMA");
+  }
+
+ private:
+  std::optional<std::string> before_;
+};
 
 // SINKLAB_KERNEL_CACHE pointed at a fresh folder for one test, and back.
 class KernelCacheHere {

@@ -29,6 +29,7 @@ kernels::CudaStorage layout(torch::ScalarType dtype) {
 // of its own.
 SixteenBitResult hopper_kernels(const Variant& v, torch::ScalarType dtype, const KernelTiles& tiles,
                                 const std::string& loader, const std::function<std::string(std::string)>& edit = {}) {
+  const HopperKernelsOptedIn opted_in;
   const auto spec = spec_of(v);
   remember_tiles(tuning_key("CPU emulation", spec, layout(dtype)), tiles);
   KernelModules modules = cpu_emulated_modules(ThreadOrder::Ascending, 90);
@@ -37,9 +38,13 @@ SixteenBitResult hopper_kernels(const Variant& v, torch::ScalarType dtype, const
     modules.load = [edit](const std::string& source, const torch::Device&) -> std::shared_ptr<KernelModule> {
       return std::make_shared<CpuEmulatedModule>(host_compiled(edit(source)), ThreadOrder::Ascending, 90);
     };
-  return measure_sixteen_bit(
+  SixteenBitResult result = measure_sixteen_bit(
       [&](const kernels::KernelSpec& s, const AttentionCall& call) { return cuda_attention(s, call, modules); }, v,
       dtype);
+  // The Hopper kernels ran, not the default ones in their place (which would pass as well, and check nothing).
+  const std::string in_use = cuda_launcher(spec, torch::zeros({1, 1, v.T, v.D}, dtype), modules)->kernels_in_use();
+  EXPECT_NE(in_use.find("wgmma"), std::string::npos) << in_use;
+  return result;
 }
 // The three kernels of one Hopper candidate's tiles.
 SixteenBitResult hopper_kernels(const Variant& v, torch::ScalarType dtype, const kernels::CudaTiles& hopper,
@@ -361,6 +366,7 @@ TEST(CudaKernels, HopperWideTilesSpillNothing) {
 // them; at 96 it waits for them first: both forms.
 TEST(CudaKernels, HopperFusedBackwardNeedsEveryBarrierAndWait) {
   SKIP_WITHOUT_HOST_COMPILER();
+  const HopperKernelsOptedIn opted_in;
   for (int64_t d : {32, 96}) {
     const Variant v{.name = fmt::format("softmax, T 150, d_head {}", d), .T = 150, .D = d};  // 3 blocks, 3 tiles
     SCOPED_TRACE(v.name);
@@ -444,8 +450,9 @@ TEST(CudaKernels, HopperFusedBackwardSpillsNothing) {
 
 // SINKLAB_WGMMA overrides the table, as a profile compares the two: 1 runs the Hopper kernels where none was
 // measured (on compute capability 9.0 alone), each waiting for its products, "overlap" with the overlapped forward,
-// 0 runs the default ones where the table has Hopper ones; with SINKLAB_FUSED_DQ=1 besides, 1 runs the fused Hopper
-// backward; right every way.
+// 0 runs the default ones where the table has Hopper ones, "tune" the table's; unset, the table's only once the
+// Hopper kernels are verified (until then no user's run reaches code no GPU ran); with SINKLAB_FUSED_DQ=1 besides, 1
+// runs the fused Hopper backward; right every way.
 TEST(CudaKernels, HopperKernelsCanBeForcedOnOrOff) {
   SKIP_WITHOUT_HOST_COMPILER();
   const KernelCacheHere cache("sinklab-hopper-forced");
@@ -460,9 +467,13 @@ TEST(CudaKernels, HopperKernelsCanBeForcedOnOrOff) {
     const char* fused_dq = "";  // SINKLAB_FUSED_DQ: 1 the Hopper fused backward where the Hopper kernels run
     bool runs_hopper_fused = false;
   };
-  const Case cases[] = {{"1", 90, false, true, false},           {"1", 80, false, false, false},
-                        {"overlap", 90, false, true, true},      {"1", 90, true, true, false},
-                        {"0", 90, true, false, false},           {"", 90, true, true, true},
+  const Case cases[] = {{"1", 90, false, true, false},
+                        {"1", 80, false, false, false},
+                        {"overlap", 90, false, true, true},
+                        {"1", 90, true, true, false},
+                        {"0", 90, true, false, false},
+                        {"tune", 90, true, true, true},
+                        {"", 90, true, kHopperKernelsVerified, kHopperKernelsVerified},
                         {"1", 90, false, true, false, "1", true}};
   for (const Case& c : cases) {
     SCOPED_TRACE(fmt::format("SINKLAB_WGMMA='{}', SINKLAB_FUSED_DQ='{}', sm_{}, table {}", c.say, c.fused_dq, c.arch,

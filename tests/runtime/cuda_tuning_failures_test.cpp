@@ -118,6 +118,7 @@ const kernels::KernelSpec kSoftmax = spec_of({.name = "softmax", .T = 40, .D = 6
 // candidates are measured as before.
 TEST(CudaTuningDeathTest, TilesAProcessDiedMeasuringAreNotMeasuredAgain) {
   GTEST_FLAG_SET(death_test_style, "fast");  // (the child needs the parent's kernel cache folder)
+  const HopperKernelsOptedIn opted_in;       // (the Hopper tiles are measured where a user opted in)
   const KernelCacheHere cache("sinklab-tuning-died");
   const auto candidates = kernels::cuda_tile_candidates(kSoftmax, kStorage);
   ASSERT_GE(candidates.size(), 3u);
@@ -154,6 +155,7 @@ TEST(CudaTuningDeathTest, TilesAProcessDiedMeasuringAreNotMeasuredAgain) {
 // GPU (which never crashed) still measures the Hopper ones.
 TEST(CudaTuningDeathTest, OneHopperCrashLeavesOutEveryHopperTilesOnThatGpu) {
   GTEST_FLAG_SET(death_test_style, "fast");
+  const HopperKernelsOptedIn opted_in;  // (the Hopper tiles are measured where a user opted in)
   const KernelCacheHere cache("sinklab-tuning-hopper-died");
   const auto hopper_fused = kernels::cuda_hopper_fused_candidates(kSoftmax, kStorage);
   ASSERT_EQ(hopper_fused.size(), 1u);
@@ -254,17 +256,22 @@ TEST(CudaTuning, AMeasurementThatHangsIsSaid) {
 }
 
 // SINKLAB_WGMMA=0 (what gpu-check sets when the warpgroup tile products crash or hang) keeps the tuning from
-// measuring Hopper tiles at all, not only from running them.
-TEST(CudaTuning, WgmmaZeroMeasuresNoHopperTiles) {
+// measuring Hopper tiles at all, not only from running them; so does leaving it unset while no GPU has verified the
+// Hopper kernels (a user's first run never measures, and so never keeps, code that never ran); "tune" measures them.
+TEST(CudaTuning, HopperTilesAreMeasuredOnlyWhereAllowed) {
   const KernelCacheHere cache("sinklab-tuning-no-wgmma");
   const auto wgmma = [](const std::string& s) { return s.find(", wgmma") != std::string::npos; };
-  Launches without, with;
+  Launches zero, unset, tune;
   setenv("SINKLAB_WGMMA", "0", 1);
-  first_forward(kSoftmax, stand_in_modules("no wgmma", kSoftmax, "Stand-in H100", without.recorder()));
+  first_forward(kSoftmax, stand_in_modules("no wgmma", kSoftmax, "Stand-in H100", zero.recorder()));
   unsetenv("SINKLAB_WGMMA");
-  first_forward(kSoftmax, stand_in_modules("wgmma", kSoftmax, "Stand-in H200", with.recorder()));
-  EXPECT_FALSE(without.any(wgmma));
-  EXPECT_TRUE(without.any([](const std::string& s) { return s.find(" | forward 128x") != std::string::npos; }))
+  first_forward(kSoftmax, stand_in_modules("wgmma unset", kSoftmax, "Stand-in H100 NVL", unset.recorder()));
+  setenv("SINKLAB_WGMMA", "tune", 1);
+  first_forward(kSoftmax, stand_in_modules("wgmma", kSoftmax, "Stand-in H200", tune.recorder()));
+  unsetenv("SINKLAB_WGMMA");
+  EXPECT_FALSE(zero.any(wgmma));
+  EXPECT_TRUE(zero.any([](const std::string& s) { return s.find(" | forward 128x") != std::string::npos; }))
       << "the mma.sync candidates measured";
-  EXPECT_TRUE(with.any(wgmma));
+  EXPECT_EQ(unset.any(wgmma), kHopperKernelsVerified);
+  EXPECT_TRUE(tune.any(wgmma));
 }
