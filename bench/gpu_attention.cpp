@@ -23,7 +23,7 @@
 #include <torch/version.h>
 
 #include "bench/gpu_attention_cases.h"
-#include "kernels/emit_cuda.h"
+#include "kernels/cuda/emit_cuda.h"
 #include "runtime/attention/attention_backend.h"
 #include "runtime/attention/cuda_attention.h"
 #include "tests/runtime/jit_variants.h"

@@ -20,7 +20,7 @@
 #include <string>
 
 #include "bench/gpu_attention_cases.h"
-#include "kernels/emit_cuda.h"
+#include "kernels/cuda/emit_cuda.h"
 #include "runtime/attention/cuda_driver.h"
 #include "tests/runtime/cuda_machine_code.h"
 

@@ -9,8 +9,8 @@
 
 #include "cli/targets.h"
 #include "compiler/format.h"
-#include "kernels/emit_cuda.h"
-#include "kernels/emit_llvm.h"
+#include "kernels/cuda/emit_cuda.h"
+#include "kernels/llvm/emit_llvm.h"
 #include "plan/schema.h"
 
 namespace sink::cli {
@@ -56,7 +56,44 @@ int compile_file(Compilation& c, const std::string& file, const CommonOptions& c
   return compile_files(c, {file}, common);
 }
 
-int check(const std::vector<std::string>& targets, const CommonOptions& common) {
+namespace {
+
+// Writes the checker's fixes into the files named (never an imported or standard-library file), each through a
+// temporary file and a rename. Exit 2 where one cannot be written.
+int write_fixes(const std::vector<std::string>& targets, const CommonOptions& common) {
+  Compilation c(common.options());
+  for (const auto& f : spec_files(targets))
+    if (!c.add_file(f)) {
+      fmt::print(stderr, "sinkc: cannot read '{}'\n", f);
+      return 2;
+    }
+  c.run();
+  for (const auto& path : spec_files(targets)) {
+    const int id = c.program().sources.find(path);
+    if (id < 0) continue;
+    int applied = 0;
+    const std::string& text = c.program().sources.file(id).text;
+    const std::string fixed = apply_fixes(text, id, c.diagnostics().all(), &applied);
+    if (applied == 0) continue;
+    const std::string tmp = path + ".fix.tmp";
+    std::ofstream(tmp, std::ios::binary | std::ios::trunc) << fixed;
+    std::error_code ec;
+    fs::rename(tmp, path, ec);
+    if (ec) {
+      fmt::print(stderr, "sinkc: cannot write {}: {}\n", path, ec.message());
+      fs::remove(tmp, ec);
+      return 2;
+    }
+    fmt::print("fixed {}: {} change{}\n", path, applied, applied == 1 ? "" : "s");
+  }
+  return 0;
+}
+
+}  // namespace
+
+int check(const std::vector<std::string>& targets, const CommonOptions& common, bool fix) {
+  if (fix)
+    if (int rc = write_fixes(targets, common); rc != 0) return rc;
   Compilation c(common.options());
   if (int rc = compile_files(c, targets, common); rc != 0) return rc;
   const std::vector<std::string> files = spec_files(targets);

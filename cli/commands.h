@@ -16,8 +16,9 @@ struct CommonOptions {
   Options options() const { return {stdlib, overrides, base}; }
 };
 
-// Exit status: 0 clean, 1 spec errors, 2 usage or I/O.
-int check(const std::vector<std::string>& files, const CommonOptions& common);
+// Exit status: 0 clean, 1 spec errors, 2 usage or I/O. `fix`: first apply the checker's fixes (each "did you mean")
+// to the files named, in place, then check them again.
+int check(const std::vector<std::string>& files, const CommonOptions& common, bool fix = false);
 // `runs`: --run names or patterns (plan/plan.h's run_answers_to); one that matches no run is exit 2.
 int plan(const std::string& file, const std::vector<std::string>& runs, const std::string& format,
          const CommonOptions& common);

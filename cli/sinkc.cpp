@@ -16,10 +16,10 @@
 #include "cli/tokenize.h"
 #include "cli/torchrun.h"
 #include "lsp/server.h"
-#include "plan/installation.h"
-#include "plan/shell.h"
 #include "results/data_table.h"
 #include "results/metrics.h"
+#include "support/installation.h"
+#include "support/shell.h"
 
 namespace fs = std::filesystem;
 
@@ -168,6 +168,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> check_files;
   auto* check = app.add_subcommand("check", "parse, resolve and type-check specs; all diagnostics at once");
   check->add_option("files", check_files, "spec files")->required();
+  bool check_fix = false;
+  check->add_flag("--fix", check_fix, "apply each \"did you mean\" to the files first, then check them again");
   add_common(check);
 
   std::string plan_file, plan_format = "toml";
@@ -415,7 +417,7 @@ int main(int argc, char** argv) {
       return sink::cli::format(fmt_targets, fmt_check   ? sink::cli::FormatMode::Check
                                             : fmt_write ? sink::cli::FormatMode::Write
                                                         : sink::cli::FormatMode::Print);
-    if (*check) return sink::cli::check(check_files, common);
+    if (*check) return sink::cli::check(check_files, common, check_fix);
     if (*plan) return sink::cli::plan(plan_file, plan_runs, plan_format, common);
     if (*fields) return sink::cli::fields(fields_format, common);
     if (*compile) return sink::cli::compile(compile_file, compile_out, common);

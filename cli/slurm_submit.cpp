@@ -17,7 +17,7 @@
 #include "plan/numerics_version.h"
 #include "plan/plan.h"
 #include "plan/run_record.h"
-#include "plan/shell.h"
+#include "support/shell.h"
 
 namespace sink::cli {
 

@@ -1,6 +1,6 @@
 #include "cli/torchrun.h"
 
-#include "plan/shell.h"
+#include "support/shell.h"
 
 #include <arpa/inet.h>
 #include <cstdio>

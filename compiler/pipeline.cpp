@@ -6,7 +6,7 @@
 #include "compiler/lower.h"
 #include "compiler/parse.h"
 #include "compiler/resolve.h"
-#include "plan/installation.h"
+#include "support/installation.h"
 
 namespace sink {
 

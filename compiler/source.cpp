@@ -141,6 +141,37 @@ std::string Diagnostics::render(bool color) const {
   return out;
 }
 
+std::string apply_fixes(const std::string& text, int file, const std::vector<Diagnostic>& diagnostics, int* applied) {
+  std::vector<size_t> line_starts{0};
+  for (size_t i = 0; i < text.size(); ++i)
+    if (text[i] == '\n') line_starts.push_back(i + 1);
+  struct Edit {
+    size_t begin, end;
+    const std::string* replacement;
+  };
+  std::vector<Edit> edits;
+  for (const Diagnostic& d : diagnostics) {
+    if (!d.fix || d.fix->span.file != file || d.fix->span.line < 1) continue;
+    const Span& s = d.fix->span;
+    if (s.line > static_cast<int>(line_starts.size()) || s.end_line != s.line) continue;
+    const size_t begin = line_starts[s.line - 1] + s.col - 1, end = line_starts[s.line - 1] + s.end_col - 1;
+    if (end > text.size() || end <= begin) continue;
+    edits.push_back({begin, end, &d.fix->replacement});
+  }
+  std::sort(edits.begin(), edits.end(), [](const Edit& a, const Edit& b) { return a.begin < b.begin; });
+  std::string out;
+  size_t at = 0;
+  int count = 0;
+  for (const Edit& e : edits) {
+    if (e.begin < at) continue;  // overlaps the one before
+    out += text.substr(at, e.begin - at) + *e.replacement;
+    at = e.end;
+    ++count;
+  }
+  if (applied) *applied = count;
+  return out + text.substr(at);
+}
+
 int edit_distance(const std::string& a, const std::string& b) {
   std::vector<int> prev(b.size() + 1), cur(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) prev[j] = static_cast<int>(j);

@@ -83,6 +83,11 @@ class Diagnostics {
   int dropped_ = 0;
 };
 
+// `text` (the source file `file`) with every fix of `diagnostics` in it applied; fixes that overlap an earlier one
+// are left out (fixing one may change what the other meant). `applied` counts those applied.
+std::string apply_fixes(const std::string& text, int file, const std::vector<Diagnostic>& diagnostics,
+                        int* applied = nullptr);
+
 // Edit distance, for "did you mean" hints.
 int edit_distance(const std::string& a, const std::string& b);
 // The closest candidate within a distance that scales with the word, or "".

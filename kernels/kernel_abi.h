@@ -34,7 +34,7 @@ consteval size_t slot(const std::array<std::string_view, N>& params, std::string
   throw "not an argument of this kernel";
 }
 
-// The CUDA kernels (kernels/emit_cuda.h): the pointers, then kCudaSizes.
+// The CUDA kernels (kernels/cuda/emit_cuda.h): the pointers, then kCudaSizes.
 // Each works on [B x H] slices of [T, D] rows; stats are [2, T] per slice.
 inline constexpr std::array<std::string_view, 9> kCudaForward = {"q",     "k",    "v", "g",    "kstar",
                                                                  "vstar", "sink", "o", "stats"};

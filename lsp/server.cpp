@@ -5,7 +5,7 @@
 #include <set>
 
 #include "compiler/format.h"
-#include "plan/installation.h"
+#include "support/installation.h"
 
 namespace sink::lsp {
 namespace fs = std::filesystem;

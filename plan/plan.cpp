@@ -10,8 +10,8 @@
 #include <toml++/toml.h>
 
 #include "plan/expr_text.h"
-#include "plan/fnv1a.h"
 #include "plan/schema.h"
+#include "support/fnv1a.h"
 
 namespace sink {
 

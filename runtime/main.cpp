@@ -9,7 +9,6 @@
 #include <string_view>
 #include <thread>
 
-#include "plan/installation.h"
 #include "plan/numerics_version.h"
 #include "plan/run_config.h"
 #include "plan/run_record.h"
@@ -30,6 +29,7 @@
 #include "runtime/training/run_dir.h"
 #include "runtime/training/trace_table.h"
 #include "runtime/training/train.h"
+#include "support/installation.h"
 
 namespace fs = std::filesystem;
 using namespace sink;

@@ -15,8 +15,8 @@
 #include <thread>
 #include <unistd.h>
 
-#include "plan/installation.h"
-#include "plan/remove_tree.h"
+#include "support/installation.h"
+#include "support/remove_tree.h"
 #include "tokens/documents.h"
 
 namespace sink::tokens {

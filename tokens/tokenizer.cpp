@@ -1,8 +1,8 @@
 #include "tokens/tokenizer.h"
 
-#include "plan/fnv1a.h"
-#include "plan/remove_tree.h"
-#include "plan/shell.h"
+#include "support/fnv1a.h"
+#include "support/remove_tree.h"
+#include "support/shell.h"
 
 #include <algorithm>
 #include <cstdio>

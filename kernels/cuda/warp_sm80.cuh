@@ -28,7 +28,7 @@ __device__ __forceinline__ unsigned shared_address(const void* p) {
 }
 
 // The block's dynamic shared memory as the kernel's struct of shared arrays: the launch asks for BYTES (the
-// host's count, kernels/emit_cuda.cpp), and past 48 KiB, which no static array may pass, the function opts in.
+// host's count, kernels/cuda/emit_cuda.cpp), and past 48 KiB, which no static array may pass, the function opts in.
 // A struct aligned past 16 bytes (the Hopper kernels' swizzled tiles: 1024, what the swizzle's address bits
 // assume) starts at the next such boundary, for which the launch asks alignof - 16 bytes more.
 template <typename Shared, int BYTES>

@@ -4,13 +4,13 @@
 #include <fmt/format.h>
 #include <torch/version.h>
 
-#include "kernels/emit_llvm.h"
-#include "plan/kernel_spec.h"
+#include "kernels/kernel_spec.h"
+#include "kernels/llvm/emit_llvm.h"
 #include "runtime/attention/attention.h"
 #if SINKLAB_HAVE_JIT
 #include "runtime/attention/jit_attention.h"
 #endif
-#include "kernels/emit_cuda.h"
+#include "kernels/cuda/emit_cuda.h"
 #include "runtime/attention/cuda_attention.h"
 #include "runtime/attention/generated_attention.h"
 

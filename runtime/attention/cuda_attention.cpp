@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "kernels/emit_cuda.h"
+#include "kernels/cuda/emit_cuda.h"
 #include "kernels/kernel_abi.h"
 #include "runtime/attention/cuda_tuning.h"
 #include "runtime/attention/generated_attention.h"

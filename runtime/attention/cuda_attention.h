@@ -1,4 +1,4 @@
-// Attention through the generated CUDA kernels (kernels/emit_cuda.h),
+// Attention through the generated CUDA kernels (kernels/cuda/emit_cuda.h),
 // launched on the call's tensors; the autograd function and the probe are
 // runtime/attention/generated_attention.h's. bf16 and half inputs run the
 // 16-bit-storage kernels (float arithmetic), double the double ones,
@@ -8,7 +8,7 @@
 #include <memory>
 #include <torch/torch.h>
 
-#include "plan/kernel_spec.h"
+#include "kernels/kernel_spec.h"
 #include "runtime/attention/attention_backend.h"
 #include "runtime/attention/cuda_driver.h"
 #include "runtime/attention/generated_attention.h"

@@ -18,9 +18,9 @@
 #include <unistd.h>
 #include <vector>
 
-#include "kernels/emit_cuda.h"
-#include "plan/fnv1a.h"
-#include "plan/installation.h"
+#include "kernels/cuda/emit_cuda.h"
+#include "support/fnv1a.h"
+#include "support/installation.h"
 
 namespace sink::rt::cuda {
 namespace {

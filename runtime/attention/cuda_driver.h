@@ -58,7 +58,7 @@ std::string compile_cubin(const std::string& source, int arch, std::string* asse
 // What a GPU of compute capability `arch` loads: a cubin where this NVRTC
 // knows the architecture, else PTX for the newest one it knows (the driver
 // translates it), so neither an older driver nor a newer GPU stops a run.
-// Kept in kernel_cache_dir() (plan/installation.h), named by a hash of the
+// Kept in kernel_cache_dir() (support/installation.h), named by a hash of the
 // source, the target and NVRTC's version: the runs of a sweep after the
 // first load their kernels instead of compiling them.
 std::string loadable_image(const std::string& source, int arch);

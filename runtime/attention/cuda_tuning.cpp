@@ -17,10 +17,10 @@
 #include <thread>
 #include <unistd.h>
 
-#include "kernels/cuda_text.h"
-#include "plan/fnv1a.h"
-#include "plan/installation.h"
+#include "kernels/cuda/cuda_text.h"
 #include "runtime/processes/process.h"
+#include "support/fnv1a.h"
+#include "support/installation.h"
 
 namespace sink::rt {
 namespace {

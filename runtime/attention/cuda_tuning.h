@@ -17,7 +17,7 @@
 #include <optional>
 #include <string>
 
-#include "kernels/emit_cuda.h"
+#include "kernels/cuda/emit_cuda.h"
 
 namespace sink::rt {
 
@@ -38,7 +38,7 @@ std::filesystem::path tuning_table_path();
 std::string tuning_key(const std::string& gpu, const kernels::KernelSpec& spec, kernels::CudaStorage storage);
 
 // What the table holds for `key`, if anything: the kernel cache's table, else the one sinklab ships
-// (shipped_tuning_table(), plan/installation.h: tiles measured on the GPUs it names), which SINKLAB_TUNE=1
+// (shipped_tuning_table(), support/installation.h: tiles measured on the GPUs it names), which SINKLAB_TUNE=1
 // passes over so that this machine measures them. An unreadable table reads as empty, and says so on stderr
 // once.
 std::optional<KernelTiles> remembered_tiles(const std::string& key);

@@ -26,7 +26,7 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 
-#include "plan/installation.h"
+#include "support/installation.h"
 
 namespace sink::rt {
 namespace fs = std::filesystem;

@@ -24,7 +24,7 @@ class Jit {
   // The host CPU the code is tuned for.
   std::string cpu() const;
 
-  // One per process, caching in kernel_cache_dir() (plan/installation.h).
+  // One per process, caching in kernel_cache_dir() (support/installation.h).
   static Jit& shared();
 
  private:

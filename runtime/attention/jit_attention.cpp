@@ -5,11 +5,11 @@
 #include <map>
 #include <mutex>
 
-#include "kernels/emit_llvm.h"
 #include "kernels/kernel_abi.h"
-#include "plan/fnv1a.h"
+#include "kernels/llvm/emit_llvm.h"
 #include "runtime/attention/generated_attention.h"
 #include "runtime/attention/jit.h"
+#include "support/fnv1a.h"
 
 namespace sink::rt {
 namespace {

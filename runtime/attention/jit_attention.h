@@ -1,10 +1,10 @@
 // Attention through the kernels the CPU JIT compiles from the LLVM emitter's
-// IR (kernels/emit_llvm.h), run over batch x heads with at::parallel_for.
+// IR (kernels/llvm/emit_llvm.h), run over batch x heads with at::parallel_for.
 // The autograd function and the probe are runtime/attention/generated_attention.h's.
 #pragma once
 #include <torch/torch.h>
 
-#include "plan/kernel_spec.h"
+#include "kernels/kernel_spec.h"
 #include "plan/run_config.h"
 #include "runtime/attention/attention_backend.h"
 #include "runtime/attention/generated_attention.h"

@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 #include <stdexcept>
 
-#include "plan/installation.h"
+#include "support/installation.h"
 #include "tokens/corpus_tokens.h"
 
 namespace sink::rt {

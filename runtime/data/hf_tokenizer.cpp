@@ -1,7 +1,7 @@
 #include "runtime/data/hf_tokenizer.h"
 
-#include "plan/remove_tree.h"
-#include "plan/shell.h"
+#include "support/remove_tree.h"
+#include "support/shell.h"
 
 #include <atomic>
 #include <cstdlib>

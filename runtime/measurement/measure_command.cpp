@@ -6,7 +6,6 @@
 #include <random>
 #include <sstream>
 
-#include "plan/installation.h"
 #include "plan/run_config.h"
 #include "runtime/data/corpus.h"
 #include "runtime/data/hf_tokenizer.h"
@@ -17,6 +16,7 @@
 #include "runtime/training/checkpoint.h"
 #include "runtime/training/run_dir.h"
 #include "runtime/training/train.h"
+#include "support/installation.h"
 
 namespace sink::rt {
 

@@ -3,11 +3,11 @@
 #pragma once
 #include <string>
 
-#include "plan/shell.h"
+#include "support/shell.h"
 
 namespace sink::rt {
 
-using sink::command_output;  // plan/shell.h
+using sink::command_output;  // support/shell.h
 
 // This machine's host name ("" if unknown): runs record who trains them.
 std::string host_name();

@@ -3,9 +3,9 @@
 #include <fstream>
 #include <torch/version.h>
 
-#include "plan/installation.h"
 #include "plan/run_record.h"
 #include "runtime/attention/cuda_driver.h"
+#include "support/installation.h"
 
 namespace sink::rt {
 namespace key = run_record::provenance;

@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include "plan/numerics_version.h"
-#include "plan/remove_tree.h"
 #include "plan/run_record.h"
+#include "support/remove_tree.h"
 
 namespace sink::rt {
 namespace fs = std::filesystem;

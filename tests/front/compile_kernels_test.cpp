@@ -8,11 +8,11 @@
 #include <sstream>
 #include <unistd.h>
 
-#include "kernels/emit_cuda.h"
-#include "kernels/emit_llvm.h"
-#include "plan/kernel_spec.h"
-#include "plan/remove_tree.h"
+#include "kernels/cuda/emit_cuda.h"
+#include "kernels/kernel_spec.h"
+#include "kernels/llvm/emit_llvm.h"
 #include "spec_helpers.h"
+#include "support/remove_tree.h"
 
 namespace {
 

@@ -275,17 +275,31 @@ TEST(DiagFix, EachFixAppliedCompiles) {
     const sink::Diagnostic& d = c->diagnostics().all().front();
     ASSERT_TRUE(d.fix.has_value()) << c->diagnostics().render();
     EXPECT_EQ(d.fix->replacement, replacement);
-    // Applied: the span's bytes on its line replaced.
-    std::istringstream lines(text);
-    std::string fixed, line;
-    for (int n = 1; std::getline(lines, line); ++n) {
-      if (n == d.fix->span.line)
-        line = line.substr(0, d.fix->span.col - 1) + d.fix->replacement + line.substr(d.fix->span.end_col - 1);
-      fixed += line + "\n";
-    }
+    int applied = 0;
+    const std::string fixed = sink::apply_fixes(text, d.fix->span.file, c->diagnostics().all(), &applied);
+    EXPECT_EQ(applied, 1);
     auto again = compile_text(fixed);
     EXPECT_FALSE(again->diagnostics().has_errors()) << fixed << again->diagnostics().render();
   }
+}
+
+// Several fixes in one file, two on one line, applied together; a fix in another file is not applied to this one.
+TEST(DiagFix, FixesApplyTogether) {
+  const std::string text =
+      "experiment a extends tinny {\n  optim { weigth_decay = 0.5  lrr = 1e-3 }\n  model.norm = rmsnrom\n}\n";
+  auto c = compile_text(text);
+  const auto& all = c->diagnostics().all();
+  ASSERT_FALSE(all.empty());
+  int applied = 0;
+  EXPECT_EQ(sink::apply_fixes(text, all.front().span.file + 1, all, &applied), text);
+  EXPECT_EQ(applied, 0);
+  std::string fixed = text;
+  // (an unknown base stops the checking of the body: fixed first, the body's errors come out next)
+  for (int round = 0; round < 3 && compile_text(fixed)->diagnostics().has_errors(); ++round) {
+    auto again = compile_text(fixed);
+    fixed = sink::apply_fixes(fixed, again->diagnostics().all().front().span.file, again->diagnostics().all());
+  }
+  EXPECT_EQ(fixed, "experiment a extends tiny {\n  optim { weight_decay = 0.5  lr = 1e-3 }\n  model.norm = rmsnorm\n}\n");
 }
 
 // Nothing close: a hint listing what there is, and no fix.

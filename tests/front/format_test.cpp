@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "compiler/format.h"
-#include "plan/remove_tree.h"
 #include "spec_helpers.h"
+#include "support/remove_tree.h"
 
 using namespace spectest;
 

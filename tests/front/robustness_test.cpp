@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
-#include "plan/remove_tree.h"
+#include "support/remove_tree.h"
 
 namespace fs = std::filesystem;
 extern char** environ;

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
-#include "plan/remove_tree.h"
+#include "support/remove_tree.h"
 
 namespace fs = std::filesystem;
 using sink::testing::compile_path;

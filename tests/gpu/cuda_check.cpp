@@ -49,10 +49,8 @@
 #include <thread>
 #include <unistd.h>
 
-#include "kernels/emit_cuda.h"
-#include "plan/installation.h"
+#include "kernels/cuda/emit_cuda.h"
 #include "plan/plan.h"
-#include "plan/remove_tree.h"
 #include "plan/run_config.h"
 #include "runtime/attention/attention.h"
 #include "runtime/attention/attention_backend.h"
@@ -62,6 +60,8 @@
 #include "runtime/training/model.h"
 #include "runtime/training/optimizer.h"
 #include "runtime/training/train.h"
+#include "support/installation.h"
+#include "support/remove_tree.h"
 #include "tests/gpu/crash_report.h"
 #include "tests/runtime/attention_oracle.h"
 #include "tests/runtime/tile_products.h"

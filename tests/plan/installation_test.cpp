@@ -1,4 +1,4 @@
-// The builtin corpora's lookup (plan/installation.h): a missing one is an
+// The builtin corpora's lookup (support/installation.h): a missing one is an
 // error that says how to assemble it; the large one has its own set-up flag.
 #include <gtest/gtest.h>
 
@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "plan/installation.h"
-#include "plan/remove_tree.h"
+#include "support/installation.h"
+#include "support/remove_tree.h"
 
 namespace fs = std::filesystem;
 

@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 #include <regex>
 
-#include "kernels/emit_llvm.h"
 #include "kernels/kernel_abi.h"
+#include "kernels/llvm/emit_llvm.h"
 #include "plan/expr_text.h"
 #include "plan/schema.h"
 

@@ -8,8 +8,8 @@
 #include <gtest/gtest.h>
 #include <sstream>
 
+#include "kernels/kernel_spec.h"
 #include "plan/expr_text.h"
-#include "plan/kernel_spec.h"
 #include "plan/plan.h"
 #include "plan/run_config.h"
 

@@ -1,4 +1,4 @@
-// sink::remove_tree (plan/remove_tree.h), the replacement of std::filesystem::remove_all, against trees built
+// sink::remove_tree (support/remove_tree.h), the replacement of std::filesystem::remove_all, against trees built
 // here whose entries are counted by hand: what goes, what stays (a linked folder outside), and what fails.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "plan/remove_tree.h"
+#include "support/remove_tree.h"
 
 namespace fs = std::filesystem;
 

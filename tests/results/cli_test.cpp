@@ -186,3 +186,27 @@ TEST(Cli, RunTakesShellPatternsAndMayBeRepeated) {
   EXPECT_NE(submit.out.find("/wd.weight_decay=0.5-"), std::string::npos) << submit.out;
   EXPECT_EQ(submit.out.find("/a-"), std::string::npos) << submit.out;
 }
+
+// `sinkc check --fix`: each "did you mean" written into the file (two on one line, one in a call), the file then
+// checks clean; a name nothing comes close to is left, and the exit status says so.
+TEST(Cli, CheckFixWritesTheSuggestionsAndChecksAgain) {
+  TempDir tmp("cli-fix");
+  const std::string spec = tmp.path + "/typos.sink";
+  std::ofstream(spec) << "experiment a extends micro {\n  optim { weigth_decay = 0.5  lr = 1e-3 }\n"
+                         "  attention { score = sigmod(qk) }\n  modle.d = 32\n}\n";
+  Result r = sinkc("check --fix " + spec);
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("fixed " + spec + ": 3 changes"), std::string::npos) << r.out;
+  std::ifstream in(spec);
+  const std::string fixed((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(fixed,
+            "experiment a extends micro {\n  optim { weight_decay = 0.5  lr = 1e-3 }\n"
+            "  attention { score = sigmoid(qk) }\n  model.d = 32\n}\n");
+  EXPECT_EQ(sinkc("check " + spec).status, 0);
+
+  std::ofstream(spec) << "experiment a extends micro {\n  optim { zzzzzzzzzz = 1  weigth_decay = 0.5 }\n}\n";
+  r = sinkc("check --fix " + spec);
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("unknown field 'optim.zzzzzzzzzz'"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("weigth_decay"), std::string::npos) << "fixed before the second check: " << r.out;
+}

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "compiler/pipeline.h"
-#include "plan/remove_tree.h"
+#include "support/remove_tree.h"
 
 namespace sink::testing {
 

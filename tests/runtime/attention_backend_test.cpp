@@ -6,9 +6,9 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "kernels/emit_cuda.h"
-#include "kernels/emit_llvm.h"
-#include "plan/kernel_spec.h"
+#include "kernels/cuda/emit_cuda.h"
+#include "kernels/kernel_spec.h"
+#include "kernels/llvm/emit_llvm.h"
 #include "runtime/attention/attention_backend.h"
 #include "runtime/training/model.h"
 #include "runtime/training/train.h"

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/emit_cuda.h"
+#include "kernels/cuda/emit_cuda.h"
 #include "runtime/attention/attention.h"
 #include "runtime/attention/attention_backend.h"
 #include "tests/runtime/jit_variants.h"

@@ -38,10 +38,10 @@
 #include <vector>
 
 #include "kernels/kernel_abi.h"
-#include "plan/fnv1a.h"
-#include "plan/installation.h"
-#include "plan/remove_tree.h"
 #include "runtime/attention/cuda_attention.h"
+#include "support/fnv1a.h"
+#include "support/installation.h"
+#include "support/remove_tree.h"
 
 namespace sink::testing_variants {
 

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "bench/gpu_attention_cases.h"
-#include "kernels/emit_cuda.h"
+#include "kernels/cuda/emit_cuda.h"
 #include "runtime/attention/cuda_attention.h"
 #include "runtime/attention/cuda_driver.h"
 #include "runtime/attention/cuda_tuning.h"

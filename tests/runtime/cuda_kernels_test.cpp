@@ -1,4 +1,4 @@
-// The generated CUDA kernels (kernels/emit_cuda.h) where no GPU is:
+// The generated CUDA kernels (kernels/cuda/emit_cuda.h) where no GPU is:
 //  - NVRTC compiles every variant to PTX for sm_80 and sm_90 and ptxas
 //    assembles it (skipped where the CUDA toolkit is not installed);
 //  - the same source, compiled by the host compiler and run with a fiber or
@@ -20,12 +20,12 @@
 #include <filesystem>
 #include <fstream>
 
-#include "kernels/cuda_source.h"
-#include "kernels/emit_cuda.h"
-#include "plan/remove_tree.h"
+#include "kernels/cuda/cuda_source.h"
+#include "kernels/cuda/emit_cuda.h"
 #include "runtime/attention/attention.h"
 #include "runtime/attention/cuda_attention.h"
 #include "runtime/attention/cuda_driver.h"
+#include "support/remove_tree.h"
 #include "tests/runtime/attention_oracle_expect.h"
 #include "tests/runtime/cuda_emulator.h"
 #include "tests/runtime/jit_variants.h"

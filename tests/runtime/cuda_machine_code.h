@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include "plan/remove_tree.h"
+#include "support/remove_tree.h"
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>

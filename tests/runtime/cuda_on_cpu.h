@@ -1,5 +1,5 @@
 // Host C++ stand-ins for the CUDA built-ins the generated kernels use, so a
-// test can compile kernels/emit_cuda.h's source with the host compiler and
+// test can compile kernels/cuda/emit_cuda.h's source with the host compiler and
 // run it without a GPU (tests/runtime/cuda_emulator.h). Each thread of a
 // block is a fiber taking turns (or a std::thread); __syncthreads is the
 // emulator's block barrier and each warp collective waits at its warp's;

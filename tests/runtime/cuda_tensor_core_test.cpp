@@ -10,7 +10,7 @@
 #include <optional>
 #include <sstream>
 
-#include "kernels/emit_cuda.h"
+#include "kernels/cuda/emit_cuda.h"
 #include "runtime/attention/cuda_attention.h"
 #include "runtime/attention/cuda_driver.h"
 #include "runtime/attention/cuda_tuning.h"

@@ -14,7 +14,7 @@
 #include <set>
 #include <thread>
 
-#include "kernels/emit_cuda.h"
+#include "kernels/cuda/emit_cuda.h"
 #include "kernels/kernel_abi.h"
 #include "runtime/attention/cuda_attention.h"
 #include "runtime/attention/cuda_tuning.h"

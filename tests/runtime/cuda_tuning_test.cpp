@@ -14,12 +14,12 @@
 #include <regex>
 #include <thread>
 
-#include "kernels/emit_cuda.h"
+#include "kernels/cuda/emit_cuda.h"
 #include "kernels/kernel_abi.h"
-#include "plan/installation.h"
-#include "plan/remove_tree.h"
 #include "runtime/attention/cuda_attention.h"
 #include "runtime/attention/cuda_tuning.h"
+#include "support/installation.h"
+#include "support/remove_tree.h"
 #include "tests/runtime/attention_oracle_expect.h"
 #include "tests/runtime/cuda_emulator.h"
 #include "tests/runtime/jit_variants.h"

@@ -11,12 +11,12 @@
 #include <functional>
 #include <sys/wait.h>
 
-#include "plan/remove_tree.h"
 #include "runtime/interop/llama2c.h"
 #include "runtime/training/checkpoint.h"
 #include "runtime/training/model.h"
 #include "runtime/training/train.h"
 #include "runtime_test_util.h"
+#include "support/remove_tree.h"
 
 using namespace sink::rt;
 using sinktest::TempDir;

@@ -12,8 +12,8 @@
 #include <sys/wait.h>
 #include <vector>
 
-#include "plan/shell.h"
 #include "runtime_test_util.h"
+#include "support/shell.h"
 
 namespace sinktest {
 

@@ -9,8 +9,7 @@
 #include <random>
 
 #include "compiler/pipeline.h"
-#include "kernels/emit_llvm.h"
-#include "plan/remove_tree.h"
+#include "kernels/llvm/emit_llvm.h"
 #include "runtime/attention/attention.h"
 #include "runtime/attention/jit.h"
 #include "runtime/attention/jit_attention.h"
@@ -18,6 +17,7 @@
 #include "runtime/data/corpus.h"
 #include "runtime/training/model.h"
 #include "runtime/training/optimizer.h"
+#include "support/remove_tree.h"
 #include "tests/runtime/attention_oracle_expect.h"
 #include "tests/runtime/jit_variants.h"
 

@@ -10,12 +10,12 @@
 #include <sys/wait.h>
 #include <torch/version.h>
 
-#include "plan/installation.h"
 #include "plan/numerics_version.h"
 #include "plan/run_record.h"
 #include "runtime/training/stale_runs.h"
 #include "runtime/training/train.h"
 #include "runtime_test_util.h"
+#include "support/installation.h"
 
 using namespace sink;
 using namespace sink::rt;

@@ -18,9 +18,9 @@
 extern char** environ;
 
 #include "compiler/pipeline.h"
-#include "plan/remove_tree.h"
 #include "plan/run_config.h"
 #include "runtime/training/train.h"
+#include "support/remove_tree.h"
 
 namespace sinktest {
 

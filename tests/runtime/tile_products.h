@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda_source.h"
-#include "kernels/cuda_text.h"
+#include "kernels/cuda/cuda_source.h"
+#include "kernels/cuda/cuda_text.h"
 #include "runtime/attention/cuda_attention.h"
 
 namespace sink::testing_variants {

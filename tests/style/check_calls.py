@@ -6,7 +6,7 @@ Usage: check_calls.py REPO_ROOT
 std::filesystem::remove_all: pip's libtorch.so exports its own copy of it, which calls
 recursive_directory_iterator::__erase through a weak reference that newer libstdc++ (Ubuntu 24.04's)
 does not export, so in a program linked against that LibTorch the call jumps to address 0. Every
-program removes folders with sink::remove_tree (plan/remove_tree.h) instead.
+program removes folders with sink::remove_tree (support/remove_tree.h) instead.
 
 Exit 0 when no source calls one, 1 naming each file and line that does, 77 (skipped, saying why)
 outside a git checkout.
@@ -19,9 +19,9 @@ import sys
 
 SUFFIXES = (".cpp", ".h", ".cu", ".cuh")
 FORBIDDEN = {
-    re.compile(r"\bremove_all\s*\("): "std::filesystem::remove_all: use sink::remove_tree (plan/remove_tree.h)",
+    re.compile(r"\bremove_all\s*\("): "std::filesystem::remove_all: use sink::remove_tree (support/remove_tree.h)",
 }
-ALLOWED = {"plan/remove_tree.h", "plan/remove_tree.cpp"}  # where the reason is written down
+ALLOWED = {"support/remove_tree.h", "support/remove_tree.cpp"}  # where the reason is written down
 
 
 def main(argv):

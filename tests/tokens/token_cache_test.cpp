@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "plan/remove_tree.h"
+#include "support/remove_tree.h"
 #include "tokens/corpus_tokens.h"
 #include "tokens/documents.h"
 

@@ -8,7 +8,7 @@
 #pragma once
 #include <string>
 
-#include "plan/kernel_spec.h"
+#include "kernels/kernel_spec.h"
 
 namespace sink::kernels {
 

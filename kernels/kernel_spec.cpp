@@ -1,9 +1,9 @@
-#include "plan/kernel_spec.h"
+#include "kernels/kernel_spec.h"
 
 #include <fmt/format.h>
 
-#include "plan/fnv1a.h"
 #include "plan/symbolic.h"
+#include "support/fnv1a.h"
 
 namespace sink::kernels {
 

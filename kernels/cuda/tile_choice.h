@@ -1,27 +1,14 @@
-// CUDA C++ for one attention variant: the forward, the backward's three
-// kernels and the probe, specialized on the same KernelSpec as the CPU
-// kernels (kernels/emit_llvm.h), compiled at run time by NVRTC, so a GPU
-// node needs no LLVM. Text, like the LLVM IR: the compiler and the tests
-// read it without a GPU.
-//
-// The FlashAttention-2 shape: a block owns a tile of rows (16 per warp on
-// tensor cores, else one per thread) and streams the other side's rows
-// through shared memory in tiles; softmax-like normalizers keep a running
-// maximum (online), and the backward recomputes the attention from the
-// forward's row statistics.
-//   forward          query rows; key/value tiles in shared memory
-//   backward_rows    delta_i = <dO_i, O_i>, the k* column and the sink logit, a row per thread
-//   backward_keys    key rows: dk, dv (and the position-bias gradient)
-//   backward_queries query rows: dq
-//   probe            one element of the metric's score matrix per thread
-// Layout per (batch x head) slice: [T, D] rows; stats [2, T]; delta, astar,
-// sdxstar, dsink [T]; dg [T] by distance. Arguments: kernels/kernel_abi.h.
+// Which tiles a variant's CUDA kernels run with: the storage, the rows and keys a block and a tile take, the shared
+// memory each kernel asks for, and the candidates a GPU measures (runtime/attention/cuda_tuning.h). The emitter
+// (kernels/cuda/emit_cuda.h) prints a source for one such choice; this file chooses, as FlashAttention-3's
+// tile_size.h does, so a new tile shape or GPU touches the choice and not the printer.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "plan/kernel_spec.h"
+#include "kernels/kernel_spec.h"
 
 namespace sink::kernels {
 
@@ -126,9 +113,6 @@ constexpr int kHopperCapability = 90;  // wgmma's sm_90a code runs on 9.0 alone 
 // cuda_tile_candidates, then cuda_fused_candidates, then (on 9.0) cuda_hopper_candidates and
 // cuda_hopper_fused_candidates.
 std::vector<CudaTiles> cuda_tuning_tiles(const KernelSpec& spec, CudaStorage storage, int capability = 0);
-// Whether a source holds Hopper's arch-specific instructions, which NVRTC compiles for sm_90a, not sm_90.
-bool needs_sm90a(std::string_view source);
-
 // The oldest GPUs the tensor-core kernels run on (compute capability 8.0, the A100): bf16 mma.sync m16n8k16
 // and cp.async came with it. Older GPUs (V100 7.0, T4 7.5) run every storage on the scalar kernels.
 constexpr int kTensorCoreCapability = 80;
@@ -140,9 +124,5 @@ std::string scalar_kernels_reason(const KernelSpec& spec, CudaStorage storage, i
 // The storage of a run's training passes (train.precision): bf16 autocast
 // hands the kernels bf16 q, k and v. Measurements run in float.
 CudaStorage training_storage(const std::string& precision);
-
-// The source of `spec`'s kernels in `storage`, with `tiles` (default: cuda_tiles(spec, storage)).
-std::string emit_cuda(const KernelSpec& spec, CudaStorage storage = CudaStorage::Real);
-std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTiles& tiles);
 
 }  // namespace sink::kernels

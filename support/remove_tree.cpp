@@ -1,4 +1,4 @@
-#include "plan/remove_tree.h"
+#include "support/remove_tree.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "plan/installation.h"
+#include "support/installation.h"
 
 #include <cstdlib>
 #include <fmt/format.h>

@@ -1,4 +1,4 @@
-#include "kernels/ir_text.h"
+#include "kernels/llvm/ir_text.h"
 
 #include <cmath>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "kernels/generator.h"
+#include "kernels/llvm/generator.h"
 
 #include <cmath>
 #include <fmt/format.h>

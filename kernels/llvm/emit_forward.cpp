@@ -5,8 +5,8 @@
 #include <cmath>
 #include <fmt/format.h>
 
-#include "kernels/generator.h"
 #include "kernels/kernel_abi.h"
+#include "kernels/llvm/generator.h"
 
 namespace sink::kernels {
 namespace {

@@ -7,8 +7,8 @@
 //      per (query, key) pair; the position-bias gradient by distance.
 #include <fmt/format.h>
 
-#include "kernels/generator.h"
 #include "kernels/kernel_abi.h"
+#include "kernels/llvm/generator.h"
 
 namespace sink::kernels {
 namespace {

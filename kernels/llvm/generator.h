@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/emit_llvm.h"
-#include "kernels/ir_text.h"
+#include "kernels/llvm/emit_llvm.h"
+#include "kernels/llvm/ir_text.h"
 
 namespace sink::kernels {
 

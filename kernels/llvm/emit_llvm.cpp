@@ -1,9 +1,9 @@
-#include "kernels/emit_llvm.h"
+#include "kernels/llvm/emit_llvm.h"
 
 #include <fmt/format.h>
 
-#include "kernels/generator.h"
 #include "kernels/kernel_abi.h"
+#include "kernels/llvm/generator.h"
 
 namespace sink::kernels {
 namespace {

@@ -1,4 +1,4 @@
-// The fixed parts of the generated CUDA source (kernels/emit_cuda.cpp puts
+// The fixed parts of the generated CUDA source (kernels/cuda/emit_cuda.cpp puts
 // the variant's constants and score functions in front of them). The kernel
 // bodies read the variant only through those constexpr flags, so the device
 // compiler drops every branch a variant does not take: one text per kernel,

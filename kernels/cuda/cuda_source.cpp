@@ -1,4 +1,4 @@
-#include "kernels/cuda_source.h"
+#include "kernels/cuda/cuda_source.h"
 
 #include <fmt/format.h>
 

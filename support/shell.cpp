@@ -1,4 +1,4 @@
-#include "plan/shell.h"
+#include "support/shell.h"
 
 #include <cstdio>
 

@@ -1,5 +1,5 @@
 // The tensor-core kernels' CUDA text: the files of kernels/cuda/, embedded at build time
-// (cmake/embed_cuda.cmake). kernels/emit_cuda.cpp prints a variant's constants and functions, then these.
+// (cmake/embed_cuda.cmake). kernels/cuda/emit_cuda.cpp prints a variant's constants and functions, then these.
 #pragma once
 
 namespace sink::kernels::cuda_text {
