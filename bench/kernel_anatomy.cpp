@@ -22,7 +22,7 @@
 #include "bench/gpu_attention_cases.h"
 #include "kernels/cuda/emit_cuda.h"
 #include "runtime/attention/cuda_driver.h"
-#include "tests/runtime/cuda_machine_code.h"
+#include "tests/kernels/cuda_machine_code.h"
 
 using namespace sink;
 using namespace sink::testing_machine_code;

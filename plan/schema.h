@@ -1,5 +1,5 @@
 // The one table of every field of the language. The checker, `sinkc fields`,
-// the plan reader/writer and docs/FIELDS.md all read it. Defaults are not
+// the plan reader/writer and docs/LANGUAGE.md all read it. Defaults are not
 // here: they are written in stdlib/defaults.sink, in the language itself.
 #pragma once
 #include <optional>

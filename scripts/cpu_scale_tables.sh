@@ -1,9 +1,11 @@
 #!/bin/bash
 # Prints, as markdown, one table per spec in specs/ from the runs in OUT:
-# what docs/CPU-SCALE-RESULTS.md holds. Runs nothing; a run not trained yet
-# shows as "not run".
+# what docs/REPRODUCTION.md holds between its cpu-scale-tables markers. Runs
+# nothing; a run not trained yet shows as "not run". To replace that section:
 #
-#   OUT=runs scripts/cpu_scale_tables.sh > docs/CPU-SCALE-RESULTS.md
+#   OUT=runs scripts/cpu_scale_tables.sh > /tmp/cpu-scale.md
+#   sed -i -e '/^<!-- cpu-scale-tables: generated/,/^<!-- cpu-scale-tables: end -->/{//!d}' \
+#          -e '/^<!-- cpu-scale-tables: generated/r /tmp/cpu-scale.md' docs/REPRODUCTION.md
 #
 # To train them all first (one thread per run; on 2 cores one sweep at a
 # time is about as fast as two side by side):

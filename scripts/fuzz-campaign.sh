@@ -1,5 +1,5 @@
 #!/bin/bash
-# The long parser fuzz campaign of docs/FUZZING.md: parse_fuzz over RUNS
+# The long parser fuzz campaign of docs/TESTING.md: parse_fuzz over RUNS
 # inputs, with the dictionary, seeds and options of ctest's 30 s
 # `parse_fuzz`, niced, split over WORKERS processes. New inputs join
 # build-fuzz/tests/fuzz/corpus; crashes land in .../artifacts. Prints the
@@ -54,7 +54,7 @@ if [[ "${1:-}" == "--fast" ]]; then
 fi
 runs=${1:-1000000} workers=${2:-2}
 for binary in "$fuzz/parse_fuzz" "$fuzzer"; do
-  [[ -x $binary ]] || { echo "no $binary: configure and build it as docs/FUZZING.md says"; exit 2; }
+  [[ -x $binary ]] || { echo "no $binary: configure and build it as docs/TESTING.md says"; exit 2; }
 done
 fuzzer_path=$(realpath "$fuzzer")
 work=$fuzz/campaign-$(date +%Y%m%d-%H%M%S)

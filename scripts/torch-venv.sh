@@ -12,7 +12,7 @@
 # 1.6 GB instead of 4.6 GB, but then every program linking its LibTorch needs
 # LD_LIBRARY_PATH=/usr/local/cuda/lib64, and cuDNN and NCCL come from other
 # releases than the ones this torch was built with. With the wheels the
-# layout is a GPU node's own (docs/TORCH2.md has the measurements).
+# layout is a GPU node's own (docs/MEASUREMENTS.md has the measurements).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 requirements=scripts/requirements-torch.txt

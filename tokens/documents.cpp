@@ -103,7 +103,7 @@ std::vector<std::string> corpus_files(const std::string& pattern) {
     const std::string from =
         pattern.starts_with('/') ? "" : " (from " + std::filesystem::current_path(ec).string() + ")";
     throw std::runtime_error(
-        fmt::format("no data file matches '{}'{}; docs/DATA.md says where a corpus comes from", pattern, from));
+        fmt::format("no data file matches '{}'{}; docs/RUNNING.md says where a corpus comes from", pattern, from));
   }
   return paths;
 }

@@ -1,7 +1,7 @@
 // The warp-level instructions the tensor-core kernels are built from, for sm_80 and newer (A100, H100):
 // mma.sync m16n8k16 with float accumulators, ldmatrix, cp.async, shuffles and the packing conversion. Each
 // is one PTX instruction; everything above them (kernels/cuda/tile.cuh) is plain CUDA C++. The CPU
-// emulation (tests/runtime/cuda_on_cpu.h) defines the same functions from the PTX ISA's definitions, so
+// emulation (tests/kernels/cuda_on_cpu.h) defines the same functions from the PTX ISA's definitions, so
 // this file is the only part of a kernel the emulation does not run. A Hopper backend (wgmma, TMA) would
 // replace this file and tile.cuh's loops, not the kernels.
 #ifndef SINK_CPU_EMULATION

@@ -5,7 +5,7 @@
 // The product runs asynchronously: wgmma_fence orders the accumulators' earlier writes before it, wgmma_commit
 // closes a group, wgmma_wait<N> waits for all but the newest N groups; until then neither the accumulators nor A's
 // registers may be touched, nor the shared memory B is read from rewritten. The CPU emulation
-// (tests/runtime/cuda_on_cpu.h) defines the same functions from the PTX ISA's text.
+// (tests/kernels/cuda_on_cpu.h) defines the same functions from the PTX ISA's text.
 #ifndef SINK_CPU_EMULATION
 #if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "the Hopper kernels (wgmma) compile for sm_90a only"

@@ -19,7 +19,7 @@ struct LaunchShape {
 };
 
 // A kernel's pointer argument and the bytes it spans: the driver passes only
-// the address; the CPU emulation (tests/runtime/cuda_emulator.h) checks that
+// the address; the CPU emulation (tests/kernels/cuda_emulator.h) checks that
 // no kernel reads or writes outside them. Null for an argument a variant lacks.
 struct KernelBuffer {
   void* data = nullptr;

@@ -14,7 +14,7 @@ and fails on a line that
   fact in, with the paper's section or table),
 - repeats a claim about the GPU path that stopped being true: that it has
   never run on a GPU, that there are no GPU numbers yet (it ran on an H100:
-  docs/GPU.md), or that generated kernels "matched on an H100" (that was a
+  docs/MEASUREMENTS.md), or that generated kernels "matched on an H100" (that was a
   forward-only NVPTX port, since removed).
 
 Exit 0 when no line does, 1 with one line per hit (file:line: the phrase, and
@@ -35,8 +35,8 @@ RULES = [
     (r"(?<![\w/.])shared/(design|paper|hooks)\b([\w./-]*[\w/])?|\.\./shared/([\w./-]*[\w/])?",
      "a path into shared/, outside the repository"),
     (r"\b((has|have|had) (not|never) (yet )?(been )?|not (yet )?(been )?|never (yet )?(been )?)run on (a|one|any) "
-     r"(gpu|h100)\b( yet)?|\bnot yet run on one\b", "a dead claim: the CUDA path has run on an H100 (docs/GPU.md)"),
-    (r"\bno (gpu |h100 )?(numbers|measurements|results) yet\b", "a dead claim: there are H100 numbers (docs/GPU.md)"),
+     r"(gpu|h100)\b( yet)?|\bnot yet run on one\b", "a dead claim: the CUDA path has run on an H100 (docs/MEASUREMENTS.md)"),
+    (r"\bno (gpu |h100 )?(numbers|measurements|results) yet\b", "a dead claim: there are H100 numbers (docs/MEASUREMENTS.md)"),
     (r"\bmatch(ed|es)? on an? (h100|a100|gpu)\b", "a dead claim: that was the removed NVPTX port"),
 ]
 

@@ -299,7 +299,8 @@ TEST(DiagFix, FixesApplyTogether) {
     auto again = compile_text(fixed);
     fixed = sink::apply_fixes(fixed, again->diagnostics().all().front().span.file, again->diagnostics().all());
   }
-  EXPECT_EQ(fixed, "experiment a extends tiny {\n  optim { weight_decay = 0.5  lr = 1e-3 }\n  model.norm = rmsnorm\n}\n");
+  EXPECT_EQ(fixed,
+            "experiment a extends tiny {\n  optim { weight_decay = 0.5  lr = 1e-3 }\n  model.norm = rmsnorm\n}\n");
 }
 
 // Nothing close: a hint listing what there is, and no fix.

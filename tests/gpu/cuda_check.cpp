@@ -21,7 +21,7 @@
 //     run directory and ends where a CPU-only run ends;
 //  0. "tiles" (only when named: scripts/gpu-check.sh runs it in a process of its own before the others, as a
 //     fault in it would end the process): the tensor-core products of tile.cuh (mma.sync) and, on compute
-//     capability 9.0, of tile_sm90.cuh (wgmma) against plain matrix products (tests/runtime/tile_products.h),
+//     capability 9.0, of tile_sm90.cuh (wgmma) against plain matrix products (tests/kernels/tile_products.h),
 //     each wrong element named with the place its value belongs to;
 //  8. "tune": the tensor-core kernels' tiles measured at the 60M model's
 //     attention shapes (batch 8 x 8 heads, T 2048) for the variants of
@@ -63,8 +63,8 @@
 #include "support/installation.h"
 #include "support/remove_tree.h"
 #include "tests/gpu/crash_report.h"
+#include "tests/kernels/tile_products.h"
 #include "tests/runtime/attention_oracle.h"
-#include "tests/runtime/tile_products.h"
 
 using namespace sink;
 using namespace sink::rt;

@@ -1,5 +1,5 @@
 // train.precision = auto and train.micro_batch = auto: what they resolve to
-// for the paper's presets by GPU memory size (the table in docs/GPU.md), on
+// for the paper's presets by GPU memory size (the table in docs/RUNNING.md), on
 // a CPU, and that explicit values are left alone.
 #include "runtime/training/auto_settings.h"
 
@@ -44,7 +44,7 @@ TEST(AutoSettings, PrecisionIsBf16OnlyOnAGpuThatHasIt) {
   EXPECT_EQ(sink::rt::resolve_precision(Precision::fp32, gpu(80, 90)), Precision::fp32);
 }
 
-// The table of docs/GPU.md: paper_60m and paper_1b (batch 512 x 2048 tokens, bf16) by GPU memory.
+// The table of docs/RUNNING.md: paper_60m and paper_1b (batch 512 x 2048 tokens, bf16) by GPU memory.
 TEST(AutoSettings, MicroBatchByGpuMemoryForThePaperPresets) {
   const sink::RunConfig small = preset("paper_60m"), large = preset("paper_1b");
   const std::vector<std::tuple<int64_t, int64_t, int64_t>> table = {

@@ -18,7 +18,7 @@
 #include "kernels/kernel_abi.h"
 #include "runtime/attention/cuda_attention.h"
 #include "runtime/attention/cuda_tuning.h"
-#include "tests/runtime/cuda_emulator.h"
+#include "tests/kernels/cuda_emulator.h"
 #include "tests/runtime/jit_variants.h"
 
 using namespace sink;

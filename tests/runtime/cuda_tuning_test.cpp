@@ -20,8 +20,8 @@
 #include "runtime/attention/cuda_tuning.h"
 #include "support/installation.h"
 #include "support/remove_tree.h"
+#include "tests/kernels/cuda_emulator.h"
 #include "tests/runtime/attention_oracle_expect.h"
-#include "tests/runtime/cuda_emulator.h"
 #include "tests/runtime/jit_variants.h"
 
 using namespace sink;

@@ -14,8 +14,8 @@
 #include "plan/schema.h"
 #include "runtime/attention/cuda_attention.h"
 #include "runtime/attention/jit_attention.h"
+#include "tests/kernels/cuda_emulator.h"
 #include "tests/runtime/attention_oracle_expect.h"
-#include "tests/runtime/cuda_emulator.h"
 #include "tests/runtime/jit_variants.h"
 
 using namespace sink;

@@ -14,9 +14,9 @@
 #include "runtime/attention/cuda_attention.h"
 #include "runtime/attention/cuda_driver.h"
 #include "runtime/attention/cuda_tuning.h"
+#include "tests/kernels/cuda_emulator.h"
+#include "tests/kernels/cuda_machine_code.h"
 #include "tests/runtime/attention_oracle_expect.h"
-#include "tests/runtime/cuda_emulator.h"
-#include "tests/runtime/cuda_machine_code.h"
 #include "tests/runtime/jit_variants.h"
 
 using namespace sink;

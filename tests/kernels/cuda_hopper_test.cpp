@@ -1,6 +1,6 @@
 // The Hopper kernels (kernels/cuda/tile_sm90.cuh: wgmma on swizzled tiles, sm_90a) without an H100: on the CPU
 // emulation, whose wgmma follows the PTX ISA's descriptor, swizzle and fragment definitions
-// (tests/runtime/cuda_on_cpu.h), against the reference path, with every wait it needs; compiled by NVRTC to
+// (tests/kernels/cuda_on_cpu.h), against the reference path, with every wait it needs; compiled by NVRTC to
 // sm_90a machine code without spills, unserialized, with warpgroup instructions (HGMMA).
 #include <gtest/gtest.h>
 
@@ -9,9 +9,9 @@
 #include "runtime/attention/cuda_attention.h"
 #include "runtime/attention/cuda_driver.h"
 #include "runtime/attention/cuda_tuning.h"
+#include "tests/kernels/cuda_emulator.h"
+#include "tests/kernels/cuda_machine_code.h"
 #include "tests/runtime/attention_oracle_expect.h"
-#include "tests/runtime/cuda_emulator.h"
-#include "tests/runtime/cuda_machine_code.h"
 #include "tests/runtime/jit_variants.h"
 
 using namespace sink;

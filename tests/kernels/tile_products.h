@@ -1,5 +1,5 @@
 // The tensor-core kernels' products (kernels/cuda/tile.cuh on mma.sync, tile_sm90.cuh on wgmma) checked against
-// plain matrix products, on whatever runs the kernels: the CPU emulation (tests/runtime/tensor_tiles_test.cpp) or
+// plain matrix products, on whatever runs the kernels: the CPU emulation (tests/kernels/tensor_tiles_test.cpp) or
 // a GPU (cuda_check's "tiles" case). On a GPU a wrong fragment map, descriptor or swizzle shows here first and
 // element by element, where the attention kernels' cases can only say that the attention is wrong: a layout
 // error moves values to other places of the product, so each misplaced element is named with the place its

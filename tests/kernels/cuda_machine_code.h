@@ -1,7 +1,7 @@
 #pragma once
 // What NVRTC's machine code for a kernel source holds, read without a GPU: the assembler's verbose report
 // (registers, spills, shared memory per kernel) and the disassembly (nvdisasm) per kernel. Shared by the
-// register and tensor-instruction checks (tests/runtime/cuda_tensor_core_test.cpp) and bench/kernel_anatomy.
+// register and tensor-instruction checks (tests/kernels/cuda_tensor_core_test.cpp) and bench/kernel_anatomy.
 #include <fmt/format.h>
 #include <unistd.h>
 

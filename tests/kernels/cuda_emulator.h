@@ -1,5 +1,5 @@
 // The generated CUDA kernels run on the CPU: the source compiled by the host
-// C++ compiler with tests/runtime/cuda_on_cpu.h, each block's threads as
+// C++ compiler with tests/kernels/cuda_on_cpu.h, each block's threads as
 // fibers taking turns or as std::threads together. An oracle for everything above the hardware: the emitted
 // arithmetic, the tiling and barriers, the argument lists and the autograd
 // wrapper (runtime/attention/cuda_attention.cpp). Not for speed, and not a GPU: NVRTC's
@@ -381,7 +381,7 @@ class HostCompiledKernels {
     std::string dir_template = (std::filesystem::temp_directory_path() / "sinklab-cuda-on-cpu-XXXXXX").string();
     if (!mkdtemp(dir_template.data())) throw std::runtime_error("cannot make a temporary folder");
     dir_ = dir_template;
-    std::ifstream header_file(std::filesystem::path(SINKLAB_SOURCE_DIR) / "tests/runtime/cuda_on_cpu.h");
+    std::ifstream header_file(std::filesystem::path(SINKLAB_SOURCE_DIR) / "tests/kernels/cuda_on_cpu.h");
     const std::string header(std::istreambuf_iterator<char>(header_file), {});
     const std::filesystem::path precompiled = precompiled_emulation_header(header);
     std::error_code ec;

@@ -1,12 +1,12 @@
 // Host C++ stand-ins for the CUDA built-ins the generated kernels use, so a
 // test can compile kernels/cuda/emit_cuda.h's source with the host compiler and
-// run it without a GPU (tests/runtime/cuda_emulator.h). Each thread of a
+// run it without a GPU (tests/kernels/cuda_emulator.h). Each thread of a
 // block is a fiber taking turns (or a std::thread); __syncthreads is the
 // emulator's block barrier and each warp collective waits at its warp's;
 // blocks run one at a time, so __shared__ arrays can be function statics.
 // The warp instructions of kernels/cuda/warp_sm80.cuh are defined here from
 // the PTX ISA's text, not from that file: the tile operations' tests
-// (tests/runtime/tensor_tiles_test.cpp) check one against the other.
+// (tests/kernels/tensor_tiles_test.cpp) check one against the other.
 #pragma once
 #include <atomic>
 #include <cmath>

@@ -2,7 +2,7 @@
 //  - NVRTC compiles every variant to PTX for sm_80 and sm_90 and ptxas
 //    assembles it (skipped where the CUDA toolkit is not installed);
 //  - the same source, compiled by the host compiler and run with a fiber or
-//    thread per CUDA thread (tests/runtime/cuda_emulator.h), through the runtime's
+//    thread per CUDA thread (tests/kernels/cuda_emulator.h), through the runtime's
 //    autograd wrapper, matches the reference path: forward and every
 //    gradient of every paper variant, the later designs and random score
 //    expressions, in float, double, bf16 and half storage (and the 16-bit
@@ -26,8 +26,8 @@
 #include "runtime/attention/cuda_attention.h"
 #include "runtime/attention/cuda_driver.h"
 #include "support/remove_tree.h"
+#include "tests/kernels/cuda_emulator.h"
 #include "tests/runtime/attention_oracle_expect.h"
-#include "tests/runtime/cuda_emulator.h"
 #include "tests/runtime/jit_variants.h"
 
 using namespace sink;

@@ -1,12 +1,12 @@
 // The tensor-core kernels' tile operations (kernels/cuda/tile.cuh) on the CPU emulation, whose warp
-// instructions follow the PTX ISA's definitions (tests/runtime/cuda_on_cpu.h): every fragment map checked
+// instructions follow the PTX ISA's definitions (tests/kernels/cuda_on_cpu.h): every fragment map checked
 // against a plain matrix product. A wrong map in tile.cuh (an ldmatrix address, the accumulator-to-operand
 // packing, a fragment's row or column) or in the emulation's reading of the ISA puts elements in the wrong
 // place, and the products below disagree with LibTorch's.
 #include <gtest/gtest.h>
 
-#include "tests/runtime/cuda_emulator.h"
-#include "tests/runtime/tile_products.h"
+#include "tests/kernels/cuda_emulator.h"
+#include "tests/kernels/tile_products.h"
 
 using namespace sink;
 using namespace sink::testing_variants;

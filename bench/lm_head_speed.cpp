@@ -1,0 +1,73 @@
+// The LM head and its loss (runtime/training/lm_head_loss.h: a chunk of rows at a time, gradients formed in the
+// forward) against eager LibTorch's `linear` then `cross_entropy`, forward + backward, in the same process: the
+// median of interleaved rounds, as a ratio (> 1: the chunked head is slower). Shapes: tiny_text's step (16 x 128
+// byte tokens, d 128) and a paper-vocabulary step (50,432 tokens, d 256, 1,024 rows), float.
+//
+//   build/bench/lm_head_speed [threads=1] [rounds=7]
+#include <ATen/Parallel.h>
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fmt/format.h>
+#include <functional>
+#include <torch/torch.h>
+#include <vector>
+
+#include "runtime/training/lm_head_loss.h"
+
+using namespace sink::rt;
+
+namespace {
+
+struct Shape {
+  const char* name;
+  int64_t rows, d, vocab;
+};
+
+double timed(const std::function<void()>& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int threads = argc > 1 ? std::atoi(argv[1]) : 1;
+  const int rounds = argc > 2 ? std::max(1, std::atoi(argv[2])) : 7;
+  at::set_num_threads(threads);
+  torch::manual_seed(0);
+  fmt::print("LM head + loss, forward + backward, float, {} thread{}, median of {} interleaved rounds\n", threads,
+             threads == 1 ? "" : "s", rounds);
+  fmt::print("{:<28} {:>12} {:>12} {:>8}\n", "shape", "eager ms", "chunked ms", "ratio");
+  for (const Shape& s : {Shape{"tiny_text (2048 x 128, 258)", 2048, 128, 258},
+                         Shape{"paper vocab (1024 x 256, 50432)", 1024, 256, 50432}}) {
+    auto features = torch::randn({s.rows, s.d}).requires_grad_(true);
+    auto weight = (torch::randn({s.vocab, s.d}) * 0.02).requires_grad_(true);
+    const auto targets = torch::randint(s.vocab, {s.rows}, torch::kLong);
+    const auto row_weights = torch::full({s.rows}, 1.0 / s.rows);
+    auto eager = [&] {
+      auto loss = torch::nn::functional::cross_entropy(torch::nn::functional::linear(features, weight), targets);
+      loss.backward();
+      features.mutable_grad().reset(), weight.mutable_grad().reset();
+    };
+    auto chunked = [&] {
+      linear_cross_entropy(features, weight, targets, row_weights).backward();
+      features.mutable_grad().reset(), weight.mutable_grad().reset();
+    };
+    eager(), chunked();  // warm-up
+    std::vector<double> eager_s, chunked_s;
+    for (int r = 0; r < rounds; ++r) {
+      eager_s.push_back(timed(eager));
+      chunked_s.push_back(timed(chunked));
+    }
+    const double e = median(eager_s), c = median(chunked_s);
+    fmt::print("{:<28} {:>12.2f} {:>12.2f} {:>8.2f}\n", s.name, 1e3 * e, 1e3 * c, c / e);
+  }
+  return 0;
+}
