@@ -26,14 +26,15 @@
 #include "runtime/processes/process.h"
 #include "runtime/training/model.h"
 #include "runtime/training/optimizer.h"
+#include "tests/source_paths.h"
 
 using namespace sink;
 
 namespace {
 
 RunConfig config(const std::string& spec) {
-  Compilation c({std::string(SINKLAB_SOURCE_DIR) + "/stdlib", {}, ""});
-  c.add_text(std::string(SINKLAB_SOURCE_DIR) + "/bench.sink", spec);
+  Compilation c({std::string(sinktest::source_dir()) + "/stdlib", {}, ""});
+  c.add_text(std::string(sinktest::source_dir()) + "/bench.sink", spec);
   c.run();
   if (c.diagnostics().has_errors()) throw std::runtime_error(c.diagnostics().render());
   return read_config(c.plans().at(0));
@@ -75,7 +76,7 @@ double ours(RunConfig cfg, int steps) {
 double pytorch(const std::string& python, const std::string& flags, const RunConfig& cfg, int64_t vocab, int steps,
                int threads) {
   std::string cmd = fmt::format("OMP_WAIT_POLICY=passive {} {}/bench/pytorch_twin.py {} {} {} {} {} {} {} {} {} {}",
-                                python, SINKLAB_SOURCE_DIR, flags, cfg.model.d, cfg.model.layers, cfg.model.heads,
+                                python, sinktest::source_dir(), flags, cfg.model.d, cfg.model.layers, cfg.model.heads,
                                 cfg.model.ffn_hidden, cfg.train.context, cfg.train.batch, vocab, steps, threads);
   auto j = nlohmann::json::parse(rt::command_output(cmd), nullptr, false);
   return j.is_discarded() || !j.contains("tokens_per_s") ? 0 : j["tokens_per_s"].get<double>();

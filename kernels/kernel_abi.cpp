@@ -18,7 +18,7 @@ bool is_activation(std::string_view p) {
 }
 bool is_written(std::string_view p) {
   for (std::string_view a :
-       {"o", "stats", "delta", "astar", "sdxstar", "dsink", "dk", "dv", "dg", "dq", "dq_sum", "out"})
+       {"o", "stats", "delta", "astar", "dx_kstar", "dsink", "dk", "dv", "dg", "dq", "dq_sum", "out"})
     if (p == a) return true;
   return false;
 }

@@ -39,12 +39,12 @@ consteval size_t slot(const std::array<std::string_view, N>& params, std::string
 inline constexpr std::array<std::string_view, 9> kCudaForward = {"q",     "k",    "v", "g",    "kstar",
                                                                  "vstar", "sink", "o", "stats"};
 inline constexpr std::array<std::string_view, 11> kCudaBackwardRows = {
-    "q", "kstar", "vstar", "sink", "o", "stats", "dout", "delta", "astar", "sdxstar", "dsink"};
+    "q", "kstar", "vstar", "sink", "o", "stats", "dout", "delta", "astar", "dx_kstar", "dsink"};
 // dq_sum: dQ in float, summed into by a fused backward_keys (CudaTiles::fused_dq), else not touched.
 inline constexpr std::array<std::string_view, 11> kCudaBackwardKeys = {"q",     "k",  "v",  "g",  "stats", "dout",
                                                                        "delta", "dk", "dv", "dg", "dq_sum"};
-inline constexpr std::array<std::string_view, 10> kCudaBackwardQueries = {"q",     "k",    "v",     "g",       "kstar",
-                                                                          "stats", "dout", "delta", "sdxstar", "dq"};
+inline constexpr std::array<std::string_view, 10> kCudaBackwardQueries = {"q",     "k",    "v",     "g",        "kstar",
+                                                                          "stats", "dout", "delta", "dx_kstar", "dq"};
 inline constexpr std::array<std::string_view, 6> kCudaProbe = {"q", "k", "g", "kstar", "stats", "out"};
 inline constexpr std::array<std::string_view, 4> kCudaSizes = {"T", "H", "g_step", "star_step"};
 

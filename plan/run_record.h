@@ -22,84 +22,88 @@ inline constexpr const char* kStep = "step";
 inline constexpr const char* kLoss = "loss";
 }  // namespace loss
 
-// metrics.jsonl, and `sinkc measure --format json` for the measurements.
-namespace eval {
-inline constexpr const char* kStep = "step";
-inline constexpr const char* kTokens = "tokens";
-inline constexpr const char* kLr = "lr";
-inline constexpr const char* kTrainLoss = "train_loss";
-inline constexpr const char* kValidLoss = "valid_loss";
-inline constexpr const char* kElapsedS = "elapsed_s";  // the training loop's seconds so far (this process's)
-// The part of elapsed_s spent training: without the measurements and checkpoint writes before this line.
-inline constexpr const char* kTrainS = "train_s";
-inline constexpr const char* kTokensPerS = "tokens_per_s";
-inline constexpr const char* kSink = "sink";                     // {"position": Sink_k in %}
-inline constexpr const char* kSinkStar = "sink_star";            // Sink_* in %
-inline constexpr const char* kAlpha = "alpha";                   // [layer][head] alpha_1
-inline constexpr const char* kAlphaStar = "alpha_star";          // [layer][head]
-inline constexpr const char* kMassive = "massive";               // per layer
-inline constexpr const char* kGate = "gate";                     // per layer
-inline constexpr const char* kSinkLogit = "sink_logit";          // Sink_logit^eps in %
-inline constexpr const char* kMaxActivation = "max_activation";  // per layer
-// true: the Sink values and alpha come from the paper's proxy scores (plan/normalizers.h's sink_from_proxy);
-// absent in runs recorded before it was, whose plans say the same.
-inline constexpr const char* kSinkFromProxy = "sink_from_proxy";
-// [layer][head] tables.
-inline constexpr const char* kSinkLogitShare = "sink_logit_share";
-inline constexpr const char* kKeyNormRatio = "key_norm_ratio";
-inline constexpr const char* kValueNormRatio = "value_norm_ratio";
-inline constexpr const char* kQueryKeyCos = "query_key_cos";
-// `sinkc measure` only: how many sequences the measurement averaged.
-inline constexpr const char* kSequences = "sequences";
+// Each key is listed once, in a table of (constant, name) rows: the constants below and kKeys, the list the
+// readers check a file's keys against, are both made from it.
+#define SINK_RUN_RECORD_KEY(constant, name) inline constexpr const char* constant = name;
+#define SINK_RUN_RECORD_NAME(constant, name) std::string_view(name),
 
+// metrics.jsonl, and `sinkc measure --format json` for the measurements.
+// elapsed_s: the training loop's seconds so far (this process's); train_s: the part of it spent training, without
+// the measurements and checkpoint writes before this line. sink: {"position": Sink_k in %}; sink_star: Sink_* in %;
+// alpha, alpha_star: [layer][head]; massive, gate, max_activation: per layer; sink_logit: Sink_logit^eps in %.
+// sink_from_proxy: true where the Sink values and alpha come from the paper's proxy scores (plan/normalizers.h's
+// sink_from_proxy); absent in runs recorded before it was, whose plans say the same. The four [layer][head]
+// tables are kHeadTables. sequences: `sinkc measure` only, how many sequences the measurement averaged.
+#define SINK_EVAL_KEYS(KEY)                \
+  KEY(kStep, "step")                       \
+  KEY(kTokens, "tokens")                   \
+  KEY(kLr, "lr")                           \
+  KEY(kTrainLoss, "train_loss")            \
+  KEY(kValidLoss, "valid_loss")            \
+  KEY(kElapsedS, "elapsed_s")              \
+  KEY(kTrainS, "train_s")                  \
+  KEY(kTokensPerS, "tokens_per_s")         \
+  KEY(kSink, "sink")                       \
+  KEY(kSinkStar, "sink_star")              \
+  KEY(kAlpha, "alpha")                     \
+  KEY(kAlphaStar, "alpha_star")            \
+  KEY(kMassive, "massive")                 \
+  KEY(kGate, "gate")                       \
+  KEY(kSinkLogit, "sink_logit")            \
+  KEY(kMaxActivation, "max_activation")    \
+  KEY(kSinkLogitShare, "sink_logit_share") \
+  KEY(kKeyNormRatio, "key_norm_ratio")     \
+  KEY(kValueNormRatio, "value_norm_ratio") \
+  KEY(kQueryKeyCos, "query_key_cos")       \
+  KEY(kSinkFromProxy, "sink_from_proxy")
+
+namespace eval {
+SINK_EVAL_KEYS(SINK_RUN_RECORD_KEY)
+inline constexpr const char* kSequences = "sequences";  // `sinkc measure`'s alone: not in a run's files
+inline constexpr std::array kKeys = {SINK_EVAL_KEYS(SINK_RUN_RECORD_NAME)};
 inline constexpr std::array<std::string_view, 4> kHeadTables = {kSinkLogitShare, kKeyNormRatio, kValueNormRatio,
                                                                 kQueryKeyCos};
-inline constexpr std::array<std::string_view, 21> kKeys = {
-    kStep,           kTokens,      kLr,           kTrainLoss,     kValidLoss,      kElapsedS,
-    kTrainS,         kTokensPerS,  kSink,         kSinkStar,      kAlpha,          kAlphaStar,
-    kMassive,        kGate,        kSinkLogit,    kMaxActivation, kSinkLogitShare, kKeyNormRatio,
-    kValueNormRatio, kQueryKeyCos, kSinkFromProxy};
 }  // namespace eval
 
-// summary.json.
-namespace summary {
-inline constexpr const char* kName = "name";
-inline constexpr const char* kHash = "hash";
-inline constexpr const char* kStatus = "status";
-inline constexpr const char* kReason = "reason";
-inline constexpr const char* kProcess = "process";  // {"host", "pid"} while it runs
-inline constexpr const char* kHost = "host";
-inline constexpr const char* kPid = "pid";
-inline constexpr const char* kStepsDone = "steps_done";
-inline constexpr const char* kTokens = "tokens";
-inline constexpr const char* kWallS = "wall_s";
-inline constexpr const char* kTrainWallS = "train_wall_s";
-inline constexpr const char* kTokensPerS = "tokens_per_s";
-inline constexpr const char* kFinal = "final";  // the last evaluation, as a metrics.jsonl line
-inline constexpr const char* kParameters = "parameters";
-inline constexpr const char* kAttentionBackend = "attention_backend";
-inline constexpr const char* kThreads = "threads";
-inline constexpr const char* kDevice = "device";
-inline constexpr const char* kPrecision = "precision";
-inline constexpr const char* kMicroBatch = "micro_batch";
-// What train.precision = auto and train.micro_batch = auto became on this device, and from what; absent without auto.
-inline constexpr const char* kAutoSettings = "auto_settings";
-inline constexpr const char* kWorkers = "workers";
-inline constexpr const char* kTrainTokensUnique = "train_tokens_unique";
-// plan/numerics_version.h's kNumericsVersion when the run was trained; absent before it was recorded.
-inline constexpr const char* kNumericsVersion = "numerics_version";
-// What the numbers came from: {"sinklab", "commit", "libtorch", "device_name", "attention_kernels"}
-// (the provenance namespace below).
-inline constexpr const char* kProvenance = "provenance";
-// {"bytes", "of"}: the most memory the run held and what was measured (runtime/training/peak_memory.h).
-inline constexpr const char* kPeakMemory = "peak_memory";
+// summary.json. process: {"host", "pid"} while the run runs; final: the last evaluation, as a metrics.jsonl line.
+// auto_settings: what train.precision = auto and train.micro_batch = auto became on this device, and from what;
+// absent without auto. numerics_version: plan/numerics_version.h's kNumericsVersion when the run was trained; absent
+// before it was recorded. provenance: what the numbers came from (the provenance namespace below). peak_memory:
+// {"bytes", "of"}, the most memory the run held and what was measured (runtime/training/peak_memory.h).
+#define SINK_SUMMARY_KEYS(KEY)                   \
+  KEY(kName, "name")                             \
+  KEY(kHash, "hash")                             \
+  KEY(kStatus, "status")                         \
+  KEY(kReason, "reason")                         \
+  KEY(kProcess, "process")                       \
+  KEY(kStepsDone, "steps_done")                  \
+  KEY(kTokens, "tokens")                         \
+  KEY(kWallS, "wall_s")                          \
+  KEY(kTrainWallS, "train_wall_s")               \
+  KEY(kTokensPerS, "tokens_per_s")               \
+  KEY(kFinal, "final")                           \
+  KEY(kParameters, "parameters")                 \
+  KEY(kAttentionBackend, "attention_backend")    \
+  KEY(kThreads, "threads")                       \
+  KEY(kDevice, "device")                         \
+  KEY(kPrecision, "precision")                   \
+  KEY(kMicroBatch, "micro_batch")                \
+  KEY(kAutoSettings, "auto_settings")            \
+  KEY(kWorkers, "workers")                       \
+  KEY(kTrainTokensUnique, "train_tokens_unique") \
+  KEY(kNumericsVersion, "numerics_version")      \
+  KEY(kProvenance, "provenance")                 \
+  KEY(kPeakMemory, "peak_memory")
 
-inline constexpr std::array<std::string_view, 23> kKeys = {
-    kName,       kHash,       kStatus,     kReason,       kProcess,    kStepsDone,         kTokens,
-    kWallS,      kTrainWallS, kTokensPerS, kFinal,        kParameters, kAttentionBackend,  kThreads,
-    kDevice,     kPrecision,  kMicroBatch, kAutoSettings, kWorkers,    kTrainTokensUnique, kNumericsVersion,
-    kProvenance, kPeakMemory};
+namespace summary {
+SINK_SUMMARY_KEYS(SINK_RUN_RECORD_KEY)
+inline constexpr const char* kHost = "host";  // process's
+inline constexpr const char* kPid = "pid";
+inline constexpr std::array kKeys = {SINK_SUMMARY_KEYS(SINK_RUN_RECORD_NAME)};
 }  // namespace summary
+
+#undef SINK_RUN_RECORD_KEY
+#undef SINK_RUN_RECORD_NAME
 
 // summary.json's "provenance".
 namespace provenance {

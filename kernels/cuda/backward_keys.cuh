@@ -21,15 +21,16 @@
 #if SINK_FUSED_DQ
     store_t ds_swizzled[KEY_ROWS * KEY_QUERIES];
 #endif
-    real st0_tile[2][KEY_QUERIES], inv0_tile[2][KEY_QUERIES], st1_tile[2][KEY_QUERIES], delta_tile[2][KEY_QUERIES];
+    real divisor_tile[2][KEY_QUERIES], inv_divisor_tile[2][KEY_QUERIES], shift_or_sum_tile[2][KEY_QUERIES],
+        delta_tile[2][KEY_QUERIES];
 #if SINK_FUSED_DQ
     float dq_tile[KEY_QUERIES][D + 8];
 #endif
   };
   Shared& shared = shared_block<Shared, KEY_SHARED_BYTES>();
   auto &q_tile = shared.q_tile, &do_tile = shared.do_tile;
-  auto &st0_tile = shared.st0_tile, &inv0_tile = shared.inv0_tile, &st1_tile = shared.st1_tile,
-       &delta_tile = shared.delta_tile;
+  auto &divisor_tile = shared.divisor_tile, &inv_divisor_tile = shared.inv_divisor_tile,
+       &shift_or_sum_tile = shared.shift_or_sum_tile, &delta_tile = shared.delta_tile;
   store_t(*k_rows)[PITCH] = nullptr, (*ds_tile)[KEY_QUERIES + 8] = nullptr;  // (the mma.sync form's: none here)
 #if SINK_FUSED_DQ
   auto& dq_tile = shared.dq_tile;
@@ -39,20 +40,21 @@
 #elif SINK_FUSED_DQ
   struct alignas(16) Shared {
     store_t q_tile[2][KEY_QUERIES][PITCH], do_tile[2][KEY_QUERIES][PITCH];
-    real st0_tile[2][KEY_QUERIES], inv0_tile[2][KEY_QUERIES], st1_tile[2][KEY_QUERIES], delta_tile[2][KEY_QUERIES];
+    real divisor_tile[2][KEY_QUERIES], inv_divisor_tile[2][KEY_QUERIES], shift_or_sum_tile[2][KEY_QUERIES],
+        delta_tile[2][KEY_QUERIES];
     store_t k_rows[KEY_ROWS][PITCH], ds_tile[KEY_ROWS][KEY_QUERIES + 8];
     float dq_tile[KEY_QUERIES][D + 8];
   };
   Shared& shared = shared_block<Shared, KEY_SHARED_BYTES>();
   auto &q_tile = shared.q_tile, &do_tile = shared.do_tile;
-  auto &st0_tile = shared.st0_tile, &inv0_tile = shared.inv0_tile, &st1_tile = shared.st1_tile,
-       &delta_tile = shared.delta_tile;
+  auto &divisor_tile = shared.divisor_tile, &inv_divisor_tile = shared.inv_divisor_tile,
+       &shift_or_sum_tile = shared.shift_or_sum_tile, &delta_tile = shared.delta_tile;
   auto& k_rows = shared.k_rows;
   auto& ds_tile = shared.ds_tile;
   auto& dq_tile = shared.dq_tile;
 #else
   __shared__ __align__(16) store_t q_tile[2][KEY_QUERIES][PITCH], do_tile[2][KEY_QUERIES][PITCH];
-  __shared__ real st0_tile[2][KEY_QUERIES], inv0_tile[2][KEY_QUERIES], st1_tile[2][KEY_QUERIES],
+  __shared__ real divisor_tile[2][KEY_QUERIES], inv_divisor_tile[2][KEY_QUERIES], shift_or_sum_tile[2][KEY_QUERIES],
       delta_tile[2][KEY_QUERIES];
   store_t(*k_rows)[PITCH] = nullptr, (*ds_tile)[KEY_QUERIES + 8] = nullptr;  // (dQ's operands: none here)
   float(*dq_tile)[D + 8] = nullptr;
@@ -85,11 +87,11 @@
 #endif
   int key[2];
   bool is_key[2];
-  real fj[2];
+  real pos_j[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     is_key[h] = warp_key + frag_row(2 * h) < n;
-    key[h] = imin(warp_key + frag_row(2 * h), n - 1), fj[h] = (real)(key[h] + 1);
+    key[h] = imin(warp_key + frag_row(2 * h), n - 1), pos_j[h] = (real)(key[h] + 1);
   }
   float dk_acc[D / 8][4], dv_acc[D / 8][4];
   zero(dk_acc), zero(dv_acc);
@@ -117,10 +119,10 @@
     for (int round = 0; round < STAT_ROUNDS; ++round) {
       const int r = (int)threadIdx.x + round * KEY_THREADS;
       if (KEY_QUERIES % KEY_THREADS != 0 && r >= KEY_QUERIES) break;
-      real st0, inv_st0, st1;
-      backward_statistics(next_z[round], next_second[round], st0, inv_st0, st1);
-      if (!ONLINE) st0_tile[to][r] = st0, inv0_tile[to][r] = inv_st0;
-      st1_tile[to][r] = st1;
+      real divisor, inv_divisor, shift_or_sum;
+      backward_statistics(next_z[round], next_second[round], divisor, inv_divisor, shift_or_sum);
+      if (!ONLINE) divisor_tile[to][r] = divisor, inv_divisor_tile[to][r] = inv_divisor;
+      shift_or_sum_tile[to][r] = shift_or_sum;
       delta_tile[to][r] = next_delta[round] * DX_SCALE;  // (column_grad's dx_scale)
     }
   };
@@ -178,9 +180,10 @@
         }
         real A, dx;
         // (Without a position table, of the product q.k: the scaling folds into the exponent.)
-        column_grad<!POSITION_BIAS>(POSITION_BIAS ? logit_of(sT[nb][e], i, key[h], g) : sT[nb][e], (real)(i + 1), fj[h],
-                                    (real)n, dAT[nb][e], delta_tile[stage][c], ONLINE ? (real)1 : st0_tile[stage][c],
-                                    ONLINE ? (real)1 : inv0_tile[stage][c], st1_tile[stage][c], A, dx, DX_SCALE);
+        column_grad<!POSITION_BIAS>(
+            POSITION_BIAS ? logit_of(sT[nb][e], i, key[h], g) : sT[nb][e], (real)(i + 1), pos_j[h], (real)n, dAT[nb][e],
+            delta_tile[stage][c], ONLINE ? (real)1 : divisor_tile[stage][c],
+            ONLINE ? (real)1 : inv_divisor_tile[stage][c], shift_or_sum_tile[stage][c], A, dx, DX_SCALE);
         sT[nb][e] = seen ? A : (real)0;
         dAT[nb][e] = seen ? dx * (SCALE_QK / DX_SCALE) : (real)0;  // dS, the gradient of q.k
         if (POSITION_GRAD) {

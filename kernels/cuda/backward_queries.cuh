@@ -30,7 +30,7 @@
   if (POSITION_BIAS) g += head * g_step;
   unsigned qa[M][D / 16][4], da[M][D / 16][4];
   int row[M][2], lo[M][2], hi[M][2];
-  real fi[M][2], Dd[M][2], st0[M][2], inv_st0[M][2], st1[M][2];
+  real pos_i[M][2], row_delta[M][2], divisor[M][2], inv_divisor[M][2], shift_or_sum[M][2];
   float dq_acc[M][D / 8][4];
 #pragma unroll
   for (int f = 0; f < M; ++f) {
@@ -39,16 +39,17 @@
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = imin(warp_row + 16 * f + frag_row(2 * h), n - 1);
-      row[f][h] = r, fi[f][h] = (real)(r + 1);
+      row[f][h] = r, pos_i[f][h] = (real)(r + 1);
       key_range(r, n, lo[f][h], hi[f][h]);
-      Dd[f][h] = delta[r] * DX_SCALE;  // (times column_grad's dx_scale)
-      backward_statistics(stats[r], stats[T + r], st0[f][h], inv_st0[f][h], st1[f][h]);
+      row_delta[f][h] = delta[r] * DX_SCALE;  // (times column_grad's dx_scale)
+      backward_statistics(stats[r], stats[T + r], divisor[f][h], inv_divisor[f][h], shift_or_sum[f][h]);
     }
 #pragma unroll
     for (int nb = 0; nb < D / 8; ++nb)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
-        dq_acc[f][nb][e] = KEY_BIAS ? kstar[head * star_step + frag_col(nb, e)] * sdxstar[bh * T + row[f][e / 2]] : 0.f;
+        dq_acc[f][nb][e] =
+            KEY_BIAS ? kstar[head * star_step + frag_col(nb, e)] * dx_kstar[bh * T + row[f][e / 2]] : 0.f;
   }
   int block_lo, block_hi, first_hi, last_lo;
   key_range(first_row, n, block_lo, first_hi);
@@ -93,8 +94,8 @@
                            : BELOW        ? logit_along(s[f][nb][e], along[h], -(8 * nb + e % 2))
                                           : logit_of(s[f][nb][e], row[f][h], j, g);
             real A, dx;
-            column_grad<!POSITION_BIAS>(x, fi[f][h], (real)(j + 1), (real)n, dA[f][nb][e], Dd[f][h], st0[f][h],
-                                        inv_st0[f][h], st1[f][h], A, dx, DX_SCALE);
+            column_grad<!POSITION_BIAS>(x, pos_i[f][h], (real)(j + 1), (real)n, dA[f][nb][e], row_delta[f][h],
+                                        divisor[f][h], inv_divisor[f][h], shift_or_sum[f][h], A, dx, DX_SCALE);
             s[f][nb][e] = FULL || (kb + frag_col(nb, e) <= hi[f][h] && j >= lo[f][h]) ? dx * (SCALE_QK / DX_SCALE)
                                                                                       : (real)0;  // dS
           }

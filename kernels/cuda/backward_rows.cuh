@@ -13,27 +13,29 @@
   for (int pass = 0; pass < LANES; ++pass) {
     const long long wanted = (long long)blockIdx.x * ROW_THREADS + pass * ROWS_AT_ONCE + threadIdx.x / LANES;
     const long long i = wanted < T ? wanted : T - 1;
-    real Dd = 0, xs = 0, dA = 0;
+    real row_delta = 0, xs = 0, dA = 0;
     for (int d = part; d < D; d += LANES) {
       const real grad_out = load(dout, i * D + d);
-      Dd += grad_out * load(o, i * D + d);
+      row_delta += grad_out * load(o, i * D + d);
       if (KEY_BIAS) xs += load(q, i * D + d) * kstar[d], dA += grad_out * vstar[d];
     }
 #pragma unroll
     for (int m = 1; m < LANES; m *= 2) {
-      Dd += shfl_xor(Dd, m);
+      row_delta += shfl_xor(row_delta, m);
       if (KEY_BIAS) xs += shfl_xor(xs, m), dA += shfl_xor(dA, m);
     }
     if (part != 0 || wanted >= T) continue;
-    delta[i] = Dd;
-    const real st0 = stats[i], st1 = stats[T + i], fi = (real)(i + 1);
+    delta[i] = row_delta;
+    const real divisor = stats[i], shift_or_sum = stats[T + i], pos_i = (real)(i + 1);
     real A, dx;
     if (KEY_BIAS) {  // the k* column: A and the logit's gradient, summed over rows by the caller
-      column_grad(xs * SCALE_QK, fi, (real)0, (real)T, dA, Dd, st0, r_div(1, st0), st1, A, dx);
-      astar[bh * T + i] = A, sdxstar[bh * T + i] = dx * SCALE_QK;
+      column_grad(xs * SCALE_QK, pos_i, (real)0, (real)T, dA, row_delta, divisor, r_div(1, divisor), shift_or_sum, A,
+                  dx);
+      astar[bh * T + i] = A, dx_kstar[bh * T + i] = dx * SCALE_QK;
     }
     if (SINK_LOGIT) {  // no value (dA = 0): the logit's gradient is -D dZ/ds ds/db / Z
-      column_grad(sink[head], fi, (real)0, (real)T, (real)0, Dd, st0, r_div(1, st0), st1, A, dx);
+      column_grad(sink[head], pos_i, (real)0, (real)T, (real)0, row_delta, divisor, r_div(1, divisor), shift_or_sum, A,
+                  dx);
       dsink[bh * T + i] = dx;
     }
   }

@@ -11,6 +11,7 @@
 #include "kernels/kernel_abi.h"
 #include "plan/score_functions.h"
 #include "plan/symbolic.h"
+#include "plan/visibility.h"
 
 namespace sink::kernels {
 namespace {
@@ -110,8 +111,8 @@ ExprNode for_nonnegative_score(const ExprNode& e) {
   return out;
 }
 
-// The score expression as a C expression over x (= qk, or the product q.k in the product form), fi and fj
-// (1-based positions) and fT (the length).
+// The score expression as a C expression over x (= qk, or the product q.k in the product form), pos_i and pos_j
+// (1-based positions) and length (the sequence's, T).
 std::string c_expr(const ExprNode& e) {
   using Op = ExprNode::Op;
   auto arg = [&](size_t k) { return c_expr(e.args.at(k)); };
@@ -119,7 +120,8 @@ std::string c_expr(const ExprNode& e) {
     case Op::Number: return number(e.number);
     case Op::Var:
       if (e.name == "qk" || e.name == kProduct) return "x";
-      if (e.name == "i" || e.name == "j" || e.name == "T") return "f" + e.name;
+      if (e.name == "i" || e.name == "j" || e.name == "T")
+        return e.name == "T" ? std::string("length") : "pos_" + e.name;
       // The normaliser's (plan/normalizers.h); its x is the logit, as the score's qk is.
       if (e.name == "s" || e.name == "x" || e.name == "unit" || e.name == "P" || e.name == "Z" || e.name == "r" ||
           e.name == "shift")
@@ -191,6 +193,38 @@ std::string c_expr(const ExprNode& e) {
 }
 
 constexpr std::string_view kHopperDefinition = "#define SINK_WGMMA 1\n";
+
+// A visibility bound (plan/visibility.h) as a C expression of type `index` over i, j and T: integers, so the
+// minimum and maximum are comparisons (`?:`), which compile to the integer min and max.
+std::string c_index_expr(const ExprNode& e, const std::string& index) {
+  using Op = ExprNode::Op;
+  auto arg = [&](size_t k) { return c_index_expr(e.args.at(k), index); };
+  switch (e.op) {
+    case Op::Number: return fmt::format("({}){}", index, static_cast<long long>(e.number));
+    case Op::Var: return e.name;
+    case Op::Neg: return fmt::format("(-{})", arg(0));
+    case Op::Add: return fmt::format("({} + {})", arg(0), arg(1));
+    case Op::Sub: return fmt::format("({} - {})", arg(0), arg(1));
+    case Op::Call:
+      if (e.name == "__min") return fmt::format("({0} < {1} ? {0} : {1})", arg(0), arg(1));
+      if (e.name == "__max") return fmt::format("({0} > {1} ? {0} : {1})", arg(0), arg(1));
+      if (e.name == "__if_pos") return fmt::format("({} > 0 ? {} : {})", arg(0), arg(1), arg(2));
+      break;
+    default: break;
+  }
+  throw std::runtime_error("CUDA kernel generator: no integer form for '" + to_string(e) + "'");
+}
+
+// key_range (the keys query i sees) and query_range (the queries that may see key j) over `index`.
+std::string visibility_functions(const Visibility& v, const std::string& index) {
+  return fmt::format(
+      "__device__ __forceinline__ void key_range({0} i, {0} T, {0}& lo, {0}& hi) {{\n  lo = {1};\n  hi = {2};\n}}\n"
+      "__device__ __forceinline__ void query_range({0} j, {0} T, {0}& first, {0}& last) {{\n  first = {3};\n"
+      "  last = {4};\n}}\n",
+      index, c_index_expr(v.first_key, index), c_index_expr(v.last_key, index), c_index_expr(v.first_query, index),
+      c_index_expr(v.last_query, index));
+}
+
 }  // namespace
 
 bool needs_sm90a(std::string_view source) { return source.find(kHopperDefinition) != std::string_view::npos; }
@@ -225,9 +259,7 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
   out += fmt::format("// storage: {}\n\n", stored);
   out += spec.f64 ? "typedef double real;\n" : "typedef float real;\n";
   out += cuda_math_prelude(spec.f64, tiles.tensor_cores);
-  out += storage == CudaStorage::BFloat16  ? cuda_bf16_storage()
-         : storage == CudaStorage::Float16 ? cuda_fp16_storage()
-                                           : cuda_real_storage();
+  out += cuda_storage(storage);
   auto flag = [&](const char* name, bool v) {
     out += fmt::format("constexpr bool {} = {};\n", name, v ? "true" : "false");
   };
@@ -241,7 +273,6 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
   out += tiles.tensor_cores && tiles.hopper ? std::string(kHopperDefinition) : "#define SINK_WGMMA 0\n";
   flag("OVERLAP", tiles.tensor_cores && tiles.hopper && tiles.overlap);
   out += fmt::format("constexpr int D = {};\n", spec.d_head);
-  out += fmt::format("constexpr long long PREFIX = {}, WINDOW = {};\n", spec.prefix, spec.window);
   const NormalizerForm norm = spec.normalizer();
   out += fmt::format("#define ALPHA {}\n#define SCALE_QK {}\n#define SHIFT_FLOOR {}\n", number(spec.alpha),
                      number(scale_qk), number(norm.row->shift_floor));
@@ -260,7 +291,7 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
       "QUERY_KEYS = {}, ROW_THREADS = {};\n",
       tiles.forward_rows, tiles.forward_keys, tiles.key_rows, tiles.key_queries, tiles.query_rows, tiles.query_keys,
       tiles.row_threads);
-  const std::string positions = "(real x, real shift, real fi, real fj, real fT) { return ";
+  const std::string positions = "(real x, real shift, real pos_i, real pos_j, real length) { return ";
   out += "__device__ __forceinline__ real score" + positions + c_expr(emitted(spec.score, "qk")) + "; }\n";
   out += "__device__ __forceinline__ real score_grad" + positions + c_expr(emitted(score_grad, "qk")) + "; }\n";
   // The same of the product q.k, where the logit is its scaling alone (no position table): the scaling folds
@@ -283,7 +314,13 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
   // of an addition per pair. (Weights of either sign would cancel in it to the 16-bit rounding of the largest.)
   flag("SUM_OF_WEIGHTS", spec.online && norm.term_degree == 1 && normaliser(norm.term) == normaliser(norm.weight));
   out += "\n";
-  out += cuda_shared_functions();
+  // Which keys each query sees (plan/visibility.h): 64-bit positions for the scalar kernels; 32-bit ones, half the
+  // registers and instructions per element mask, for the tensor-core kernels (T < 2^31, offsets stay 64-bit).
+  const Visibility visible = visibility(spec.prefix, spec.window);
+  out += "// Visibility: query i sees keys [lo, hi]; key j is seen by queries in [first, last] at most\n";
+  out += visibility_functions(visible, "long long");
+  if (tiles.tensor_cores) out += visibility_functions(visible, "int");
+  out += cuda_text::kColumns;
   if (tiles.tensor_cores) {
     out += "\n// Tensor cores: 16 rows per warp; shared tiles of [rows][D + 8]\n";
     out += fmt::format("constexpr bool HALF_MMA = {};\nconstexpr int PITCH = D + 8;\n",
@@ -303,17 +340,21 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
     out += fmt::format("// Scalar kernels, a row per thread: {}\n",
                        reason.empty() ? "tiles without tensor cores (a GPU older than 8.0, or a check)" : reason);
   }
-  out += abi::cuda_signature(abi::kForwardSymbol, abi::kCudaForward, tiles.forward_threads(), tiles.min_blocks);
-  out += tiles.tensor_cores ? fmt::format(" {}\n", cuda_text::kForward) : cuda_forward_body();
-  out += abi::cuda_signature(abi::kCudaBackwardRowsSymbol, abi::kCudaBackwardRows, tiles.row_threads);
-  out += tiles.tensor_cores ? fmt::format(" {}\n", cuda_text::kBackwardRows) : cuda_backward_rows_body();
-  out +=
-      abi::cuda_signature(abi::kCudaBackwardKeysSymbol, abi::kCudaBackwardKeys, tiles.key_threads(), tiles.min_blocks);
-  out += tiles.tensor_cores ? fmt::format(" {}\n", cuda_text::kBackwardKeys) : cuda_backward_keys_body();
-  out += abi::cuda_signature(abi::kCudaBackwardQueriesSymbol, abi::kCudaBackwardQueries, tiles.query_threads(),
-                             tiles.min_blocks);
-  out += tiles.tensor_cores ? fmt::format(" {}\n", cuda_text::kBackwardQueries) : cuda_backward_queries_body();
-  out += abi::cuda_signature(abi::kProbeSymbol, abi::kCudaProbe, tiles.row_threads) + cuda_probe_body();
+  // Each kernel: its signature (kernels/kernel_abi.h), then its body, on tensor cores or a row per thread.
+  const auto kernel = [&](std::string_view symbol, const auto& arguments, int threads, int min_blocks,
+                          const char* tensor_core_body, const char* scalar_body) {
+    out += abi::cuda_signature(symbol, arguments, threads, min_blocks);
+    out += fmt::format(" {}\n", tiles.tensor_cores ? tensor_core_body : scalar_body);
+  };
+  kernel(abi::kForwardSymbol, abi::kCudaForward, tiles.forward_threads(), tiles.min_blocks, cuda_text::kForward,
+         cuda_text::kScalarForward);
+  kernel(abi::kCudaBackwardRowsSymbol, abi::kCudaBackwardRows, tiles.row_threads, 0, cuda_text::kBackwardRows,
+         cuda_text::kScalarBackwardRows);
+  kernel(abi::kCudaBackwardKeysSymbol, abi::kCudaBackwardKeys, tiles.key_threads(), tiles.min_blocks,
+         cuda_text::kBackwardKeys, cuda_text::kScalarBackwardKeys);
+  kernel(abi::kCudaBackwardQueriesSymbol, abi::kCudaBackwardQueries, tiles.query_threads(), tiles.min_blocks,
+         cuda_text::kBackwardQueries, cuda_text::kScalarBackwardQueries);
+  kernel(abi::kProbeSymbol, abi::kCudaProbe, tiles.row_threads, 0, cuda_text::kProbe, cuda_text::kProbe);
   return out;
 }
 

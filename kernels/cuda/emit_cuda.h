@@ -15,7 +15,7 @@
 //   backward_queries query rows: dq
 //   probe            one element of the metric's score matrix per thread
 // Layout per (batch x head) slice: [T, D] rows; stats [2, T]; delta, astar,
-// sdxstar, dsink [T]; dg [T] by distance. Arguments: kernels/kernel_abi.h.
+// dx_kstar, dsink [T]; dg [T] by distance. Arguments: kernels/kernel_abi.h.
 #pragma once
 #include <string>
 #include <string_view>

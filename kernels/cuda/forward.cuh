@@ -48,12 +48,12 @@
   }
   // Rows from T on act as row T - 1 and are not written.
   int row[M][2], lo[M][2], hi[M][2];
-  real fi[M][2], m[M][2], P[M][2];
+  real pos_i[M][2], m[M][2], P[M][2];
 #pragma unroll
   for (int f = 0; f < M; ++f)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      row[f][h] = imin(warp_row + 16 * f + frag_row(2 * h), n - 1), fi[f][h] = (real)(row[f][h] + 1);
+      row[f][h] = imin(warp_row + 16 * f + frag_row(2 * h), n - 1), pos_i[f][h] = (real)(row[f][h] + 1);
       key_range(row[f][h], n, lo[f][h], hi[f][h]);
       m[f][h] = ONLINE ? SHIFT_FLOOR : -SINK_INF, P[f][h] = 0;
     }
@@ -68,13 +68,13 @@
       for (int h = 0; h < 2; ++h) {
         real own = 0, w, rescale;
         if (KEY_BIAS) {
-          fold_column(q_kstar[h] * SCALE_QK, fi[f][h], (real)0, (real)n, m[f][h], own, w, rescale);
+          fold_column(q_kstar[h] * SCALE_QK, pos_i[f][h], (real)0, (real)n, m[f][h], own, w, rescale);
 #pragma unroll
           for (int nb = 0; nb < D / 8; ++nb)
             acc[f][nb][2 * h] = w * vstar[frag_col(nb, 0)], acc[f][nb][2 * h + 1] = w * vstar[frag_col(nb, 1)];
         }
         if (SINK_LOGIT) {
-          fold_column(sink[0], fi[f][h], (real)0, (real)n, m[f][h], own, w, rescale);
+          fold_column(sink[0], pos_i[f][h], (real)0, (real)n, m[f][h], own, w, rescale);
 #pragma unroll
           for (int nb = 0; nb < D / 8; ++nb) acc[f][nb][2 * h] *= rescale, acc[f][nb][2 * h + 1] *= rescale;
         }
@@ -163,13 +163,13 @@
           for (int e = 0; e < 4; ++e) {
             const int h = e / 2;
             const bool hidden = !FULL && s[f][nb][e] == -SINK_INF;
-            const real fj = (real)(kb + frag_col(nb, e) + 1);
+            const real pos_j = (real)(kb + frag_col(nb, e) + 1);
             real x, sc;  // the logit, its score
             if (OF_PRODUCT) {
               const real product = hidden ? shift[h] * (1 / SCALE_QK) : s[f][nb][e];
-              sc = score_of_product(product, shift[h], fi[f][h], fj, (real)n), x = product * SCALE_QK;
+              sc = score_of_product(product, shift[h], pos_i[f][h], pos_j, (real)n), x = product * SCALE_QK;
             } else {
-              x = hidden ? shift[h] : s[f][nb][e], sc = score(x, shift[h], fi[f][h], fj, (real)n);
+              x = hidden ? shift[h] : s[f][nb][e], sc = score(x, shift[h], pos_i[f][h], pos_j, (real)n);
             }
             if (!SUM_OF_WEIGHTS) tile_sum[h][e % 2] += hidden ? (real)0 : norm_term(sc, x, unit[h]);
             s[f][nb][e] = hidden ? (real)0 : norm_weight(sc, x, unit[h]);

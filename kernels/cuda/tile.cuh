@@ -14,14 +14,6 @@ __device__ __forceinline__ int lane_id() { return threadIdx.x % 32; }
 __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
 __device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }
 __device__ __forceinline__ int distance(int i, int j) { return i > j ? i - j : j - i; }
-__device__ __forceinline__ void key_range(int i, int T, int& lo, int& hi) {
-  lo = WINDOW > 0 ? imax(0, i - (int)(WINDOW - 1)) : 0;
-  hi = PREFIX > 0 ? imin(imax(i, (int)PREFIX - 1), T - 1) : i;
-}
-__device__ __forceinline__ void query_range(int j, int T, int& first, int& last) {
-  first = PREFIX > 0 && j < PREFIX ? 0 : j;
-  last = WINDOW > 0 ? imin(T - 1, j + (int)WINDOW - 1) : T - 1;
-}
 __device__ __forceinline__ int frag_row(int e) { return lane_id() / 4 + 8 * (e / 2); }
 __device__ __forceinline__ int frag_col(int nb, int e) { return nb * 8 + 2 * (lane_id() % 4) + e % 2; }
 

@@ -38,8 +38,9 @@ void Generator::backward_rows(IrText& b) {
     std::string q_row = b.load_row("%q", "%qr");
     std::string ks = b.load_vec("%kstar"), vs = b.load_vec("%vstar");
     std::string xs = b.fmul(b.dot(q_row, ks), b.num(scale_qk()));
-    std::string st0 = b.load("%stats", "%qr"), st1 = b.load("%stats", b.op("add i64 %Tp, %qr"));
-    auto [A, dx] = column_grad(b, b.scalar, xs, position(b, "%qr"), b.num(0), b.dot(do_row, vs), D, st0, st1);
+    std::string divisor = b.load("%stats", "%qr"), shift_or_sum = b.load("%stats", b.op("add i64 %Tp, %qr"));
+    auto [A, dx] =
+        column_grad(b, b.scalar, xs, position(b, "%qr"), b.num(0), b.dot(do_row, vs), D, divisor, shift_or_sum);
     std::string sdx = b.fmul(dx, b.num(scale_qk()));
     b.accumulate_vec("%dkstar", sdx, q_row);
     b.accumulate_vec("%dvstar", A, do_row);
@@ -47,8 +48,9 @@ void Generator::backward_rows(IrText& b) {
   }
   if (spec.sink_logit) {
     b.comment("the sink logit: its column has no value (dA = 0), so its gradient is -D dZ/ds ds/db / Z");
-    std::string st0 = b.load("%stats", "%qr"), st1 = b.load("%stats", b.op("add i64 %Tp, %qr"));
-    auto [A, dx] = column_grad(b, b.scalar, b.load("%sink", "0"), position(b, "%qr"), b.num(0), b.num(0), D, st0, st1);
+    std::string divisor = b.load("%stats", "%qr"), shift_or_sum = b.load("%stats", b.op("add i64 %Tp, %qr"));
+    auto [A, dx] = column_grad(b, b.scalar, b.load("%sink", "0"), position(b, "%qr"), b.num(0), b.num(0), D, divisor,
+                               shift_or_sum);
     b.accumulate("%dsink", "0", dx);
   }
   b.store_row(dq0, "%dq", "%qr");
@@ -61,24 +63,13 @@ void Generator::backward_columns(IrText& b) {
   const std::string vt = fmt::format("<{} x i64>", kKeyBlock);
   open_loop(b, "kg", "0", "qr.exit", "icmp slt i64 %kg, %T");
   RowGroup g = row_group(b, "%kg", R);
-  // Queries that can see the group's keys: from the first key on (from 0 for
-  // prefix keys, which every query sees), up to window - 1 past the last.
-  std::string first = "%kg";
-  if (spec.prefix > 0) {
-    std::string in_prefix = b.op(fmt::format("icmp slt i64 %kg, {}", spec.prefix));
-    first = b.op("select i1 " + in_prefix + ", i64 0, i64 %kg", "first");
-  }
+  // Queries that can see the group's keys: from those that see its first key to those that see its last.
+  const std::string first = query_range(b, "%kg").first, last = query_range(b, g.index[R - 1]).second;
   std::string last_row = b.op("sub i64 %T, 1");
-  std::string last = last_row;
-  if (spec.window > 0) {
-    std::string reach = b.op(fmt::format("add i64 {}, {}", g.index[R - 1], spec.window - 1));
-    std::string beyond = b.op("icmp sgt i64 " + reach + ", " + last_row);
-    last = b.op("select i1 " + beyond + ", i64 " + last_row + ", i64 " + reach, "last");
-  }
-  std::vector<std::string> fj(R), k_rows(R);
+  std::vector<std::string> pos_j(R), k_rows(R);
   std::vector<Carried> carried;
   for (int r = 0; r < R; ++r) {
-    fj[r] = position(b, g.index[r]);
+    pos_j[r] = position(b, g.index[r]);
     k_rows[r] = b.load_row("%k", g.index[r]);
     carried.push_back({fmt::format("%qb.dk{}", r), b.V, "zeroinitializer"});
     carried.push_back({fmt::format("%qb.dv{}", r), b.V, "zeroinitializer"});
@@ -90,23 +81,11 @@ void Generator::backward_columns(IrText& b) {
       b.op("sitofp " + vt + " " + b.op("add " + vt + " " + lanes + ", " + lane_ints(1, 0)) + " to " + L.ir);
   std::vector<std::string> x = block_dots(b, "%k", g, "%qt", "%qb");
   std::vector<std::string> dA = block_dots(b, "%v", g, "%doutt", "%qb");
-  std::string st0 = b.load_lanes(b.element_ptr("%stats", "%qb"));
-  std::string st1 = b.load_lanes(b.element_ptr("%stats", b.op("add i64 %Tp, %qb")));
+  std::string divisor = b.load_lanes(b.element_ptr("%stats", "%qb"));
+  std::string shift_or_sum = b.load_lanes(b.element_ptr("%stats", b.op("add i64 %Tp, %qb")));
   std::string D = b.load_lanes(b.element_ptr("%delta", "%qb"));
   // Each query lane's key range, and whether the lane is a row at all.
-  std::string hi = lanes, lo = "zeroinitializer";
-  if (spec.prefix > 0) {
-    std::string prefix_last = splat_int(b, std::to_string(spec.prefix - 1));
-    std::string later = b.op("icmp sgt " + vt + " " + lanes + ", " + prefix_last);
-    hi = b.op("select <" + std::to_string(kKeyBlock) + " x i1> " + later + ", " + vt + " " + lanes + ", " + vt + " " +
-              prefix_last);
-  }
-  if (spec.window > 0) {
-    std::string start = b.op("sub " + vt + " " + lanes + ", " + splat_int(b, std::to_string(spec.window - 1)));
-    std::string pos = b.op("icmp sgt " + vt + " " + start + ", zeroinitializer");
-    lo = b.op("select <" + std::to_string(kKeyBlock) + " x i1> " + pos + ", " + vt + " " + start + ", " + vt +
-              " zeroinitializer");
-  }
+  const auto [lo, hi] = key_range(b, lanes, true);
   std::string in_T = b.op("icmp slt " + vt + " " + lanes + ", " + splat_int(b, "%T"));
   std::vector<std::string> A(R), sdx(R), sdx_once(R);
   for (int r = 0; r < R; ++r) {
@@ -117,7 +96,7 @@ void Generator::backward_columns(IrText& b) {
       for (int w = 0; w < kKeyBlock; ++w) bias = b.insert(bias, b.load("%g", dist(b, rows[w], g.index[r])), w);
       xr = b.bin("fadd", L, xr, bias);
     }
-    auto [A_all, dx_all] = column_grad(b, L, xr, ipos, b.splat(L, fj[r]), dA[r], D, st0, st1);
+    auto [A_all, dx_all] = column_grad(b, L, xr, ipos, b.splat(L, pos_j[r]), dA[r], D, divisor, shift_or_sum);
     std::string seen =
         b.op(fmt::format("and <{} x i1> {}, {}", kKeyBlock, b.op("icmp sle " + vt + " " + key + ", " + hi),
                          b.op("icmp sge " + vt + " " + key + ", " + lo)));

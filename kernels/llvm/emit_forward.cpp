@@ -23,10 +23,10 @@ std::string Generator::forward() {
   weights_buffer(b);
   open_loop(b, "qg", "0", "entry", "icmp slt i64 %qg, %T");
   RowGroup g = row_group(b, "%qg", R);
-  std::vector<std::string> lo(R), hi(R), fi(R);
+  std::vector<std::string> lo(R), hi(R), pos_i(R);
   for (int r = 0; r < R; ++r) {
     std::tie(lo[r], hi[r]) = key_range(b, g.index[r]);
-    fi[r] = position(b, g.index[r]);
+    pos_i[r] = position(b, g.index[r]);
   }
   // Per row: acc (the sum of weights x v), the shift m (the online form) and the sum of terms P. The k* column
   // (value v*, every query sees it) and the sink logit (no value) are folded in first.
@@ -35,7 +35,7 @@ std::string Generator::forward() {
     RowState row{b.num(spec.online ? norm.row->shift_floor : -INFINITY), b.num(0)};
     std::string acc0 = "zeroinitializer";
     auto fold = [&](const std::string& x, const std::string* value) {
-      Folded f = fold_columns(b, b.scalar, row, x, fi[r], b.num(0));
+      Folded f = fold_columns(b, b.scalar, row, x, pos_i[r], b.num(0));
       if (!f.rescale.empty()) acc0 = b.vscale(acc0, f.rescale);
       if (value) acc0 = b.vfma(acc0, f.weights, *value);
       row = f.row;
@@ -75,7 +75,7 @@ std::string Generator::forward() {
     const RowState row{fmt::format("%kb.m{}", r), fmt::format("%kb.P{}", r)};
     acc[r] = fmt::format("%kb.acc{}", r);
     // One rescale of the block's running sums as m grows (online, max-subtracted), not one per column.
-    Folded f = fold_columns(b, L, row, xr, b.splat(L, fi[r]), jpos, valid);
+    Folded f = fold_columns(b, L, row, xr, b.splat(L, pos_i[r]), jpos, valid);
     weights[r] = f.weights;
     if (!f.rescale.empty()) acc[r] = b.vscale(acc[r], f.rescale);
     next.push_back({row.m, spec.online ? f.row.m : row.m});

@@ -50,11 +50,13 @@ std::string Generator::probe() {
   open_loop(b, "i", "0", "entry", "icmp slt i64 %i, %T");
   auto [lo, hi] = key_range(b, "%i");
   std::string qi = b.load_row("%q", "%i");
-  std::string fi = position(b, "%i");
-  std::string st1 = b.load("%stats", b.op("add i64 %Tp, %i"));
+  std::string pos_i = position(b, "%i");
+  std::string shift_or_sum = b.load("%stats", b.op("add i64 %Tp, %i"));
   std::string row0 = b.op("mul i64 %i, %width");
   auto logit = [&](const std::string& key_row) { return b.fmul(b.dot(qi, key_row), b.num(scale_qk())); };
-  auto value = [&](const std::string& x, const std::string& fj) { return column_weight(b, b.scalar, x, fi, fj, st1); };
+  auto value = [&](const std::string& x, const std::string& pos_j) {
+    return column_weight(b, b.scalar, x, pos_i, pos_j, shift_or_sum);
+  };
   if (spec.key_bias) b.store(value(logit(b.load_vec("%kstar")), b.num(0)), "%out", row0);
   open_loop(b, "j", lo, "i.body", "icmp sle i64 %j, " + hi);
   std::string x = logit(b.load_row("%k", "%j"));

@@ -2,8 +2,10 @@
 
 #include <cmath>
 #include <fmt/format.h>
+#include <stdexcept>
 
 #include "plan/score_functions.h"
+#include "plan/visibility.h"
 
 namespace sink::kernels {
 namespace {
@@ -111,22 +113,48 @@ RowGroup Generator::row_group(IrText& b, const std::string& first, int rows) {
   return g;
 }
 
-std::pair<std::string, std::string> Generator::key_range(IrText& b, const std::string& i) {
-  std::string lo = "0";
-  if (spec.window > 0) {
-    std::string start = b.op(fmt::format("sub i64 {}, {}", i, spec.window - 1));
-    std::string pos = b.op("icmp sgt i64 " + start + ", 0");
-    lo = b.op("select i1 " + pos + ", i64 " + start + ", i64 0", "lo");
+std::string Generator::index_expr(IrText& b, const ExprNode& e,
+                                  const std::vector<std::pair<std::string, std::string>>& values, bool lanes) {
+  using Op = ExprNode::Op;
+  const std::string type = lanes ? fmt::format("<{} x i64>", kKeyBlock) : "i64";
+  const std::string flags = lanes ? fmt::format("<{} x i1>", kKeyBlock) : "i1";
+  const std::string zero = lanes ? "zeroinitializer" : "0";
+  auto arg = [&](size_t k) { return index_expr(b, e.args.at(k), values, lanes); };
+  auto choose = [&](const std::string& condition, const std::string& a, const std::string& c) {
+    return b.op(fmt::format("select {} {}, {} {}, {} {}", flags, condition, type, a, type, c));
+  };
+  switch (e.op) {
+    case Op::Number: {
+      const auto n = static_cast<int64_t>(e.number);
+      return lanes ? lane_ints(n, 0) : std::to_string(n);
+    }
+    case Op::Var:
+      for (const auto& [name, value] : values)
+        if (name == e.name) return value;
+      break;
+    case Op::Neg: return b.op(fmt::format("sub {} {}, {}", type, zero, arg(0)));
+    case Op::Add: return b.op(fmt::format("add {} {}, {}", type, arg(0), arg(1)));
+    case Op::Sub: return b.op(fmt::format("sub {} {}, {}", type, arg(0), arg(1)));
+    case Op::Call: {
+      if (e.name != "__min" && e.name != "__max" && e.name != "__if_pos") break;
+      const std::string a = arg(0), c = arg(1);
+      if (e.name == "__if_pos") return choose(b.op(fmt::format("icmp sgt {} {}, {}", type, a, zero)), c, arg(2));
+      return choose(b.op(fmt::format("icmp {} {} {}, {}", e.name == "__min" ? "slt" : "sgt", type, a, c)), a, c);
+    }
+    default: break;
   }
-  std::string hi = i;
-  if (spec.prefix > 0) {  // max(i, prefix - 1), but no key past the sequence when it is shorter than the prefix
-    std::string later = b.op(fmt::format("icmp sgt i64 {}, {}", i, spec.prefix - 1));
-    hi = b.op(fmt::format("select i1 {}, i64 {}, i64 {}", later, i, spec.prefix - 1));
-    std::string last = b.op("sub i64 %T, 1");
-    std::string past = b.op("icmp sgt i64 " + hi + ", " + last);
-    hi = b.op("select i1 " + past + ", i64 " + last + ", i64 " + hi, "hi");
-  }
-  return {lo, hi};
+  throw std::runtime_error("LLVM kernel generator: no integer form for '" + to_string(e) + "'");
+}
+
+std::pair<std::string, std::string> Generator::key_range(IrText& b, const std::string& i, bool lanes) {
+  const Visibility v = visibility(spec.prefix, spec.window);
+  const std::vector<std::pair<std::string, std::string>> values{{"i", i}, {"T", lanes ? splat_int(b, "%T") : "%T"}};
+  return {index_expr(b, v.first_key, values, lanes), index_expr(b, v.last_key, values, lanes)};
+}
+
+std::pair<std::string, std::string> Generator::query_range(IrText& b, const std::string& j) {
+  const Visibility v = visibility(spec.prefix, spec.window);
+  return {index_expr(b, v.first_query, {{"j", j}, {"T", "%T"}}), index_expr(b, v.last_query, {{"j", j}, {"T", "%T"}})};
 }
 
 std::string Generator::lane_ints(int64_t v0, int64_t step) {
@@ -270,8 +298,8 @@ std::string Generator::shift_of(IrText& b, const std::string& m) {
   return b.select(none, b.scalar, b.num(0), m);
 }
 
-Folded Generator::fold_columns(IrText& b, const Ty& t, const RowState& row, const std::string& x, const std::string& fi,
-                               const std::string& fj, const std::string& valid) {
+Folded Generator::fold_columns(IrText& b, const Ty& t, const RowState& row, const std::string& x,
+                               const std::string& pos_i, const std::string& pos_j, const std::string& valid) {
   auto lanes = [&](const std::string& scalar) { return t.vector() ? b.splat(t, scalar) : scalar; };
   auto visible = [&](const std::string& v) { return valid.empty() ? v : b.select(valid, t, v, b.zero(t)); };
   auto sum = [&](const std::string& v) { return t.vector() ? b.reduce_add(t, v) : v; };
@@ -286,11 +314,11 @@ Folded Generator::fold_columns(IrText& b, const Ty& t, const RowState& row, cons
     // The weights scale by the rescale, the terms by its term_degree-th power (p-th powers under the p-norm).
     std::string term_rescale =
         norm.term_degree == 1 ? out.rescale : b.exp(b.scalar, b.fmul(b.fsub(row.m, shift), b.num(norm.term_degree)));
-    s = emit_expr(b, t, spec.score, {b.bin("fsub", t, masked, lanes(shift)), fi, fj});
+    s = emit_expr(b, t, spec.score, {b.bin("fsub", t, masked, lanes(shift)), pos_i, pos_j});
     unit = lanes(b.exp(b.scalar, b.fneg(b.scalar, shift)));
     out.row.P = b.fmul(row.P, term_rescale);
   } else {
-    s = visible(emit_expr(b, t, spec.score, {x, fi, fj}));
+    s = visible(emit_expr(b, t, spec.score, {x, pos_i, pos_j}));
     unit = b.num(1, t);
     out.row = row;
   }
@@ -305,28 +333,29 @@ std::string Generator::row_z(IrText& b, const RowState& row) {
   return safe(b, emit_expr(b, b.scalar, norm.finish, named_values({{"P", row.P}, {"unit", unit}})));
 }
 
-std::string Generator::column_weight(IrText& b, const Ty& t, const std::string& x, const std::string& fi,
-                                     const std::string& fj, const std::string& st1) {
-  const std::string xe = spec.online ? b.bin("fsub", t, x, st1) : x;
-  const std::string unit = spec.online ? b.exp(t, b.fneg(t, st1)) : b.num(1, t);
+std::string Generator::column_weight(IrText& b, const Ty& t, const std::string& x, const std::string& pos_i,
+                                     const std::string& pos_j, const std::string& shift_or_sum) {
+  const std::string xe = spec.online ? b.bin("fsub", t, x, shift_or_sum) : x;
+  const std::string unit = spec.online ? b.exp(t, b.fneg(t, shift_or_sum)) : b.num(1, t);
   return emit_expr(b, t, norm.weight,
-                   named_values({{"s", emit_expr(b, t, spec.score, {xe, fi, fj})}, {"x", x}, {"unit", unit}}));
+                   named_values({{"s", emit_expr(b, t, spec.score, {xe, pos_i, pos_j})}, {"x", x}, {"unit", unit}}));
 }
 
 std::pair<std::string, std::string> Generator::column_grad(IrText& b, const Ty& t, const std::string& x,
-                                                           const std::string& fi, const std::string& fj,
+                                                           const std::string& pos_i, const std::string& pos_j,
                                                            const std::string& dA, const std::string& D,
-                                                           const std::string& st0, const std::string& st1) {
-  // Online: s, its derivative and unit of x - m (st1 = m), and A and dx are as unshifted, being of degree 0
-  // in (s, unit). Direct: st1 = P.
-  const std::string xe = spec.online ? b.bin("fsub", t, x, st1) : x;
-  const ScoreEnv at{xe, fi, fj};
+                                                           const std::string& divisor,
+                                                           const std::string& shift_or_sum) {
+  // Online: s, its derivative and unit of x - m (shift_or_sum = m), and A and dx are as unshifted, being of degree 0
+  // in (s, unit). Direct: shift_or_sum = P.
+  const std::string xe = spec.online ? b.bin("fsub", t, x, shift_or_sum) : x;
+  const ScoreEnv at{xe, pos_i, pos_j};
   const std::string s = emit_expr(b, t, spec.score, at);
   std::vector<std::pair<std::string, std::string>> values = {
-      {"s", s}, {"x", x}, {"unit", spec.online ? b.exp(t, b.fneg(t, st1)) : b.num(1, t)}, {"Z", st0}};
-  if (!spec.online) values.push_back({"P", st1});
+      {"s", s}, {"x", x}, {"unit", spec.online ? b.exp(t, b.fneg(t, shift_or_sum)) : b.num(1, t)}, {"Z", divisor}};
+  if (!spec.online) values.push_back({"P", shift_or_sum});
   const ScoreEnv column = named_values(values);
-  const std::string alpha = b.num(spec.alpha, t), &Z = st0;
+  const std::string alpha = b.num(spec.alpha, t), &Z = divisor;
   std::string A = b.bin("fmul", t, alpha, b.bin("fdiv", t, emit_expr(b, t, norm.weight, column), Z));
   // dL/ds = (alpha dw/ds dA - D dZ/ds) / Z, with D = sum_j dA_j A_j.
   std::string direct = b.bin("fmul", t, alpha, dA);

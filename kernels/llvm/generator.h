@@ -104,8 +104,14 @@ class Generator {
   static void close_loop(IrText& b, const std::string& name, int64_t step,
                          const std::vector<std::pair<std::string, std::string>>& next = {});
   static RowGroup row_group(IrText& b, const std::string& first, int rows);
-  // The allowed key range [lo, hi] of query row i (scalar i64).
-  std::pair<std::string, std::string> key_range(IrText& b, const std::string& i);
+  // A visibility bound (plan/visibility.h) over i64 values, or over <kKeyBlock x i64> lanes where `lanes`:
+  // `values` names the IR value of each variable it reads (i, j, T).
+  static std::string index_expr(IrText& b, const ExprNode& e,
+                                const std::vector<std::pair<std::string, std::string>>& values, bool lanes = false);
+  // The allowed key range [lo, hi] of query row i: scalar i64, or per lane of a <kKeyBlock x i64> `i`.
+  std::pair<std::string, std::string> key_range(IrText& b, const std::string& i, bool lanes = false);
+  // The queries that may see key j: [first, last] (scalar i64).
+  std::pair<std::string, std::string> query_range(IrText& b, const std::string& j);
   // Lanes of the block starting at `start`: <W x i64> indices and the same clamped to `last`.
   static std::string lane_indices(IrText& b, const std::string& start);
   static std::vector<std::string> clamped_lanes(IrText& b, const std::string& start, const std::string& last);
@@ -133,17 +139,18 @@ class Generator {
   // The online form's shift for a running max m: m, or 0 while m = -inf (no column seen yet).
   static std::string shift_of(IrText& b, const std::string& m);
   // Columns of logits x (type t: a scalar column, or lanes where `valid`, an i1 vector) folded into `row`.
-  Folded fold_columns(IrText& b, const Ty& t, const RowState& row, const std::string& x, const std::string& fi,
-                      const std::string& fj, const std::string& valid = "");
+  Folded fold_columns(IrText& b, const Ty& t, const RowState& row, const std::string& x, const std::string& pos_i,
+                      const std::string& pos_j, const std::string& valid = "");
   // Z of a row from its final state.
   std::string row_z(IrText& b, const RowState& row);
-  // w(s) of logits x from the row statistic st1 (the probe's value: A = alpha w / Z).
-  std::string column_weight(IrText& b, const Ty& t, const std::string& x, const std::string& fi, const std::string& fj,
-                            const std::string& st1);
+  // w(s) of logits x from the row statistic shift_or_sum (the probe's value: A = alpha w / Z).
+  std::string column_weight(IrText& b, const Ty& t, const std::string& x, const std::string& pos_i,
+                            const std::string& pos_j, const std::string& shift_or_sum);
   // (A, dx) of scores with logits x; every argument is of type t.
-  std::pair<std::string, std::string> column_grad(IrText& b, const Ty& t, const std::string& x, const std::string& fi,
-                                                  const std::string& fj, const std::string& dA, const std::string& D,
-                                                  const std::string& st0, const std::string& st1);
+  std::pair<std::string, std::string> column_grad(IrText& b, const Ty& t, const std::string& x,
+                                                  const std::string& pos_i, const std::string& pos_j,
+                                                  const std::string& dA, const std::string& D,
+                                                  const std::string& divisor, const std::string& shift_or_sum);
 };
 
 }  // namespace sink::kernels

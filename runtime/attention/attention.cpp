@@ -131,9 +131,9 @@ AttentionOutput reference_attention(const AttentionConfig& cfg, const AttentionI
 }
 
 torch::Tensor sink_logit_share(const AttentionConfig& cfg, const torch::Tensor& b, const torch::Tensor& Z,
-                               const torch::Tensor& st1) {
+                               const torch::Tensor& shift_or_sum) {
   const auto x = b.expand_as(Z), zero = torch::zeros_like(Z);
-  const NamedTensors column = column_values(cfg, x, cfg.shifted_exp ? st1 : torch::Tensor(), zero, zero, zero);
+  const NamedTensors column = column_values(cfg, x, cfg.shifted_exp ? shift_or_sum : torch::Tensor(), zero, zero, zero);
   return eval_expr(normalizer_form(normalizer_named(cfg.normalize), cfg.pnorm_p).weight, column).expand_as(Z) / Z;
 }
 

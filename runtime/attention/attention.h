@@ -35,9 +35,9 @@ torch::Tensor allowed_pairs(int64_t T, int64_t prefix, int64_t window);
 AttentionOutput reference_attention(const AttentionConfig& cfg, const AttentionInputs& in, bool want_probe);
 
 // The sink logit b's share of each row, w(b) / Z ([B|1, H, T] like Z), from a kernel's row statistics Z and
-// st1 (the row max m in the online form).
+// shift_or_sum (the row max m in the online form).
 torch::Tensor sink_logit_share(const AttentionConfig& cfg, const torch::Tensor& b, const torch::Tensor& Z,
-                               const torch::Tensor& st1);
+                               const torch::Tensor& shift_or_sum);
 
 // The attention a sink metric reads: A itself for sum-normalized non-negative
 // scores, otherwise the paper's proxy: s/(sum s + 1e-8), or |s|/sum|s| when

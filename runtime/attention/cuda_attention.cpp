@@ -114,7 +114,7 @@ void say_scalar_once(const kernels::KernelSpec& spec, torch::ScalarType storage,
 
 // What the backward's per-row kernel (backward_rows) leaves for the other two, and the sink logit's terms.
 struct RowTerms {
-  torch::Tensor delta, astar, sdxstar, dsink;
+  torch::Tensor delta, astar, dx_kstar, dsink;
 };
 
 // One variant compiled for one storage type and device, launched on the call's tensors. The three
@@ -204,7 +204,7 @@ class CudaLauncher : public KernelLauncher {
     }
     // k* and v*'s per-slice terms: sums over the rows.
     if (in.k_star.defined()) {
-      d.dk_star = torch::einsum("bht,bhtd->bhd", {rows.sdxstar, in.q.to(real)});
+      d.dk_star = torch::einsum("bht,bhtd->bhd", {rows.dx_kstar, in.q.to(real)});
       d.dv_star = torch::einsum("bht,bhtd->bhd", {rows.astar, dout.to(real)});
     }
     return d;
@@ -285,7 +285,7 @@ class CudaLauncher : public KernelLauncher {
     a[slot(R, "q")] = buffer(in.q), a[slot(R, "kstar")] = buffer(in.k_star), a[slot(R, "vstar")] = buffer(in.v_star);
     a[slot(R, "sink")] = buffer(in.sink), a[slot(R, "o")] = buffer(o), a[slot(R, "stats")] = buffer(stats);
     a[slot(R, "dout")] = buffer(dout), a[slot(R, "delta")] = buffer(r.delta), a[slot(R, "astar")] = buffer(r.astar);
-    a[slot(R, "sdxstar")] = buffer(r.sdxstar), a[slot(R, "dsink")] = buffer(r.dsink);
+    a[slot(R, "dx_kstar")] = buffer(r.dx_kstar), a[slot(R, "dsink")] = buffer(r.dsink);
     module(default_)->launch(kernels::abi::kCudaBackwardRowsSymbol, s.shape(s.T, default_.row_threads), a, s.sizes);
     return r;
   }
@@ -312,7 +312,7 @@ class CudaLauncher : public KernelLauncher {
                                   const torch::Tensor& dv, const torch::Tensor& dg) const {
     const torch::Tensor dq_sum =
         in.k_star.defined()
-            ? (rows.sdxstar.unsqueeze(-1) * in.k_star.view({1, in.k_star.size(0), 1, in.k_star.size(1)})).contiguous()
+            ? (rows.dx_kstar.unsqueeze(-1) * in.k_star.view({1, in.k_star.size(0), 1, in.k_star.size(1)})).contiguous()
             : torch::zeros(in.q.sizes(), stats.options());
     launch_keys(tiles, in, stats, dout, rows, dk, dv, dg, dq_sum);
     return dq_sum.to(in.q.scalar_type());
@@ -326,7 +326,7 @@ class CudaLauncher : public KernelLauncher {
     a[slot(Q, "q")] = buffer(in.q), a[slot(Q, "k")] = buffer(in.k), a[slot(Q, "v")] = buffer(in.v);
     a[slot(Q, "g")] = buffer(in.g), a[slot(Q, "kstar")] = buffer(in.k_star), a[slot(Q, "stats")] = buffer(stats);
     a[slot(Q, "dout")] = buffer(dout), a[slot(Q, "delta")] = buffer(rows.delta);
-    a[slot(Q, "sdxstar")] = buffer(rows.sdxstar), a[slot(Q, "dq")] = buffer(dq);
+    a[slot(Q, "dx_kstar")] = buffer(rows.dx_kstar), a[slot(Q, "dq")] = buffer(dq);
     module(tiles)->launch(
         kernels::abi::kCudaBackwardQueriesSymbol,
         s.shape(s.T, tiles.query_rows, tiles.query_threads(), kernels::cuda_shared_bytes(tiles, s.D).queries), a,

@@ -13,6 +13,7 @@
 #include "kernels/llvm/emit_llvm.h"
 #include "spec_helpers.h"
 #include "support/remove_tree.h"
+#include "tests/source_paths.h"
 
 namespace {
 
@@ -34,7 +35,8 @@ TEST(CompiledKernels, AttentionLlIsWhatTheRuntimeDerivesFromPlanToml) {
   std::set<std::string> variants;
   for (const auto& spec : spectest::spec_files()) {
     const fs::path dir = out / fs::path(spec).stem();
-    const std::string cmd = std::string(SINKC_BINARY) + " compile " + spec + " -o " + dir.string() + " > /dev/null";
+    const std::string cmd =
+        std::string(sinktest::sinkc_binary()) + " compile " + spec + " -o " + dir.string() + " > /dev/null";
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
     for (const auto& e : fs::directory_iterator(dir)) {
       const sink::Plan plan = sink::read_plan((e.path() / "plan.toml").string());
@@ -77,8 +79,8 @@ TEST(CompiledKernels, CommittedPlansAreCurrent) {
        "plans/gpu_natural_call/natural_sigmoid/plan.toml"}};
   const std::string source = sink::testing::source_dir();
   for (const auto& [spec, options, run, plan] : committed) {
-    const std::string cmd = "cd " + source + " && " + SINKC_BINARY + " compile " + spec + " " + options + " -o " +
-                            out.string() + " > /dev/null";
+    const std::string cmd = "cd " + source + " && " + sinktest::sinkc_binary() + " compile " + spec + " " + options +
+                            " -o " + out.string() + " > /dev/null";
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
     EXPECT_EQ(slurp(out / run / "plan.toml"), slurp(fs::path(source) / plan))
         << plan << " is not what `sinkc compile " << spec << "` writes now; regenerate it";

@@ -21,6 +21,7 @@
 #include <tuple>
 
 #include "helpers.h"
+#include "tests/source_paths.h"
 
 namespace fs = std::filesystem;
 using sink::testing::compile_path;
@@ -28,7 +29,7 @@ using sink::testing::compile_text;
 
 namespace {
 
-fs::path golden_dir() { return fs::path(SINKLAB_SOURCE_DIR) / "tests" / "front" / "golden"; }
+fs::path golden_dir() { return fs::path(sinktest::source_dir()) / "tests" / "front" / "golden"; }
 
 std::vector<std::string> golden_cases() {
   std::vector<std::string> names;
@@ -64,7 +65,7 @@ std::vector<const sink::Diagnostic*> sorted(const sink::Diagnostics& diags) {
 
 std::string shown_path(const std::string& path) {
   fs::path p = fs::path(path).lexically_normal();
-  for (const fs::path& base : {golden_dir(), fs::path(SINKLAB_SOURCE_DIR)}) {
+  for (const fs::path& base : {golden_dir(), fs::path(sinktest::source_dir())}) {
     fs::path rel = p.lexically_relative(base.lexically_normal());
     if (!rel.empty() && rel.native().rfind("..", 0) != 0) return rel.string();
   }
@@ -81,7 +82,7 @@ std::string actual_text(sink::Compilation& c, const fs::path& root) {
     if (d->span.valid()) where += std::to_string(d->span.line) + ":" + std::to_string(d->span.col) + ":";
     const char* kind = d->severity == sink::Severity::Error ? "error" : "warning";
     out += (where.empty() ? "" : where + " ") + kind + ": " + d->message + "\n";
-    if (!d->hint.empty()) out += "  hint: " + replace_all(d->hint, SINKLAB_SOURCE_DIR, "$SRC") + "\n";
+    if (!d->hint.empty()) out += "  hint: " + replace_all(d->hint, sinktest::source_dir(), "$SRC") + "\n";
   }
   return out;
 }

@@ -11,6 +11,7 @@
 #include "compiler/format.h"
 #include "spec_helpers.h"
 #include "support/remove_tree.h"
+#include "tests/source_paths.h"
 
 using namespace spectest;
 
@@ -165,7 +166,8 @@ TEST(Format, TheCommandChecksAndWrites) {
   std::ofstream(messy) << "experiment a extends micro {optim.lr=1e-3}\n";
   std::ofstream(tidy) << "experiment b extends micro { optim.lr = 1e-3 }\n";
   auto sinkc = [](const std::string& args) {
-    const int status = std::system((std::string(SINKC_BINARY) + " fmt " + args + " > /dev/null 2>&1").c_str());
+    const int status =
+        std::system((std::string(sinktest::sinkc_binary()) + " fmt " + args + " > /dev/null 2>&1").c_str());
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   };
   EXPECT_EQ(sinkc("--check " + tidy), 0);

@@ -4,11 +4,12 @@
 #include <string>
 
 #include "compiler/pipeline.h"
+#include "tests/source_paths.h"
 
 namespace sink::testing {
 
-inline std::string stdlib_dir() { return std::string(SINKLAB_SOURCE_DIR) + "/stdlib"; }
-inline std::string source_dir() { return SINKLAB_SOURCE_DIR; }
+inline std::string stdlib_dir() { return std::string(sinktest::source_dir()) + "/stdlib"; }
+inline std::string source_dir() { return sinktest::source_dir(); }
 
 // Compiles `text` as if it were a file named `name` (imports resolve from the
 // source tree's root).

@@ -12,6 +12,7 @@
 
 #include "lsp/server.h"
 #include "spec_helpers.h"
+#include "tests/source_paths.h"
 
 using json = nlohmann::json;
 using sink::lsp::Server;
@@ -292,7 +293,7 @@ TEST(Lsp, TheBinarySpeaksTheProtocolOverPipes) {
     dup2(from_server[1], 1);
     close(to_server[1]);
     close(from_server[0]);
-    execl(SINKC_BINARY, SINKC_BINARY, "lsp", static_cast<char*>(nullptr));
+    execl(sinktest::sinkc_binary(), sinktest::sinkc_binary(), "lsp", static_cast<char*>(nullptr));
     _exit(127);
   }
   close(to_server[0]);

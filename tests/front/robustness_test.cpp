@@ -19,6 +19,7 @@
 
 #include "helpers.h"
 #include "support/remove_tree.h"
+#include "tests/source_paths.h"
 
 namespace fs = std::filesystem;
 extern char** environ;
@@ -78,7 +79,7 @@ std::string slurp(const fs::path& p) {
 Result run_sinkc(const std::vector<std::string>& args, std::chrono::seconds limit = std::chrono::seconds(60)) {
   TempDir io;
   const fs::path out = io.path() / "stdout", err = io.path() / "stderr";
-  std::vector<std::string> argv_s = {SINKC_BINARY};
+  std::vector<std::string> argv_s = {sinktest::sinkc_binary()};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& a : argv_s) argv.push_back(a.data());
@@ -91,7 +92,7 @@ Result run_sinkc(const std::vector<std::string>& args, std::chrono::seconds limi
   posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   pid_t pid = 0;
   Result r;
-  int rc = posix_spawn(&pid, SINKC_BINARY, &actions, nullptr, argv.data(), environ);
+  int rc = posix_spawn(&pid, sinktest::sinkc_binary(), &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
     r.err = std::string("posix_spawn failed: ") + strerror(rc);

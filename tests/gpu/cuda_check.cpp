@@ -65,6 +65,7 @@
 #include "tests/gpu/crash_report.h"
 #include "tests/kernels/tile_products.h"
 #include "tests/runtime/attention_oracle.h"
+#include "tests/source_paths.h"
 
 using namespace sink;
 using namespace sink::rt;
@@ -559,8 +560,8 @@ int main(int argc, char** argv) {
   if (wanted("storage")) sixteen_bit_storage();
   if (wanted("sdpa")) sdpa_dispatch();
   if (wanted("device")) device_choice();
-  if (wanted("train")) training_matches_the_cpu(SINKLAB_SOURCE_DIR);
-  if (wanted("resume")) run_resumes_on_the_cpu(SINKLAB_SOURCE_DIR);
+  if (wanted("train")) training_matches_the_cpu(sinktest::source_dir());
+  if (wanted("resume")) run_resumes_on_the_cpu(sinktest::source_dir());
   // (Last of cases 1-7: kernels that may never have run on this GPU, whose fault would end the process.)
   if (table_tiles && (wanted("fused") || wanted("wgmma") || wanted("table-tiles"))) tuned_tiles();
   now_running("between cases");

@@ -42,6 +42,7 @@
 #include "support/fnv1a.h"
 #include "support/installation.h"
 #include "support/remove_tree.h"
+#include "tests/source_paths.h"
 
 namespace sink::testing_variants {
 
@@ -381,7 +382,7 @@ class HostCompiledKernels {
     std::string dir_template = (std::filesystem::temp_directory_path() / "sinklab-cuda-on-cpu-XXXXXX").string();
     if (!mkdtemp(dir_template.data())) throw std::runtime_error("cannot make a temporary folder");
     dir_ = dir_template;
-    std::ifstream header_file(std::filesystem::path(SINKLAB_SOURCE_DIR) / "tests/kernels/cuda_on_cpu.h");
+    std::ifstream header_file(std::filesystem::path(sinktest::source_dir()) / "tests/kernels/cuda_on_cpu.h");
     const std::string header(std::istreambuf_iterator<char>(header_file), {});
     const std::filesystem::path precompiled = precompiled_emulation_header(header);
     std::error_code ec;

@@ -184,8 +184,7 @@ TEST(CudaKernels, SixteenBitStorageConvertsAsLibTorchDoes) {
   for (auto [storage, dtype] :
        {std::pair{kernels::CudaStorage::BFloat16, torch::kBFloat16}, {kernels::CudaStorage::Float16, torch::kHalf}}) {
     SCOPED_TRACE(c10::toString(dtype));
-    const std::string storage_source =
-        storage == kernels::CudaStorage::Float16 ? kernels::cuda_fp16_storage() : kernels::cuda_bf16_storage();
+    const std::string storage_source = kernels::cuda_storage(storage);
     const std::string source = "typedef float real;\n" + storage_source +
                                R"(extern "C" void read_all(const store_t* bits, float* read, long long n) {
   for (long long e = 0; e < n; ++e) read[e] = load(bits, e);

@@ -20,6 +20,7 @@
 #include "support/remove_tree.h"
 #include "tests/runtime/attention_oracle_expect.h"
 #include "tests/runtime/jit_variants.h"
+#include "tests/source_paths.h"
 
 using namespace sink;
 using namespace sink::rt;
@@ -210,8 +211,8 @@ TEST(Jit, TheCompiledKernelsAreVectorized) {
 TEST(Jit, TrainingMatchesTheReferenceBackend) {
   // 50 steps of a micro model: the same loss curve with either backend.
   auto losses = [](const std::string& backend) {
-    sink::Compilation c({std::string(SINKLAB_SOURCE_DIR) + "/stdlib", {}, ""});
-    c.add_text(std::string(SINKLAB_SOURCE_DIR) + "/t.sink",
+    sink::Compilation c({std::string(sinktest::source_dir()) + "/stdlib", {}, ""});
+    c.add_text(std::string(sinktest::source_dir()) + "/t.sink",
                "experiment a extends micro { attention.backend = " + backend + "  model.vocab = 17 }");
     c.run();
     EXPECT_FALSE(c.diagnostics().has_errors()) << c.diagnostics().render();

@@ -20,12 +20,12 @@ namespace sink::testing_variants {
 // What the generated source defines before the tile operations, for D and the 16-bit type; with `hopper`, the
 // Hopper kernels' too (kernels/cuda/tile_sm90.cuh).
 inline std::string tile_prelude(int d, bool half, int threads, bool hopper = false) {
-  return "typedef float real;\n" + (half ? kernels::cuda_fp16_storage() : kernels::cuda_bf16_storage()) +
+  return "typedef float real;\n" +
+         kernels::cuda_storage(half ? kernels::CudaStorage::Float16 : kernels::CudaStorage::BFloat16) +
          fmt::format(R"(#define SINK_INF ((real)__int_as_float(0x7f800000))
 #define SINK_WGMMA {3}
 constexpr int D = {0}, PITCH = D + 8, THREADS = {2};
 constexpr bool HALF_MMA = {1}, POSITION_BIAS = false;
-constexpr long long PREFIX = 0, WINDOW = 0;
 #define SCALE_QK ((real)1)
 __device__ __forceinline__ real r_fmax(real a, real b) {{ return a > b ? a : b; }}
 __device__ __forceinline__ long long imin(long long a, long long b) {{ return a < b ? a : b; }}

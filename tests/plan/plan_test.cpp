@@ -12,11 +12,12 @@
 #include "plan/expr_text.h"
 #include "plan/plan.h"
 #include "plan/run_config.h"
+#include "tests/source_paths.h"
 
 namespace {
 
 std::string fixture_text() {
-  std::ifstream in(std::string(SINKLAB_PLAN_FIXTURES) + "/fixture.plan.toml");
+  std::ifstream in((std::string(sinktest::source_dir()) + "/tests/plan/fixtures") + "/fixture.plan.toml");
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
@@ -45,7 +46,7 @@ std::string error_of(const std::string& text) {
 
 TEST(PlanLibrary, ReadsACompilerWrittenPlanAndWritesTheSameText) {
   const std::string text = fixture_text();
-  ASSERT_FALSE(text.empty()) << "missing fixture " << SINKLAB_PLAN_FIXTURES;
+  ASSERT_FALSE(text.empty()) << "missing fixture " << (std::string(sinktest::source_dir()) + "/tests/plan/fixtures");
   const sink::Plan plan = sink::plan_from_toml(text, "fixture.plan.toml");
   EXPECT_EQ(plan.name, "fixture");
   EXPECT_EQ(sink::to_toml(plan), text);

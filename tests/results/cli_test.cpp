@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 
 #include "synthetic_runs.h"
+#include "tests/source_paths.h"
 
 using namespace sink;
 using namespace sink::testing;
@@ -21,7 +22,7 @@ struct Result {
 
 Result sinkc(const std::string& args) {
   Result r;
-  FILE* p = popen((std::string(SINKC_BINARY) + " " + args + " 2>&1").c_str(), "r");
+  FILE* p = popen((std::string(sinktest::sinkc_binary()) + " " + args + " 2>&1").c_str(), "r");
   char buf[4096];
   while (size_t n = fread(buf, 1, sizeof buf, p)) r.out.append(buf, n);
   int raw = pclose(p);

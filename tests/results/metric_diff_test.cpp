@@ -9,6 +9,7 @@
 #include "cli/targets.h"
 #include "results/metric_diff.h"
 #include "synthetic_runs.h"
+#include "tests/source_paths.h"
 
 using namespace sink;
 using namespace sink::results;
@@ -51,8 +52,8 @@ std::pair<std::string, std::string> three_seeds_each(const std::string& folder) 
 }
 
 std::string run_sinkc(const std::string& args) {
-  std::unique_ptr<FILE, int (*)(FILE*)> p(popen((std::string(SINKC_BINARY) + " " + args + " 2>/dev/null").c_str(), "r"),
-                                          pclose);
+  std::unique_ptr<FILE, int (*)(FILE*)> p(
+      popen((std::string(sinktest::sinkc_binary()) + " " + args + " 2>/dev/null").c_str(), "r"), pclose);
   std::string out;
   char buf[4096];
   while (size_t n = fread(buf, 1, sizeof buf, p.get())) out.append(buf, n);
@@ -171,7 +172,7 @@ static TargetOptions spec_with_run_of_a(const TempDir& tmp, const std::string& t
   std::ofstream(*spec) << text;
   TargetOptions options;
   options.out = tmp.path + "/runs";
-  options.compile.stdlib_dir = std::string(SINKLAB_SOURCE_DIR) + "/stdlib";
+  options.compile.stdlib_dir = std::string(sinktest::source_dir()) + "/stdlib";
   auto plans = compile_plans("experiment a extends micro {}\n");
   *run_dir = write_run(options.out, {plans[0], "completed", "", curve(2, last(2.0, 60))});
   return options;

@@ -18,14 +18,15 @@
 
 #include "compiler/pipeline.h"
 #include "support/remove_tree.h"
+#include "tests/source_paths.h"
 
 namespace sink::testing {
 
 // Every run of `spec` (presets are known without an import), compiled with the source tree's stdlib.
 inline std::vector<Plan> compile_plans(const std::string& spec, std::vector<std::string> overrides = {}) {
-  Options options{std::string(SINKLAB_SOURCE_DIR) + "/stdlib", std::move(overrides), ""};
+  Options options{std::string(sinktest::source_dir()) + "/stdlib", std::move(overrides), ""};
   Compilation c(options);
-  c.add_text(std::string(SINKLAB_SOURCE_DIR) + "/synthetic.sink", spec);
+  c.add_text(std::string(sinktest::source_dir()) + "/synthetic.sink", spec);
   c.run();
   if (c.diagnostics().has_errors()) throw std::runtime_error(c.diagnostics().render());
   return c.plans();

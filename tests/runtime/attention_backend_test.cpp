@@ -13,6 +13,7 @@
 #include "runtime/training/model.h"
 #include "runtime/training/train.h"
 #include "runtime_test_util.h"
+#include "tests/source_paths.h"
 
 using namespace sink;
 using namespace sink::rt;
@@ -100,8 +101,8 @@ TEST(AttentionBackend, ARunWritesTheKernelSinkcCompileWrites) {
   const std::string spec =
       "experiment ll extends micro { attention { score = elu(qk) + 1  normalize = sum } train.steps = 2 }\n";
   sinktest::write_file(dir.file("ll.sink"), spec);
-  const std::string cmd = std::string(SINKC_BINARY) + " compile " + dir.file("ll.sink") + " -o " +
-                          dir.file("compiled") + " --stdlib " + SINKLAB_SOURCE_DIR + "/stdlib > /dev/null";
+  const std::string cmd = std::string(sinktest::sinkc_binary()) + " compile " + dir.file("ll.sink") + " -o " +
+                          dir.file("compiled") + " --stdlib " + sinktest::source_dir() + "/stdlib > /dev/null";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   RunOptions o;
   o.out = dir.file("runs");

@@ -16,6 +16,7 @@
 #include "runtime/training/model.h"
 #include "runtime_test_util.h"
 #include "tests/runtime/jit_variants.h"
+#include "tests/source_paths.h"
 
 using namespace sink;
 using namespace sink::rt;
@@ -314,10 +315,10 @@ namespace {
 // specs/beyond_the_paper.sink itself, at micro scale and a few steps: every
 // design trains, completes and writes the metrics that belong to it.
 TEST(BeyondThePaper, TheComparisonSpecTrainsInASmokeRun) {
-  sink::Compilation c({std::string(SINKLAB_SOURCE_DIR) + "/stdlib",
+  sink::Compilation c({std::string(sinktest::source_dir()) + "/stdlib",
                        {"train.steps=6", "train.seeds=1", "measure.every=3", "measure.sequences=4", "train.batch=4"},
                        "micro"});
-  ASSERT_TRUE(c.add_file(std::string(SINKLAB_SOURCE_DIR) + "/specs/beyond_the_paper.sink"));
+  ASSERT_TRUE(c.add_file(std::string(sinktest::source_dir()) + "/specs/beyond_the_paper.sink"));
   c.run();
   ASSERT_FALSE(c.diagnostics().has_errors()) << c.diagnostics().render(false);
   ASSERT_EQ(c.plans().size(), 10u);

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "runtime_test_util.h"
+#include "tests/source_paths.h"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -32,9 +33,20 @@ std::string spec(int steps) {
 }
 
 std::vector<std::string> bisect_args(const TempDir& dir, std::vector<std::string> extra = {}) {
-  std::vector<std::string> args = {
-      SINKC_BINARY, "bisect", dir.file("ab.sink"), dir.file("ab.sink"), "--run", "a", "--run", "b", "--metric",
-      "valid_loss", "--out",  dir.file("runs"),    "--format",          "json"};
+  std::vector<std::string> args = {sinktest::sinkc_binary(),
+                                   "bisect",
+                                   dir.file("ab.sink"),
+                                   dir.file("ab.sink"),
+                                   "--run",
+                                   "a",
+                                   "--run",
+                                   "b",
+                                   "--metric",
+                                   "valid_loss",
+                                   "--out",
+                                   dir.file("runs"),
+                                   "--format",
+                                   "json"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
@@ -60,7 +72,7 @@ std::string change_of(const json& j, const std::string& path) {
 }  // namespace
 
 TEST(Bisect, FindsTheOneFieldThatMovesTheLossAndCachesEveryRun) {
-  if (!fs::exists(SINKC_BINARY)) GTEST_SKIP() << SINKC_BINARY << " is not built";
+  if (!fs::exists(sinktest::sinkc_binary())) GTEST_SKIP() << sinktest::sinkc_binary() << " is not built";
   TempDir dir("bisect");
   sinktest::write_file(dir.file("ab.sink"), spec(60));
   json first = bisect(dir, "first", {"--jobs", "2"});
@@ -124,8 +136,8 @@ TEST(Bisect, FindsTheOneFieldThatMovesTheLossAndCachesEveryRun) {
 
   // Kept beside the runs, where sinkc report finds it.
   EXPECT_TRUE(fs::exists(dir.file("runs/bisections/a-vs-b.valid_loss.json")));
-  const std::string report =
-      fmt::format("'{}' report '{}' -o '{}' > /dev/null 2>&1", SINKC_BINARY, dir.file("runs"), dir.file("report.html"));
+  const std::string report = fmt::format("'{}' report '{}' -o '{}' > /dev/null 2>&1", sinktest::sinkc_binary(),
+                                         dir.file("runs"), dir.file("report.html"));
   ASSERT_EQ(std::system(report.c_str()), 0);
   const std::string html = sinktest::read_file(dir.file("report.html"));
   EXPECT_NE(html.find("<section id=\"bisections\">"), std::string::npos);
@@ -133,7 +145,7 @@ TEST(Bisect, FindsTheOneFieldThatMovesTheLossAndCachesEveryRun) {
 }
 
 TEST(Bisect, AnInterruptedBisectionGoesOnWithResume) {
-  if (!fs::exists(SINKC_BINARY)) GTEST_SKIP() << SINKC_BINARY << " is not built";
+  if (!fs::exists(sinktest::sinkc_binary())) GTEST_SKIP() << sinktest::sinkc_binary() << " is not built";
   TempDir dir("bisect-resume");
   sinktest::write_file(dir.file("ab.sink"), spec(400));
   // Ctrl-C once a run of the bisection proper (not A's or B's) has evaluated.
@@ -165,7 +177,7 @@ TEST(Bisect, AnInterruptedBisectionGoesOnWithResume) {
 }
 
 TEST(Bisect, OnSlurmEachRoundIsOneJobArray) {
-  if (!fs::exists(SINKC_BINARY)) GTEST_SKIP() << SINKC_BINARY << " is not built";
+  if (!fs::exists(sinktest::sinkc_binary())) GTEST_SKIP() << sinktest::sinkc_binary() << " is not built";
   TempDir dir("bisect-slurm");
   sinktest::write_file(dir.file("ab.sink"), spec(60));
   // A stand-in sbatch --wait: runs the array's tasks the way Slurm starts them, then answers the job id.

@@ -17,6 +17,7 @@
 #include "runtime/training/run_dir.h"
 #include "runtime/training/train.h"
 #include "runtime_test_util.h"
+#include "tests/source_paths.h"
 
 using namespace sink::rt;
 using json = nlohmann::json;
@@ -145,7 +146,7 @@ TEST(Checkpoint, MeasureFallsBackToThePreviousToo) {
   ASSERT_EQ(r.status, "completed") << r.summary.dump(2);
   RunDir dir(r.dir);
   const auto measure = [&](const std::string& log) {
-    return sinktest::wait_exit(sinktest::spawn({SINKC_BINARY, "measure", r.dir, "--n", "4"}, log));
+    return sinktest::wait_exit(sinktest::spawn({sinktest::sinkc_binary(), "measure", r.dir, "--n", "4"}, log));
   };
   ASSERT_EQ(measure(out.file("good.txt")), 0) << sinktest::read_file(out.file("good.txt"));
   const std::string good = sinktest::read_file(out.file("good.txt"));
@@ -217,7 +218,7 @@ TEST(Checkpoint, AWriteThatFailsKeepsTheEarlierOnesAndFailsTheRun) {
   EXPECT_EQ(metrics.back()["step"], 12);
 
   // `sinkc table` shows the failed run with its last metrics.
-  const std::string sinkc = SINKC_BINARY;
+  const std::string sinkc = sinktest::sinkc_binary();
   const bool have_sinkc = fs::exists(sinkc);
   if (have_sinkc) {
     std::string table;

@@ -18,6 +18,7 @@
 #include "runtime/training/run_dir.h"
 #include "runtime/training/train.h"
 #include "runtime_test_util.h"
+#include "tests/source_paths.h"
 
 using sinktest::TempDir;
 namespace fs = std::filesystem;
@@ -49,7 +50,7 @@ pid_t start_worker(const TempDir& dir, const std::string& out, int rank, int wor
                                    "WORLD_SIZE=" + std::to_string(world),
                                    "MASTER_ADDR=127.0.0.1",
                                    "MASTER_PORT=" + std::to_string(port),
-                                   SINKC_BINARY,
+                                   sinktest::sinkc_binary(),
                                    "run",
                                    dir.file("spec.sink"),
                                    "--out",
@@ -104,9 +105,9 @@ void expect_same_parameters(const std::string& a, const std::string& b) {
 TEST(DataParallel, TwoWorkersTrainTheCurveAndCheckpointOfOne) {
   TempDir dir("dp");
   sinktest::write_file(dir.file("spec.sink"), kSpec);
-  ASSERT_EQ(sinktest::wait_exit(
-                sinktest::spawn({SINKC_BINARY, "run", dir.file("spec.sink"), "--out", dir.file("one"), "--no-progress"},
-                                dir.file("one.txt"))),
+  ASSERT_EQ(sinktest::wait_exit(sinktest::spawn(
+                {sinktest::sinkc_binary(), "run", dir.file("spec.sink"), "--out", dir.file("one"), "--no-progress"},
+                dir.file("one.txt"))),
             0)
       << sinktest::read_file(dir.file("one.txt"));
   train_workers(dir, dir.file("two"), 2);
@@ -123,9 +124,9 @@ TEST(DataParallel, TwoWorkersTrainTheCurveAndCheckpointOfOne) {
 TEST(DataParallel, ATwoWorkerRunResumedWithOneWorkerContinuesTheCurve) {
   TempDir dir("dp-resume");
   sinktest::write_file(dir.file("spec.sink"), kLongSpec);
-  ASSERT_EQ(sinktest::wait_exit(
-                sinktest::spawn({SINKC_BINARY, "run", dir.file("spec.sink"), "--out", dir.file("one"), "--no-progress"},
-                                dir.file("one.txt"))),
+  ASSERT_EQ(sinktest::wait_exit(sinktest::spawn(
+                {sinktest::sinkc_binary(), "run", dir.file("spec.sink"), "--out", dir.file("one"), "--no-progress"},
+                dir.file("one.txt"))),
             0);
   // Two workers, interrupted (Ctrl-C reaches both) once a few evaluations are written.
   const int port = free_port();
@@ -145,9 +146,9 @@ TEST(DataParallel, ATwoWorkerRunResumedWithOneWorkerContinuesTheCurve) {
   if ((*summary)["status"] == "completed") GTEST_SKIP() << "the run completed before the interrupt reached it";
   ASSERT_EQ((*summary)["status"], "interrupted") << summary->dump();
   // One worker continues it.
-  ASSERT_EQ(sinktest::wait_exit(
-                sinktest::spawn({SINKC_BINARY, "run", dir.file("spec.sink"), "--out", out, "--resume", "--no-progress"},
-                                dir.file("resumed.txt"))),
+  ASSERT_EQ(sinktest::wait_exit(sinktest::spawn(
+                {sinktest::sinkc_binary(), "run", dir.file("spec.sink"), "--out", out, "--resume", "--no-progress"},
+                dir.file("resumed.txt"))),
             0)
       << sinktest::read_file(dir.file("resumed.txt"));
   // The curve, not the weights: over 400 Adam steps rounding differences of
@@ -175,15 +176,16 @@ TEST(DataParallel, TorchrunStartsTheWorkers) {
                  << "') with torch.distributed";
   TempDir dir("dp-torchrun");
   sinktest::write_file(dir.file("spec.sink"), kSpec);
-  ASSERT_EQ(sinktest::wait_exit(
-                sinktest::spawn({SINKC_BINARY, "run", dir.file("spec.sink"), "--out", dir.file("one"), "--no-progress"},
-                                dir.file("one.txt"))),
+  ASSERT_EQ(sinktest::wait_exit(sinktest::spawn(
+                {sinktest::sinkc_binary(), "run", dir.file("spec.sink"), "--out", dir.file("one"), "--no-progress"},
+                dir.file("one.txt"))),
             0);
   // Plans first (the front end), then torchrun starts the runtime on them.
-  ASSERT_EQ(sinktest::wait_exit(sinktest::spawn(
-                {SINKC_BINARY, "compile", dir.file("spec.sink"), "-o", dir.file("plans")}, dir.file("compile.txt"))),
+  ASSERT_EQ(sinktest::wait_exit(
+                sinktest::spawn({sinktest::sinkc_binary(), "compile", dir.file("spec.sink"), "-o", dir.file("plans")},
+                                dir.file("compile.txt"))),
             0);
-  const std::string runtime = (fs::path(SINKC_BINARY).parent_path() / "sinkc-runtime").string();
+  const std::string runtime = (fs::path(sinktest::sinkc_binary()).parent_path() / "sinkc-runtime").string();
   std::vector<std::string> torchrun = {python, "-m", "torch.distributed.run"};
   if (torch_major >= 2) {
     // PyTorch 2.x's own spellings, nothing else.
@@ -201,8 +203,8 @@ TEST(DataParallel, TorchrunStartsTheWorkers) {
   expect_same_parameters(dir.file("one"), dir.file("torchrun"));
 
   // The shorthand, which calls torchrun itself.
-  ASSERT_EQ(sinktest::wait_exit(sinktest::spawn({SINKC_BINARY, "run", dir.file("spec.sink"), "--workers", "2", "--out",
-                                                 dir.file("shorthand"), "--no-progress"},
+  ASSERT_EQ(sinktest::wait_exit(sinktest::spawn({sinktest::sinkc_binary(), "run", dir.file("spec.sink"), "--workers",
+                                                 "2", "--out", dir.file("shorthand"), "--no-progress"},
                                                 dir.file("shorthand.txt"))),
             0)
       << sinktest::read_file(dir.file("shorthand.txt"));

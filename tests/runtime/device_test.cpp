@@ -9,6 +9,7 @@
 #include "runtime/training/device.h"
 #include "runtime/training/run_dir.h"
 #include "runtime_test_util.h"
+#include "tests/source_paths.h"
 
 using sinktest::TempDir;
 namespace fs = std::filesystem;
@@ -39,7 +40,7 @@ TEST(Device, CudaWithoutAGpuNamesWhatWasAskedFor) {
 // sinkc run --jobs 2 --gpu 1: sinkc hands --gpu to sinkc-runtime, which hands
 // it to each run's process; each run records the failure with its reason.
 TEST(Device, TheGpuOptionReachesEveryRunOfAParallelSweep) {
-  if (!fs::exists(SINKC_BINARY)) GTEST_SKIP() << SINKC_BINARY << " is not built";
+  if (!fs::exists(sinktest::sinkc_binary())) GTEST_SKIP() << sinktest::sinkc_binary() << " is not built";
   if (sink::rt::visible_gpus() > 0) GTEST_SKIP() << "a GPU is visible: these runs would train";
   TempDir dir("gpu_option");
   sinktest::write_file(dir.file("spec.sink"),
@@ -47,7 +48,8 @@ TEST(Device, TheGpuOptionReachesEveryRunOfAParallelSweep) {
                        "sweep seeds over on_gpu { train.seed in [1, 2] }\n");
   for (const std::string gpu : {"", "1"}) {
     const std::string out = dir.file("out" + gpu), log = dir.file("log" + gpu + ".txt");
-    std::vector<std::string> argv = {SINKC_BINARY, "run", dir.file("spec.sink"), "--out", out, "--jobs", "2"};
+    std::vector<std::string> argv = {
+        sinktest::sinkc_binary(), "run", dir.file("spec.sink"), "--out", out, "--jobs", "2"};
     if (!gpu.empty()) argv.insert(argv.end(), {"--gpu", gpu});
     EXPECT_EQ(sinktest::wait_exit(sinktest::spawn(argv, log)), 1) << sinktest::read_file(log);
     int runs = 0;

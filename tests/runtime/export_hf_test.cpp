@@ -16,6 +16,7 @@
 #include "runtime/training/checkpoint.h"
 #include "runtime/training/train.h"
 #include "runtime_test_util.h"
+#include "tests/source_paths.h"
 
 using namespace sink::rt;
 using sinktest::TempDir;
@@ -36,7 +37,7 @@ std::string trained_run(const TempDir& out, const std::string& body) {
 
 // `sinkc export ARGS`: exit status, output in `said`.
 int sinkc_export(const std::vector<std::string>& args, const TempDir& tmp, std::string& said) {
-  std::vector<std::string> argv = {SINKC_BINARY, "export"};
+  std::vector<std::string> argv = {sinktest::sinkc_binary(), "export"};
   argv.insert(argv.end(), args.begin(), args.end());
   const std::string out = tmp.file("export.out");
   const int rc = sinktest::wait_exit(sinktest::spawn(argv, out));

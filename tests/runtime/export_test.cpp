@@ -17,6 +17,7 @@
 #include "runtime/training/train.h"
 #include "runtime_test_util.h"
 #include "support/remove_tree.h"
+#include "tests/source_paths.h"
 
 using namespace sink::rt;
 using sinktest::TempDir;
@@ -294,7 +295,7 @@ TEST(Export, PlansTheFormatCannotHoldAreRefusedNamingTheField) {
 }
 
 TEST(Export, SinkcExportCommand) {
-  const std::string sinkc = SINKC_BINARY;
+  const std::string sinkc = sinktest::sinkc_binary();
   if (!fs::exists(sinkc)) GTEST_SKIP() << sinkc << " is not built";
   TempDir out("cli-export");
   const std::string run = trained_run(out, "");

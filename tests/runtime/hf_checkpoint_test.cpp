@@ -9,6 +9,7 @@
 #include "runtime/interop/hf_model.h"
 #include "runtime/interop/safetensors.h"
 #include "runtime_test_util.h"
+#include "tests/source_paths.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -18,7 +19,7 @@ namespace {
 
 const char* kPython = "/usr/bin/python3";
 
-std::string oracle_script() { return std::string(SINKLAB_SOURCE_DIR) + "/tests/runtime/hf_oracle.py"; }
+std::string oracle_script() { return std::string(sinktest::source_dir()) + "/tests/runtime/hf_oracle.py"; }
 
 bool python_has_torch() {
   return access(kPython, X_OK) == 0 &&
@@ -27,7 +28,7 @@ bool python_has_torch() {
 
 // `sinkc measure ARGS --format json`, parsed; fails the test on a non-zero exit.
 json measure(std::vector<std::string> args, const TempDir& tmp) {
-  args.insert(args.begin(), {SINKC_BINARY, "measure"});
+  args.insert(args.begin(), {sinktest::sinkc_binary(), "measure"});
   args.insert(args.end(), {"--format", "json"});
   const std::string out = tmp.file("measure.out");
   int rc = sinktest::wait_exit(sinktest::spawn(args, out));
@@ -204,7 +205,7 @@ namespace {
 
 // `sinkc measure ARGS` that must fail: its output.
 std::string measure_error(std::vector<std::string> args, const TempDir& tmp) {
-  args.insert(args.begin(), {SINKC_BINARY, "measure"});
+  args.insert(args.begin(), {sinktest::sinkc_binary(), "measure"});
   const std::string out = tmp.file("measure-error.out");
   EXPECT_NE(sinktest::wait_exit(sinktest::spawn(args, out)), 0) << "measure succeeded";
   return sinktest::read_file(out);

@@ -14,6 +14,7 @@
 
 #include "runtime_test_util.h"
 #include "support/shell.h"
+#include "tests/source_paths.h"
 
 namespace sinktest {
 
@@ -37,7 +38,7 @@ inline std::string hf_python_missing(std::string& python) {
 // Hugging Face's libraries stay offline and write nothing into $HOME.
 inline int run_oracle(const std::string& python, const std::vector<std::string>& args, std::string* out = nullptr) {
   static TempDir home("hf-home");
-  const std::string script = std::string(SINKLAB_SOURCE_DIR) + "/tests/runtime/hf_transformers_oracle.py";
+  const std::string script = std::string(sinktest::source_dir()) + "/tests/runtime/hf_transformers_oracle.py";
   std::vector<std::string> words = {sink::shell_quote(python), sink::shell_quote(script)};
   for (const auto& a : args) words.push_back(sink::shell_quote(a));
   std::string command = "HF_HUB_OFFLINE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 TRANSFORMERS_VERBOSITY=error HF_HOME=";
@@ -57,7 +58,7 @@ inline int run_oracle(const std::string& python, const std::vector<std::string>&
 
 // `sinkc measure ARGS --format json`, parsed; fails the test on a non-zero exit.
 inline nlohmann::json measure_json(std::vector<std::string> args, const TempDir& tmp) {
-  args.insert(args.begin(), {SINKC_BINARY, "measure"});
+  args.insert(args.begin(), {sinktest::sinkc_binary(), "measure"});
   args.insert(args.end(), {"--format", "json"});
   const std::string out = tmp.file("measure.out");
   const int rc = wait_exit(spawn(args, out));
@@ -70,7 +71,7 @@ inline nlohmann::json measure_json(std::vector<std::string> args, const TempDir&
 
 // `sinkc measure ARGS` that must fail: its output.
 inline std::string measure_error(std::vector<std::string> args, const TempDir& tmp) {
-  args.insert(args.begin(), {SINKC_BINARY, "measure"});
+  args.insert(args.begin(), {sinktest::sinkc_binary(), "measure"});
   const std::string out = tmp.file("measure-error.out");
   EXPECT_NE(wait_exit(spawn(args, out)), 0) << "measure succeeded";
   return read_file(out);

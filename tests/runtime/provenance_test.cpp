@@ -16,6 +16,7 @@
 #include "runtime/training/train.h"
 #include "runtime_test_util.h"
 #include "support/installation.h"
+#include "tests/source_paths.h"
 
 using namespace sink;
 using namespace sink::rt;
@@ -47,7 +48,7 @@ std::string cpu_model() {
 }
 
 int run_sinkc(const std::string& args, std::string& output) {
-  FILE* p = popen((std::string(SINKC_BINARY) + " " + args + " 2>&1").c_str(), "r");
+  FILE* p = popen((std::string(sinktest::sinkc_binary()) + " " + args + " 2>&1").c_str(), "r");
   if (!p) return -1;
   char buf[4096];
   for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) output.append(buf, n);
@@ -172,7 +173,7 @@ TEST(Provenance, AResumedRunKeepsTheOlderNumericsVersion) {
 }
 
 TEST(Provenance, SinkcRunSaysStaleAndRetrainsWithTheFlag) {
-  if (!fs::exists(SINKC_BINARY)) GTEST_SKIP() << SINKC_BINARY << " is not built";
+  if (!fs::exists(sinktest::sinkc_binary())) GTEST_SKIP() << sinktest::sinkc_binary() << " is not built";
   TempDir dir("stale-cli");
   sinktest::write_file(dir.file("spec.sink"), "experiment stale_cli extends micro { train.steps = 10 }\n");
   const std::string args = "run " + dir.file("spec.sink") + " --out " + dir.file("runs") + " --no-progress";

@@ -13,6 +13,7 @@
 #include "runtime/processes/run_lock.h"
 #include "runtime/training/run_dir.h"
 #include "runtime_test_util.h"
+#include "tests/source_paths.h"
 
 using namespace sink::rt;
 using sinktest::TempDir;
@@ -53,7 +54,7 @@ TEST(RunLock, AKilledHolderReleasesItAndAWaiterGetsIt) {
 // Both processes walk the same runs; each run trains exactly once, the
 // metrics have no repeated step, and a process says which runs it skipped.
 TEST(RunLock, TwoSinkcRunProcessesTrainEachRunOnce) {
-  const std::string sinkc = SINKC_BINARY;
+  const std::string sinkc = sinktest::sinkc_binary();
   if (!fs::exists(sinkc)) GTEST_SKIP() << sinkc << " is not built";
   TempDir dir("two_processes");
   sinktest::write_file(dir.file("spec.sink"),

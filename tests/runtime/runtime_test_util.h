@@ -21,14 +21,15 @@ extern char** environ;
 #include "plan/run_config.h"
 #include "runtime/training/train.h"
 #include "support/remove_tree.h"
+#include "tests/source_paths.h"
 
 namespace sinktest {
 
 // Compiles `text` (experiments extending the stdlib presets) and returns its
 // plans; a spec with errors fails the calling test with the diagnostics.
 inline std::vector<sink::Plan> plans_of(const std::string& text) {
-  sink::Compilation c({std::string(SINKLAB_SOURCE_DIR) + "/stdlib", {}, ""});
-  c.add_text(std::string(SINKLAB_SOURCE_DIR) + "/t.sink", text);
+  sink::Compilation c({std::string(sinktest::source_dir()) + "/stdlib", {}, ""});
+  c.add_text(std::string(sinktest::source_dir()) + "/t.sink", text);
   c.run();
   EXPECT_FALSE(c.diagnostics().has_errors()) << c.diagnostics().render(false) << "\nspec:\n" << text;
   return c.plans();
@@ -175,7 +176,7 @@ inline TestModel find_test_model(const std::string& name) {
   const bool named = env && *env;
   const std::filesystem::path dir =
       named ? std::filesystem::path(env)
-            : (std::filesystem::path(SINKLAB_SOURCE_DIR) / ".." / "shared" / "models").lexically_normal();
+            : (std::filesystem::path(sinktest::source_dir()) / ".." / "shared" / "models").lexically_normal();
   TestModel m;
   std::error_code ec;
   if (std::filesystem::is_regular_file(dir / name, ec)) {

@@ -12,6 +12,7 @@
 
 #include "runtime/training/run_dir.h"
 #include "runtime_test_util.h"
+#include "tests/source_paths.h"
 
 using sinktest::TempDir;
 namespace fs = std::filesystem;
@@ -37,7 +38,7 @@ std::string path_with_fake_slurm(const TempDir& dir) {
 }
 
 int sinkc(std::vector<std::string> args, const std::string& log, const std::string& path = "") {
-  args.insert(args.begin(), SINKC_BINARY);
+  args.insert(args.begin(), sinktest::sinkc_binary());
   if (!path.empty()) args.insert(args.begin(), {"env", "PATH=" + path});
   return sinktest::wait_exit(sinktest::spawn(args, log));
 }
@@ -102,7 +103,7 @@ TEST(SlurmSubmit, DryRunPrintsTheArrayScript) {
 }
 
 TEST(SlurmSubmit, ArrayTasksTrainRequeueAtTheWarningAndResubmissionSkipsCompletedOnes) {
-  if (!fs::exists(SINKC_BINARY)) GTEST_SKIP() << SINKC_BINARY << " is not built";
+  if (!fs::exists(sinktest::sinkc_binary())) GTEST_SKIP() << sinktest::sinkc_binary() << " is not built";
   TempDir dir("submit");
   sinktest::write_file(dir.file("spec.sink"), kSpec);
   const std::string path = path_with_fake_slurm(dir);

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime_test_util.h"
+#include "tests/source_paths.h"
 
 using sinktest::TempDir;
 namespace fs = std::filesystem;
@@ -15,7 +16,7 @@ namespace fs = std::filesystem;
 namespace {
 
 int sinkc(std::vector<std::string> args, const std::string& log) {
-  args.insert(args.begin(), SINKC_BINARY);
+  args.insert(args.begin(), sinktest::sinkc_binary());
   return sinktest::wait_exit(sinktest::spawn(args, log));
 }
 
@@ -28,7 +29,7 @@ fs::path run_dir(const fs::path& out, const std::string& name) {
 }  // namespace
 
 TEST(StaleRuns, SubmitResubmitsARunTrainedUnderOlderNumerics) {
-  if (!fs::exists(SINKC_BINARY)) GTEST_SKIP() << SINKC_BINARY << " is not built";
+  if (!fs::exists(sinktest::sinkc_binary())) GTEST_SKIP() << sinktest::sinkc_binary() << " is not built";
   TempDir dir("stale-submit");
   sinktest::write_file(dir.file("spec.sink"), "experiment a extends micro { train.steps = 4  measure.every = 2 }\n");
   const std::string out = dir.file("out");

@@ -9,6 +9,7 @@
 #include "runtime/processes/sweep.h"
 #include "runtime/training/run_dir.h"
 #include "runtime_test_util.h"
+#include "tests/source_paths.h"
 
 using sinktest::TempDir;
 namespace fs = std::filesystem;
@@ -20,7 +21,7 @@ const char* kSpec =
     "sweep seeds over base { train.seed in [1, 2, 3] }\n";
 
 int sinkc_run(const TempDir& dir, const std::string& out, std::vector<std::string> extra, const std::string& log) {
-  std::vector<std::string> argv = {SINKC_BINARY, "run", dir.file("spec.sink"), "--out", out};
+  std::vector<std::string> argv = {sinktest::sinkc_binary(), "run", dir.file("spec.sink"), "--out", out};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return sinktest::wait_exit(sinktest::spawn(argv, log));
 }
@@ -64,7 +65,7 @@ TEST(Sweep, RunsPerGpuIsTheMostAnyGpuHolds) {
 }
 
 TEST(Sweep, TwoJobsGiveTheMetricsOfOne) {
-  if (!fs::exists(SINKC_BINARY)) GTEST_SKIP() << SINKC_BINARY << " is not built";
+  if (!fs::exists(sinktest::sinkc_binary())) GTEST_SKIP() << sinktest::sinkc_binary() << " is not built";
   TempDir dir("jobs");
   sinktest::write_file(dir.file("spec.sink"), kSpec);
   ASSERT_EQ(sinkc_run(dir, dir.file("one"), {}, dir.file("one.txt")), 0) << sinktest::read_file(dir.file("one.txt"));
@@ -75,12 +76,12 @@ TEST(Sweep, TwoJobsGiveTheMetricsOfOne) {
 }
 
 TEST(Sweep, AnInterruptedParallelSweepResumesToTheSameMetrics) {
-  if (!fs::exists(SINKC_BINARY)) GTEST_SKIP() << SINKC_BINARY << " is not built";
+  if (!fs::exists(sinktest::sinkc_binary())) GTEST_SKIP() << sinktest::sinkc_binary() << " is not built";
   TempDir dir("jobs_interrupted");
   sinktest::write_file(dir.file("spec.sink"), kSpec);
   const std::string out = dir.file("parallel");
-  const pid_t sweep =
-      sinktest::spawn({SINKC_BINARY, "run", dir.file("spec.sink"), "--out", out, "--jobs", "2"}, dir.file("first.txt"));
+  const pid_t sweep = sinktest::spawn(
+      {sinktest::sinkc_binary(), "run", dir.file("spec.sink"), "--out", out, "--jobs", "2"}, dir.file("first.txt"));
   // Ctrl-C once the first evaluations are written: to the whole group, as a terminal sends it.
   bool started = false;
   for (int k = 0; k < 600 && !started; ++k) {

@@ -8,6 +8,7 @@
 
 #include "runtime/data/corpus.h"
 #include "runtime_test_util.h"
+#include "tests/source_paths.h"
 #include "tokens/corpus_tokens.h"
 
 using namespace sink;
@@ -74,8 +75,8 @@ TEST(TokenCacheRun, TrainsFromTheCacheWithoutSentencePieceToTheSameLoss) {
   }
 
   // The front end tokenizes; the runtime, without the programs, maps the tokens.
-  const std::string tokenize = fmt::format("'{}' tokenize '{}' --out '{}' 2> '{}'", SINKC_BINARY, dir.file("t.sink"),
-                                           dir.file("b"), dir.file("tokenize.log"));
+  const std::string tokenize = fmt::format("'{}' tokenize '{}' --out '{}' 2> '{}'", sinktest::sinkc_binary(),
+                                           dir.file("t.sink"), dir.file("b"), dir.file("tokenize.log"));
   ASSERT_EQ(std::system(tokenize.c_str()), 0) << sinktest::read_file(dir.file("tokenize.log"));
   {
     HiddenPrograms hidden(dir.file("empty-bin"));

@@ -12,6 +12,7 @@
 #include "runtime/training/run_dir.h"
 #include "runtime/training/train.h"
 #include "runtime_test_util.h"
+#include "tests/source_paths.h"
 
 using namespace sink;
 using namespace sink::rt;
@@ -242,7 +243,7 @@ TEST(Train, CorruptCheckpointFailsClearly) {
 }
 
 TEST(Train, SinkcRunCommand) {
-  const std::string sinkc = SINKC_BINARY;
+  const std::string sinkc = sinktest::sinkc_binary();
   if (!fs::exists(sinkc)) GTEST_SKIP() << sinkc << " is not built";
   TempDir dir("cli");
   sinktest::write_file(dir.file("spec.sink"), "experiment cli extends micro { train.steps = 10 }\n");

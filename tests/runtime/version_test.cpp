@@ -6,10 +6,11 @@
 #include <string>
 
 #include "runtime/attention/cuda_driver.h"
+#include "tests/source_paths.h"
 
 TEST(Version, SaysWhatIsCompiledInApartFromTheDevices) {
   std::string out;
-  FILE* pipe = popen((std::string(SINKC_BINARY) + " --version 2>&1").c_str(), "r");
+  FILE* pipe = popen((std::string(sinktest::sinkc_binary()) + " --version 2>&1").c_str(), "r");
   ASSERT_NE(pipe, nullptr);
   char buffer[512];
   while (fgets(buffer, sizeof buffer, pipe)) out += buffer;
