@@ -24,7 +24,7 @@ Visibility visibility(int64_t prefix, int64_t window) {
   v.last_key = prefix > 0 ? call("__min", call("__max", i, num(prefix - 1)), last) : i;
   // Key j: seen by queries j.. (and by every query from 0 when it is a prefix key), up to w - 1 after it.
   v.first_query = prefix > 0 ? call("__if_pos", sub(num(prefix), j), num(0), j) : j;
-  v.last_query = window > 0 ? call("__min", add(j, num(window - 1)), last) : last;
+  v.last_query = window > 0 ? call("__min", last, add(j, num(window - 1))) : last;
   return v;
 }
 
