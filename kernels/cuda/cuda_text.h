@@ -16,11 +16,16 @@ extern const char kScalarBackwardQueries[];  // scalar_backward_queries.cuh
 extern const char kProbe[];                  // probe.cuh: sink_probe's body (the measurements' weights)
 extern const char kWarpSm80[];               // warp_sm80.cuh: mma.sync, ldmatrix, cp.async, shuffles (PTX)
 extern const char kTile[];                   // tile.cuh: fragments, tile loads, products, row reductions
+extern const char kLogits[];                 // logits.cuh: a pair's logit with the position table's term
 extern const char kWarpSm90[];               // warp_sm90.cuh: wgmma (PTX, sm_90a)
 extern const char kTileSm90[];               // tile_sm90.cuh: swizzled tiles and the products on wgmma
 extern const char kForward[];                // forward.cuh: sink_forward's body
 extern const char kBackwardRows[];           // backward_rows.cuh: sink_backward_rows's body (D, the k* and sink terms)
 extern const char kBackwardKeys[];           // backward_keys.cuh: sink_backward_keys's body (dK, dV, dg)
 extern const char kBackwardQueries[];        // backward_queries.cuh: sink_backward_queries's body (dQ)
+
+// Every text above, in the order SINKLAB_CUDA_HEADERS lists them (what a hash of the kernels' code reads).
+extern const char* const kEveryText[];
+extern const int kTextCount;
 
 }  // namespace sink::kernels::cuda_text

@@ -194,13 +194,13 @@ std::string c_expr(const ExprNode& e) {
 
 constexpr std::string_view kHopperDefinition = "#define SINK_WGMMA 1\n";
 
-// A visibility bound (plan/visibility.h) as a C expression of type `index` over i, j and T: integers, so the
-// minimum and maximum are comparisons (`?:`), which compile to the integer min and max.
-std::string c_index_expr(const ExprNode& e, const std::string& index) {
+// A visibility bound (plan/visibility.h) as a C expression over the integers i, j and T (its numbers take their
+// type): the minimum and maximum are comparisons (`?:`), which compile to the integer min and max.
+std::string c_index_expr(const ExprNode& e) {
   using Op = ExprNode::Op;
-  auto arg = [&](size_t k) { return c_index_expr(e.args.at(k), index); };
+  auto arg = [&](size_t k) { return c_index_expr(e.args.at(k)); };
   switch (e.op) {
-    case Op::Number: return fmt::format("({}){}", index, static_cast<long long>(e.number));
+    case Op::Number: return std::to_string(static_cast<long long>(e.number));  // (an int: T < 2^31)
     case Op::Var: return e.name;
     case Op::Neg: return fmt::format("(-{})", arg(0));
     case Op::Add: return fmt::format("({} + {})", arg(0), arg(1));
@@ -221,8 +221,8 @@ std::string visibility_functions(const Visibility& v, const std::string& index) 
       "__device__ __forceinline__ void key_range({0} i, {0} T, {0}& lo, {0}& hi) {{\n  lo = {1};\n  hi = {2};\n}}\n"
       "__device__ __forceinline__ void query_range({0} j, {0} T, {0}& first, {0}& last) {{\n  first = {3};\n"
       "  last = {4};\n}}\n",
-      index, c_index_expr(v.first_key, index), c_index_expr(v.last_key, index), c_index_expr(v.first_query, index),
-      c_index_expr(v.last_query, index));
+      index, c_index_expr(v.first_key), c_index_expr(v.last_key), c_index_expr(v.first_query),
+      c_index_expr(v.last_query));
 }
 
 }  // namespace
@@ -334,6 +334,7 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
                        tiles.streamed_stages());
     out += cuda_text::kWarpSm80;
     out += cuda_text::kTile;
+    out += cuda_text::kLogits;
     if (tiles.hopper) out += std::string(cuda_text::kWarpSm90) + cuda_text::kTileSm90;
   } else {
     const std::string reason = scalar_kernels_reason(spec, storage);

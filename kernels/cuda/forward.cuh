@@ -75,8 +75,7 @@
         }
         if (SINK_LOGIT) {
           fold_column(sink[0], pos_i[f][h], (real)0, (real)n, m[f][h], own, w, rescale);
-#pragma unroll
-          for (int nb = 0; nb < D / 8; ++nb) acc[f][nb][2 * h] *= rescale, acc[f][nb][2 * h + 1] *= rescale;
+          scale_row<D>(acc[f], h, rescale);
         }
         P[f][h] = lane % 4 == 0 ? own : (real)0;
         row_sum[f][2 * h] = row_sum[f][2 * h + 1] = own;
@@ -150,8 +149,7 @@
               if (OVERLAP)
                 o_rescale[f][h] = rescale;
               else
-#pragma unroll
-                for (int nb = 0; nb < D / 8; ++nb) acc[f][nb][2 * h] *= rescale, acc[f][nb][2 * h + 1] *= rescale;
+                scale_row<D>(acc[f], h, rescale);
               m[f][h] = new_max;
             }
             shift[h] = shift_of(m[f][h]), unit[h] = r_exp(-shift[h]);
@@ -191,10 +189,7 @@
       for (int f = 0; f < M; ++f)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-          if (ONLINE && o_rescale[f][h] != 1)
-#pragma unroll
-            for (int nb = 0; nb < D / 8; ++nb)
-              acc[f][nb][2 * h] *= o_rescale[f][h], acc[f][nb][2 * h + 1] *= o_rescale[f][h];
+          if (ONLINE && o_rescale[f][h] != 1) scale_row<D>(acc[f], h, o_rescale[f][h]);
     }
 #pragma unroll
     for (int f = 0; f < M; ++f) {

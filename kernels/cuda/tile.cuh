@@ -226,6 +226,14 @@ __device__ __forceinline__ void as_a(unsigned (&a)[N / 16][4], const float (&c)[
   }
 }
 
+// Row h of the lane's two (frag_row(2 h)) in a 16 x N accumulator, times factor: O's rows when the online form's
+// shift grows.
+template <int N>
+__device__ __forceinline__ void scale_row(float (&c)[N / 8][4], int h, float factor) {
+#pragma unroll
+  for (int nb = 0; nb < N / 8; ++nb) c[nb][2 * h] *= factor, c[nb][2 * h + 1] *= factor;
+}
+
 // A row's maximum and sum over the four lanes that hold it.
 __device__ __forceinline__ float quad_max(float v) {
   v = r_fmax(v, shfl_xor(v, 1));
@@ -277,22 +285,4 @@ __device__ __forceinline__ void store_rows(store_t* x, const float (&c)[D / 8][4
       *reinterpret_cast<unsigned*>(x + row * D + frag_col(nb, 0)) =
           pack_rn<HALF_MMA>(c[nb][2 * h] * scale[h], c[nb][2 * h + 1] * scale[h]);
   }
-}
-
-// The logit of the pair (i, j) whose product q.k is qk.
-__device__ __forceinline__ real logit_of(float qk, int i, int j, const real* g) {
-  real x = qk * SCALE_QK;
-  if (POSITION_BIAS) x += g[distance(i, j)];
-  return x;
-}
-// The logit along a tile of keys from j0 whose every pair has i >= j (at or below the diagonal), the position
-// table read from one pointer per row of the lane, below = g + i - j0 - 2 (lane % 4) (below_keys): g at i - j
-// for element (nb, e) is below[-(8 nb + e % 2)], no distance and no address arithmetic per element.
-__device__ __forceinline__ const real* below_keys(const real* g, int i, int j0) {
-  return g + (i - j0 - 2 * (lane_id() % 4));
-}
-__device__ __forceinline__ real logit_along(float qk, const real* below, int offset) {
-  real x = qk * SCALE_QK;
-  if (POSITION_BIAS) x += below[offset];
-  return x;
 }

@@ -119,15 +119,14 @@ void change_table(const std::function<void(nlohmann::json&)>& change) {
   if (ec) std::filesystem::remove(temporary, ec);
 }
 
-// FNV-1a of the kernel text every tensor-core source is printed from, and of the version that prints it: a failure
+// FNV-1a of the kernel text every source is printed from, and of the version that prints it: a failure
 // recorded against one sinklab's kernels does not keep another's from being measured.
 const std::string& kernel_text_hash() {
   static const std::string hash = [] {
     namespace text = kernels::cuda_text;
     Fnv1a h;
-    for (const char* part : {text::kWarpSm80, text::kTile, text::kWarpSm90, text::kTileSm90, text::kForward,
-                             text::kBackwardRows, text::kBackwardKeys, text::kBackwardQueries, version()})
-      h.add(part);
+    for (int t = 0; t < text::kTextCount; ++t) h.add(text::kEveryText[t]);
+    h.add(version());
     return h.hex();
   }();
   return hash;

@@ -130,3 +130,27 @@ extern "C" __global__ void diagonals(const store_t* a, const store_t* b, float* 
     for (int64_t c = 0; c < 64; ++c) want[c - r + 15] += m[r][c];
   EXPECT_TRUE(torch::allclose(out, want, 1e-5, 1e-5)) << (out - want).abs().max();
 }
+
+// scale_row (tile.cuh): row h of each lane's two in a 16 x 64 accumulator times a factor per row, written back
+// through the fragment map: every element of row r times factor[r], the other rows untouched.
+TEST(CudaTensorCores, ScaleRowScalesExactlyItsRow) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  const char* kernel = R"(
+extern "C" __global__ void scale_rows(const store_t* a, const store_t* b, float* m, float* out, float* factor,
+                                      float* unused, long long, long long, long long, long long) {
+  float v[8][4];
+  for (int nb = 0; nb < 8; ++nb)
+    for (int e = 0; e < 4; ++e) v[nb][e] = m[frag_row(e) * 64 + frag_col(nb, e)];
+  scale_row<64>(v, 1, factor[frag_row(2)]);  // the lower eight rows only, each by its own factor
+  for (int nb = 0; nb < 8; ++nb)
+    for (int e = 0; e < 4; ++e) out[frag_row(e) * 64 + frag_col(nb, e)] = v[nb][e];
+}
+)";
+  torch::manual_seed(6);
+  auto m = torch::randn({16, 64}), out = torch::zeros({16, 64}), factor = torch::rand({16}) + 0.5;
+  auto a = torch::zeros({8}, torch::kShort), u = torch::zeros({1});
+  launch(tile_prelude(64, false, 32) + kernel, "scale_rows", 32, {a, a.clone(), m, out, factor, u}, 1);
+  auto want = m.clone();
+  for (int64_t r = 8; r < 16; ++r) want[r] *= factor[r];
+  EXPECT_TRUE(torch::equal(out, want)) << (out - want).abs().max();
+}
