@@ -19,6 +19,7 @@ extern const char kTile[];                   // tile.cuh: fragments, tile loads,
 extern const char kLogits[];                 // logits.cuh: a pair's logit with the position table's term
 extern const char kWarpSm90[];               // warp_sm90.cuh: wgmma (PTX, sm_90a)
 extern const char kTileSm90[];               // tile_sm90.cuh: swizzled tiles and the products on wgmma
+extern const char kFold[];                   // fold.cuh: a tile of keys' logits, its fold, its dS
 extern const char kForward[];                // forward.cuh: sink_forward's body
 extern const char kBackwardRows[];           // backward_rows.cuh: sink_backward_rows's body (D, the k* and sink terms)
 extern const char kBackwardKeys[];           // backward_keys.cuh: sink_backward_keys's body (dK, dV, dg)

@@ -336,6 +336,7 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
     out += cuda_text::kTile;
     out += cuda_text::kLogits;
     if (tiles.hopper) out += std::string(cuda_text::kWarpSm90) + cuda_text::kTileSm90;
+    out += cuda_text::kFold;
   } else {
     const std::string reason = scalar_kernels_reason(spec, storage);
     out += fmt::format("// Scalar kernels, a row per thread: {}\n",

@@ -244,6 +244,32 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v + shfl_xor(v, 2);
 }
 
+// Each element of a 16 x N accumulator replaced by fn(value, h, nb, e): h the row of the lane's two (frag_row(2 h)),
+// the column frag_col(nb, e).
+template <int N, typename Fn>
+__device__ __forceinline__ void map_tile(float (&c)[N / 8][4], Fn fn) {
+#pragma unroll
+  for (int nb = 0; nb < N / 8; ++nb)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) c[nb][e] = fn(c[nb][e], e / 2, nb, e);
+}
+
+// The maxima of the two rows of a 16 x N accumulator (N >= 16), taken element by element as a pass over the tile
+// computes them (add, in the order of map_tile), then each row's in the four lanes that hold it (of_row). The lane's
+// elements of a row go into four dependent chains a quarter as long as one running maximum's, combined at the end
+// (max is exact in any order).
+template <int N>
+struct RowMax {
+  float chain[2][4];
+  __device__ __forceinline__ void add(float v, int nb, int e) {
+    float& link = chain[e / 2][nb % 2 * 2 + e % 2];
+    link = nb < 2 ? v : r_fmax(link, v);  // (unrolled: no select)
+  }
+  __device__ __forceinline__ float of_row(int h) const {
+    return quad_max(r_fmax(r_fmax(chain[h][0], chain[h][1]), r_fmax(chain[h][2], chain[h][3])));
+  }
+};
+
 // Along the diagonals of a 16 x N accumulator: element (nb, e) of lane (g, t) = (lane / 4, lane % 4) lies on
 // diagonal c - r = 8 (nb - h) + 2 t - g + e % 2 (h = e / 2), so the lane's (nb, h = 0) and (nb + 1, h = 1) share
 // one, and so do lanes (g, t), (g + 2, t + 1), ..., nine apart. diagonal_sum(v) is the sum of v over such a

@@ -1,6 +1,7 @@
 #include "runtime/training/model.h"
 
 #include <cmath>
+#include <stdexcept>
 
 #include "runtime/attention/score.h"
 #include "runtime/measurement/geometry.h"
@@ -13,9 +14,25 @@ Norm::Norm(NormKind kind, int64_t d, double eps_) : rms(kind == NormKind::rmsnor
   if (!rms) bias = register_parameter("bias", torch::zeros({d}));
 }
 
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  return x * torch::rsqrt(x.pow(2).mean(-1, true) + eps) * weight;
+}
+
+torch::Tensor library_rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+#if SINKLAB_LIBRARY_RMS_NORM
+  return at::rms_norm(x, {x.size(-1)}, weight, eps);
+#else
+  (void)x, (void)weight, (void)eps;
+  throw std::logic_error("this LibTorch has no rms_norm (it came with 2.4)");
+#endif
+}
+
 torch::Tensor Norm::forward(const torch::Tensor& x) {
-  if (rms) return x * torch::rsqrt(x.pow(2).mean(-1, true) + eps) * weight;
-  return torch::layer_norm(x, {x.size(-1)}, weight, bias, eps);
+  if (!rms) return torch::layer_norm(x, {x.size(-1)}, weight, bias, eps);
+  // On a GPU, LibTorch's own RMSNorm is one kernel each way (aten::_fused_rms_norm) where the four above are four
+  // passes over the activations; on the CPU it is the same composite, and the formula stays bit for bit as it was.
+  if (SINKLAB_LIBRARY_RMS_NORM && x.is_cuda()) return library_rms_norm(x, weight, eps);
+  return rms_norm(x, weight, eps);
 }
 
 FeedForward::FeedForward(const ModelConfig& c) {

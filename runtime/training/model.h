@@ -2,11 +2,21 @@
 // (RoPE, pre-RMSNorm, SwiGLU) with every knob the paper ablates.
 #pragma once
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include "plan/run_config.h"
 #include "runtime/attention/attention_backend.h"
 
 namespace sink::rt {
+
+// `at::rms_norm` came with PyTorch 2.4; on CUDA it dispatches to one fused kernel each way
+// (`aten::_fused_rms_norm`, 2.8), which Debian's LibTorch 1.13 lacks.
+#define SINKLAB_LIBRARY_RMS_NORM (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4))
+
+// RMSNorm, x / sqrt(mean(x^2) + eps) * weight, over the last dimension: as four LibTorch operations, and as
+// LibTorch's own operator (which throws where this LibTorch has none), the one a GPU runs.
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
+torch::Tensor library_rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
 
 struct Norm : torch::nn::Module {
   Norm(NormKind kind, int64_t d, double eps);

@@ -1,7 +1,8 @@
 // The most memory a run held, for summary.json: on a CPU the process's peak
 // resident set (VmHWM), which Linux lets a process reset, so that each run of
 // a sweep trained in one process gets its own; on a GPU the most LibTorch's
-// caching allocator had allocated, where the runtime can read it.
+// caching allocator had allocated, where LibTorch has CUDA compiled in (its
+// statistics' peak reset at the run's start).
 #pragma once
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>

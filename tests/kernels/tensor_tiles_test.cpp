@@ -22,6 +22,26 @@ void launch(const std::string& source, std::string_view symbol, unsigned threads
   module.launch(symbol, {1, 1, threads, shared_bytes}, buffers, sizes);
 }
 
+// A one-warp kernel that reads the 16 x 64 matrix m into an accumulator's fragments (v), runs `body` on them (with
+// `extra`, a float array, at hand) and writes them to a matrix of the same shape through the same map, returned.
+torch::Tensor through_fragments(std::string_view body, const torch::Tensor& m, const torch::Tensor& extra) {
+  const std::string kernel = fmt::format(R"(
+extern "C" __global__ void through_fragments(const store_t* a, const store_t* b, float* m, float* out, float* extra,
+                                             float* unused, long long, long long, long long, long long) {{
+  float v[8][4];
+  for (int nb = 0; nb < 8; ++nb)
+    for (int e = 0; e < 4; ++e) v[nb][e] = m[frag_row(e) * 64 + frag_col(nb, e)];
+  {}
+  for (int nb = 0; nb < 8; ++nb)
+    for (int e = 0; e < 4; ++e) out[frag_row(e) * 64 + frag_col(nb, e)] = v[nb][e];
+}}
+)",
+                                         body);
+  auto out = torch::zeros({16, 64}), a = torch::zeros({8}, torch::kShort), unused = torch::zeros({1});
+  launch(tile_prelude(64, false, 32) + kernel, "through_fragments", 32, {a, a.clone(), m, out, extra, unused}, 1);
+  return out;
+}
+
 }  // namespace
 
 TEST(CudaTensorCores, FragmentMapsGiveThePlainMatrixProducts) {
@@ -135,22 +155,50 @@ extern "C" __global__ void diagonals(const store_t* a, const store_t* b, float* 
 // through the fragment map: every element of row r times factor[r], the other rows untouched.
 TEST(CudaTensorCores, ScaleRowScalesExactlyItsRow) {
   SKIP_WITHOUT_HOST_COMPILER();
-  const char* kernel = R"(
-extern "C" __global__ void scale_rows(const store_t* a, const store_t* b, float* m, float* out, float* factor,
-                                      float* unused, long long, long long, long long, long long) {
-  float v[8][4];
-  for (int nb = 0; nb < 8; ++nb)
-    for (int e = 0; e < 4; ++e) v[nb][e] = m[frag_row(e) * 64 + frag_col(nb, e)];
-  scale_row<64>(v, 1, factor[frag_row(2)]);  // the lower eight rows only, each by its own factor
-  for (int nb = 0; nb < 8; ++nb)
-    for (int e = 0; e < 4; ++e) out[frag_row(e) * 64 + frag_col(nb, e)] = v[nb][e];
-}
-)";
   torch::manual_seed(6);
-  auto m = torch::randn({16, 64}), out = torch::zeros({16, 64}), factor = torch::rand({16}) + 0.5;
-  auto a = torch::zeros({8}, torch::kShort), u = torch::zeros({1});
-  launch(tile_prelude(64, false, 32) + kernel, "scale_rows", 32, {a, a.clone(), m, out, factor, u}, 1);
+  auto m = torch::randn({16, 64}), factor = torch::rand({16}) + 0.5;
+  // The lower eight rows only, each by its own factor.
+  auto out = through_fragments("scale_row<64>(v, 1, extra[frag_row(2)]);", m, factor);
   auto want = m.clone();
   for (int64_t r = 8; r < 16; ++r) want[r] *= factor[r];
   EXPECT_TRUE(torch::equal(out, want)) << (out - want).abs().max();
+}
+
+// map_tile hands each element its row and column: here value + 100 row + column, against a plain loop.
+TEST(CudaTensorCores, MapTileSeesEachElementsRowAndColumn) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  torch::manual_seed(7);
+  auto m = torch::randn({16, 64});
+  auto out = through_fragments(
+      "map_tile<64>(v, [&](float x, int h, int nb, int e) { return x + 100.f * frag_row(2 * h) + frag_col(nb, e); });",
+      m, torch::zeros({1}));
+  auto want = m + 100 * torch::arange(16, torch::kFloat).unsqueeze(1) + torch::arange(64, torch::kFloat);
+  EXPECT_TRUE(torch::equal(out, want)) << (out - want).abs().max();
+}
+
+// RowMax: each row's maximum, in each of the four lanes that hold the row, against LibTorch's; the maximum is
+// placed at every column in turn across the rows, so each of the lane's chains and each lane is the winner once.
+TEST(CudaTensorCores, RowMaxIsEachRowsMaximumInEveryLaneOfTheRow) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  const char* kernel = R"(
+extern "C" __global__ void row_maxima(const store_t* a, const store_t* b, float* m, float* out, float* unused,
+                                      float* unused2, long long, long long, long long, long long) {
+  float v[4][4];
+  for (int nb = 0; nb < 4; ++nb)
+    for (int e = 0; e < 4; ++e) v[nb][e] = m[frag_row(e) * 32 + frag_col(nb, e)];
+  RowMax<32> maxima;
+  for (int nb = 0; nb < 4; ++nb)
+    for (int e = 0; e < 4; ++e) maxima.add(v[nb][e], nb, e);
+  for (int h = 0; h < 2; ++h) out[frag_row(2 * h) * 4 + lane_id() % 4] = maxima.of_row(h);
+}
+)";
+  auto a = torch::zeros({8}, torch::kShort), u = torch::zeros({1});
+  for (int64_t winner = 0; winner < 32; ++winner) {
+    torch::manual_seed(8 + winner);
+    auto m = -torch::rand({16, 32}) - 1, out = torch::zeros({16, 4});
+    for (int64_t r = 0; r < 16; ++r) m[r][(winner + r) % 32] = 0.5 + r;  // one winner a row, columns all around
+    launch(tile_prelude(64, false, 32) + kernel, "row_maxima", 32, {a, a.clone(), m, out, u, u.clone()}, 1);
+    const auto want = std::get<0>(m.max(1)).unsqueeze(1).expand({16, 4});
+    EXPECT_TRUE(torch::equal(out, want)) << "winner column " << winner << ": " << (out - want).abs().max();
+  }
 }

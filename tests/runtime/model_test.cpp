@@ -431,3 +431,35 @@ TEST(Model, PositionTablesAreCachedWithoutChangingAnything) {
     EXPECT_TRUE(torch::equal(warm.forward(long_tokens).logits, fresh.forward(long_tokens).logits));
   }
 }
+
+// RMSNorm by hand on one row: x = (3, 4), mean(x^2) = 12.5, so x / sqrt(12.5 + eps) times the gains.
+TEST(Model, RmsNormIsTheRowOverItsRootMeanSquare) {
+  auto x = torch::tensor({{3.0, 4.0}}, torch::kDouble), w = torch::tensor({2.0, 0.5}, torch::kDouble);
+  const double eps = 1e-5, root = std::sqrt(12.5 + eps);
+  auto want = torch::tensor({{3.0 / root * 2, 4.0 / root * 0.5}}, torch::kDouble);
+  EXPECT_TRUE(torch::allclose(rt::rms_norm(x, w, eps), want, 1e-14, 0));
+}
+
+// LibTorch's own RMSNorm, the one a GPU runs (one fused kernel each way), against the four operations it replaces:
+// the output and the gradients of the input and the gains, on an input whose rows differ in scale.
+TEST(Model, LibraryRmsNormGivesTheCompositesOutputAndGradients) {
+#if !SINKLAB_LIBRARY_RMS_NORM
+  GTEST_SKIP() << "this LibTorch (" << TORCH_VERSION << ") has no rms_norm; the torch 2.11 build tests it";
+#endif
+  torch::manual_seed(3);
+  auto x =
+      (torch::randn({4, 5, 24}, torch::kDouble) * torch::arange(1, 6, torch::kDouble).view({1, 5, 1})).requires_grad_();
+  auto w = torch::randn({24}, torch::kDouble).requires_grad_();
+  auto upstream = torch::randn({4, 5, 24}, torch::kDouble);
+  auto run = [&](bool library) {
+    x.mutable_grad() = torch::Tensor(), w.mutable_grad() = torch::Tensor();
+    auto y = library ? rt::library_rms_norm(x, w, 1e-6) : rt::rms_norm(x, w, 1e-6);
+    (y * upstream).sum().backward();
+    return std::tuple{y.detach(), x.grad().clone(), w.grad().clone()};
+  };
+  const auto [y0, dx0, dw0] = run(false);
+  const auto [y1, dx1, dw1] = run(true);
+  EXPECT_TRUE(torch::allclose(y1, y0, 1e-12, 1e-12)) << (y1 - y0).abs().max();
+  EXPECT_TRUE(torch::allclose(dx1, dx0, 1e-12, 1e-12)) << (dx1 - dx0).abs().max();
+  EXPECT_TRUE(torch::allclose(dw1, dw0, 1e-12, 1e-12)) << (dw1 - dw0).abs().max();
+}
