@@ -8,7 +8,9 @@
 # up shifts all three alike; the report is the median of each round's
 # ratios and their range. Each round's sinklab call also trains the same
 # run with sigmoid attention without normalization (bench/gpu_60m.sink's
-# gpu_60m_sigmoid: the generated kernels) and reports its time over softmax's.
+# gpu_60m_sigmoid: the generated kernels) and reports its time over softmax's;
+# a second call trains both with the step captured as a CUDA graph
+# (SINKLAB_CUDA_GRAPH=1, runtime/training/training_step.h).
 # sinklab's side is the real run loop (data, metrics, everything) in a fresh
 # run each round, its speed read from the run's own metrics.jsonl: the
 # tokens between its first and last measurement over train_s, the training
@@ -62,14 +64,18 @@ measured_steps = t["steps"] - me["every"]  # between the first measurement and t
 threads = t["threads"] or os.cpu_count()
 
 
-def sinklab(r):
-    log = f"{out}/runtime-{r}.log"
+def sinklab(r, captured=False):
+    tag = f"{r}-captured" if captured else f"{r}"
+    log = f"{out}/runtime-{tag}.log"
+    env = {k: v for k, v in os.environ.items() if k != "SINKLAB_CUDA_GRAPH"}
+    if captured:
+        env["SINKLAB_CUDA_GRAPH"] = "1"
     with open(log, "w") as f:
-        done = subprocess.run([f"{build}/sinkc-runtime", "run", plans, "--out", f"{out}/runs-{r}"], stdout=f,
-                              stderr=subprocess.STDOUT)
+        done = subprocess.run([f"{build}/sinkc-runtime", "run", plans, "--out", f"{out}/runs-{tag}"], stdout=f,
+                              stderr=subprocess.STDOUT, env=env)
     if done.returncode != 0:
-        sys.exit(f"sinkc-runtime failed (round {r}):\n" + "".join(open(log).readlines()[-20:]))
-    runs = f"{out}/runs-{r}"
+        sys.exit(f"sinkc-runtime failed (round {tag}):\n" + "".join(open(log).readlines()[-20:]))
+    runs = f"{out}/runs-{tag}"
 
     def speed(name):
         run = os.path.join(runs, next(d for d in os.listdir(runs) if d.startswith(name + "-")))
@@ -78,7 +84,7 @@ def sinklab(r):
         summary = json.load(open(f"{run}/summary.json"))
         return {"tokens_per_s": (last["tokens"] - first["tokens"]) / (last["train_s"] - first["train_s"]),
                 "steps": last["step"] - first["step"], "attention": summary.get("attention_backend"),
-                "final_loss": last.get("train_loss")}
+                "final_loss": last.get("train_loss"), "step": summary.get("step", "eager")}
 
     return {**speed("gpu_60m_throughput"), "sigmoid": speed("gpu_60m_sigmoid")}
 
@@ -118,17 +124,27 @@ def summary(rows):
               "sigmoid_tokens_per_s": spread([r["sinklab"]["sigmoid"]["tokens_per_s"] for r in rows]),
               "sigmoid_attention": rows[0]["sinklab"]["sigmoid"]["attention"],
               "sigmoid_time_vs_softmax": spread([r["sinklab"]["tokens_per_s"] / r["sinklab"]["sigmoid"]["tokens_per_s"]
-                                                 for r in rows])}
+                                                 for r in rows]),
+              # The same two runs with the step captured as a CUDA graph (SINKLAB_CUDA_GRAPH=1): how it ran, its
+              # speed, and its speed over the eager step's in the same round.
+              "captured_step": rows[0]["captured"]["step"],
+              "captured_tokens_per_s": spread([r["captured"]["tokens_per_s"] for r in rows]),
+              "captured_vs_eager_step": spread([r["captured"]["tokens_per_s"] / r["sinklab"]["tokens_per_s"]
+                                                for r in rows]),
+              "captured_sigmoid_time_vs_softmax": spread(
+                  [r["captured"]["tokens_per_s"] / r["captured"]["sigmoid"]["tokens_per_s"] for r in rows])}
     for name in twins:
         result[f"{name}_tokens_per_s"] = spread([r[name]["tokens_per_s"] for r in rows])
         result[f"ratio_vs_{name}"] = spread([r["sinklab"]["tokens_per_s"] / r[name]["tokens_per_s"] for r in rows])
+        result[f"captured_ratio_vs_{name}"] = spread([r["captured"]["tokens_per_s"] / r[name]["tokens_per_s"]
+                                                      for r in rows])
     return result
 
 
 # Each round is written as it ends, so a call cut short by its time limit keeps the rounds it finished.
 rows = []
 for r in range(rounds):
-    row = {"sinklab": sinklab(r)}
+    row = {"sinklab": sinklab(r), "captured": sinklab(r, captured=True)}
     for name, p in twins.items():
         row[name] = twin_round(p)
     rows.append(row)
@@ -137,7 +153,8 @@ for r in range(rounds):
     softmax, sigmoid = row["sinklab"]["tokens_per_s"], row["sinklab"]["sigmoid"]["tokens_per_s"]
     print(f"round {r + 1}: sinklab {softmax:,.0f}, eager {row['eager']['tokens_per_s']:,.0f}, "
           f"compiled {row['compiled']['tokens_per_s']:,.0f} tokens/s; sigmoid attention {sigmoid:,.0f} "
-          f"({softmax / sigmoid:.2f}x softmax's time)", flush=True)
+          f"({softmax / sigmoid:.2f}x softmax's time); captured step {row['captured']['tokens_per_s']:,.0f}",
+          flush=True)
 for p in twins.values():
     p.stdin.close()
     p.wait()
@@ -183,5 +200,10 @@ for name in twins:
 s = result["sigmoid_time_vs_softmax"]
 print(f"  sinklab, sigmoid without normalization ({result['sigmoid_attention']}): {s['median']:.2f}x the time of "
       f"softmax ({s['min']:.2f}-{s['max']:.2f})")
+for name in twins:
+    s = result[f"captured_ratio_vs_{name}"]
+    print(f"  sinklab, step {result['captured_step']} / {name} twin: {s['median']:.2f}x ({s['min']:.2f}-{s['max']:.2f})")
+s = result["captured_sigmoid_time_vs_softmax"]
+print(f"  captured, sigmoid without normalization: {s['median']:.2f}x the time of softmax ({s['min']:.2f}-{s['max']:.2f})")
 print(f"  peak memory: {result['peak_memory']}; per-operator and per-kernel tables: {out}/profile-tables.txt")
 PY

@@ -69,7 +69,8 @@ inline constexpr std::array<std::string_view, 4> kHeadTables = {kSinkLogitShare,
 // auto_settings: what train.precision = auto and train.micro_batch = auto became on this device, and from what;
 // absent without auto. numerics_version: plan/numerics_version.h's kNumericsVersion when the run was trained; absent
 // before it was recorded. provenance: what the numbers came from (the provenance namespace below). peak_memory:
-// {"bytes", "of"}, the most memory the run held and what was measured (runtime/training/peak_memory.h).
+// {"bytes", "of"}, the most memory the run held and what was measured (runtime/training/peak_memory.h). step: how
+// the captured step ran, where the run asked for it (runtime/training/training_step.h).
 #define SINK_SUMMARY_KEYS(KEY)                   \
   KEY(kName, "name")                             \
   KEY(kHash, "hash")                             \
@@ -93,7 +94,8 @@ inline constexpr std::array<std::string_view, 4> kHeadTables = {kSinkLogitShare,
   KEY(kTrainTokensUnique, "train_tokens_unique") \
   KEY(kNumericsVersion, "numerics_version")      \
   KEY(kProvenance, "provenance")                 \
-  KEY(kPeakMemory, "peak_memory")
+  KEY(kPeakMemory, "peak_memory")                \
+  KEY(kStep, "step")
 
 namespace summary {
 SINK_SUMMARY_KEYS(SINK_RUN_RECORD_KEY)

@@ -18,6 +18,8 @@
 #   table_tiles       the fused and Hopper tiles a tuning may choose, against the same (a process of its own)
 #   tune              the tensor-core kernels' tiles measured at the 60M model's shapes (its case 8: tiles.json)
 #   train_on_cuda     a micro run (tests/plan/fixtures) with train.device = cuda through sinkc-runtime
+#   captured_step     the same plan's training step captured as a CUDA graph against the step uncaptured, each
+#                     step's loss equal bit for bit (scripts/captured_step_check.py)
 #   installed         (when build-node/ holds scripts/pack-node.sh's archive) the same run through the archive's
 #                     portable sinkc beside the runtime installed into a prefix, as a node installs them
 #   gpu_attention     benchmark: the generated kernels (tensor cores in bf16; each kernel's tiles printed) and
@@ -230,6 +232,11 @@ cp "$work/cuda_check.out" "$out/cuda_check.txt"
 mkdir -p "$work/fixture/fixture"
 sed -e 's/^device = "cpu"/device = "cuda"/' tests/plan/fixtures/fixture.plan.toml > "$work/fixture/fixture/plan.toml"
 step train_on_cuda 60 build-gpu/sinkc-runtime run "$work/fixture" --out "$work/runs" --no-progress
+# The training step captured as a CUDA graph (opt-in, SINKLAB_CUDA_GRAPH=1, until this passes on a GPU): the
+# fixture's 40 steps eager, on fixed buffers uncaptured and captured, the captured losses equal to the uncaptured
+# ones bit for bit (scripts/captured_step_check.py; its captured_step.json goes into gpu-check.json).
+step captured_step 60 python3 scripts/captured_step_check.py build-gpu/sinkc-runtime plans/gpu_captured_step "$work" \
+  --device cuda
 # A node's install, where the call carried scripts/pack-node.sh's archive (build-node/): the runtime installed
 # into a prefix beside the archive's portable sinkc, which then trains the same run on the GPU from there.
 archive=$(ls build-node/sinklab-*-linux-*.tar.gz 2> /dev/null | head -n 1)

@@ -137,6 +137,9 @@ def main():
     baselines = read(os.path.join(work, "baselines.json"))
     if baselines:
         report["attention_baselines"] = json.loads(baselines)
+    captured = read(os.path.join(work, "captured_step.json"))
+    if captured:
+        report["captured_step"] = json.loads(captured)
     trained = read(os.path.join(work, "train-bench", "gpu_train_vs_pytorch.json"))
     if trained:
         report["train_vs_pytorch"] = json.loads(trained)

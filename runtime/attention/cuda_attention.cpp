@@ -15,6 +15,10 @@
 #include "runtime/attention/cuda_tuning.h"
 #include "runtime/attention/generated_attention.h"
 
+#if SINKLAB_TORCH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#endif
+
 namespace sink::rt {
 namespace {
 
@@ -52,6 +56,16 @@ torch::Tensor as(const torch::Tensor& t, torch::ScalarType dtype) {
   return reinterpret_cast<uintptr_t>(out.data_ptr()) % 16 == 0 ? out : out.clone();
 }
 
+// LibTorch's current stream on q's device for this thread (autograd's backward thread has its own, the forward's):
+// the generated kernels queue there, behind the LibTorch work that made their inputs and inside a CUDA graph being
+// captured. Null, the legacy default stream, for tensors off a GPU or a LibTorch without CUDA.
+void* current_stream(const torch::Tensor& q) {
+#if SINKLAB_TORCH_CUDA
+  if (q.is_cuda()) return c10::cuda::getCurrentCUDAStream(q.device().index()).stream();
+#endif
+  return nullptr;
+}
+
 unsigned blocks(int64_t n, int per) { return static_cast<unsigned>((n + per - 1) / per); }
 
 // The sizes every kernel takes after its pointers (abi::kCudaSizes): T, H and
@@ -59,8 +73,9 @@ unsigned blocks(int64_t n, int per) { return static_cast<unsigned>((n + per - 1)
 struct Slices {
   int64_t B, H, T, D;
   std::array<int64_t, 4> sizes;
+  void* stream;
   Slices(const torch::Tensor& q, const torch::Tensor& g, const torch::Tensor& k_star)
-      : B(q.size(0)), H(q.size(1)), T(q.size(2)), D(q.size(3)) {
+      : B(q.size(0)), H(q.size(1)), T(q.size(2)), D(q.size(3)), stream(current_stream(q)) {
     sizes = {T, H, g.defined() && g.size(0) > 1 ? g.size(1) : 0, k_star.defined() && k_star.size(0) > 1 ? D : 0};
     if (B * H > 65535)
       throw std::runtime_error(
@@ -69,7 +84,7 @@ struct Slices {
   // Blocks of `per_block` items each, `threads` threads per block, `shared_bytes` of dynamic shared memory each.
   LaunchShape shape(int64_t items, int per_block, int threads, int shared_bytes = 0) const {
     return {blocks(items, per_block), static_cast<unsigned>(B * H), static_cast<unsigned>(threads),
-            static_cast<unsigned>(shared_bytes)};
+            static_cast<unsigned>(shared_bytes), stream};
   }
   LaunchShape shape(int64_t items, int threads) const { return shape(items, threads, threads); }
 };

@@ -194,8 +194,8 @@ class DriverModule : public KernelModule {
     for (const KernelBuffer& b : buffers) args.push_back(const_cast<void**>(&b.data));
     for (const int64_t& s : sizes) args.push_back(const_cast<int64_t*>(&s));
     if (shape.grid_x == 0 || shape.grid_y == 0) return;
-    check(d.launch(f, shape.grid_x, shape.grid_y, 1, shape.threads, 1, 1, shape.shared_bytes, nullptr, args.data(),
-                   nullptr),
+    check(d.launch(f, shape.grid_x, shape.grid_y, 1, shape.threads, 1, 1, shape.shared_bytes,
+                   static_cast<CUstream>(shape.stream), args.data(), nullptr),
           "cuLaunchKernel");
   }
 

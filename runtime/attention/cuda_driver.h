@@ -16,6 +16,9 @@ namespace sink::rt {
 struct LaunchShape {
   unsigned grid_x, grid_y, threads;
   unsigned shared_bytes = 0;  // dynamic shared memory per block
+  // The CUDA stream the launch is queued on: LibTorch's current one for the calling thread, so the kernels run in
+  // order with LibTorch's work and a CUDA graph captures them; null, the legacy default stream, where there is none.
+  void* stream = nullptr;
 };
 
 // A kernel's pointer argument and the bytes it spans: the driver passes only

@@ -43,10 +43,22 @@ FeedForward::FeedForward(const ModelConfig& c) {
   if (gated) w3 = register_module("w3", torch::nn::Linear(torch::nn::LinearOptions(c.d, c.ffn_hidden).bias(false)));
 }
 
+std::vector<torch::Tensor> project(const torch::Tensor& x, const std::vector<torch::Tensor>& weights, bool stacked) {
+  std::vector<torch::Tensor> out;
+  if (!stacked || weights.size() == 1) {
+    for (const auto& w : weights) out.push_back(torch::linear(x, w));
+    return out;
+  }
+  std::vector<int64_t> rows;
+  for (const auto& w : weights) rows.push_back(w.size(0));
+  return torch::linear(x, torch::cat(weights, 0)).split_with_sizes(rows, -1);
+}
+
 torch::Tensor FeedForward::forward(const torch::Tensor& x) {
-  auto h = w1(x);
+  const auto up = gated ? project(x, {w1->weight, w3->weight}, x.is_cuda()) : std::vector<torch::Tensor>{w1(x)};
+  auto h = up[0];
   h = act == Ffn::relu ? torch::relu(h) : act == Ffn::gelu ? torch::gelu(h) : torch::silu(h);
-  if (gated) h = h * w3(x);
+  if (gated) h = h * up[1];
   return w2(h);
 }
 
@@ -137,9 +149,10 @@ torch::Tensor SelfAttention::differential(const AttentionCall& call, LayerProbe*
 torch::Tensor SelfAttention::forward(const torch::Tensor& x, const torch::Tensor& rope_cos,
                                      const torch::Tensor& rope_sin, const torch::Tensor& g, LayerProbe* probe) {
   const int64_t B = x.size(0), T = x.size(1), H = cfg.heads, Hkv = cfg.kv_heads, dh = cfg.d_head;
-  auto q = wq(x).view({B, T, H, dh}).transpose(1, 2);
-  auto k = wk(x).view({B, T, Hkv, dh}).transpose(1, 2);
-  auto v = wv(x).view({B, T, Hkv, dh}).transpose(1, 2);
+  const auto qkv = project(x, {wq->weight, wk->weight, wv->weight}, x.is_cuda());
+  auto q = qkv[0].view({B, T, H, dh}).transpose(1, 2);
+  auto k = qkv[1].view({B, T, Hkv, dh}).transpose(1, 2);
+  auto v = qkv[2].view({B, T, Hkv, dh}).transpose(1, 2);
   if (rope_cos.defined()) {
     q = apply_rope(q, rope_cos, rope_sin);
     k = apply_rope(k, rope_cos, rope_sin);

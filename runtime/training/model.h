@@ -18,6 +18,13 @@ namespace sink::rt {
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
 torch::Tensor library_rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
 
+// Several projections of one input, x W_1^T, x W_2^T, ... (q, k and v; a gated FFN's gate and up): each its own
+// product, or, `stacked`, one product with the weights stacked and its output split. Stacked, a GPU launches one GEMM
+// where it launched several, and the backward forms x's gradient in one product where it summed several. Each output
+// element is the same dot product either way, summed in the GEMM's order. A GPU stacks them; the CPU keeps its
+// products, whose results the CPU's tests and runs were measured with.
+std::vector<torch::Tensor> project(const torch::Tensor& x, const std::vector<torch::Tensor>& weights, bool stacked);
+
 struct Norm : torch::nn::Module {
   Norm(NormKind kind, int64_t d, double eps);
   torch::Tensor forward(const torch::Tensor& x);

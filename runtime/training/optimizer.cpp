@@ -1,6 +1,7 @@
 #include "runtime/training/optimizer.h"
 
 #include <cmath>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <torch/version.h>
@@ -38,6 +39,19 @@ struct Update {
 
 }  // namespace
 
+torch::optim::AdamWParamState& MultiTensorAdamW::state_of(const torch::Tensor& p) {
+  auto key = state_key(state_, p);
+  auto found = state_.find(key);
+  if (found == state_.end()) {
+    auto fresh = std::make_unique<torch::optim::AdamWParamState>();
+    fresh->step(0);
+    fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+    fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+    found = state_.emplace(key, std::move(fresh)).first;
+  }
+  return static_cast<torch::optim::AdamWParamState&>(*found->second);
+}
+
 MultiTensorAdamW::Kernel MultiTensorAdamW::best_kernel() {
 #if SINKLAB_FUSED_ADAMW
   return Kernel::fused;
@@ -70,16 +84,7 @@ torch::Tensor MultiTensorAdamW::step(LossClosure closure) {
     std::map<std::pair<int64_t, std::string>, Update> updates;
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
-      auto key = state_key(state_, p);
-      auto found = state_.find(key);
-      if (found == state_.end()) {
-        auto fresh = std::make_unique<torch::optim::AdamWParamState>();
-        fresh->step(0);
-        fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-        fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-        found = state_.emplace(key, std::move(fresh)).first;
-      }
-      auto& st = static_cast<torch::optim::AdamWParamState&>(*found->second);
+      auto& st = state_of(p);
       st.step(st.step() + 1);
       Update& u = updates[{st.step(), p.device().str()}];
       const torch::Tensor& g = p.grad();
@@ -120,6 +125,72 @@ torch::Tensor MultiTensorAdamW::step(LossClosure closure) {
     }
   }
   return {};
+}
+
+std::string MultiTensorAdamW::device_update_unsupported() const {
+#if !SINKLAB_FUSED_ADAMW
+  return "this LibTorch's AdamW has no fused kernel that reads its learning rate on the device (PyTorch 2.4 or later)";
+#else
+  for (const auto& group : param_groups_) {
+    const auto& options = static_cast<const torch::optim::AdamWOptions&>(group.options());
+    if (options.amsgrad()) return "AdamW with amsgrad has no fused update here";
+    std::optional<int64_t> steps;
+    for (const auto& p : group.params()) {
+      if (!p.grad().defined()) continue;  // as step() does: no update, no step counted
+      if (p.scalar_type() != group.params()[0].scalar_type() || p.device() != group.params()[0].device() ||
+          !p.is_contiguous() || !p.grad().is_contiguous() || p.grad().scalar_type() != p.scalar_type())
+        return "a group's parameters differ in type, device or layout";
+      auto found = state_.find(state_key(state_, p));
+      const int64_t at = found == state_.end() ? 0 : static_cast<torch::optim::AdamWParamState&>(*found->second).step();
+      if (steps && *steps != at) return "a group's parameters are at different step counts";
+      steps = at;
+    }
+  }
+  return {};
+#endif
+}
+
+void MultiTensorAdamW::update_on_device(const torch::Tensor& lr) {
+#if SINKLAB_FUSED_ADAMW
+  torch::NoGradGuard no_grad;
+  device_step_counts_.resize(param_groups_.size());
+  for (size_t k = 0; k < param_groups_.size(); ++k) {
+    auto& group = param_groups_[k];
+    const auto& options = static_cast<const torch::optim::AdamWOptions&>(group.options());
+    const auto [beta1, beta2] = options.betas();
+    Update u;
+    int64_t host_step = 0;
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      auto& st = state_of(p);
+      host_step = st.step();
+      u.params.push_back(p);
+      u.grads.push_back(p.grad());
+      u.exp_avgs.push_back(st.exp_avg());
+      u.exp_avg_sqs.push_back(st.exp_avg_sq());
+    }
+    if (u.params.empty()) continue;
+    torch::Tensor& count = device_step_counts_[k];
+    if (!count.defined())
+      count = torch::full({}, static_cast<double>(host_step),
+                          torch::TensorOptions().dtype(torch::kFloat).device(u.params[0].device()));
+    count.add_(1);
+    const std::vector<torch::Tensor> counts(u.params.size(), count);
+    at::_fused_adamw_(u.params, u.grads, u.exp_avgs, u.exp_avg_sqs, {}, counts, lr, beta1, beta2,
+                      options.weight_decay(), options.eps(), /*amsgrad=*/false, /*maximize=*/false);
+  }
+#else
+  throw std::runtime_error(device_update_unsupported());
+#endif
+}
+
+void MultiTensorAdamW::count_update_on_host() {
+  for (auto& group : param_groups_)
+    for (auto& p : group.params())
+      if (auto found = state_.find(state_key(state_, p)); p.grad().defined() && found != state_.end()) {
+        auto& st = static_cast<torch::optim::AdamWParamState&>(*found->second);
+        st.step(st.step() + 1);
+      }
 }
 
 std::unique_ptr<torch::optim::AdamW> make_optimizer(Transformer& model, const TrainConfig& cfg) {

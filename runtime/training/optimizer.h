@@ -29,10 +29,26 @@ class MultiTensorAdamW : public torch::optim::AdamW {
   torch::Tensor step(LossClosure closure = nullptr) override;
   Kernel kernel() const { return kernel_; }
 
+  // The update of a step captured as a CUDA graph (runtime/training/training_step.h): the fused kernel, its
+  // learning rate read from `lr` (a scalar tensor on the parameters' device) and each group's step count from a
+  // tensor on the device that the update advances itself, so one capture replays at every step of the schedule.
+  // The first call, made outside a capture, creates that count (from the host's) and any missing moments. Why it
+  // cannot run (empty where it can): this LibTorch has no fused kernel with the rate on the device (it came with
+  // 2.4), amsgrad, or a group's parameters that are not all alike or not all at one step count.
+  std::string device_update_unsupported() const;
+  void update_on_device(const torch::Tensor& lr);
+  // The host's step counts (what a checkpoint saves) advanced by one update that update_on_device made, once per
+  // step: a replayed graph runs none of the host's code.
+  void count_update_on_host();
+
  private:
+  // p's state, made (step 0, zero moments) where it has none yet.
+  torch::optim::AdamWParamState& state_of(const torch::Tensor& p);
   Kernel kernel_;
   // fused: each device's step count as a tensor, which the kernel reads (it is the same for every parameter).
   std::map<std::string, torch::Tensor> step_counts_;
+  // update_on_device: each group's step count, advanced on the device.
+  std::vector<torch::Tensor> device_step_counts_;
 };
 
 std::unique_ptr<torch::optim::AdamW> make_optimizer(Transformer& model, const TrainConfig& cfg);

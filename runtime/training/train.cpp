@@ -32,6 +32,7 @@
 #include "runtime/training/step_profile.h"
 #include "runtime/training/step_trace.h"
 #include "runtime/training/trace_table.h"
+#include "runtime/training/training_step.h"
 
 namespace sink::rt {
 namespace fs = std::filesystem;
@@ -190,44 +191,42 @@ class Checkpoints {
   int64_t saved_step_ = -1;
 };
 
-// One step's forward and backward, over micro-batches of equal size, each
-// loss weighted by its share: the accumulated gradient is the whole batch's
-// (every sequence carries the same number of loss positions). Returns the
-// step's loss, on the device, unread.
+// The step's batch, this worker's share of it. On a GPU the eager step copies it there from page-locked memory,
+// queued behind the previous step rather than waiting for it; the captured step copies it into its own buffers.
+std::pair<torch::Tensor, torch::Tensor> step_batch(Training& t, int64_t step, DataParallel* workers,
+                                                   StepProfile& profile, bool to_device) {
+  auto timed = profile.time(StepProfile::Data);
+  auto [x, y] = t.batches->train(step);
+  if (workers) x = workers->shard(x), y = workers->shard(y);
+  if (to_device && t.device.is_cuda()) x = x.pin_memory().to(t.device, true), y = y.pin_memory().to(t.device, true);
+  return {x, y};
+}
+
+// One eager step's forward and backward (runtime/training/training_step.h): its loss, on the device, unread.
 torch::Tensor accumulate_gradients(Training& t, int64_t step, DataParallel* workers, StepProfile& profile) {
-  torch::Tensor x, y;
-  {
-    auto timed = profile.time(StepProfile::Data);
-    std::tie(x, y) = t.batches->train(step);
-    if (workers) x = workers->shard(x), y = workers->shard(y);
-    // From page-locked memory the copy is queued; from pageable memory the
-    // host would first wait for the GPU to finish the previous step.
-    if (t.device.is_cuda()) x = x.pin_memory().to(t.device, true), y = y.pin_memory().to(t.device, true);
-  }
+  auto [x, y] = step_batch(t, step, workers, profile, true);
   {
     auto timed = profile.time(StepProfile::Optimizer);
     t.opt->zero_grad();
   }
-  const int64_t rows = x.size(0), micro = t.cfg.train.micro_batch > 0 ? std::min(t.cfg.train.micro_batch, rows) : rows;
-  torch::Tensor step_loss;
-  for (int64_t at = 0; at < rows; at += micro) {
-    const int64_t n = std::min(micro, rows - at);
-    torch::Tensor loss;
-    {
-      auto timed = profile.time(StepProfile::Forward);
-      {
-        AutocastScope autocast(t.cfg.train.precision, t.device);
-        loss = lm_loss(*t.model, x.narrow(0, at, n), y.narrow(0, at, n), t.cfg.model.attention.prefix);
-      }
-      loss = loss.to(torch::kFloat) * (static_cast<double>(n) / rows);
-    }
-    {
-      auto timed = profile.time(StepProfile::Backward);
-      loss.backward();
-    }
-    step_loss = step_loss.defined() ? step_loss + loss.detach() : loss.detach();
+  return forward_backward(*t.model, t.cfg, x, y, profile);
+}
+
+// The captured step (or the same on fixed buffers) when the run asks for it and its plan allows it; else null, with
+// why in `how`.
+std::unique_ptr<CapturedStep> captured_step(Training& t, DataParallel* workers, bool profiling, std::string& how) {
+  const StepKind kind = requested_step();
+  if (kind == StepKind::eager) return nullptr;
+  auto* opt = dynamic_cast<MultiTensorAdamW*>(t.opt.get());
+  const bool reference_on_gpu = t.device.is_cuda() && t.model->backend->name() == "reference";
+  const std::string why = opt ? CapturedStep::unsupported(*opt, workers != nullptr, profiling, reference_on_gpu)
+                              : std::string("the optimizer is not sinklab's multi-tensor AdamW");
+  if (!why.empty()) {
+    how = "eager, not captured: " + why;
+    return nullptr;
   }
-  return step_loss;
+  const int64_t rows = t.cfg.train.batch / (workers ? workers->size() : 1);
+  return std::make_unique<CapturedStep>(*t.model, *opt, t.cfg, rows, kind == StepKind::captured);
 }
 
 // The losses pending since they were last read, into the state's running
@@ -327,20 +326,30 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
       }
       outside_training_s += std::chrono::duration<double>(Clock::now() - began).count();
     };
+    std::string step_how;  // how the captured step ran, where the run asked for it
     auto finish = [&](RunStatus status, const std::string& reason = "") {
       if (profile.enabled() && claim.leader) write_profile(dir, profile, trace, plan.name, state.step - first_step);
       if (auto peak = peak_memory.read(); !peak.is_null()) record.summary()[summary_key::kPeakMemory] = peak;
+      if (!step_how.empty()) record.summary()[summary_key::kStep] = step_how;
       return record.finish(status, reason);
     };
     PendingLosses pending;
     LiveEvents events(dir, claim.leader);
+    std::unique_ptr<CapturedStep> captured = captured_step(t, workers, profile.enabled(), step_how);
+    if (!step_how.empty()) dir.log("step: " + step_how);
     for (int64_t step = state.step; step < steps; ++step) {
       if (options.stop_after >= 0 && step - first_step >= options.stop_after)
         return finish(RunStatus::Stopped, fmt::format("stopped after step {}", step));
       trace.step_begins(step);
       const double lr = learning_rate(t.cfg.train, step);
       set_learning_rate(*t.opt, lr);
-      pending.add(step, accumulate_gradients(t, step, workers, profile));
+      if (captured) {
+        auto [x, y] = step_batch(t, step, workers, profile, false);
+        pending.add(step, captured->step(x, y, lr));
+        if (captured->how() != step_how) step_how = captured->how(), dir.log("step: " + step_how);
+      } else {
+        pending.add(step, accumulate_gradients(t, step, workers, profile));
+      }
       bool stop = interrupt_requested();
       const bool final_step = step + 1 == steps;
       const int64_t every = t.cfg.measure.every, checkpoint_every = t.cfg.train.checkpoint_every;
@@ -361,7 +370,7 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
           return finish(RunStatus::Diverged, fmt::format("non-finite loss at step {}", *diverged_at + 1));
         }
       }
-      {
+      if (!captured) {
         auto timed = profile.time(StepProfile::Optimizer);
         if (workers) workers->average_gradients(t.model->parameters());
         if (t.cfg.train.clip > 0) clip_gradient_norm(t.model->parameters(), t.cfg.train.clip);

@@ -63,6 +63,9 @@ TEST(CompiledKernels, AttentionLlIsWhatTheRuntimeDerivesFromPlanToml) {
 constexpr const char* kNaturalCall =
     "--base gpu_text --set train.steps=8000 --set measure.every=500 --set train.checkpoint_every=8000";
 
+// The fixture with a loss logged at every step, for gpu-check's captured_step (plans/README.md).
+constexpr const char* kCapturedStepCheck = "--set train.steps=40 --set train.log_every=1 --set measure.every=20";
+
 TEST(CompiledKernels, CommittedPlansAreCurrent) {
   const fs::path out = fs::path(::testing::TempDir()) / ("sinklab-committed-plans-" + std::to_string(getpid()));
   sink::remove_tree(out);
@@ -71,6 +74,7 @@ TEST(CompiledKernels, CommittedPlansAreCurrent) {
   };
   const std::vector<Committed> committed = {
       {"tests/plan/fixtures/fixture.sink", "", "fixture", "tests/plan/fixtures/fixture.plan.toml"},
+      {"tests/plan/fixtures/fixture.sink", kCapturedStepCheck, "fixture", "plans/gpu_captured_step/fixture/plan.toml"},
       {"bench/gpu_60m.sink", "", "gpu_60m_throughput", "plans/gpu_throughput/gpu_60m_throughput/plan.toml"},
       {"bench/gpu_60m.sink", "", "gpu_60m_sigmoid", "plans/gpu_throughput/gpu_60m_sigmoid/plan.toml"},
       {"specs/text_softmax_vs_sigmoid.sink", kNaturalCall, "natural_softmax",

@@ -21,6 +21,15 @@ assert r["sinklab_tokens_per_s"]["median"] > 0, r
 s = r["sigmoid_time_vs_softmax"]  # the sigmoid run beside softmax's, each round
 assert 0 < s["min"] <= s["median"] <= s["max"], s
 assert all(row["sinklab"]["sigmoid"]["steps"] == row["sinklab"]["steps"] for row in r["rounds"]), r
+# The captured step's call (on the CPU its fixed buffers, uncaptured): the same curve as the eager step's.
+assert r["captured_step"] == "eager on fixed buffers (a CUDA graph only on a GPU)" or \
+    r["captured_step"].startswith("eager, not captured"), r["captured_step"]
+for row in r["rounds"]:
+    for run in (row["sinklab"], row["sinklab"]["sigmoid"]):
+        assert run["step"] == "eager", run
+    assert row["captured"]["final_loss"] == row["sinklab"]["final_loss"], row
+    assert row["captured"]["sigmoid"]["final_loss"] == row["sinklab"]["sigmoid"]["final_loss"], row
+assert r["captured_vs_eager_step"]["median"] > 0, r
 for name in ("eager", "compiled"):
     s = r[f"ratio_vs_{name}"]
     assert 0 < s["min"] <= s["median"] <= s["max"], (name, s)

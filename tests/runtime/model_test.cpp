@@ -463,3 +463,36 @@ TEST(Model, LibraryRmsNormGivesTheCompositesOutputAndGradients) {
   EXPECT_TRUE(torch::allclose(dx1, dx0, 1e-12, 1e-12)) << (dx1 - dx0).abs().max();
   EXPECT_TRUE(torch::allclose(dw1, dw0, 1e-12, 1e-12)) << (dw1 - dw0).abs().max();
 }
+
+// The projections a GPU stacks into one product (q, k and v; a gated FFN's gate and up) against each its own
+// product: every output, and the gradients of the input and of each weight, with projections of different widths
+// (grouped-query attention's k and v are narrower than q).
+TEST(Model, StackedProjectionsGiveEachProjectionsOutputAndGradients) {
+  torch::manual_seed(4);
+  auto x = torch::randn({3, 7, 16}, torch::kDouble).requires_grad_();
+  std::vector<torch::Tensor> weights;
+  for (int64_t rows : {16, 8, 8}) weights.push_back(torch::randn({rows, 16}, torch::kDouble).requires_grad_());
+  std::vector<torch::Tensor> upstream;
+  for (const auto& w : weights) upstream.push_back(torch::randn({3, 7, w.size(0)}, torch::kDouble));
+  auto run = [&](bool stacked) {
+    x.mutable_grad() = torch::Tensor();
+    for (auto& w : weights) w.mutable_grad() = torch::Tensor();
+    const auto out = rt::project(x, weights, stacked);
+    EXPECT_EQ(out.size(), weights.size());
+    auto loss = torch::zeros({}, torch::kDouble);
+    for (size_t k = 0; k < out.size(); ++k) loss = loss + (out[k] * upstream[k]).sum();
+    loss.backward();
+    std::vector<torch::Tensor> results;
+    for (const auto& o : out) results.push_back(o.detach());
+    results.push_back(x.grad().clone());
+    for (const auto& w : weights) results.push_back(w.grad().clone());
+    return results;
+  };
+  const auto separate = run(false), stacked = run(true);
+  ASSERT_EQ(separate.size(), stacked.size());
+  for (size_t k = 0; k < separate.size(); ++k) {
+    ASSERT_EQ(stacked[k].sizes(), separate[k].sizes()) << "result " << k;
+    EXPECT_TRUE(torch::allclose(stacked[k], separate[k], 1e-12, 1e-12))
+        << "result " << k << ": " << (stacked[k] - separate[k]).abs().max();
+  }
+}

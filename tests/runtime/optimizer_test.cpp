@@ -175,6 +175,51 @@ TEST(Optimizer, MultiTensorAdamWMatchesLibTorchsAdamW) {
   }
 }
 
+// The captured step's update (the rate and the step counts read on the device, the counts advanced there) against
+// the fused step() it stands for: the same weights, bit for bit, over steps of a changing rate, and after a
+// checkpoint, whose host counts a fresh optimizer's device counts start from. The rate's tensor holds a double, as
+// the captured step's does on the CPU.
+TEST(Optimizer, TheDeviceSideUpdateIsTheFusedStep) {
+  if (MultiTensorAdamW::best_kernel() != MultiTensorAdamW::Kernel::fused)
+    GTEST_SKIP() << "this LibTorch has no fused AdamW (PyTorch 2.4 or later), which the device-side update needs";
+  AdamWCase theirs = AdamWCase::make(), ours = theirs.copy();
+  const AdamWCase start = theirs.copy();
+  MultiTensorAdamW reference(theirs.groups(), torch::optim::AdamWOptions(1e-2), MultiTensorAdamW::Kernel::fused);
+  auto optimizer = std::make_unique<MultiTensorAdamW>(ours.groups(), torch::optim::AdamWOptions(1e-2));
+  ASSERT_EQ(optimizer->device_update_unsupported(), "");
+  const torch::Tensor lr = torch::zeros({}, torch::kDouble);
+  int64_t step = 0;
+  auto train = [&](int steps) {
+    for (int k = 0; k < steps; ++k, ++step) {
+      const double rate = 1e-2 * (1.0 + 0.5 * std::sin(static_cast<double>(step)));
+      set_learning_rate(reference, rate);
+      lr.fill_(rate);
+      theirs.set_gradients(100 + step);
+      ours.set_gradients(100 + step);
+      reference.step();
+      optimizer->update_on_device(lr);
+      optimizer->count_update_on_host();
+    }
+  };
+  auto expect_equal = [&](const std::string& when) {
+    for (size_t k = 0; k < ours.params.size(); ++k)
+      EXPECT_TRUE(torch::equal(ours.params[k], theirs.params[k]))
+          << when << ", parameter " << k << ": largest difference "
+          << (ours.params[k] - theirs.params[k]).abs().max().item<double>();
+  };
+  train(5);
+  expect_equal("after 5 steps");
+  EXPECT_FALSE(torch::equal(ours.params[0], start.params[0])) << "the parameters did not move";
+  EXPECT_TRUE(torch::equal(ours.params[4], start.params[4])) << "a parameter without a gradient moved";
+
+  std::stringstream saved;
+  torch::save(*optimizer, saved);
+  optimizer = std::make_unique<MultiTensorAdamW>(ours.groups(), torch::optim::AdamWOptions(1e-2));
+  torch::load(*optimizer, saved);
+  train(3);
+  expect_equal("3 steps after a checkpoint");
+}
+
 // What make_optimizer gives the training loop.
 TEST(Optimizer, TrainingUsesTheMultiTensorAdamW) {
   const sink::RunConfig cfg = sinktest::config_of("experiment x extends micro {}");

@@ -329,3 +329,59 @@ TEST(Train, TokensPerSecondLeavesOutTheMeasurements) {
     if (k > 0) EXPECT_LT(train_s, elapsed_s) << "the measurement before it is not left out: " << m.dump();
   }
 }
+
+// The captured step (SINKLAB_CUDA_GRAPH=1) runs on the CPU on its fixed buffers, uncaptured: the eager step's
+// curve bit for bit, over micro-batches, the gradient clipping and a warm-up schedule, and through a resume, whose
+// step counts on the device start from the checkpoint's. Where LibTorch lacks the fused AdamW it needs, the run
+// says why and trains eagerly.
+TEST(Train, TheStepOnFixedBuffersTrainsTheEagerCurve) {
+  const auto plan = sinktest::plan_of(
+      "experiment buffers extends micro { train { steps = 12  micro_batch = 1  log_every = 1  checkpoint_every = 5 }"
+      "  optim.clip = 0.05  measure.every = 6 }");
+  struct Requested {
+    Requested() { setenv("SINKLAB_CUDA_GRAPH", "1", 1); }
+    ~Requested() { unsetenv("SINKLAB_CUDA_GRAPH"); }
+  };
+  TempDir a("eager"), b("buffers"), c("resumed");
+  const auto eager = run_plan(plan, run_options(a.str()));
+  ASSERT_EQ(eager.status, "completed") << eager.summary.dump(2);
+  EXPECT_FALSE(eager.summary.contains("step")) << "an eager run says nothing of a captured step";
+  Requested requested;
+  const auto buffers = run_plan(plan, run_options(b.str()));
+  ASSERT_EQ(buffers.status, "completed") << buffers.summary.dump(2);
+  const std::string how = buffers.summary.value("step", "");
+  if (how.find("not captured") != std::string::npos) {
+    EXPECT_NE(how.find("fused"), std::string::npos) << how;
+    GTEST_SKIP() << "this LibTorch has no fused AdamW with its rate on the device: " << how;
+  }
+  EXPECT_EQ(how, "eager on fixed buffers (a CUDA graph only on a GPU)");
+  EXPECT_NE(sinktest::read_file(buffers.dir + "/log.txt").find("step: " + how), std::string::npos);
+  const std::string losses = sinktest::read_file(eager.dir + "/losses.jsonl");
+  EXPECT_EQ(std::count(losses.begin(), losses.end(), '\n'), 12);
+  EXPECT_EQ(sinktest::read_file(buffers.dir + "/losses.jsonl"), losses);
+  EXPECT_EQ(sinktest::read_file(buffers.dir + "/metrics.jsonl").substr(0, 40),
+            sinktest::read_file(eager.dir + "/metrics.jsonl").substr(0, 40));
+  auto me = metrics_lines(eager.dir), mb = metrics_lines(buffers.dir);
+  ASSERT_EQ(me.size(), 2u);
+  ASSERT_EQ(mb.size(), me.size());
+  for (size_t k = 0; k < me.size(); ++k)
+    for (const char* m : {"train_loss", "valid_loss"}) EXPECT_EQ(mb[k][m], me[k][m]) << m << " at " << me[k]["step"];
+
+  auto o = run_options(c.str());
+  o.stop_after = 7;
+  ASSERT_EQ(run_plan(plan, o).status, "stopped");
+  o.stop_after = -1;
+  o.resume = true;
+  const auto resumed = run_plan(plan, o);
+  ASSERT_EQ(resumed.status, "completed") << resumed.summary.dump(2);
+  EXPECT_EQ(sinktest::read_file(resumed.dir + "/losses.jsonl"), losses);
+
+  // A run that cannot take the captured step trains eagerly and says why.
+  TempDir d("profiled");
+  auto profiled = run_options(d.str());
+  profiled.profile = true;
+  const auto eager_again = run_plan(plan, profiled);
+  ASSERT_EQ(eager_again.status, "completed") << eager_again.summary.dump(2);
+  EXPECT_EQ(eager_again.summary.value("step", ""), "eager, not captured: --profile times the step's parts apart");
+  EXPECT_EQ(sinktest::read_file(eager_again.dir + "/losses.jsonl"), losses);
+}

@@ -1,0 +1,108 @@
+"""The training step captured as a CUDA graph against the same step uncaptured (scripts/gpu-check.sh's captured_step).
+
+    python3 scripts/captured_step_check.py RUNTIME PLANS WORK [--device cuda|cpu]
+
+Trains the run in PLANS (a folder of one plan, as `sinkc compile` writes it, logging its loss at every step:
+plans/gpu_captured_step) three ways with the sinkc-runtime RUNTIME, on the plan's device or --device:
+  eager      the step as LibTorch runs it, operation by operation;
+  buffers    on fixed buffers, never captured (SINKLAB_CUDA_GRAPH=buffers);
+  captured   on fixed buffers and, after its warm-up steps, replayed as one CUDA graph (SINKLAB_CUDA_GRAPH=1).
+Writes WORK/captured_step.json: each way's status, how its step ran (summary.json's "step"), its tokens/s and
+its losses, then the comparisons. The captured losses must equal the uncaptured ones bit for bit: a replay runs
+the same kernels on the same addresses. Against the eager step they may differ in the last bits, since the fused
+AdamW reads its rate as a float on the GPU; the largest relative difference is reported. On a CPU nothing is
+captured, and all three must agree exactly. Exits 1 where a run failed or the losses differ.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+
+WAYS = {"eager": None, "buffers": "buffers", "captured": "1"}
+
+
+def plan_on(plans, work, device):
+    """A copy of PLANS whose run trains on `device` (where it trains is not part of a plan's hash)."""
+    (run,) = [d for d in os.listdir(plans) if os.path.isfile(os.path.join(plans, d, "plan.toml"))]
+    text = open(os.path.join(plans, run, "plan.toml")).read()
+    if device:
+        text, n = re.subn(r'^device = ".*"$', f'device = "{device}"', text, count=1, flags=re.MULTILINE)
+        if n != 1:
+            sys.exit(f"{plans}/{run}/plan.toml has no line 'device = ...'")
+    copy = os.path.join(work, "captured-step-plan")
+    os.makedirs(os.path.join(copy, run), exist_ok=True)
+    with open(os.path.join(copy, run, "plan.toml"), "w") as f:
+        f.write(text)
+    return copy
+
+
+def train(runtime, plans, work, way):
+    env = dict(os.environ)
+    env.pop("SINKLAB_CUDA_GRAPH", None)
+    if WAYS[way]:
+        env["SINKLAB_CUDA_GRAPH"] = WAYS[way]
+    out = os.path.join(work, f"captured-step-{way}")
+    done = subprocess.run([runtime, "run", plans, "--out", out, "--no-progress"], env=env, capture_output=True,
+                          text=True)
+    result = {"exit": done.returncode, "output": (done.stdout + done.stderr).splitlines()[-8:]}
+    runs = [d for d in os.listdir(out) if os.path.isfile(os.path.join(out, d, "summary.json"))] if os.path.isdir(
+        out) else []
+    if not runs:
+        return result
+    run = os.path.join(out, runs[0])
+    summary = json.load(open(os.path.join(run, "summary.json")))
+    losses = [json.loads(line) for line in open(os.path.join(run, "losses.jsonl")) if line.strip()]
+    result.update(status=summary.get("status"), step=summary.get("step"), device=summary.get("device"),
+                  tokens_per_s=summary.get("tokens_per_s"), losses=[line["loss"] for line in losses])
+    return result
+
+
+def largest_relative_difference(a, b):
+    return max((abs(x - y) / max(abs(y), 1e-30) for x, y in zip(a, b)), default=None)
+
+
+def main():
+    args = sys.argv[1:]
+    device = None
+    if "--device" in args:
+        at = args.index("--device")
+        device = args[at + 1]
+        del args[at:at + 2]
+    if len(args) != 3:
+        sys.exit(__doc__)
+    runtime, plans, work = args
+    plans = plan_on(plans, work, device)
+    ways = {way: train(runtime, plans, work, way) for way in WAYS}
+    report = {"ways": ways}
+    failed = [way for way, r in ways.items() if r.get("status") != "completed"]
+    if not failed:
+        eager, buffers, captured = (ways[w]["losses"] for w in WAYS)
+        report["captured_equals_buffers"] = captured == buffers and len(captured) > 3
+        report["largest_relative_difference_vs_eager"] = largest_relative_difference(captured, eager)
+        on_gpu = str(ways["captured"].get("device", "")).startswith("cuda")
+        report["eager_must_match"] = not on_gpu
+        report["passed"] = report["captured_equals_buffers"] and (on_gpu or captured == eager)
+        if ways["eager"]["tokens_per_s"] and ways["captured"]["tokens_per_s"]:
+            report["captured_speed_vs_eager"] = ways["captured"]["tokens_per_s"] / ways["eager"]["tokens_per_s"]
+    else:
+        report["passed"] = False
+        report["failed"] = failed
+    with open(os.path.join(work, "captured_step.json.tmp"), "w") as f:
+        json.dump(report, f, indent=2)
+    os.replace(os.path.join(work, "captured_step.json.tmp"), os.path.join(work, "captured_step.json"))
+    for way, r in ways.items():
+        print(f"{way:<9} {r.get('status')}: {r.get('step') or 'the eager step'}; {r.get('tokens_per_s') or 0:,.0f} "
+              f"tokens/s")
+    if failed:
+        print(f"failed: {', '.join(failed)}")
+        for way in failed:
+            print("\n".join(f"  {line}" for line in ways[way]["output"]))
+    else:
+        print(f"captured = fixed buffers bit for bit: {report['captured_equals_buffers']}; largest relative "
+              f"difference from the eager step: {report['largest_relative_difference_vs_eager']:.3g}")
+    return 0 if report["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
