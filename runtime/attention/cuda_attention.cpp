@@ -66,6 +66,15 @@ void* current_stream(const torch::Tensor& q) {
   return nullptr;
 }
 
+// The position table g [H|1, T] with kTablePadding zeros after each head's T entries. The tensor-core kernels form
+// a whole tile's logits before they mask them: the pairs of a tile that reaches past the last row or key read the
+// table at distances up to T - 2 + the tile's width (128 at most), past its end; they read the zeros and are
+// masked. (The kernels step between heads by the table's width, whatever it is.)
+constexpr int64_t kTablePadding = 128;
+torch::Tensor padded_table(const torch::Tensor& g) {
+  return g.defined() ? torch::constant_pad_nd(g, {0, kTablePadding}) : g;
+}
+
 unsigned blocks(int64_t n, int per) { return static_cast<unsigned>((n + per - 1) / per); }
 
 // The sizes every kernel takes after its pointers (abi::kCudaSizes): T, H and
@@ -168,7 +177,7 @@ class CudaLauncher : public KernelLauncher {
 
   KernelTensors prepare(const AttentionCall& call) const override {
     const auto real = real_dtype(storage_);
-    return {as(call.q, storage_),  as(call.k, storage_),  as(call.v, storage_),     as(call.g, real),
+    return {as(call.q, storage_),  as(call.k, storage_),  as(call.v, storage_),     padded_table(as(call.g, real)),
             as(call.k_star, real), as(call.v_star, real), as(call.sink_logit, real)};
   }
 

@@ -258,3 +258,21 @@ TEST(CudaKernels, LaunchersSayWhichKernelsTheyRun) {
   EXPECT_EQ(cuda_launcher(spec, q(torch::kFloat), cpu_emulated_modules())->description(), "cuda float");
   EXPECT_EQ(cuda_launcher(spec, q(torch::kDouble), cpu_emulated_modules())->description(), "cuda double");
 }
+
+// A sequence shorter than a key tile with a position table (ALiBi; a learned table): the tensor-core kernels form a
+// whole tile's logits before they mask them, reading the table at distances up to the tile's width, past the end
+// of a table of T entries. The emulation maps each buffer against a guard page, so a read past the table faults.
+TEST(CudaKernels, TensorCoreKernelsReadThePositionTableWithinItsEnd) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  for (const bool learned : {false, true}) {
+    const Variant v{.name = learned ? "softmax, a learned table, T 13" : "softmax, ALiBi, T 13",
+                    .position_bias = true,
+                    .T = 13,
+                    .D = 64,
+                    .position_grad = learned};
+    SCOPED_TRACE(v.name);
+    const SixteenBitResult r = measure_sixteen_bit(emulated_in_order(ThreadOrder::Ascending), v, torch::kBFloat16);
+    EXPECT_LT(r.forward, r.forward_allowed) << "the reference's own error: " << r.own;
+    for (const auto& [name, error] : r.grads) EXPECT_LT(error, r.grads_allowed) << name;
+  }
+}
