@@ -105,19 +105,13 @@ SelfAttention::SelfAttention(const ModelConfig& c, std::shared_ptr<AttentionBack
   }
 }
 
-namespace {
+namespace {}  // namespace
 
-// Rotates interleaved pairs (x_2m, x_2m+1), as llama2.c does. In x's dtype:
-// under bf16 autocast the fp32 tables would promote q and k back to fp32,
-// and the attention backend would then run its fp32 kernels.
 torch::Tensor apply_rope(const torch::Tensor& x, torch::Tensor cos, torch::Tensor sin) {
   cos = cos.to(x.scalar_type()), sin = sin.to(x.scalar_type());
-  auto pairs = x.unflatten(-1, {x.size(-1) / 2, 2});
-  auto a = pairs.select(-1, 0), b = pairs.select(-1, 1);
-  return torch::stack({a * cos - b * sin, a * sin + b * cos}, -1).flatten(-2);
+  const auto swapped = x.unflatten(-1, {x.size(-1) / 2, 2}).flip(-1).flatten(-2);
+  return x * cos + swapped * sin;
 }
-
-}  // namespace
 
 // Two maps from the halves of q and k, A1 - lambda A2, each head's output
 // RMS-normalized and scaled by 1 - lambda_init (Ye et al. 2025). Each map is
@@ -272,11 +266,12 @@ torch::Tensor Transformer::distance_bias(int64_t T) {
 
 std::pair<torch::Tensor, torch::Tensor> Transformer::rope_tables(int64_t T) {
   if (!rope_cos_.defined() || rope_cos_.size(0) < T) {
-    // In double on the CPU, then cast: the angles of long sequences keep their precision.
+    // In double on the CPU, then cast: the angles of long sequences keep their precision. Each pair's cos on both
+    // its channels, its sin negated on the first (apply_rope).
     auto inv = torch::pow(cfg.rope_theta, -torch::arange(0, cfg.d_head, 2, torch::kDouble) / double(cfg.d_head));
     auto angles = torch::arange(T, torch::kDouble).unsqueeze(1) * inv.unsqueeze(0);
-    rope_cos_ = torch::cos(angles).to(device, torch::kFloat);
-    rope_sin_ = torch::sin(angles).to(device, torch::kFloat);
+    rope_cos_ = torch::stack({torch::cos(angles), torch::cos(angles)}, -1).flatten(-2).to(device, torch::kFloat);
+    rope_sin_ = torch::stack({-torch::sin(angles), torch::sin(angles)}, -1).flatten(-2).to(device, torch::kFloat);
   }
   return {rope_cos_.narrow(0, 0, T), rope_sin_.narrow(0, 0, T)};
 }

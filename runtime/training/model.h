@@ -25,6 +25,13 @@ torch::Tensor library_rms_norm(const torch::Tensor& x, const torch::Tensor& weig
 // products, whose results the CPU's tests and runs were measured with.
 std::vector<torch::Tensor> project(const torch::Tensor& x, const std::vector<torch::Tensor>& weights, bool stacked);
 
+// RoPE: each interleaved pair (x_2m, x_2m+1) of x's last dimension rotated by its angle, as llama2.c does, from
+// Transformer::rope_tables: x cos + (x with each pair swapped) sin, four operations (a swap, two products, a sum)
+// where the pairs' own formula, (a cos - b sin, a sin + b cos) stacked, takes seven; the same numbers, bit for bit,
+// forward and backward. In x's dtype: under bf16 autocast fp32 tables would promote q and k back to fp32, and the
+// attention backend would then run its fp32 kernels.
+torch::Tensor apply_rope(const torch::Tensor& x, torch::Tensor cos, torch::Tensor sin);
+
 struct Norm : torch::nn::Module {
   Norm(NormKind kind, int64_t d, double eps);
   torch::Tensor forward(const torch::Tensor& x);
@@ -99,7 +106,8 @@ struct Transformer : torch::nn::Module {
   // The LM head's matrix [vocab, d]: the embedding's when they are tied.
   torch::Tensor head_weight();
   torch::Tensor distance_bias(int64_t T);  // ALiBi or T5 bucket bias by distance |i - j|: [H, T], or undefined
-  // RoPE's cos and sin tables for positions 0..T-1, [T, d_head / 2] float on the model's device.
+  // RoPE's tables for positions 0..T-1 as apply_rope reads them, [T, d_head] float on the model's device: each
+  // pair's cos on both its channels, and its sin, negated on the pair's first channel.
   std::pair<torch::Tensor, torch::Tensor> rope_tables(int64_t T);
   // Parameters AdamW decays: weight matrices and embeddings, not gains, k*, v*, x*.
   std::vector<torch::Tensor> decayed_parameters();

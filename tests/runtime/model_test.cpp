@@ -395,12 +395,14 @@ TEST(Model, RopeTablesAreCachedWithoutChangingAnything) {
   EXPECT_TRUE(torch::equal(warm.forward(short_tokens).logits, fresh.forward(short_tokens).logits));
 
   auto [cos, sin] = warm.rope_tables(5);
-  ASSERT_EQ(cos.sizes(), (std::vector<int64_t>{5, cfg.d_head / 2}));
+  ASSERT_EQ(cos.sizes(), (std::vector<int64_t>{5, cfg.d_head}));
   for (int64_t p = 0; p < 5; ++p)
     for (int64_t i = 0; i < cfg.d_head / 2; ++i) {
       const double angle = p * std::pow(cfg.rope_theta, -2.0 * i / cfg.d_head);
-      EXPECT_NEAR(cos[p][i].item<double>(), std::cos(angle), 1e-7) << p << "," << i;
-      EXPECT_NEAR(sin[p][i].item<double>(), std::sin(angle), 1e-7) << p << "," << i;
+      for (int64_t c : {2 * i, 2 * i + 1}) {
+        EXPECT_NEAR(cos[p][c].item<double>(), std::cos(angle), 1e-7) << p << "," << c;
+        EXPECT_NEAR(sin[p][c].item<double>(), (c % 2 ? 1 : -1) * std::sin(angle), 1e-7) << p << "," << c;
+      }
     }
   Transformer cold(cfg);
   EXPECT_TRUE(torch::equal(cold.rope_tables(5).first, cos));
@@ -408,7 +410,44 @@ TEST(Model, RopeTablesAreCachedWithoutChangingAnything) {
   // Longer than any seen: built again, and still the formula's.
   auto [cos40, sin40] = warm.rope_tables(40);
   EXPECT_EQ(cos40.size(0), 40);
-  EXPECT_NEAR(sin40[39][0].item<double>(), std::sin(39.0), 1e-6);
+  EXPECT_NEAR(sin40[39][1].item<double>(), std::sin(39.0), 1e-6);
+}
+
+// apply_rope against the rotation of each pair written out, (a cos - b sin, a sin + b cos): the same bits, output
+// and input gradient, in float and in bf16 (where each product and sum rounds to 16 bits), on a transposed view as
+// attention passes q and k.
+TEST(Model, RopeIsEachPairsRotationBitForBit) {
+  torch::manual_seed(6);
+  const int64_t T = 7, dh = 8;
+  auto inv = torch::pow(10000.0, -torch::arange(0, dh, 2, torch::kDouble) / double(dh));
+  auto angles = torch::arange(T, torch::kDouble).unsqueeze(1) * inv.unsqueeze(0);
+  const auto cos = torch::cos(angles).to(torch::kFloat), sin = torch::sin(angles).to(torch::kFloat);
+  const auto cos_table = torch::stack({cos, cos}, -1).flatten(-2),
+             sin_table = torch::stack({-sin, sin}, -1).flatten(-2);
+  for (const auto dtype : {torch::kFloat, torch::kBFloat16}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    const auto drawn = torch::randn({2, T, 3, dh}).to(dtype);
+    const auto upstream = torch::randn({2, 3, T, dh}).to(dtype);
+    auto run = [&](bool written_out) {
+      auto x = drawn.clone().requires_grad_();
+      const auto q = x.transpose(1, 2);
+      torch::Tensor y;
+      if (written_out) {
+        const auto c = cos.to(dtype), s = sin.to(dtype);
+        auto pairs = q.unflatten(-1, {dh / 2, 2});
+        auto a = pairs.select(-1, 0), b = pairs.select(-1, 1);
+        y = torch::stack({a * c - b * s, a * s + b * c}, -1).flatten(-2);
+      } else {
+        y = rt::apply_rope(q, cos_table, sin_table);
+      }
+      (y * upstream).sum().backward();
+      return std::pair{y.detach(), x.grad()};
+    };
+    const auto [y0, dx0] = run(true);
+    const auto [y1, dx1] = run(false);
+    EXPECT_TRUE(torch::equal(y1, y0)) << (y1 - y0).abs().max();
+    EXPECT_TRUE(torch::equal(dx1, dx0)) << (dx1 - dx0).abs().max();
+  }
 }
 
 // The sinusoidal table and T5's buckets are kept on the model's device for the longest sequence seen (a step
