@@ -4,7 +4,7 @@
 # back, 16 MiB each, at most two folders below OUT: so each call builds what it needs, every step
 # runs under `timeout` inside one budget, and OUT holds at most 8 flat files.
 # Run folders, checkpoints and the kernel cache live in a temporary folder.
-#   scripts/gpu-check.sh OUT [--natural] [--budget SECONDS]
+#   scripts/gpu-check.sh OUT [--natural | --step] [--budget SECONDS]
 # --budget: the whole call's seconds (570, for a 10-minute call); each step's cap scales with it.
 #
 # The checks (default):
@@ -17,7 +17,7 @@
 #   cuda_check        the CUDA backend against the reference path on the GPU (tests/gpu/cuda_check.cpp)
 #   table_tiles       the fused and Hopper tiles a tuning may choose, against the same (a process of its own)
 #   tune              the tensor-core kernels' tiles measured at the 60M model's shapes (its case 8: tiles.json)
-#   train_on_cuda     a micro run (tests/plan/fixtures) with train.device = cuda through sinkc-runtime
+#   train_on_cuda     the fixture run (tests/plan/fixtures) with train.device = cuda through sinkc-runtime
 #   captured_step     the same plan's training step captured as a CUDA graph against the step uncaptured, each
 #                     step's loss equal bit for bit (scripts/captured_step_check.py)
 #   installed         (when build-node/ holds scripts/pack-node.sh's archive) the same run through the archive's
@@ -28,6 +28,8 @@
 #                     softmax in the same run loop (bench/gpu_train_vs_pytorch.sh)
 #   baselines         benchmark, in the time left: FlexAttention and torch.compile of the composite on the same
 #                     cases, in this node's Python, printed beside ours (bench/gpu_attention_baselines.py)
+# --step: preflight, build (sinkc-runtime alone), train_on_cuda, captured_step, then train_vs_pytorch with three
+#   rounds in the time left: the training step's call, short.
 # --natural: preflight, build, then the natural-text sink runs (plans/gpu_natural_call: softmax and sigmoid
 #   without normalization, no BOS, gpu_text on builtin("large"), which pack-deps.sh --large carries) side by
 #   side on the one GPU until the budget ends; a run cut short keeps every measurement it made.
@@ -41,13 +43,14 @@
 # device, at the first step that needs one (everything before it ran and is reported).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-usage="usage: scripts/gpu-check.sh OUT [--natural] [--budget SECONDS]"
+usage="usage: scripts/gpu-check.sh OUT [--natural | --step] [--budget SECONDS]"
 out=${1:?$usage}
 shift
 mode=checks budget=570
 while (($#)); do
   case $1 in
     --natural) mode=natural ;;
+    --step) mode=step ;;
     --budget) budget=${2:?$usage}; shift ;;
     *) echo "$usage" >&2; exit 2 ;;
   esac
@@ -175,6 +178,37 @@ no_gpu() {
   report 77
 }
 
+# The fixture trained on the GPU, then the same plan's training step captured as a CUDA graph (opt-in,
+# SINKLAB_CUDA_GRAPH=1, until this passes on a GPU) against the step uncaptured: its 40 steps eager, on fixed
+# buffers, captured and on fixed buffers again, the captured losses equal to the uncaptured ones bit for bit
+# (scripts/captured_step_check.py; its captured_step.json goes into gpu-check.json).
+training_runs() {
+  mkdir -p "$work/fixture/fixture"
+  sed -e 's/^device = "cpu"/device = "cuda"/' tests/plan/fixtures/fixture.plan.toml > "$work/fixture/fixture/plan.toml"
+  step train_on_cuda 60 build-gpu/sinkc-runtime run "$work/fixture" --out "$work/runs" --no-progress
+  step captured_step 60 python3 scripts/captured_step_check.py build-gpu/sinkc-runtime plans/gpu_captured_step \
+    "$work" --device cuda
+}
+# training_benchmark CAP ROUNDS: paper_60m's step against both PyTorch twins (bench/gpu_train_vs_pytorch.sh), then
+# the three per-operator and per-kernel tables (sinklab's profiled run, the eager and compiled twins), made after
+# the timed rounds: a step cut short there keeps the ratios of the rounds it finished.
+training_benchmark() {
+  step train_vs_pytorch "$1" bench/gpu_train_vs_pytorch.sh --rounds "$2" build-gpu "$work/train-bench"
+  [[ -f $work/train-bench/gpu_train_vs_pytorch.json ]] && cp "$work/train-bench/gpu_train_vs_pytorch.json" \
+    "$out/train_vs_pytorch.json"
+  [[ -f $work/train-bench/profile-tables.txt ]] && cp "$work/train-bench/profile-tables.txt" "$out/train_profile.txt"
+  return 0
+}
+
+# --step: the training step alone, a short call.
+if [[ $mode == step ]]; then
+  [[ $gpu == yes ]] || no_gpu train_on_cuda
+  training_runs
+  left=$((deadline - $(date +%s) - 30))
+  training_benchmark $(((left > 0 ? left : 0) * 570 / budget)) 3
+  report $status
+fi
+
 if [[ $mode == natural ]]; then
   [[ $gpu == yes ]] || no_gpu natural_runs
   # Both runs at once on the one GPU. When the budget ends, timeout's SIGTERM reaches the runs too: each
@@ -229,14 +263,7 @@ mv "$work/cases.out" "$work/cuda_check.out"
 step tune 90 build-gpu/tests/cuda_check tune
 cat "$work/tune.out" >> "$work/cuda_check.out"
 cp "$work/cuda_check.out" "$out/cuda_check.txt"
-mkdir -p "$work/fixture/fixture"
-sed -e 's/^device = "cpu"/device = "cuda"/' tests/plan/fixtures/fixture.plan.toml > "$work/fixture/fixture/plan.toml"
-step train_on_cuda 60 build-gpu/sinkc-runtime run "$work/fixture" --out "$work/runs" --no-progress
-# The training step captured as a CUDA graph (opt-in, SINKLAB_CUDA_GRAPH=1, until this passes on a GPU): the
-# fixture's 40 steps eager, on fixed buffers uncaptured and captured, the captured losses equal to the uncaptured
-# ones bit for bit (scripts/captured_step_check.py; its captured_step.json goes into gpu-check.json).
-step captured_step 60 python3 scripts/captured_step_check.py build-gpu/sinkc-runtime plans/gpu_captured_step "$work" \
-  --device cuda
+training_runs
 # A node's install, where the call carried scripts/pack-node.sh's archive (build-node/): the runtime installed
 # into a prefix beside the archive's portable sinkc, which then trains the same run on the GPU from there.
 archive=$(ls build-node/sinklab-*-linux-*.tar.gz 2> /dev/null | head -n 1)
@@ -254,12 +281,7 @@ step gpu_attention 120 env SINKLAB_TUNE=0 build-gpu/bench/gpu_attention --repeat
   --json "$work/ours.json"
 # Training before the baselines: three calls measured the baselines, whose budget was then spent before the
 # training comparison finished; now the baselines take what is left.
-step train_vs_pytorch 210 bench/gpu_train_vs_pytorch.sh --rounds 2 build-gpu "$work/train-bench"
-[[ -f $work/train-bench/gpu_train_vs_pytorch.json ]] && cp "$work/train-bench/gpu_train_vs_pytorch.json" \
-  "$out/train_vs_pytorch.json"
-# The three per-operator and per-kernel tables (sinklab's profiled run, the eager and compiled twins), made
-# after the timed rounds: a step cut short there keeps the ratios above.
-[[ -f $work/train-bench/profile-tables.txt ]] && cp "$work/train-bench/profile-tables.txt" "$out/train_profile.txt"
+training_benchmark 210 2
 # (Its own budget well inside the step's limit: a case it starts, torch.compile included, may take 30 s.)
 left=$((deadline - $(date +%s) - 60))
 baseline_budget=$((100 * budget / 570))

@@ -4,7 +4,8 @@
 # fill the kernel cache, stop with exit 77 at the first step that needs a GPU, and leave OUT as a
 # GPU job can return it: at most 8 files, none over 16 MiB, none more than two folders down, names of
 # letters, digits, '.', '_' and '-', a gpu-check.json that parses and logs each step's seconds.
-# --natural without the large corpus must stop before building, with exit 2.
+# --natural without the large corpus must stop before building, with exit 2; --step must build and stop with exit
+# 77 at train_on_cuda.
 #   tests/gpu/gpu_check_on_cpu.sh SOURCE_DIR WORK_DIR PYTHON
 # PYTHON: a Python with the pip PyTorch (scripts/torch-venv.sh); exit 77 (skip) without it or SOURCE_DIR/.deps.
 set -euo pipefail
@@ -27,11 +28,14 @@ set +e
 natural_rc=$?
 (cd "$copy" && scripts/gpu-check.sh "$work/out" --budget 3000)
 rc=$?
+(cd "$copy" && scripts/gpu-check.sh "$work/out-step" --step --budget 3000)
+step_rc=$?
 set -e
 ls -la "$work/out"
-python3 - "$work/out" "$rc" "$work/out-natural" "$natural_rc" "$work" <<'PY'
+python3 - "$work/out" "$rc" "$work/out-natural" "$natural_rc" "$work" "$work/out-step" "$step_rc" <<'PY'
 import json, os, re, sys
 out, rc, natural_out, natural_rc, work = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5]
+step_out, step_rc = sys.argv[6], int(sys.argv[7])
 problems = []
 def check(ok, what):
     print(("ok   " if ok else "FAIL ") + what)
@@ -66,5 +70,10 @@ check(not [d for d in os.listdir(work) if d.startswith("sinklab-gpu-check.")], "
 check(natural_rc == 2, f"--natural without the large corpus stops before building with exit 2: {natural_rc}")
 natural_log = open(os.path.join(natural_out, "gpu-check.log")).read()
 check("--large-corpus" in natural_log and "== build" not in natural_log, "it says how to get the corpus, and built nothing")
+check(step_rc == 77, f"--step exits 77 (no CUDA device) at its first GPU step: {step_rc}")
+step_steps = {s["name"]: s for s in json.load(open(os.path.join(step_out, "gpu-check.json")))["steps"]}
+check(step_steps.get("build", {}).get("status") == "ok" and "kernels" not in step_steps,
+      f"--step builds, and runs none of the kernel checks: {list(step_steps)}")
+check(step_steps.get("train_on_cuda", {}).get("status") == "no_gpu", "--step stops at train_on_cuda")
 sys.exit(1 if problems else 0)
 PY
