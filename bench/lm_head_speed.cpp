@@ -5,14 +5,11 @@
 //
 //   build/bench/lm_head_speed [threads=1] [rounds=7]
 #include <ATen/Parallel.h>
-#include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <fmt/format.h>
-#include <functional>
 #include <torch/torch.h>
-#include <vector>
 
+#include "bench/interleaved_rounds.h"
 #include "runtime/training/lm_head_loss.h"
 
 using namespace sink::rt;
@@ -23,17 +20,6 @@ struct Shape {
   const char* name;
   int64_t rows, d, vocab;
 };
-
-double timed(const std::function<void()>& f) {
-  const auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 }  // namespace
 
@@ -60,13 +46,7 @@ int main(int argc, char** argv) {
       linear_cross_entropy(features, weight, targets, row_weights).backward();
       features.mutable_grad().reset(), weight.mutable_grad().reset();
     };
-    eager(), chunked();  // warm-up
-    std::vector<double> eager_s, chunked_s;
-    for (int r = 0; r < rounds; ++r) {
-      eager_s.push_back(timed(eager));
-      chunked_s.push_back(timed(chunked));
-    }
-    const double e = median(eager_s), c = median(chunked_s);
+    const auto [e, c] = sink::bench::interleaved_medians(eager, chunked, rounds);
     fmt::print("{:<28} {:>12.2f} {:>12.2f} {:>8.2f}\n", s.name, 1e3 * e, 1e3 * c, c / e);
   }
   return 0;
