@@ -24,6 +24,8 @@ extern const char kForward[];                // forward.cuh: sink_forward's body
 extern const char kBackwardRows[];           // backward_rows.cuh: sink_backward_rows's body (D, the k* and sink terms)
 extern const char kBackwardKeys[];           // backward_keys.cuh: sink_backward_keys's body (dK, dV, dg)
 extern const char kBackwardQueries[];        // backward_queries.cuh: sink_backward_queries's body (dQ)
+extern const char kResidualNorm[];           // residual_norm.cuh: the residual add and RMSNorm, forward and backward
+extern const char kGatedActivation[];        // gated_activation.cuh: a gated FFN's activation, forward and backward
 
 // Every text above, in the order SINKLAB_CUDA_HEADERS lists them (what a hash of the kernels' code reads).
 extern const char* const kEveryText[];

@@ -56,16 +56,6 @@ torch::Tensor as(const torch::Tensor& t, torch::ScalarType dtype) {
   return reinterpret_cast<uintptr_t>(out.data_ptr()) % 16 == 0 ? out : out.clone();
 }
 
-// LibTorch's current stream on q's device for this thread (autograd's backward thread has its own, the forward's):
-// the generated kernels queue there, behind the LibTorch work that made their inputs and inside a CUDA graph being
-// captured. Null, the legacy default stream, for tensors off a GPU or a LibTorch without CUDA.
-void* current_stream(const torch::Tensor& q) {
-#if SINKLAB_TORCH_CUDA
-  if (q.is_cuda()) return c10::cuda::getCurrentCUDAStream(q.device().index()).stream();
-#endif
-  return nullptr;
-}
-
 // The position table g [H|1, T] with kTablePadding zeros after each head's T entries. The tensor-core kernels form
 // a whole tile's logits before they mask them: the pairs of a tile that reaches past the last row or key read the
 // table at distances up to T - 2 + the tile's width (128 at most), past its end; they read the zeros and are
@@ -489,6 +479,13 @@ class CudaLauncher : public KernelLauncher {
 };
 
 }  // namespace
+
+void* current_stream(const torch::Tensor& q) {
+#if SINKLAB_TORCH_CUDA
+  if (q.is_cuda()) return c10::cuda::getCurrentCUDAStream(q.device().index()).stream();
+#endif
+  return nullptr;
+}
 
 std::string cuda_source_for(kernels::KernelSpec spec, torch::ScalarType storage) {
   spec.f64 = storage == torch::kDouble;

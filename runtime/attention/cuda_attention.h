@@ -33,6 +33,11 @@ struct KernelModules {
 // CUDA devices: NVRTC and the driver (cuda::module_for).
 KernelModules cuda_modules();
 
+// LibTorch's current stream on q's device for this thread (autograd's backward thread has its own, the forward's):
+// the generated kernels queue there, behind the LibTorch work that made their inputs and inside a CUDA graph being
+// captured. Null, the legacy default stream, for tensors off a GPU or a LibTorch without CUDA.
+void* current_stream(const torch::Tensor& q);
+
 // The CUDA source of `spec`'s kernels for tensors of dtype `storage`, as the
 // backend compiles it (gpu-check fills the kernel cache with these ahead of time).
 std::string cuda_source_for(kernels::KernelSpec spec, torch::ScalarType storage);

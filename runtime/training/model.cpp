@@ -35,6 +35,13 @@ torch::Tensor Norm::forward(const torch::Tensor& x) {
   return rms_norm(x, weight, eps);
 }
 
+std::pair<torch::Tensor, torch::Tensor> Norm::after_residual(const torch::Tensor& x, const torch::Tensor& r,
+                                                             const StepKernels* kernels) {
+  if (kernels && rms && kernels->residual_norm_fits(x, r, weight)) return kernels->residual_rms_norm(x, r, weight, eps);
+  auto sum = x + r;
+  return {sum, forward(sum)};
+}
+
 FeedForward::FeedForward(const ModelConfig& c) {
   gated = c.ffn == Ffn::reglu || c.ffn == Ffn::geglu || c.ffn == Ffn::swiglu;
   act = c.ffn == Ffn::reglu ? Ffn::relu : c.ffn == Ffn::geglu ? Ffn::gelu : c.ffn == Ffn::swiglu ? Ffn::swish : c.ffn;
@@ -54,7 +61,11 @@ std::vector<torch::Tensor> project(const torch::Tensor& x, const std::vector<tor
   return torch::linear(x, torch::cat(weights, 0)).split_with_sizes(rows, -1);
 }
 
-torch::Tensor FeedForward::forward(const torch::Tensor& x) {
+torch::Tensor FeedForward::forward(const torch::Tensor& x, const StepKernels* kernels) {
+  if (gated && kernels) {
+    const auto gate_up = torch::linear(x, torch::cat({w1->weight, w3->weight}, 0));
+    if (kernels->gated_fits(gate_up)) return w2(kernels->gated_activation(gate_up, act));
+  }
   const auto up = gated ? project(x, {w1->weight, w3->weight}, x.is_cuda()) : std::vector<torch::Tensor>{w1(x)};
   auto h = up[0];
   h = act == Ffn::relu ? torch::relu(h) : act == Ffn::gelu ? torch::gelu(h) : torch::silu(h);
@@ -243,6 +254,7 @@ Transformer::Transformer(const ModelConfig& c, torch::Device dev)
   }
   if (relative) relative->weight.zero_();
   to(device);
+  step_kernels = step_kernels_for(device);
 }
 
 torch::Tensor Transformer::distance_bias(int64_t T) {
@@ -303,12 +315,23 @@ ForwardResult Transformer::trunk(const torch::Tensor& tokens, bool probe, bool w
   torch::Tensor cos, sin;
   if (cfg.pe == PosEmbedding::rope) std::tie(cos, sin) = rope_tables(T);
   auto g = distance_bias(T);
+  const StepKernels* fused = step_kernels.get();
+  torch::Tensor normed;  // pre-norm: the next sublayer's input, x normed
   for (auto& blk : blocks) {
     LayerProbe p;
     LayerProbe* probe_slot = probe ? &p : nullptr;
     if (cfg.placement == NormPlacement::pre) {
-      x = x + blk->attn->forward(blk->norm1->forward(x), cos, sin, g, probe_slot);
-      x = x + blk->ffn->forward(blk->norm2->forward(x));
+      // Each residual add and the norm after it, one step (a kernel each way, with the step kernels): the block's
+      // input arrives normed by the add before it, the first block's by itself.
+      if (!normed.defined()) normed = blk->norm1->forward(x);
+      std::tie(x, normed) = blk->norm2->after_residual(x, blk->attn->forward(normed, cos, sin, g, probe_slot), fused);
+      const auto ffn = blk->ffn->forward(normed, fused);
+      const size_t l = &blk - blocks.data();
+      const std::shared_ptr<Norm> next = l + 1 < blocks.size() ? blocks[l + 1]->norm1 : final_norm;
+      if (next)
+        std::tie(x, normed) = next->after_residual(x, ffn, fused);
+      else
+        x = x + ffn, normed = torch::Tensor();
       if (want_hidden) r.hidden.push_back(x.detach());
     } else {
       x = blk->norm1->forward(x + blk->attn->forward(x, cos, sin, g, probe_slot));
@@ -323,7 +346,7 @@ ForwardResult Transformer::trunk(const torch::Tensor& tokens, bool probe, bool w
       if (p.geometry.defined()) r.geometry.push_back(p.geometry);
     }
   }
-  if (final_norm) x = final_norm->forward(x);
+  if (final_norm) x = normed.defined() ? normed : final_norm->forward(x);
   if (cfg.sink_token) x = x.narrow(1, 1, T - 1);
   r.features = x;
   return r;

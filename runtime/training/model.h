@@ -6,6 +6,7 @@
 
 #include "plan/run_config.h"
 #include "runtime/attention/attention_backend.h"
+#include "runtime/training/step_kernels.h"
 
 namespace sink::rt {
 
@@ -35,6 +36,10 @@ torch::Tensor apply_rope(const torch::Tensor& x, torch::Tensor cos, torch::Tenso
 struct Norm : torch::nn::Module {
   Norm(NormKind kind, int64_t d, double eps);
   torch::Tensor forward(const torch::Tensor& x);
+  // The residual stream x + r and this norm of it: one kernel each way with `kernels` where they fit (an RMSNorm of a
+  // float stream), else the add and forward.
+  std::pair<torch::Tensor, torch::Tensor> after_residual(const torch::Tensor& x, const torch::Tensor& r,
+                                                         const StepKernels* kernels);
   bool rms;
   double eps;
   torch::Tensor weight, bias;
@@ -42,7 +47,8 @@ struct Norm : torch::nn::Module {
 
 struct FeedForward : torch::nn::Module {
   FeedForward(const ModelConfig& c);
-  torch::Tensor forward(const torch::Tensor& x);
+  // With `kernels`, a gated FFN's activation and product are one kernel each way (on the stacked projection).
+  torch::Tensor forward(const torch::Tensor& x, const StepKernels* kernels = nullptr);
   Ffn act;  // the activation alone: relu, gelu or swish
   bool gated;
   torch::nn::Linear w1{nullptr}, w2{nullptr}, w3{nullptr};
@@ -121,6 +127,8 @@ struct Transformer : torch::nn::Module {
   torch::Tensor sink_token;
   std::vector<std::shared_ptr<Block>> blocks;
   std::shared_ptr<Norm> final_norm;
+  // The fused kernels around the attention (runtime/training/step_kernels.h), or none: LibTorch's operations.
+  std::shared_ptr<const StepKernels> step_kernels;
 
  private:
   ForwardResult trunk(const torch::Tensor& tokens, bool probe, bool hidden);  // everything but the logits

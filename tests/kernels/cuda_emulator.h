@@ -490,6 +490,9 @@ class CpuEmulatedModule : public rt::KernelModule {
   }
   static void call(void* kernel, std::span<void* const> p, std::span<const int64_t> s) {
     switch (p.size()) {
+      case 2: return call_n<2>(kernel, p, s);  // (the step kernels: kernels/cuda/step_source.h)
+      case 3: return call_n<3>(kernel, p, s);
+      case 5: return call_n<5>(kernel, p, s);
       case 6: return call_n<6>(kernel, p, s);
       case 9: return call_n<9>(kernel, p, s);
       case 10: return call_n<10>(kernel, p, s);

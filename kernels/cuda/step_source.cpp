@@ -1,0 +1,30 @@
+#include "kernels/cuda/step_source.h"
+
+#include <fmt/format.h>
+
+#include "kernels/cuda/cuda_source.h"
+#include "kernels/cuda/cuda_text.h"
+
+namespace sink::kernels {
+namespace {
+
+// What every step kernel reads before its own text: float arithmetic, the special-function unit's exp, 1 / b and
+// sqrt, the storage, the warp's shuffles and the block's shared memory (kernels/cuda/warp_sm80.cuh).
+std::string prelude(CudaStorage storage) {
+  return std::string("typedef float real;\n") + cuda_text::kMathSfu + cuda_storage(storage) + cuda_text::kWarpSm80;
+}
+
+}  // namespace
+
+std::string residual_norm_source(CudaStorage storage, int64_t width, double eps) {
+  return prelude(storage) +
+         fmt::format("constexpr long long kNormWidth = {};\nconstexpr float kNormEps = {:.9g}f;\n", width, eps) +
+         cuda_text::kResidualNorm;
+}
+
+std::string gated_activation_source(CudaStorage storage, GatedActivation activation) {
+  return prelude(storage) + fmt::format("constexpr int kGatedActivation = {};\n", static_cast<int>(activation)) +
+         cuda_text::kGatedActivation;
+}
+
+}  // namespace sink::kernels

@@ -1,0 +1,24 @@
+// The CUDA source of the fused operations around the attention in a training step (kernels/cuda/residual_norm.cuh,
+// kernels/cuda/gated_activation.cuh): each text after the constants it is specialized on, as the attention's
+// sources are (kernels/cuda/emit_cuda.h). Float arithmetic over storage in float, bf16 or IEEE half.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "kernels/cuda/tile_choice.h"
+
+namespace sink::kernels {
+
+inline constexpr std::string_view kResidualNormForwardSymbol = "sink_residual_norm_forward";
+inline constexpr std::string_view kResidualNormBackwardSymbol = "sink_residual_norm_backward";
+inline constexpr std::string_view kGatedForwardSymbol = "sink_gated_forward";
+inline constexpr std::string_view kGatedBackwardSymbol = "sink_gated_backward";
+
+// The residual add and RMSNorm over rows of `width` with `eps`.
+std::string residual_norm_source(CudaStorage storage, int64_t width, double eps);
+
+enum class GatedActivation { Relu = 0, Gelu = 1, Silu = 2 };  // ReGLU, GeGLU, SwiGLU
+std::string gated_activation_source(CudaStorage storage, GatedActivation activation);
+
+}  // namespace sink::kernels

@@ -1,0 +1,48 @@
+// The operations around the attention that a GPU step runs as one kernel each way where eager LibTorch runs
+// several (kernels/cuda/step_source.h): the residual add with the RMSNorm after it, and a gated FFN's activation
+// with its product. Each is an autograd function over kernels loaded by a KernelModules: NVRTC and the driver on a
+// GPU, the CPU emulation in the tests, which check them against the LibTorch operations they replace.
+//
+// Never run on a GPU yet, so off unless asked for: SINKLAB_STEP_KERNELS=1 on a CUDA device (step_kernels_for).
+// Without them, and for what they do not cover (LayerNorm, a float64 or bf16 residual stream), the model runs the
+// LibTorch operations, on every device.
+#pragma once
+#include <memory>
+#include <torch/torch.h>
+#include <utility>
+
+#include "plan/run_config.h"
+#include "runtime/attention/cuda_attention.h"
+
+namespace sink::rt {
+
+class StepKernels {
+ public:
+  explicit StepKernels(KernelModules modules) : modules_(std::move(modules)) {}  // (register_step_kernels)
+
+  // s = x + r and n = s / sqrt(mean(s^2) + eps) * w over the last dimension: s in x's dtype (float), n in r's.
+  // Where residual_norm_fits is false, the two LibTorch operations (and the model's RMSNorm).
+  bool residual_norm_fits(const torch::Tensor& x, const torch::Tensor& r, const torch::Tensor& w) const;
+  std::pair<torch::Tensor, torch::Tensor> residual_rms_norm(const torch::Tensor& x, const torch::Tensor& r,
+                                                            const torch::Tensor& w, double eps) const;
+
+  // act(gate) * up from gate_up [..., 2 width] (the gate, then up, in each row), activation relu, gelu or swish.
+  bool gated_fits(const torch::Tensor& gate_up) const;
+  torch::Tensor gated_activation(const torch::Tensor& gate_up, Ffn activation) const;
+
+  // The loaded module of `source` for tensors on `device`, loaded once per process.
+  std::shared_ptr<KernelModule> module(const std::string& source, const torch::Device& device) const;
+  const std::string& name() const { return modules_.name; }
+
+ private:
+  KernelModules modules_;
+};
+
+// The one StepKernels of `modules` (by its name) in this process, which the autograd functions find again.
+std::shared_ptr<const StepKernels> register_step_kernels(KernelModules modules);
+
+// The step kernels a model on `device` runs: NVRTC's where the device is a GPU, this runtime has the CUDA backend
+// and SINKLAB_STEP_KERNELS=1 asks for them; else none.
+std::shared_ptr<const StepKernels> step_kernels_for(const torch::Device& device);
+
+}  // namespace sink::rt

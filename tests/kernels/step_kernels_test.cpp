@@ -1,0 +1,187 @@
+// The fused step kernels (kernels/cuda/residual_norm.cuh, kernels/cuda/gated_activation.cuh) where no GPU is:
+//  - NVRTC compiles them for sm_80 and sm_90 with no spilled register (skipped without the CUDA toolkit);
+//  - run by the CPU emulation (tests/kernels/cuda_emulator.h) through their autograd functions
+//    (runtime/training/step_kernels.h), each matches the LibTorch operations it replaces, computed in double from
+//    the same inputs: the forward and every gradient, in float, bf16 and half storage, with rows and widths that
+//    leave a warp's or a block's last pass partly empty, and with each block's threads in either order;
+//  - a model with them trains the step the model without them does: the same loss and gradients.
+#include <gtest/gtest.h>
+
+#include "kernels/cuda/step_source.h"
+#include "runtime/attention/cuda_driver.h"
+#include "runtime/training/model.h"
+#include "runtime/training/step_kernels.h"
+#include "tests/kernels/cuda_emulator.h"
+#include "tests/kernels/cuda_machine_code.h"
+#include "tests/runtime/runtime_test_util.h"
+
+using namespace sink;
+using namespace sink::rt;
+using namespace sink::testing_variants;
+
+namespace {
+
+std::shared_ptr<const StepKernels> emulated(ThreadOrder order = ThreadOrder::Together) {
+  return register_step_kernels(cpu_emulated_modules(order));
+}
+
+// How far a result in `dtype` may be from the double oracle, relative to the largest magnitude: the storage's
+// rounding (one unit in bf16's or half's last place, twice for the values that pass through two roundings).
+double tolerance(torch::ScalarType dtype) {
+  return dtype == torch::kBFloat16 ? 1.6e-2 : dtype == torch::kHalf ? 2e-3 : 2e-5;
+}
+
+void expect_near(const torch::Tensor& got, const torch::Tensor& want, double tol, const std::string& what) {
+  ASSERT_TRUE(got.defined()) << what;
+  ASSERT_EQ(got.sizes(), want.sizes()) << what;
+  const double scale = std::max(want.abs().max().item<double>(), 1e-12);
+  const double error = (got.to(torch::kDouble) - want).abs().max().item<double>();
+  EXPECT_LE(error / scale, tol) << what << ": largest difference " << error << " against a largest value " << scale;
+}
+
+struct Shape {
+  int64_t rows_a, rows_b, width;
+};
+// A row shorter than a warp, one with a partial last pass, several passes; 4 and 9 rows: the last block partly empty.
+const Shape kShapes[] = {{1, 3, 20}, {3, 3, 48}, {2, 2, 96}};
+
+}  // namespace
+
+TEST(StepKernels, CompileForSm80AndSm90WithoutSpilling) {
+  std::string why;
+  if (!cuda::nvrtc_available(&why)) GTEST_SKIP() << "NVRTC not available: " << why;
+  for (auto storage : {kernels::CudaStorage::Real, kernels::CudaStorage::BFloat16, kernels::CudaStorage::Float16}) {
+    std::vector<std::string> sources = {kernels::residual_norm_source(storage, 768, 1e-5),
+                                        kernels::residual_norm_source(storage, 4096, 1e-6)};
+    for (auto a : {kernels::GatedActivation::Relu, kernels::GatedActivation::Gelu, kernels::GatedActivation::Silu})
+      sources.push_back(kernels::gated_activation_source(storage, a));
+    for (size_t k = 0; k < sources.size(); ++k)
+      for (int arch : {80, 90}) {
+        const std::string& source = sources[k];
+        SCOPED_TRACE(fmt::format("storage {} source {} sm_{}", static_cast<int>(storage), k, arch));
+        std::string report;
+        ASSERT_NO_THROW(cuda::compile_cubin(source, arch, &report)) << source.substr(source.size() - 200);
+        const auto resources = testing_machine_code::read_assembler_report(report);
+        EXPECT_FALSE(resources.empty()) << report;
+        for (const auto& [kernel, r] : resources) {
+          EXPECT_EQ(r.spill_stores, 0) << kernel;
+          EXPECT_EQ(r.spill_loads, 0) << kernel << " sm_" << arch;
+        }
+      }
+  }
+}
+
+TEST(StepKernels, ResidualNormIsTheAddAndTheRmsNormForwardAndBackward) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  torch::manual_seed(3);
+  const double eps = 1e-5;
+  for (auto dtype : {torch::kFloat, torch::kBFloat16, torch::kHalf})
+    for (const Shape& shape : kShapes)
+      for (bool through_stream : {true, false}) {
+        const std::string what = fmt::format("{} [{}, {}, {}]{}", c10::toString(dtype), shape.rows_a, shape.rows_b,
+                                             shape.width, through_stream ? "" : ", n alone used");
+        SCOPED_TRACE(what);
+        auto x = torch::randn({shape.rows_a, shape.rows_b, shape.width}).requires_grad_();
+        auto r = (torch::randn({shape.rows_a, shape.rows_b, shape.width}) * 2).to(dtype).requires_grad_();
+        auto w = (torch::rand({shape.width}) + 0.5).requires_grad_();
+        const auto ds = torch::randn(x.sizes()), dn = torch::randn(x.sizes()).to(dtype);
+
+        auto [s, n] = emulated()->residual_rms_norm(x, r, w, eps);
+        ASSERT_EQ(s.scalar_type(), torch::kFloat);
+        ASSERT_EQ(n.scalar_type(), dtype);
+        auto grads = through_stream ? torch::autograd::grad({s, n}, {x, r, w}, {ds, dn})
+                                    : torch::autograd::grad({n}, {x, r, w}, {dn});
+
+        // The oracle: the add and model.h's RMSNorm in double, from the same (rounded) inputs.
+        auto x64 = x.detach().to(torch::kDouble).requires_grad_(), r64 = r.detach().to(torch::kDouble).requires_grad_();
+        auto w64 = w.detach().to(torch::kDouble).requires_grad_();
+        auto s64 = x64 + r64;
+        auto n64 = rms_norm(s64, w64, eps);
+        auto want = through_stream ? torch::autograd::grad({s64, n64}, {x64, r64, w64},
+                                                           {ds.to(torch::kDouble), dn.to(torch::kDouble)})
+                                   : torch::autograd::grad({n64}, {x64, r64, w64}, {dn.to(torch::kDouble)});
+
+        EXPECT_TRUE(torch::equal(s, x.detach() + r.detach())) << "the stream is the add, bit for bit";
+        expect_near(n, n64.detach(), tolerance(dtype), "n");
+        expect_near(grads[0], want[0], 2e-5, "dx (float)");
+        expect_near(grads[1], want[1], tolerance(dtype), "dr");
+        EXPECT_EQ(grads[1].scalar_type(), dtype);
+        expect_near(grads[2], want[2], 2e-5, "dw");
+      }
+}
+
+// Rows past the backward's 1024 blocks x 4 warps: each warp takes a second row, and its dw sums both.
+TEST(StepKernels, ResidualNormBackwardStridesOverMoreRowsThanItsBlocks) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  torch::manual_seed(4);
+  auto x = torch::randn({4096 + 37, 8}).requires_grad_();
+  auto r = torch::randn({4096 + 37, 8}).requires_grad_();
+  auto w = (torch::rand({8}) + 0.5).requires_grad_();
+  const auto dn = torch::randn(x.sizes());
+  auto [s, n] = emulated(ThreadOrder::Ascending)->residual_rms_norm(x, r, w, 1e-6);
+  auto grads = torch::autograd::grad({n}, {x, w}, {dn});
+  auto x64 = x.detach().to(torch::kDouble).requires_grad_(), w64 = w.detach().to(torch::kDouble).requires_grad_();
+  auto want = torch::autograd::grad({rms_norm(x64 + r.detach().to(torch::kDouble), w64, 1e-6)}, {x64, w64},
+                                    {dn.to(torch::kDouble)});
+  expect_near(grads[0], want[0], 2e-5, "dx");
+  expect_near(grads[1], want[1], 2e-5, "dw");
+}
+
+TEST(StepKernels, GatedActivationIsTheActivationTimesUpForwardAndBackward) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  torch::manual_seed(5);
+  for (Ffn act : {Ffn::relu, Ffn::gelu, Ffn::swish})
+    for (auto dtype : {torch::kFloat, torch::kBFloat16, torch::kHalf})
+      for (const Shape& shape : kShapes)
+        for (ThreadOrder order : {ThreadOrder::Together, ThreadOrder::Descending}) {
+          SCOPED_TRACE(fmt::format("{} {} [{}, {}, 2 x {}] {}", name_of(act), c10::toString(dtype), shape.rows_a,
+                                   shape.rows_b, shape.width, name_of(order)));
+          auto gate_up = (torch::randn({shape.rows_a, shape.rows_b, 2 * shape.width}) * 2).to(dtype).requires_grad_();
+          const auto dh = torch::randn({shape.rows_a, shape.rows_b, shape.width}).to(dtype);
+          auto h = emulated(order)->gated_activation(gate_up, act);
+          ASSERT_EQ(h.scalar_type(), dtype);
+          auto grad = torch::autograd::grad({h}, {gate_up}, {dh})[0];
+
+          auto gu64 = gate_up.detach().to(torch::kDouble).requires_grad_();
+          auto parts = gu64.chunk(2, -1);
+          auto a = act == Ffn::relu   ? torch::relu(parts[0])
+                   : act == Ffn::gelu ? torch::gelu(parts[0])
+                                      : torch::silu(parts[0]);
+          auto h64 = a * parts[1];
+          auto want = torch::autograd::grad({h64}, {gu64}, {dh.to(torch::kDouble)})[0];
+          expect_near(h, h64.detach(), tolerance(dtype), "h");
+          expect_near(grad, want, tolerance(dtype), "d gate_up");
+          EXPECT_EQ(grad.scalar_type(), dtype);
+        }
+}
+
+// A pre-norm SwiGLU model with the step kernels against the same model without them: the loss and every
+// parameter's gradient, in float (where the only differences are the order of the kernels' sums).
+TEST(StepKernels, AModelWithThemTrainsTheStepWithout) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  for (const char* body : {"model { ffn = swiglu  norm = rmsnorm }", "model { ffn = geglu  sink_token = true }",
+                           "model { ffn = reglu  norm = layernorm }", "model.ffn = relu"}) {
+    SCOPED_TRACE(body);
+    auto cfg = sinktest::config_of(
+        std::string("experiment a extends micro { model.vocab = 20  attention.backend = reference ") + body + " }");
+    torch::manual_seed(7);
+    Transformer plain(cfg.model);
+    torch::manual_seed(7);
+    Transformer fused(cfg.model);
+    fused.step_kernels = emulated();
+    const auto tokens = torch::randint(20, {2, 9}), targets = torch::randint(20, {2, 9});
+    auto loss_of = [&](Transformer& m) {
+      auto logits = m.forward(tokens).logits;
+      return torch::nn::functional::cross_entropy(logits.reshape({-1, 20}), targets.reshape({-1}));
+    };
+    auto want = loss_of(plain), got = loss_of(fused);
+    want.backward(), got.backward();
+    EXPECT_NEAR(got.item<double>(), want.item<double>(), 1e-5);
+    auto p = plain.named_parameters(), f = fused.named_parameters();
+    for (const auto& item : p) {
+      const auto& g = f[item.key()].grad();
+      ASSERT_TRUE(g.defined()) << item.key();
+      expect_near(g, item.value().grad().to(torch::kDouble), 1e-4, item.key());
+    }
+  }
+}
