@@ -10,7 +10,9 @@
 # run with sigmoid attention without normalization (bench/gpu_60m.sink's
 # gpu_60m_sigmoid: the generated kernels) and reports its time over softmax's;
 # a second call trains both with the step captured as a CUDA graph
-# (SINKLAB_CUDA_GRAPH=1, runtime/training/training_step.h).
+# (SINKLAB_CUDA_GRAPH=1, runtime/training/training_step.h), and a third
+# captured with the step kernels too (SINKLAB_STEP_KERNELS=1,
+# runtime/training/step_kernels.h).
 # sinklab's side is the real run loop (data, metrics, everything) in a fresh
 # run each round, its speed read from the run's own metrics.jsonl: the
 # tokens between its first and last measurement over train_s, the training
@@ -64,12 +66,14 @@ measured_steps = t["steps"] - me["every"]  # between the first measurement and t
 threads = t["threads"] or os.cpu_count()
 
 
-def sinklab(r, captured=False):
-    tag = f"{r}-captured" if captured else f"{r}"
+def sinklab(r, captured=False, fused=False):
+    tag = f"{r}-fused" if fused else f"{r}-captured" if captured else f"{r}"
     log = f"{out}/runtime-{tag}.log"
-    env = {k: v for k, v in os.environ.items() if k != "SINKLAB_CUDA_GRAPH"}
+    env = {k: v for k, v in os.environ.items() if k not in ("SINKLAB_CUDA_GRAPH", "SINKLAB_STEP_KERNELS")}
     if captured:
         env["SINKLAB_CUDA_GRAPH"] = "1"
+    if fused:
+        env["SINKLAB_STEP_KERNELS"] = "1"
     with open(log, "w") as f:
         done = subprocess.run([f"{build}/sinkc-runtime", "run", plans, "--out", f"{out}/runs-{tag}"], stdout=f,
                               stderr=subprocess.STDOUT, env=env)
@@ -84,7 +88,8 @@ def sinklab(r, captured=False):
         summary = json.load(open(f"{run}/summary.json"))
         return {"tokens_per_s": (last["tokens"] - first["tokens"]) / (last["train_s"] - first["train_s"]),
                 "steps": last["step"] - first["step"], "attention": summary.get("attention_backend"),
-                "final_loss": last.get("train_loss"), "step": summary.get("step", "eager")}
+                "final_loss": last.get("train_loss"), "step": summary.get("step", "eager"),
+                "step_kernels": summary.get("step_kernels")}
 
     return {**speed("gpu_60m_throughput"), "sigmoid": speed("gpu_60m_sigmoid")}
 
@@ -132,19 +137,30 @@ def summary(rows):
               "captured_vs_eager_step": spread([r["captured"]["tokens_per_s"] / r["sinklab"]["tokens_per_s"]
                                                 for r in rows]),
               "captured_sigmoid_time_vs_softmax": spread(
-                  [r["captured"]["tokens_per_s"] / r["captured"]["sigmoid"]["tokens_per_s"] for r in rows])}
+                  [r["captured"]["tokens_per_s"] / r["captured"]["sigmoid"]["tokens_per_s"] for r in rows]),
+              # Captured with the step kernels: which ran, the speed over the captured step's, the final loss's
+              # relative difference from the captured step's (the kernels sum in another order).
+              "fused_step_kernels": rows[0]["fused"]["step_kernels"],
+              "fused_tokens_per_s": spread([r["fused"]["tokens_per_s"] for r in rows]),
+              "fused_vs_captured": spread([r["fused"]["tokens_per_s"] / r["captured"]["tokens_per_s"] for r in rows]),
+              "fused_final_loss_vs_captured": spread(
+                  [abs(r["fused"]["final_loss"] - r["captured"]["final_loss"]) / abs(r["captured"]["final_loss"])
+                   for r in rows]),
+              "fused_sigmoid_time_vs_softmax": spread(
+                  [r["fused"]["tokens_per_s"] / r["fused"]["sigmoid"]["tokens_per_s"] for r in rows])}
     for name in twins:
         result[f"{name}_tokens_per_s"] = spread([r[name]["tokens_per_s"] for r in rows])
         result[f"ratio_vs_{name}"] = spread([r["sinklab"]["tokens_per_s"] / r[name]["tokens_per_s"] for r in rows])
         result[f"captured_ratio_vs_{name}"] = spread([r["captured"]["tokens_per_s"] / r[name]["tokens_per_s"]
                                                       for r in rows])
+        result[f"fused_ratio_vs_{name}"] = spread([r["fused"]["tokens_per_s"] / r[name]["tokens_per_s"] for r in rows])
     return result
 
 
 # Each round is written as it ends, so a call cut short by its time limit keeps the rounds it finished.
 rows = []
 for r in range(rounds):
-    row = {"sinklab": sinklab(r), "captured": sinklab(r, captured=True)}
+    row = {"sinklab": sinklab(r), "captured": sinklab(r, captured=True), "fused": sinklab(r, True, fused=True)}
     for name, p in twins.items():
         row[name] = twin_round(p)
     rows.append(row)
@@ -153,7 +169,8 @@ for r in range(rounds):
     softmax, sigmoid = row["sinklab"]["tokens_per_s"], row["sinklab"]["sigmoid"]["tokens_per_s"]
     print(f"round {r + 1}: sinklab {softmax:,.0f}, eager {row['eager']['tokens_per_s']:,.0f}, "
           f"compiled {row['compiled']['tokens_per_s']:,.0f} tokens/s; sigmoid attention {sigmoid:,.0f} "
-          f"({softmax / sigmoid:.2f}x softmax's time); captured step {row['captured']['tokens_per_s']:,.0f}",
+          f"({softmax / sigmoid:.2f}x softmax's time); captured step {row['captured']['tokens_per_s']:,.0f}, "
+          f"with the step kernels {row['fused']['tokens_per_s']:,.0f}",
           flush=True)
 for p in twins.values():
     p.stdin.close()
@@ -205,5 +222,11 @@ for name in twins:
     print(f"  sinklab, step {result['captured_step']} / {name} twin: {s['median']:.2f}x ({s['min']:.2f}-{s['max']:.2f})")
 s = result["captured_sigmoid_time_vs_softmax"]
 print(f"  captured, sigmoid without normalization: {s['median']:.2f}x the time of softmax ({s['min']:.2f}-{s['max']:.2f})")
+for name in twins:
+    s = result[f"fused_ratio_vs_{name}"]
+    print(f"  sinklab captured, step kernels ({result['fused_step_kernels']}) / {name} twin: {s['median']:.2f}x "
+          f"({s['min']:.2f}-{s['max']:.2f})")
+s = result["fused_final_loss_vs_captured"]
+print(f"  step kernels' final loss against the captured step's: relative difference {s['max']:.2g} at most")
 print(f"  peak memory: {result['peak_memory']}; per-operator and per-kernel tables: {out}/profile-tables.txt")
 PY

@@ -70,7 +70,8 @@ inline constexpr std::array<std::string_view, 4> kHeadTables = {kSinkLogitShare,
 // absent without auto. numerics_version: plan/numerics_version.h's kNumericsVersion when the run was trained; absent
 // before it was recorded. provenance: what the numbers came from (the provenance namespace below). peak_memory:
 // {"bytes", "of"}, the most memory the run held and what was measured (runtime/training/peak_memory.h). step: how
-// the captured step ran, where the run asked for it (runtime/training/training_step.h).
+// the captured step ran, where the run asked for it (runtime/training/training_step.h). step_kernels: the fused
+// operations the step ran as CUDA kernels, where it ran any (runtime/training/step_kernels.h).
 #define SINK_SUMMARY_KEYS(KEY)                   \
   KEY(kName, "name")                             \
   KEY(kHash, "hash")                             \
@@ -95,7 +96,8 @@ inline constexpr std::array<std::string_view, 4> kHeadTables = {kSinkLogitShare,
   KEY(kNumericsVersion, "numerics_version")      \
   KEY(kProvenance, "provenance")                 \
   KEY(kPeakMemory, "peak_memory")                \
-  KEY(kStep, "step")
+  KEY(kStep, "step")                             \
+  KEY(kStepKernels, "step_kernels")
 
 namespace summary {
 SINK_SUMMARY_KEYS(SINK_RUN_RECORD_KEY)

@@ -7,13 +7,18 @@ plans/gpu_captured_step) three ways with the sinkc-runtime RUNTIME, on the plan'
   eager      the step as LibTorch runs it, operation by operation;
   buffers    on fixed buffers, never captured (SINKLAB_CUDA_GRAPH=buffers);
   captured   on fixed buffers and, after its warm-up steps, replayed as one CUDA graph (SINKLAB_CUDA_GRAPH=1);
-  again      on fixed buffers once more: whether the GPU repeats itself bit for bit at all.
+  again      on fixed buffers once more: whether the GPU repeats itself bit for bit at all;
+  fused      on fixed buffers with the step kernels (SINKLAB_STEP_KERNELS=1: the residual add with the RMSNorm,
+             the gated FFN's activation, one CUDA kernel each way);
+  fused_captured  the same, captured.
 Every way with SINKLAB_FUSED_DQ=0, so that no gradient is summed by atomics in an order of the moment.
 Writes WORK/captured_step.json: each way's status, how its step ran (summary.json's "step"), its tokens/s and
 its losses, then the comparisons. The captured losses must equal the uncaptured ones bit for bit: a replay runs
 the same kernels on the same addresses (unless the uncaptured run does not repeat itself either, which the report
 then says). Against the eager step they may differ in the last bits, since the fused AdamW reads its rate as a
-float on the GPU; the largest relative difference is reported. On a CPU nothing is captured, and all must agree
+float on the GPU; the largest relative difference is reported. The step kernels sum in another order than
+LibTorch's operations: their losses must stay within FUSED_TOLERANCE of the fixed buffers' (relative), and captured
+they must equal themselves uncaptured bit for bit. On a CPU nothing is captured or fused, and all must agree
 exactly. Exits 1 where a run failed or the losses differ.
 """
 import json
@@ -22,7 +27,10 @@ import re
 import subprocess
 import sys
 
-WAYS = {"eager": None, "buffers": "buffers", "captured": "1", "again": "buffers"}
+# Each way: SINKLAB_CUDA_GRAPH, and whether the step kernels run.
+WAYS = {"eager": (None, False), "buffers": ("buffers", False), "captured": ("1", False), "again": ("buffers", False),
+        "fused": ("buffers", True), "fused_captured": ("1", True)}
+FUSED_TOLERANCE = 1e-3
 
 
 def plan_on(plans, work, device):
@@ -43,8 +51,12 @@ def plan_on(plans, work, device):
 def train(runtime, plans, work, way):
     env = dict(os.environ, SINKLAB_FUSED_DQ="0")
     env.pop("SINKLAB_CUDA_GRAPH", None)
-    if WAYS[way]:
-        env["SINKLAB_CUDA_GRAPH"] = WAYS[way]
+    env.pop("SINKLAB_STEP_KERNELS", None)
+    graph, fused = WAYS[way]
+    if graph:
+        env["SINKLAB_CUDA_GRAPH"] = graph
+    if fused:
+        env["SINKLAB_STEP_KERNELS"] = "1"
     out = os.path.join(work, f"captured-step-{way}")
     done = subprocess.run([runtime, "run", plans, "--out", out, "--no-progress"], env=env, capture_output=True,
                           text=True)
@@ -57,7 +69,8 @@ def train(runtime, plans, work, way):
     summary = json.load(open(os.path.join(run, "summary.json")))
     losses = [json.loads(line) for line in open(os.path.join(run, "losses.jsonl")) if line.strip()]
     result.update(status=summary.get("status"), step=summary.get("step"), device=summary.get("device"),
-                  tokens_per_s=summary.get("tokens_per_s"), losses=[line["loss"] for line in losses])
+                  step_kernels=summary.get("step_kernels"), tokens_per_s=summary.get("tokens_per_s"),
+                  losses=[line["loss"] for line in losses])
     return result
 
 
@@ -80,15 +93,22 @@ def main():
     report = {"ways": ways}
     failed = [way for way, r in ways.items() if r.get("status") != "completed"]
     if not failed:
-        eager, buffers, captured, again = (ways[w]["losses"] for w in WAYS)
+        eager, buffers, captured, again, fused, fused_captured = (ways[w]["losses"] for w in WAYS)
         report["captured_equals_buffers"] = captured == buffers and len(captured) > 3
         report["buffers_repeat_themselves"] = again == buffers
         report["largest_relative_difference_vs_eager"] = largest_relative_difference(captured, eager)
+        report["fused_captured_equals_fused"] = fused_captured == fused
+        report["largest_relative_difference_fused_vs_buffers"] = largest_relative_difference(fused, buffers)
         on_gpu = str(ways["captured"].get("device", "")).startswith("cuda")
         report["eager_must_match"] = not on_gpu
-        report["passed"] = report["captured_equals_buffers"] and (on_gpu or captured == eager)
-        if ways["eager"]["tokens_per_s"] and ways["captured"]["tokens_per_s"]:
-            report["captured_speed_vs_eager"] = ways["captured"]["tokens_per_s"] / ways["eager"]["tokens_per_s"]
+        fused_close = report["largest_relative_difference_fused_vs_buffers"] <= (FUSED_TOLERANCE if on_gpu else 0)
+        report["passed"] = (report["captured_equals_buffers"] and (on_gpu or captured == eager)
+                            and report["fused_captured_equals_fused"] and fused_close)
+        speed = {way: r["tokens_per_s"] for way, r in ways.items()}
+        if speed["eager"] and speed["captured"]:
+            report["captured_speed_vs_eager"] = speed["captured"] / speed["eager"]
+        if speed["captured"] and speed["fused_captured"]:
+            report["fused_speed_vs_captured"] = speed["fused_captured"] / speed["captured"]
     else:
         report["passed"] = False
         report["failed"] = failed
@@ -106,6 +126,9 @@ def main():
         print(f"captured = fixed buffers bit for bit: {report['captured_equals_buffers']} (fixed buffers run twice "
               f"equal: {report['buffers_repeat_themselves']}); largest relative difference from the eager step: "
               f"{report['largest_relative_difference_vs_eager']:.3g}")
+        print(f"step kernels: captured = uncaptured bit for bit: {report['fused_captured_equals_fused']}; largest "
+              f"relative difference from LibTorch's operations: "
+              f"{report['largest_relative_difference_fused_vs_buffers']:.3g}")
     return 0 if report["passed"] else 1
 
 

@@ -1,6 +1,8 @@
 #include "runtime/training/model.h"
 
 #include <cmath>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <stdexcept>
 
 #include "runtime/attention/score.h"
@@ -255,6 +257,14 @@ Transformer::Transformer(const ModelConfig& c, torch::Device dev)
   if (relative) relative->weight.zero_();
   to(device);
   step_kernels = step_kernels_for(device);
+}
+
+std::string Transformer::fused_operations() const {
+  if (!step_kernels) return "";
+  std::vector<std::string> fused;
+  if (cfg.placement == NormPlacement::pre && cfg.norm == NormKind::rmsnorm) fused.push_back("residual add + RMSNorm");
+  if (blocks.empty() ? false : blocks[0]->ffn->gated) fused.push_back(std::string(name_of(cfg.ffn)) + "'s activation");
+  return fmt::format("{}", fmt::join(fused, ", "));
 }
 
 torch::Tensor Transformer::distance_bias(int64_t T) {

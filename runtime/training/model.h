@@ -129,6 +129,8 @@ struct Transformer : torch::nn::Module {
   std::shared_ptr<Norm> final_norm;
   // The fused kernels around the attention (runtime/training/step_kernels.h), or none: LibTorch's operations.
   std::shared_ptr<const StepKernels> step_kernels;
+  // What this model runs as step kernels ("residual add + RMSNorm, swiglu's activation"), or "" for nothing.
+  std::string fused_operations() const;
 
  private:
   ForwardResult trunk(const torch::Tensor& tokens, bool probe, bool hidden);  // everything but the logits

@@ -337,6 +337,10 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
     LiveEvents events(dir, claim.leader);
     std::unique_ptr<CapturedStep> captured = captured_step(t, workers, profile.enabled(), step_how);
     if (!step_how.empty()) dir.log("step: " + step_how);
+    if (const std::string fused = t.model->fused_operations(); !fused.empty()) {
+      record.summary()[summary_key::kStepKernels] = fused;
+      dir.log("step kernels: " + fused);
+    }
     for (int64_t step = state.step; step < steps; ++step) {
       if (options.stop_after >= 0 && step - first_step >= options.stop_after)
         return finish(RunStatus::Stopped, fmt::format("stopped after step {}", step));

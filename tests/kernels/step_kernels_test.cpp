@@ -13,6 +13,7 @@
 #include "runtime/training/step_kernels.h"
 #include "tests/kernels/cuda_emulator.h"
 #include "tests/kernels/cuda_machine_code.h"
+#include "tests/kernels/step_kernels_oracle.h"
 #include "tests/runtime/runtime_test_util.h"
 
 using namespace sink;
@@ -25,18 +26,13 @@ std::shared_ptr<const StepKernels> emulated(ThreadOrder order = ThreadOrder::Tog
   return register_step_kernels(cpu_emulated_modules(order));
 }
 
-// How far a result in `dtype` may be from the double oracle, relative to the largest magnitude: the storage's
-// rounding (one unit in bf16's or half's last place, twice for the values that pass through two roundings).
-double tolerance(torch::ScalarType dtype) {
-  return dtype == torch::kBFloat16 ? 1.6e-2 : dtype == torch::kHalf ? 2e-3 : 2e-5;
+void expect_passed(const std::vector<testing_step_kernels::Comparison>& comparisons) {
+  for (const auto& c : comparisons)
+    EXPECT_TRUE(c.passed()) << c.what << ": relative difference " << c.error << ", allowed " << c.allowed;
 }
 
-void expect_near(const torch::Tensor& got, const torch::Tensor& want, double tol, const std::string& what) {
-  ASSERT_TRUE(got.defined()) << what;
-  ASSERT_EQ(got.sizes(), want.sizes()) << what;
-  const double scale = std::max(want.abs().max().item<double>(), 1e-12);
-  const double error = (got.to(torch::kDouble) - want).abs().max().item<double>();
-  EXPECT_LE(error / scale, tol) << what << ": largest difference " << error << " against a largest value " << scale;
+void expect_near(const torch::Tensor& got, const torch::Tensor& want, double allowed, const std::string& what) {
+  expect_passed({testing_step_kernels::compare(what, got, want, allowed)});
 }
 
 struct Shape {
@@ -74,39 +70,13 @@ TEST(StepKernels, CompileForSm80AndSm90WithoutSpilling) {
 TEST(StepKernels, ResidualNormIsTheAddAndTheRmsNormForwardAndBackward) {
   SKIP_WITHOUT_HOST_COMPILER();
   torch::manual_seed(3);
-  const double eps = 1e-5;
   for (auto dtype : {torch::kFloat, torch::kBFloat16, torch::kHalf})
     for (const Shape& shape : kShapes)
       for (bool through_stream : {true, false}) {
-        const std::string what = fmt::format("{} [{}, {}, {}]{}", c10::toString(dtype), shape.rows_a, shape.rows_b,
-                                             shape.width, through_stream ? "" : ", n alone used");
-        SCOPED_TRACE(what);
-        auto x = torch::randn({shape.rows_a, shape.rows_b, shape.width}).requires_grad_();
-        auto r = (torch::randn({shape.rows_a, shape.rows_b, shape.width}) * 2).to(dtype).requires_grad_();
-        auto w = (torch::rand({shape.width}) + 0.5).requires_grad_();
-        const auto ds = torch::randn(x.sizes()), dn = torch::randn(x.sizes()).to(dtype);
-
-        auto [s, n] = emulated()->residual_rms_norm(x, r, w, eps);
-        ASSERT_EQ(s.scalar_type(), torch::kFloat);
-        ASSERT_EQ(n.scalar_type(), dtype);
-        auto grads = through_stream ? torch::autograd::grad({s, n}, {x, r, w}, {ds, dn})
-                                    : torch::autograd::grad({n}, {x, r, w}, {dn});
-
-        // The oracle: the add and model.h's RMSNorm in double, from the same (rounded) inputs.
-        auto x64 = x.detach().to(torch::kDouble).requires_grad_(), r64 = r.detach().to(torch::kDouble).requires_grad_();
-        auto w64 = w.detach().to(torch::kDouble).requires_grad_();
-        auto s64 = x64 + r64;
-        auto n64 = rms_norm(s64, w64, eps);
-        auto want = through_stream ? torch::autograd::grad({s64, n64}, {x64, r64, w64},
-                                                           {ds.to(torch::kDouble), dn.to(torch::kDouble)})
-                                   : torch::autograd::grad({n64}, {x64, r64, w64}, {dn.to(torch::kDouble)});
-
-        EXPECT_TRUE(torch::equal(s, x.detach() + r.detach())) << "the stream is the add, bit for bit";
-        expect_near(n, n64.detach(), tolerance(dtype), "n");
-        expect_near(grads[0], want[0], 2e-5, "dx (float)");
-        expect_near(grads[1], want[1], tolerance(dtype), "dr");
-        EXPECT_EQ(grads[1].scalar_type(), dtype);
-        expect_near(grads[2], want[2], 2e-5, "dw");
+        SCOPED_TRACE(fmt::format("{} [{}, {}, {}]{}", c10::toString(dtype), shape.rows_a, shape.rows_b, shape.width,
+                                 through_stream ? "" : ", n alone used"));
+        expect_passed(testing_step_kernels::residual_norm(*emulated(), torch::kCPU, dtype,
+                                                          {shape.rows_a, shape.rows_b, shape.width}, through_stream));
       }
 }
 
@@ -136,22 +106,8 @@ TEST(StepKernels, GatedActivationIsTheActivationTimesUpForwardAndBackward) {
         for (ThreadOrder order : {ThreadOrder::Together, ThreadOrder::Descending}) {
           SCOPED_TRACE(fmt::format("{} {} [{}, {}, 2 x {}] {}", name_of(act), c10::toString(dtype), shape.rows_a,
                                    shape.rows_b, shape.width, name_of(order)));
-          auto gate_up = (torch::randn({shape.rows_a, shape.rows_b, 2 * shape.width}) * 2).to(dtype).requires_grad_();
-          const auto dh = torch::randn({shape.rows_a, shape.rows_b, shape.width}).to(dtype);
-          auto h = emulated(order)->gated_activation(gate_up, act);
-          ASSERT_EQ(h.scalar_type(), dtype);
-          auto grad = torch::autograd::grad({h}, {gate_up}, {dh})[0];
-
-          auto gu64 = gate_up.detach().to(torch::kDouble).requires_grad_();
-          auto parts = gu64.chunk(2, -1);
-          auto a = act == Ffn::relu   ? torch::relu(parts[0])
-                   : act == Ffn::gelu ? torch::gelu(parts[0])
-                                      : torch::silu(parts[0]);
-          auto h64 = a * parts[1];
-          auto want = torch::autograd::grad({h64}, {gu64}, {dh.to(torch::kDouble)})[0];
-          expect_near(h, h64.detach(), tolerance(dtype), "h");
-          expect_near(grad, want, tolerance(dtype), "d gate_up");
-          EXPECT_EQ(grad.scalar_type(), dtype);
+          expect_passed(testing_step_kernels::gated(*emulated(order), torch::kCPU, act, dtype,
+                                                    {shape.rows_a, shape.rows_b, shape.width}));
         }
 }
 

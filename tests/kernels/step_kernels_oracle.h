@@ -1,0 +1,87 @@
+#pragma once
+// The step kernels (runtime/training/step_kernels.h) against the LibTorch operations they replace, computed in
+// double from the same inputs: the forward and every gradient, each difference relative to the oracle's largest
+// magnitude beside what the storage's rounding allows. Shared by the emulation's tests
+// (tests/kernels/step_kernels_test.cpp) and the GPU's check (tests/gpu/cuda_check.cpp).
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "runtime/training/model.h"
+#include "runtime/training/step_kernels.h"
+
+namespace sink::testing_step_kernels {
+
+struct Comparison {
+  std::string what;
+  double error = 0, allowed = 0;  // relative to the oracle's largest magnitude
+  bool passed() const { return error <= allowed; }
+};
+
+// One unit in bf16's or half's last place, twice for the values that pass through two roundings; float's sums.
+inline double storage_rounding(torch::ScalarType dtype) {
+  return dtype == torch::kBFloat16 ? 1.6e-2 : dtype == torch::kHalf ? 2e-3 : 2e-5;
+}
+
+inline Comparison compare(const std::string& what, const torch::Tensor& got, const torch::Tensor& want,
+                          double allowed) {
+  if (!got.defined() || got.sizes() != want.sizes()) return {what + ": missing or misshapen", 1e300, allowed};
+  const double scale = std::max(want.abs().max().item<double>(), 1e-12);
+  return {what, (got.to(torch::kDouble).cpu() - want.cpu()).abs().max().item<double>() / scale, allowed};
+}
+
+// s = x + r and n = RMSNorm(s) * w over rows of `width` on `device`, r and n in `dtype`; with the stream's own
+// gradient or (through_stream false) n's alone.
+inline std::vector<Comparison> residual_norm(const rt::StepKernels& kernels, torch::Device device,
+                                             torch::ScalarType dtype, std::vector<int64_t> shape, bool through_stream,
+                                             double eps = 1e-5) {
+  const auto on = torch::TensorOptions().device(device);
+  auto x = torch::randn(shape, on).requires_grad_();
+  auto r = (torch::randn(shape, on) * 2).to(dtype).requires_grad_();
+  auto w = (torch::rand({shape.back()}, on) + 0.5).requires_grad_();
+  const auto ds = torch::randn(shape, on), dn = torch::randn(shape, on).to(dtype);
+  auto [s, n] = kernels.residual_rms_norm(x, r, w, eps);
+  auto grads =
+      through_stream ? torch::autograd::grad({s, n}, {x, r, w}, {ds, dn}) : torch::autograd::grad({n}, {x, r, w}, {dn});
+  auto x64 = x.detach().to(torch::kDouble).requires_grad_(), r64 = r.detach().to(torch::kDouble).requires_grad_();
+  auto w64 = w.detach().to(torch::kDouble).requires_grad_();
+  auto s64 = x64 + r64;
+  auto n64 = rt::rms_norm(s64, w64, eps);
+  auto want = through_stream
+                  ? torch::autograd::grad({s64, n64}, {x64, r64, w64}, {ds.to(torch::kDouble), dn.to(torch::kDouble)})
+                  : torch::autograd::grad({n64}, {x64, r64, w64}, {dn.to(torch::kDouble)});
+  const double rounding = storage_rounding(dtype);
+  std::vector<Comparison> out = {
+      {"the stream is the add, bit for bit", torch::equal(s, x.detach() + r.detach()) ? 0.0 : 1.0, 0},
+      {"n's dtype is r's", n.scalar_type() == dtype && grads[1].scalar_type() == dtype ? 0.0 : 1.0, 0},
+      compare("n", n, n64.detach(), rounding),
+      compare("dx", grads[0], want[0], 2e-5),
+      compare("dr", grads[1], want[1], rounding),
+      compare("dw", grads[2], want[2], 2e-5)};
+  return out;
+}
+
+// act(gate) * up from gate_up [..., 2 width] in `dtype`, and its gradient.
+inline std::vector<Comparison> gated(const rt::StepKernels& kernels, torch::Device device, Ffn act,
+                                     torch::ScalarType dtype, std::vector<int64_t> shape) {
+  const auto on = torch::TensorOptions().device(device);
+  auto doubled = shape;
+  doubled.back() *= 2;
+  auto gate_up = (torch::randn(doubled, on) * 2).to(dtype).requires_grad_();
+  const auto dh = torch::randn(shape, on).to(dtype);
+  auto h = kernels.gated_activation(gate_up, act);
+  auto grad = torch::autograd::grad({h}, {gate_up}, {dh})[0];
+  auto gu64 = gate_up.detach().to(torch::kDouble).requires_grad_();
+  auto parts = gu64.chunk(2, -1);
+  auto a = act == Ffn::relu ? torch::relu(parts[0]) : act == Ffn::gelu ? torch::gelu(parts[0]) : torch::silu(parts[0]);
+  auto h64 = a * parts[1];
+  auto want = torch::autograd::grad({h64}, {gu64}, {dh.to(torch::kDouble)})[0];
+  const double rounding = storage_rounding(dtype);
+  return {{"h's and its gradient's dtype", h.scalar_type() == dtype && grad.scalar_type() == dtype ? 0.0 : 1.0, 0},
+          compare("h", h, h64.detach(), rounding),
+          compare("d gate_up", grad, want, rounding)};
+}
+
+}  // namespace sink::testing_step_kernels
