@@ -13,10 +13,10 @@ export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACH
 leg() { echo "== $1 (at ${SECONDS} s)"; }
 leg "set-up and the Debian build"
 scripts/setup.sh --tests
-# The CUDA kernels on the CPU emulation (CudaKernels.*, about half the runtime tests' time) run in the
-# torch 2.11 leg below, the one built as a GPU node builds.
+# The CUDA kernels on the CPU emulation (CudaKernels.*, about half the runtime tests' time, and the step kernels'
+# StepKernels.*) run in the torch 2.11 leg below, the one built as a GPU node builds.
 leg "Debian tests"
-ctest --test-dir build --output-on-failure -j2 -E '^CudaKernels\.' -LE 'gpucheck|node'
+ctest --test-dir build --output-on-failure -j2 -E '^(CudaKernels|StepKernels)\.' -LE 'gpucheck|node'
 # The plan library and kernel emitters alone, configured without ANTLR,
 # LibTorch or LLVM: the layering the runtime's portability rests on.
 leg "the plan library alone"

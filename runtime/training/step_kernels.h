@@ -3,9 +3,9 @@
 // with its product. Each is an autograd function over kernels loaded by a KernelModules: NVRTC and the driver on a
 // GPU, the CPU emulation in the tests, which check them against the LibTorch operations they replace.
 //
-// Never run on a GPU yet, so off unless asked for: SINKLAB_STEP_KERNELS=1 on a CUDA device (step_kernels_for).
-// Without them, and for what they do not cover (LayerNorm, a float64 or bf16 residual stream), the model runs the
-// LibTorch operations, on every device.
+// Not yet verified on a GPU (gpu-check: cuda_check case 9, captured_step), so off unless asked for:
+// SINKLAB_STEP_KERNELS=1 on a CUDA device (step_kernels_for). Without them, and for what they do not cover (LayerNorm,
+// a float64 or bf16 residual stream), the model runs the LibTorch operations, on every device.
 #pragma once
 #include <memory>
 #include <torch/torch.h>
