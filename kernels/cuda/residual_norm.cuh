@@ -1,13 +1,15 @@
-// The residual add and the RMSNorm after it, one pass over the activations each way, for a pre-norm step: the
-// residual stream s = x + r (float: x the stream so far, r a sublayer's output in storage) and the next sublayer's
-// input n = s / sqrt(mean(s^2) + eps) * w (in storage, what its products read). Eager LibTorch makes the add and the
-// norm's four operations five passes; the backward, four more.
+// The residual add and the norm after it, one pass over the activations each way, for a pre-norm step: the residual
+// stream s = x + r (float: x the stream so far, r a sublayer's output in storage) and the next sublayer's input
+// n = (s - m) a w + b (in storage, what its products read), with a = 1 / sqrt(mean((s - m)^2) + eps): RMSNorm
+// (m = 0, no b) or LayerNorm (m the row's mean). Eager LibTorch makes the add and RMSNorm's four operations five
+// passes; the backward, four more.
 //
 // One warp a row, kNormWarps rows a block; a row's columns strided over the lanes, its sums reduced by shuffles.
 // Printed before this text (kernels/cuda/step_source.cpp): real (float), the SFU's functions, store_t with load and
 // store, and
 //   constexpr long long kNormWidth;  // d, the row's length
 //   constexpr float kNormEps;
+//   constexpr bool kNormCentered;    // LayerNorm: the mean subtracted, a bias added
 // Sizes after the pointers: rows, the backward's block count, and two unused (every kernel takes four).
 
 constexpr int kNormWarps = 4;
@@ -21,67 +23,89 @@ __device__ __forceinline__ float warp_total(float v) {
   return v;
 }
 
-// On the special-function unit (kernels/cuda/math_sfu.cuh): IEEE's division and square root call a slow path whose
-// calling convention spilled registers.
-__device__ __forceinline__ float inverse_rms(float squares) {
-  return sink_rcp(sink_sqrt(squares * (1.0f / (float)kNormWidth) + kNormEps));
+// A row's m and a from the stream s (written by this lane for its own columns, or read back): the mean first, then
+// the squares about it (two passes, which LayerNorm's cancellation needs; RMSNorm's m is 0 and takes one). On the
+// special-function unit (kernels/cuda/math_sfu.cuh): IEEE's division and square root call a slow path whose calling
+// convention spilled registers.
+struct RowScale {
+  float mean, a;
+};
+__device__ __forceinline__ RowScale row_scale(const float* s, long long lane) {
+  constexpr float kInverseWidth = 1.0f / (float)kNormWidth;
+  float mean = 0;
+  if (kNormCentered) {
+    float sum = 0;
+    for (long long c = lane; c < kNormWidth; c += 32) sum += s[c];
+    mean = warp_total(sum) * kInverseWidth;
+  }
+  float squares = 0;
+  for (long long c = lane; c < kNormWidth; c += 32) squares += (s[c] - mean) * (s[c] - mean);
+  return {mean, sink_rcp(sink_sqrt(warp_total(squares) * kInverseWidth + kNormEps))};
 }
 
 extern "C" __global__ void __launch_bounds__(kNormWarps * 32, 1)
-    sink_residual_norm_forward(const float* x, const store_t* r, const float* w, float* s, store_t* n, long long rows,
-                               long long unused0, long long unused1, long long unused2) {
+    sink_residual_norm_forward(const float* x, const store_t* r, const float* w, const float* b, float* s, store_t* n,
+                               long long rows, long long unused0, long long unused1, long long unused2) {
   const long long row = (long long)blockIdx.x * kNormWarps + (threadIdx.x >> 5);
   if (row >= rows) return;  // (the whole warp: a row is a warp's)
   const long long lane = threadIdx.x & 31u, at = row * kNormWidth;
-  float squares = 0;
-  for (long long c = lane; c < kNormWidth; c += 32) {
-    const float v = x[at + c] + load(r, at + c);
-    s[at + c] = v;
-    squares += v * v;
-  }
-  const float scale = inverse_rms(warp_total(squares));
-  // (The lane reads back the columns it wrote itself.)
-  for (long long c = lane; c < kNormWidth; c += 32) store(n, at + c, s[at + c] * scale * w[c]);
+  for (long long c = lane; c < kNormWidth; c += 32) s[at + c] = x[at + c] + load(r, at + c);
+  const RowScale scale = row_scale(s + at, lane);  // (the lane reads back the columns it wrote itself)
+  for (long long c = lane; c < kNormWidth; c += 32)
+    store(n, at + c, (s[at + c] - scale.mean) * scale.a * w[c] + (kNormCentered ? b[c] : 0.0f));
 }
 
-// ds = ds_after + the norm's gradient: with a = 1 / rms(s), dn_j's part of ds_i is a w_i dn_i for j = i, less
-// s_i a^3 (sum_j w_j dn_j s_j) / d through a. ds_after, the gradient that reached the stream past the norm, may be
-// null. dw's partial sums, block b's rows in dw_part[b]; the caller sums the blocks (a fixed order: the same bits
-// every run). The blocks stride over the rows, `blocks` of them.
+// With h = (s - m) a and g = w dn: ds = ds_after + a (g - mean(g) - h mean(g h)), the mean(g) term LayerNorm's
+// alone (RMSNorm's m is no function of s). ds_after, the gradient that reached the stream past the norm, may be
+// null. dw = sum dn h and db = sum dn over the rows: each block's partial sums in its row of dw_part and db_part;
+// the caller sums the blocks (a fixed order: the same bits every run). The blocks stride over the rows, `blocks`
+// of them.
 struct ResidualNormShared {
   float dw[kNormWarps][kNormWidth];  // each warp's own partial sums: no two warps add into one word
+  float db[kNormCentered ? kNormWarps : 1][kNormCentered ? kNormWidth : 1];
 };
 
 extern "C" __global__ void __launch_bounds__(kNormWarps * 32, 1)
     sink_residual_norm_backward(const store_t* dn, const float* ds_after, const float* s, const float* w, float* ds,
-                                float* dw_part, long long rows, long long blocks, long long unused0,
+                                float* dw_part, float* db_part, long long rows, long long blocks, long long unused0,
                                 long long unused1) {
   ResidualNormShared& shared = shared_block<ResidualNormShared, sizeof(ResidualNormShared)>();
   const int warp = threadIdx.x >> 5;
   const long long lane = threadIdx.x & 31u;
   float* dw = shared.dw[warp];
-  for (long long c = lane; c < kNormWidth; c += 32) dw[c] = 0;
+  float* db = shared.db[kNormCentered ? warp : 0];
+  for (long long c = lane; c < kNormWidth; c += 32) {
+    dw[c] = 0;
+    if (kNormCentered) db[c] = 0;
+  }
   for (long long row = (long long)blockIdx.x * kNormWarps + warp; row < rows; row += blocks * kNormWarps) {
     const long long at = row * kNormWidth;
-    float squares = 0, dot = 0;
+    const RowScale scale = row_scale(s + at, lane);
+    float g_sum = 0, gh_sum = 0;
     for (long long c = lane; c < kNormWidth; c += 32) {
-      const float v = s[at + c];
-      squares += v * v;
-      dot += w[c] * load(dn, at + c) * v;
+      const float g = w[c] * load(dn, at + c);
+      g_sum += g;
+      gh_sum += g * (s[at + c] - scale.mean) * scale.a;
     }
-    const float a = inverse_rms(warp_total(squares));
-    const float through_scale = warp_total(dot) * a * a * a * (1.0f / (float)kNormWidth);
+    constexpr float kInverseWidth = 1.0f / (float)kNormWidth;
+    const float g_mean = kNormCentered ? warp_total(g_sum) * kInverseWidth : 0.0f;
+    const float gh_mean = warp_total(gh_sum) * kInverseWidth;
     for (long long c = lane; c < kNormWidth; c += 32) {
-      const float v = s[at + c], g = load(dn, at + c);
-      dw[c] += g * v * a;
-      ds[at + c] = (ds_after ? ds_after[at + c] : 0.0f) + a * w[c] * g - v * through_scale;
+      const float h = (s[at + c] - scale.mean) * scale.a, d = load(dn, at + c);
+      dw[c] += d * h;
+      if (kNormCentered) db[c] += d;
+      ds[at + c] = (ds_after ? ds_after[at + c] : 0.0f) + scale.a * (w[c] * d - g_mean - h * gh_mean);
     }
   }
   __syncthreads();
   for (long long c = threadIdx.x; c < kNormWidth; c += kNormWarps * 32) {
-    float total = 0;
+    float dw_total = 0, db_total = 0;
 #pragma unroll
-    for (int k = 0; k < kNormWarps; ++k) total += shared.dw[k][c];
-    dw_part[(long long)blockIdx.x * kNormWidth + c] = total;
+    for (int k = 0; k < kNormWarps; ++k) {
+      dw_total += shared.dw[k][c];
+      if (kNormCentered) db_total += shared.db[k][c];
+    }
+    dw_part[(long long)blockIdx.x * kNormWidth + c] = dw_total;
+    if (kNormCentered) db_part[(long long)blockIdx.x * kNormWidth + c] = db_total;
   }
 }

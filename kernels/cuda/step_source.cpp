@@ -16,9 +16,12 @@ std::string prelude(CudaStorage storage) {
 
 }  // namespace
 
-std::string residual_norm_source(CudaStorage storage, int64_t width, double eps) {
+std::string residual_norm_source(CudaStorage storage, int64_t width, double eps, bool centered) {
   return prelude(storage) +
-         fmt::format("constexpr long long kNormWidth = {};\nconstexpr float kNormEps = {:.9g}f;\n", width, eps) +
+         fmt::format(
+             "constexpr long long kNormWidth = {};\nconstexpr float kNormEps = {:.9g}f;\n"
+             "constexpr bool kNormCentered = {};\n",
+             width, eps, centered) +
          cuda_text::kResidualNorm;
 }
 

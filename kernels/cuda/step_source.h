@@ -15,8 +15,8 @@ inline constexpr std::string_view kResidualNormBackwardSymbol = "sink_residual_n
 inline constexpr std::string_view kGatedForwardSymbol = "sink_gated_forward";
 inline constexpr std::string_view kGatedBackwardSymbol = "sink_gated_backward";
 
-// The residual add and RMSNorm over rows of `width` with `eps`.
-std::string residual_norm_source(CudaStorage storage, int64_t width, double eps);
+// The residual add and RMSNorm (or, centered, LayerNorm) over rows of `width` with `eps`.
+std::string residual_norm_source(CudaStorage storage, int64_t width, double eps, bool centered = false);
 
 enum class GatedActivation { Relu = 0, Gelu = 1, Silu = 2 };  // ReGLU, GeGLU, SwiGLU
 std::string gated_activation_source(CudaStorage storage, GatedActivation activation);

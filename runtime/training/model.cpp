@@ -39,7 +39,8 @@ torch::Tensor Norm::forward(const torch::Tensor& x) {
 
 std::pair<torch::Tensor, torch::Tensor> Norm::after_residual(const torch::Tensor& x, const torch::Tensor& r,
                                                              const StepKernels* kernels) {
-  if (kernels && rms && kernels->residual_norm_fits(x, r, weight)) return kernels->residual_rms_norm(x, r, weight, eps);
+  if (kernels && kernels->residual_norm_fits(x, r, weight, bias))
+    return kernels->residual_norm(x, r, weight, bias, eps);
   auto sum = x + r;
   return {sum, forward(sum)};
 }
@@ -262,7 +263,8 @@ Transformer::Transformer(const ModelConfig& c, torch::Device dev)
 std::string Transformer::fused_operations() const {
   if (!step_kernels) return "";
   std::vector<std::string> fused;
-  if (cfg.placement == NormPlacement::pre && cfg.norm == NormKind::rmsnorm) fused.push_back("residual add + RMSNorm");
+  if (cfg.placement == NormPlacement::pre)
+    fused.push_back(cfg.norm == NormKind::rmsnorm ? "residual add + RMSNorm" : "residual add + LayerNorm");
   if (blocks.empty() ? false : blocks[0]->ffn->gated) fused.push_back(std::string(name_of(cfg.ffn)) + "'s activation");
   return fmt::format("{}", fmt::join(fused, ", "));
 }

@@ -36,8 +36,8 @@ torch::Tensor apply_rope(const torch::Tensor& x, torch::Tensor cos, torch::Tenso
 struct Norm : torch::nn::Module {
   Norm(NormKind kind, int64_t d, double eps);
   torch::Tensor forward(const torch::Tensor& x);
-  // The residual stream x + r and this norm of it: one kernel each way with `kernels` where they fit (an RMSNorm of a
-  // float stream), else the add and forward.
+  // The residual stream x + r and this norm of it: one kernel each way with `kernels` where they fit (a float
+  // stream), else the add and forward.
   std::pair<torch::Tensor, torch::Tensor> after_residual(const torch::Tensor& x, const torch::Tensor& r,
                                                          const StepKernels* kernels);
   bool rms;

@@ -39,15 +39,17 @@ const StepKernels& recall(const std::string& name) {
 
 class ResidualNorm : public torch::autograd::Function<ResidualNorm> {
  public:
+  // b: LayerNorm's bias, or an empty tensor for RMSNorm.
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, torch::Tensor x, torch::Tensor r,
-                                                torch::Tensor w, std::string kernels, double eps) {
+                                                torch::Tensor w, torch::Tensor b, std::string kernels, double eps) {
     const StepKernels& step = recall(kernels);
     ctx->set_materialize_grads(false);  // a gradient nothing sent stays undefined, not a tensor of zeros
     const int64_t d = x.size(-1), rows = x.numel() / d;
-    x = x.contiguous(), r = r.contiguous(), w = w.contiguous();
+    const bool centered = b.numel() > 0;
+    x = x.contiguous(), r = r.contiguous(), w = w.contiguous(), b = b.contiguous();
     auto s = torch::empty_like(x), n = torch::empty(x.sizes(), r.options());
-    const auto source = kernels::residual_norm_source(storage_of(r.scalar_type()), d, eps);
-    const KernelBuffer buffers[] = {buffer(x), buffer(r), buffer(w), buffer(s), buffer(n)};
+    const auto source = kernels::residual_norm_source(storage_of(r.scalar_type()), d, eps, centered);
+    const KernelBuffer buffers[] = {buffer(x), buffer(r), buffer(w), buffer(b), buffer(s), buffer(n)};
     const int64_t sizes[] = {rows, 0, 0, 0};
     if (rows > 0)
       step.module(source, x.device())
@@ -56,6 +58,7 @@ class ResidualNorm : public torch::autograd::Function<ResidualNorm> {
     ctx->save_for_backward({s, w});
     ctx->saved_data["kernels"] = kernels;
     ctx->saved_data["eps"] = eps;
+    ctx->saved_data["centered"] = centered;
     ctx->saved_data["r_dtype"] = static_cast<int64_t>(r.scalar_type());
     return {s, n};
   }
@@ -68,22 +71,33 @@ class ResidualNorm : public torch::autograd::Function<ResidualNorm> {
     torch::Tensor ds_after = grads[0].defined() ? grads[0].to(s.scalar_type()).contiguous() : torch::Tensor();
     if (!grads[1].defined()) {  // n not used: the stream's gradient passes through, w gets none
       auto ds = ds_after.defined() ? ds_after : torch::zeros_like(s);
-      return {ds, ds.to(r_dtype), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+      return {ds, ds.to(r_dtype), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
     }
     const auto dn = grads[1].to(r_dtype).contiguous();
     const int64_t d = s.size(-1), rows = s.numel() / d;
     const unsigned blocks = std::max(1u, blocks_for(rows, kNormWarps, kNormBlocks));
+    const bool centered = ctx->saved_data["centered"].toBool();
     auto ds = torch::empty_like(s), dw_part = torch::zeros({blocks, d}, s.options());
-    const auto source = kernels::residual_norm_source(storage_of(r_dtype), d, ctx->saved_data["eps"].toDouble());
-    const KernelBuffer buffers[] = {buffer(dn), buffer(ds_after), buffer(s), buffer(w), buffer(ds), buffer(dw_part)};
+    auto db_part = centered ? torch::zeros({blocks, d}, s.options()) : torch::Tensor();
+    const auto source =
+        kernels::residual_norm_source(storage_of(r_dtype), d, ctx->saved_data["eps"].toDouble(), centered);
+    const KernelBuffer buffers[] = {buffer(dn), buffer(ds_after), buffer(s),      buffer(w),
+                                    buffer(ds), buffer(dw_part),  buffer(db_part)};
     const int64_t sizes[] = {rows, blocks, 0, 0};
-    const unsigned shared = static_cast<unsigned>(kNormWarps * d * sizeof(float));
+    // ResidualNormShared: each warp's dw slice, and its db slice for LayerNorm (one float in its place for RMSNorm).
+    const unsigned shared =
+        static_cast<unsigned>(((centered ? 2 : 1) * kNormWarps * d + (centered ? 0 : 1)) * sizeof(float));
     if (rows > 0)
       recall(ctx->saved_data["kernels"].toStringRef())
           .module(source, s.device())
           ->launch(kernels::kResidualNormBackwardSymbol, {blocks, 1, kNormWarps * 32, shared, current_stream(s)},
                    buffers, sizes);
-    return {ds, ds.to(r_dtype), dw_part.sum(0).to(w.scalar_type()), torch::Tensor(), torch::Tensor()};
+    return {ds,
+            ds.to(r_dtype),
+            dw_part.sum(0).to(w.scalar_type()),
+            centered ? db_part.sum(0).to(w.scalar_type()) : torch::Tensor(),
+            torch::Tensor(),
+            torch::Tensor()};
   }
 };
 
@@ -144,15 +158,19 @@ class Gated : public torch::autograd::Function<Gated> {
 
 }  // namespace
 
-bool StepKernels::residual_norm_fits(const torch::Tensor& x, const torch::Tensor& r, const torch::Tensor& w) const {
+bool StepKernels::residual_norm_fits(const torch::Tensor& x, const torch::Tensor& r, const torch::Tensor& w,
+                                     const torch::Tensor& b) const {
+  auto gain_like = [&](const torch::Tensor& t) {
+    return t.scalar_type() == torch::kFloat && t.dim() == 1 && t.size(0) == x.size(-1) && t.device() == x.device();
+  };
   return x.dim() >= 2 && x.scalar_type() == torch::kFloat && storable(r.scalar_type()) && r.sizes() == x.sizes() &&
-         w.scalar_type() == torch::kFloat && w.dim() == 1 && w.size(0) == x.size(-1) && r.device() == x.device() &&
-         w.device() == x.device();
+         r.device() == x.device() && gain_like(w) && (!b.defined() || gain_like(b));
 }
 
-std::pair<torch::Tensor, torch::Tensor> StepKernels::residual_rms_norm(const torch::Tensor& x, const torch::Tensor& r,
-                                                                       const torch::Tensor& w, double eps) const {
-  auto out = ResidualNorm::apply(x, r, w, name(), eps);
+std::pair<torch::Tensor, torch::Tensor> StepKernels::residual_norm(const torch::Tensor& x, const torch::Tensor& r,
+                                                                   const torch::Tensor& w, const torch::Tensor& b,
+                                                                   double eps) const {
+  auto out = ResidualNorm::apply(x, r, w, b.defined() ? b : torch::empty({0}, w.options()), name(), eps);
   return {out[0], out[1]};
 }
 

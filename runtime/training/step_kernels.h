@@ -1,7 +1,7 @@
 // The operations around the attention that a GPU step runs as one kernel each way where eager LibTorch runs
-// several (kernels/cuda/step_source.h): the residual add with the RMSNorm after it, and a gated FFN's activation
-// with its product. Each is an autograd function over kernels loaded by a KernelModules: NVRTC and the driver on a
-// GPU, the CPU emulation in the tests, which check them against the LibTorch operations they replace.
+// several (kernels/cuda/step_source.h): the residual add with the norm after it (RMSNorm or LayerNorm), and a gated
+// FFN's activation with its product. Each is an autograd function over kernels loaded by a KernelModules: NVRTC and the
+// driver on a GPU, the CPU emulation in the tests, which check them against the LibTorch operations they replace.
 //
 // Not yet verified on a GPU (gpu-check: cuda_check case 9, captured_step), so off unless asked for:
 // SINKLAB_STEP_KERNELS=1 on a CUDA device (step_kernels_for). Without them, and for what they do not cover (LayerNorm,
@@ -20,11 +20,14 @@ class StepKernels {
  public:
   explicit StepKernels(KernelModules modules) : modules_(std::move(modules)) {}  // (register_step_kernels)
 
-  // s = x + r and n = s / sqrt(mean(s^2) + eps) * w over the last dimension: s in x's dtype (float), n in r's.
-  // Where residual_norm_fits is false, the two LibTorch operations (and the model's RMSNorm).
-  bool residual_norm_fits(const torch::Tensor& x, const torch::Tensor& r, const torch::Tensor& w) const;
-  std::pair<torch::Tensor, torch::Tensor> residual_rms_norm(const torch::Tensor& x, const torch::Tensor& r,
-                                                            const torch::Tensor& w, double eps) const;
+  // s = x + r and n = norm(s) over the last dimension: s in x's dtype (float), n in r's. The norm is RMSNorm,
+  // s / sqrt(mean(s^2) + eps) * w, where b is undefined, else LayerNorm with gain w and bias b. Where
+  // residual_norm_fits is false, the model runs the add and its norm as LibTorch operations.
+  bool residual_norm_fits(const torch::Tensor& x, const torch::Tensor& r, const torch::Tensor& w,
+                          const torch::Tensor& b) const;
+  std::pair<torch::Tensor, torch::Tensor> residual_norm(const torch::Tensor& x, const torch::Tensor& r,
+                                                        const torch::Tensor& w, const torch::Tensor& b,
+                                                        double eps) const;
 
   // act(gate) * up from gate_up [..., 2 width] (the gate, then up, in each row), activation relu, gelu or swish.
   bool gated_fits(const torch::Tensor& gate_up) const;

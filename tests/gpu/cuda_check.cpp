@@ -465,9 +465,10 @@ void step_kernels() {
     for (int64_t width : {512, 100}) {
       now_running(fmt::format("step kernels, residual norm, {}, width {}", storage, width));
       for (bool through : {true, false})
-        one(fmt::format("step kernels: residual + RMSNorm [{}] 4 x 2048 x {}{}", storage, width,
-                        through ? "" : ", n alone"),
-            check::residual_norm(*kernels, torch::kCUDA, dtype, {4, 2048, width}, through));
+        for (bool layer_norm : {false, true})
+          one(fmt::format("step kernels: residual + {} [{}] 4 x 2048 x {}{}", layer_norm ? "LayerNorm" : "RMSNorm",
+                          storage, width, through ? "" : ", n alone"),
+              check::residual_norm(*kernels, torch::kCUDA, dtype, {4, 2048, width}, through, layer_norm));
     }
     for (Ffn act : {Ffn::relu, Ffn::gelu, Ffn::swish}) {
       now_running(fmt::format("step kernels, gated {}, {}", name_of(act), storage));
@@ -554,7 +555,9 @@ int fill_kernel_cache(int arch) {
       sources.push_back(kernels::emit_cuda(spec, kernels::CudaStorage::BFloat16, tiles));
   }
   for (auto storage : {kernels::CudaStorage::Real, kernels::CudaStorage::BFloat16, kernels::CudaStorage::Float16}) {
-    for (int64_t width : {512, 100, 64}) sources.push_back(kernels::residual_norm_source(storage, width, 1e-5));
+    for (int64_t width : {512, 100, 64})
+      for (bool centered : {false, true})
+        sources.push_back(kernels::residual_norm_source(storage, width, 1e-5, centered));
     for (auto a : {kernels::GatedActivation::Relu, kernels::GatedActivation::Gelu, kernels::GatedActivation::Silu})
       sources.push_back(kernels::gated_activation_source(storage, a));  // (case 9's)
   }

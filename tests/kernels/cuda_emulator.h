@@ -494,6 +494,7 @@ class CpuEmulatedModule : public rt::KernelModule {
       case 3: return call_n<3>(kernel, p, s);
       case 5: return call_n<5>(kernel, p, s);
       case 6: return call_n<6>(kernel, p, s);
+      case 7: return call_n<7>(kernel, p, s);
       case 9: return call_n<9>(kernel, p, s);
       case 10: return call_n<10>(kernel, p, s);
       case 11: return call_n<11>(kernel, p, s);

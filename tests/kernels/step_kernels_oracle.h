@@ -32,26 +32,31 @@ inline Comparison compare(const std::string& what, const torch::Tensor& got, con
   return {what, (got.to(torch::kDouble).cpu() - want.cpu()).abs().max().item<double>() / scale, allowed};
 }
 
-// s = x + r and n = RMSNorm(s) * w over rows of `width` on `device`, r and n in `dtype`; with the stream's own
-// gradient or (through_stream false) n's alone.
+// s = x + r and n = RMSNorm(s) * w (or, layer_norm, LayerNorm(s) * w + b) over rows of `width` on `device`, r and n
+// in `dtype`; with the stream's own gradient or (through_stream false) n's alone.
 inline std::vector<Comparison> residual_norm(const rt::StepKernels& kernels, torch::Device device,
                                              torch::ScalarType dtype, std::vector<int64_t> shape, bool through_stream,
-                                             double eps = 1e-5) {
+                                             bool layer_norm = false, double eps = 1e-5) {
   const auto on = torch::TensorOptions().device(device);
-  auto x = torch::randn(shape, on).requires_grad_();
+  // An offset on the stream: LayerNorm's mean is then far from 0, which a one-pass variance would cancel away.
+  auto x = (torch::randn(shape, on) + (layer_norm ? 3.0 : 0.0)).requires_grad_();
   auto r = (torch::randn(shape, on) * 2).to(dtype).requires_grad_();
   auto w = (torch::rand({shape.back()}, on) + 0.5).requires_grad_();
+  auto b = layer_norm ? torch::randn({shape.back()}, on).requires_grad_() : torch::Tensor();
   const auto ds = torch::randn(shape, on), dn = torch::randn(shape, on).to(dtype);
-  auto [s, n] = kernels.residual_rms_norm(x, r, w, eps);
+  auto [s, n] = kernels.residual_norm(x, r, w, b, eps);
+  std::vector<torch::Tensor> inputs = {x, r, w};
+  if (layer_norm) inputs.push_back(b);
   auto grads =
-      through_stream ? torch::autograd::grad({s, n}, {x, r, w}, {ds, dn}) : torch::autograd::grad({n}, {x, r, w}, {dn});
-  auto x64 = x.detach().to(torch::kDouble).requires_grad_(), r64 = r.detach().to(torch::kDouble).requires_grad_();
-  auto w64 = w.detach().to(torch::kDouble).requires_grad_();
-  auto s64 = x64 + r64;
-  auto n64 = rt::rms_norm(s64, w64, eps);
+      through_stream ? torch::autograd::grad({s, n}, inputs, {ds, dn}) : torch::autograd::grad({n}, inputs, {dn});
+  std::vector<torch::Tensor> doubles;
+  for (const auto& t : inputs) doubles.push_back(t.detach().to(torch::kDouble).requires_grad_());
+  auto s64 = doubles[0] + doubles[1];
+  auto n64 = layer_norm ? torch::layer_norm(s64, {shape.back()}, doubles[2], doubles[3], eps)
+                        : rt::rms_norm(s64, doubles[2], eps);
   auto want = through_stream
-                  ? torch::autograd::grad({s64, n64}, {x64, r64, w64}, {ds.to(torch::kDouble), dn.to(torch::kDouble)})
-                  : torch::autograd::grad({n64}, {x64, r64, w64}, {dn.to(torch::kDouble)});
+                  ? torch::autograd::grad({s64, n64}, doubles, {ds.to(torch::kDouble), dn.to(torch::kDouble)})
+                  : torch::autograd::grad({n64}, doubles, {dn.to(torch::kDouble)});
   const double rounding = storage_rounding(dtype);
   std::vector<Comparison> out = {
       {"the stream is the add, bit for bit", torch::equal(s, x.detach() + r.detach()) ? 0.0 : 1.0, 0},
@@ -60,6 +65,7 @@ inline std::vector<Comparison> residual_norm(const rt::StepKernels& kernels, tor
       compare("dx", grads[0], want[0], 2e-5),
       compare("dr", grads[1], want[1], rounding),
       compare("dw", grads[2], want[2], 2e-5)};
+  if (layer_norm) out.push_back(compare("db", grads[3], want[3], 2e-5));
   return out;
 }
 

@@ -48,7 +48,8 @@ TEST(StepKernels, CompileForSm80AndSm90WithoutSpilling) {
   if (!cuda::nvrtc_available(&why)) GTEST_SKIP() << "NVRTC not available: " << why;
   for (auto storage : {kernels::CudaStorage::Real, kernels::CudaStorage::BFloat16, kernels::CudaStorage::Float16}) {
     std::vector<std::string> sources = {kernels::residual_norm_source(storage, 768, 1e-5),
-                                        kernels::residual_norm_source(storage, 4096, 1e-6)};
+                                        kernels::residual_norm_source(storage, 4096, 1e-6),
+                                        kernels::residual_norm_source(storage, 768, 1e-5, true)};
     for (auto a : {kernels::GatedActivation::Relu, kernels::GatedActivation::Gelu, kernels::GatedActivation::Silu})
       sources.push_back(kernels::gated_activation_source(storage, a));
     for (size_t k = 0; k < sources.size(); ++k)
@@ -67,34 +68,27 @@ TEST(StepKernels, CompileForSm80AndSm90WithoutSpilling) {
   }
 }
 
-TEST(StepKernels, ResidualNormIsTheAddAndTheRmsNormForwardAndBackward) {
+TEST(StepKernels, ResidualNormIsTheAddAndTheNormForwardAndBackward) {
   SKIP_WITHOUT_HOST_COMPILER();
   torch::manual_seed(3);
   for (auto dtype : {torch::kFloat, torch::kBFloat16, torch::kHalf})
     for (const Shape& shape : kShapes)
-      for (bool through_stream : {true, false}) {
-        SCOPED_TRACE(fmt::format("{} [{}, {}, {}]{}", c10::toString(dtype), shape.rows_a, shape.rows_b, shape.width,
-                                 through_stream ? "" : ", n alone used"));
-        expect_passed(testing_step_kernels::residual_norm(*emulated(), torch::kCPU, dtype,
-                                                          {shape.rows_a, shape.rows_b, shape.width}, through_stream));
-      }
+      for (bool through_stream : {true, false})
+        for (bool layer_norm : {false, true}) {
+          SCOPED_TRACE(fmt::format("{} {} [{}, {}, {}]{}", layer_norm ? "LayerNorm" : "RMSNorm", c10::toString(dtype),
+                                   shape.rows_a, shape.rows_b, shape.width, through_stream ? "" : ", n alone used"));
+          expect_passed(testing_step_kernels::residual_norm(
+              *emulated(), torch::kCPU, dtype, {shape.rows_a, shape.rows_b, shape.width}, through_stream, layer_norm));
+        }
 }
 
-// Rows past the backward's 1024 blocks x 4 warps: each warp takes a second row, and its dw sums both.
+// Rows past the backward's 1024 blocks x 4 warps: each warp takes a second row, and its dw (and db) sums both.
 TEST(StepKernels, ResidualNormBackwardStridesOverMoreRowsThanItsBlocks) {
   SKIP_WITHOUT_HOST_COMPILER();
   torch::manual_seed(4);
-  auto x = torch::randn({4096 + 37, 8}).requires_grad_();
-  auto r = torch::randn({4096 + 37, 8}).requires_grad_();
-  auto w = (torch::rand({8}) + 0.5).requires_grad_();
-  const auto dn = torch::randn(x.sizes());
-  auto [s, n] = emulated(ThreadOrder::Ascending)->residual_rms_norm(x, r, w, 1e-6);
-  auto grads = torch::autograd::grad({n}, {x, w}, {dn});
-  auto x64 = x.detach().to(torch::kDouble).requires_grad_(), w64 = w.detach().to(torch::kDouble).requires_grad_();
-  auto want = torch::autograd::grad({rms_norm(x64 + r.detach().to(torch::kDouble), w64, 1e-6)}, {x64, w64},
-                                    {dn.to(torch::kDouble)});
-  expect_near(grads[0], want[0], 2e-5, "dx");
-  expect_near(grads[1], want[1], 2e-5, "dw");
+  for (bool layer_norm : {false, true})
+    expect_passed(testing_step_kernels::residual_norm(*emulated(ThreadOrder::Ascending), torch::kCPU, torch::kFloat,
+                                                      {4096 + 37, 8}, false, layer_norm, 1e-6));
 }
 
 TEST(StepKernels, GatedActivationIsTheActivationTimesUpForwardAndBackward) {
