@@ -1,8 +1,8 @@
 // The residual add and the norm after it, one pass over the activations each way, for a pre-norm step: the residual
 // stream s = x + r (float: x the stream so far, r a sublayer's output in storage) and the next sublayer's input
 // n = (s - m) a w + b (in storage, what its products read), with a = 1 / sqrt(mean((s - m)^2) + eps): RMSNorm
-// (m = 0, no b) or LayerNorm (m the row's mean). Eager LibTorch makes the add and RMSNorm's four operations five
-// passes; the backward, four more.
+// (m = 0, no b) or LayerNorm (m the row's mean). Eager LibTorch makes the add, the norm (one fused kernel on a
+// recent GPU build, four operations in the formula) and autocast's cast of its output separate passes each way.
 //
 // One warp a row, kNormWarps rows a block; a row's columns strided over the lanes, its sums reduced by shuffles.
 // Printed before this text (kernels/cuda/step_source.cpp): real (float), the SFU's functions, store_t with load and
