@@ -53,7 +53,6 @@
 #include <unistd.h>
 
 #include "kernels/cuda/emit_cuda.h"
-#include "kernels/cuda/step_source.h"
 #include "plan/plan.h"
 #include "plan/run_config.h"
 #include "runtime/attention/attention.h"
@@ -67,7 +66,7 @@
 #include "support/installation.h"
 #include "support/remove_tree.h"
 #include "tests/gpu/crash_report.h"
-#include "tests/kernels/step_kernels_oracle.h"
+#include "tests/gpu/step_kernels_case.h"
 #include "tests/kernels/tile_products.h"
 #include "tests/runtime/attention_oracle.h"
 #include "tests/source_paths.h"
@@ -444,46 +443,6 @@ std::vector<Variant> tuning_variants() {
   return out;
 }
 
-// Case 9: the step kernels on the GPU, the same comparisons as the emulation's, at the 60M model's widths (d 512,
-// a SwiGLU's 1,536 wide) and at a ragged one.
-void step_kernels() {
-  namespace check = sink::testing_step_kernels;
-  const auto kernels = register_step_kernels(cuda_modules());
-  torch::manual_seed(9);
-  auto one = [&](const std::string& name, const std::vector<check::Comparison>& comparisons) {
-    bool passed = true;
-    std::string detail;
-    for (const auto& c : comparisons) {
-      passed = passed && c.passed();
-      if (!c.passed() || c.allowed > 0) detail += fmt::format("{} {:.1e} (< {:.0e}); ", c.what, c.error, c.allowed);
-      if (!c.passed() && c.allowed == 0) detail += c.what + " FAILED; ";
-    }
-    report(name, passed, detail);
-  };
-  for (auto dtype : {torch::kFloat, torch::kBFloat16, torch::kHalf}) {
-    const std::string storage = c10::toString(dtype);
-    for (int64_t width : {512, 100}) {
-      now_running(fmt::format("step kernels, residual norm, {}, width {}", storage, width));
-      for (bool through : {true, false})
-        for (bool layer_norm : {false, true})
-          one(fmt::format("step kernels: residual + {} [{}] 4 x 2048 x {}{}", layer_norm ? "LayerNorm" : "RMSNorm",
-                          storage, width, through ? "" : ", n alone"),
-              check::residual_norm(*kernels, torch::kCUDA, dtype, {4, 2048, width}, through, layer_norm));
-    }
-    for (Ffn act : {Ffn::relu, Ffn::gelu, Ffn::swish}) {
-      now_running(fmt::format("step kernels, gated {}, {}", name_of(act), storage));
-      one(fmt::format("step kernels: gated {} [{}] 4 x 2048 x 1536", name_of(act), storage),
-          check::gated(*kernels, torch::kCUDA, act, dtype, {4, 2048, 1536}));
-    }
-  }
-  // Past the backward's 1,024 blocks of 4 rows and the gated kernels' 65,535 rows: the blocks stride.
-  now_running("step kernels, striding");
-  one("step kernels: residual + RMSNorm [bf16] 70000 x 64, striding",
-      check::residual_norm(*kernels, torch::kCUDA, torch::kBFloat16, {70000, 64}, true));
-  one("step kernels: gated swish [bf16] 70000 x 64, striding",
-      check::gated(*kernels, torch::kCUDA, Ffn::swish, torch::kBFloat16, {70000, 64}));
-}
-
 void tune_tiles() {
   setenv("SINKLAB_TUNE", "1", 1);  // measured here, whatever the shipped table holds for this GPU
   const auto dev = torch::Device(torch::kCUDA, 0);
@@ -554,13 +513,7 @@ int fill_kernel_cache(int arch) {
     for (const auto& tiles : kernels::cuda_tuning_tiles(spec, kernels::CudaStorage::BFloat16, arch))
       sources.push_back(kernels::emit_cuda(spec, kernels::CudaStorage::BFloat16, tiles));
   }
-  for (auto storage : {kernels::CudaStorage::Real, kernels::CudaStorage::BFloat16, kernels::CudaStorage::Float16}) {
-    for (int64_t width : {512, 100, 64})
-      for (bool centered : {false, true})
-        sources.push_back(kernels::residual_norm_source(storage, width, 1e-5, centered));
-    for (auto a : {kernels::GatedActivation::Relu, kernels::GatedActivation::Gelu, kernels::GatedActivation::Silu})
-      sources.push_back(kernels::gated_activation_source(storage, a));  // (case 9's)
-  }
+  for (const auto& source : step_kernel_sources()) sources.push_back(source);  // (case 9's)
   std::sort(sources.begin(), sources.end());
   sources.erase(std::unique(sources.begin(), sources.end()), sources.end());
   const auto started = std::chrono::steady_clock::now();
@@ -614,7 +567,7 @@ int main(int argc, char** argv) {
   if (wanted("device")) device_choice();
   if (wanted("train")) training_matches_the_cpu(sinktest::source_dir());
   if (wanted("resume")) run_resumes_on_the_cpu(sinktest::source_dir());
-  if (wanted("step kernels")) step_kernels();
+  if (wanted("step kernels")) step_kernels_case(report);
   // (Last of cases 1-7: kernels that may never have run on this GPU, whose fault would end the process.)
   if (table_tiles && (wanted("fused") || wanted("wgmma") || wanted("table-tiles"))) tuned_tiles();
   now_running("between cases");
