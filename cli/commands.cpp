@@ -297,7 +297,7 @@ int compile(const std::string& file, const std::string& out, const CommonOptions
     // attention.cu is what a GPU runs, and auto is bf16 on every GPU the tensor-core kernels target.
     const Precision asked = read_config(p).train.precision;
     const Precision precision = asked == Precision::auto_ ? Precision::bf16 : asked;
-    cu << kernels::emit_cuda(kernels::kernel_spec(p), kernels::training_storage(name_of(precision)));
+    cu << kernels::emit_cuda(kernels::kernel_spec(p), kernels::training_storage(precision));
     if (!f || !ll || !cu) {
       fmt::print(stderr, "sinkc: cannot write {}\n", (dir / "plan.toml").string());
       return 2;

@@ -23,12 +23,14 @@
 //   4  AdamW as one multi-tensor update per group (LibTorch's fused kernel on >= 2.4: other float rounding)
 //   5  the LM head and its loss a chunk of rows at a time, the gradient formed in the forward (other float
 //      rounding of the loss and of the head's and features' gradients)
+//   6  the CPU kernels print the column algebra the CUDA kernels print (plan/column_algebra.h): the backward
+//      multiplies by 1 / Z where it divided by Z, the p-norm's sum of terms rescales by r^p
 #pragma once
 #include <cstdint>
 
 namespace sink {
 
-inline constexpr int64_t kNumericsVersion = 5;
+inline constexpr int64_t kNumericsVersion = 6;
 
 // A completed run's numbers may differ from what this sinklab computes.
 // `recorded`: summary.json's numerics_version, 0 where it has none.

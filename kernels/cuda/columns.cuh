@@ -1,6 +1,6 @@
-// What every kernel computes per row and column, scalar and tensor-core: the normaliser's column weight and
-// gradient from the variant's functions (kernels/cuda/emit_cuda.cpp prints norm_*, score*), the statistics the
-// backward reads, and the scalar kernels' shared-memory tile loads.
+// What every kernel computes per row and column, scalar and tensor-core: the fold, the column weight and gradient
+// around the column algebra's functions (plan/column_algebra.h, printed by kernels/cuda/emit_cuda.cpp with the
+// variant's norm_* and score*), the statistics the backward reads, and the scalar kernels' shared-memory tile loads.
 __device__ __forceinline__ long long imin(long long a, long long b) { return a < b ? a : b; }
 __device__ __forceinline__ long long imax(long long a, long long b) { return a > b ? a : b; }
 __device__ __forceinline__ long long distance(long long i, long long j) { return i > j ? i - j : j - i; }
@@ -16,9 +16,6 @@ __device__ __forceinline__ void load_tiles(real (*a_tile)[D], real (*b_tile)[D],
   }
 }
 
-// A zero Z (e.g. relu scores all zero) normalizes nothing.
-__device__ __forceinline__ real safe(real Z) { return r_fabs(Z) < (real)1e-30 ? (real)1 : Z; }
-
 // The online form's shift for a running max m: m, or 0 while m = -inf (no column seen yet).
 __device__ __forceinline__ real shift_of(real m) { return m == -SINK_INF ? (real)0 : m; }
 
@@ -29,9 +26,9 @@ __device__ __forceinline__ void fold_column(real x, real pos_i, real pos_j, real
                                             real& rescale) {
   if (ONLINE) {
     rescale = 1;
-    if (x > m) {  // the weights scale by the rescale, the terms by term_power of it (p-norm: p-th powers)
-      rescale = r_exp(m - x);
-      P *= term_power(rescale);
+    if (x > m) {  // the weights scale by the rescale, the terms by term_rescale of it (p-norm: p-th powers)
+      rescale = fold_rescale(m, x);
+      P *= term_rescale(rescale);
       m = x;
     }
     const real shift = shift_of(m), s = score(x, shift, pos_i, pos_j, length), unit = r_exp(-shift);
@@ -71,19 +68,14 @@ __device__ __forceinline__ void column_grad(real v, real pos_i, real pos_j, real
     const real xe = ONLINE ? x - shift_or_sum : x;
     s = score(xe, (real)0, pos_i, pos_j, length), slope = score_grad(xe, (real)0, pos_i, pos_j, length);
   }
-  A = ALPHA * norm_weight(s, x, unit) * inv_divisor;
-  const real grad_s =
-      ALPHA * dx_scale * norm_weight_slope(s, x, unit) * dA - row_delta * norm_slope(s, x, unit, divisor, shift_or_sum);
-  // (1 / Z times the slope first: where the weight and the slope are both s (softmax), that product is A's,
-  // and dx one multiply.)
-  dx = grad_s * (inv_divisor * slope);
+  A = column_attention(s, x, unit, inv_divisor);
+  dx = logit_gradient(s, x, unit, divisor, shift_or_sum, dA, row_delta, inv_divisor, slope, dx_scale);
 }
 
-// column_grad's statistics of a row from the forward's Z and shift_or_sum. Online, A and dx are of degree 0 in
-// (s, unit) and Z(c s, c unit) = c Z(s, unit), so the shift m + log Z stands for m with Z = 1: s is then the
-// weight over Z, one multiply-add into the exponent, and the multiply by 1 / Z per pair goes.
+// column_grad's statistics of a row from the forward's Z and shift_or_sum (the algebra's backward_shift and
+// backward_divisor; online, the divisor is 1, and the multiply by 1 / Z per pair goes).
 __device__ __forceinline__ void backward_statistics(real Z, real shift_or_sum_in, real& divisor, real& inv_divisor,
                                                     real& shift_or_sum) {
-  divisor = ONLINE ? (real)1 : Z, inv_divisor = ONLINE ? (real)1 : r_div(1, Z),
-  shift_or_sum = ONLINE ? shift_or_sum_in + r_log(Z) : shift_or_sum_in;
+  divisor = backward_divisor(Z, shift_or_sum_in), inv_divisor = ONLINE ? (real)1 : r_div(1, divisor),
+  shift_or_sum = backward_shift(Z, shift_or_sum_in);
 }

@@ -9,6 +9,7 @@
 #include "kernels/cuda/cuda_source.h"
 #include "kernels/cuda/cuda_text.h"
 #include "kernels/kernel_abi.h"
+#include "plan/column_algebra.h"
 #include "plan/score_functions.h"
 #include "plan/symbolic.h"
 #include "plan/visibility.h"
@@ -123,9 +124,11 @@ std::string c_expr(const ExprNode& e) {
       if (e.name == "i" || e.name == "j" || e.name == "T")
         return e.name == "T" ? std::string("length") : "pos_" + e.name;
       // The normaliser's (plan/normalizers.h); its x is the logit, as the score's qk is.
-      if (e.name == "s" || e.name == "x" || e.name == "unit" || e.name == "P" || e.name == "Z" || e.name == "r" ||
-          e.name == "shift")
-        return e.name;
+      // The normaliser's (plan/normalizers.h), its x the logit as the score's qk is, and the column algebra's
+      // (plan/column_algebra.h): each a parameter of the function the expression is printed in.
+      for (const char* name :
+           {"s", "x", "unit", "P", "Z", "r", "shift", "m", "m_new", "m_or_P", "inv_Z", "dA", "delta", "ds", "dx_scale"})
+        if (e.name == name) return e.name;
       throw std::runtime_error("CUDA kernel generator: no value for variable '" + e.name + "'");
     // (fmt, not "(" + ...: GCC 12 warns of a false -Wrestrict on a literal plus a string.)
     case Op::Neg: return fmt::format("(-{})", arg(0));
@@ -282,10 +285,6 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
   int exponent = 0;
   const bool power_of_two = std::frexp(scale_qk, &exponent) == 0.5;
   out += fmt::format("#define DX_SCALE {}\n", power_of_two ? "(real)1" : "SCALE_QK");
-  // What the running sum of terms scales by when the row's shift grows by a rescale r: r to the terms' degree.
-  const ExprNode rescale{ExprNode::Op::Var, 0, "r", {}}, degree{ExprNode::Op::Number, norm.term_degree, "", {}};
-  out += "__device__ __forceinline__ real term_power(real r) { return " +
-         (norm.term_degree == 1 ? std::string("r") : c_expr({ExprNode::Op::Pow, 0, "", {rescale, degree}})) + "; }\n";
   out += fmt::format(
       "constexpr int FWD_ROWS = {}, FWD_KEYS = {}, KEY_ROWS = {}, KEY_QUERIES = {}, QUERY_ROWS = {}, "
       "QUERY_KEYS = {}, ROW_THREADS = {};\n",
@@ -301,14 +300,25 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
   out += "__device__ __forceinline__ real score_grad_of_product" + positions + c_expr(emitted(score_grad, kProduct)) +
          "; }\n";
   out += "// normalize = " + norm.row->name + ": P = sum_j term(s), Z = finish(P), A = alpha weight(s) / Z\n";
-  const std::string column = "(real s, real x, real unit) { return ";
   const auto normaliser = [&](const ExprNode& e) { return c_expr(spec.online ? for_nonnegative_score(e) : e); };
-  out += "__device__ __forceinline__ real norm_term" + column + normaliser(norm.term) + "; }\n";
-  out += "__device__ __forceinline__ real norm_weight" + column + normaliser(norm.weight) + "; }\n";
-  out += "__device__ __forceinline__ real norm_weight_slope" + column + normaliser(norm.weight_slope) + "; }\n";
-  out += "__device__ __forceinline__ real norm_finish(real P, real unit) { return " + c_expr(norm.finish) + "; }\n";
-  out += "__device__ __forceinline__ real norm_slope(real s, real x, real unit, real Z, real P) { return " +
-         normaliser(norm.slope) + "; }\n";
+  const auto function = [&](const char* name, const char* parameters, const std::string& body) {
+    out += fmt::format("__device__ __forceinline__ real {}({}) {{ return {}; }}\n", name, parameters, body);
+  };
+  function("norm_term", "real s, real x, real unit", normaliser(norm.term));
+  function("norm_weight", "real s, real x, real unit", normaliser(norm.weight));
+  function("norm_finish", "real P, real unit", c_expr(norm.finish));
+  // The column algebra (plan/column_algebra.h): the fold, the safe divisor, the backward's row statistics, a
+  // column's attention and logit gradient.
+  const ColumnAlgebra columns = column_algebra(norm, spec.alpha, spec.online);
+  function("fold_rescale", "real m, real m_new", c_expr(columns.rescale));
+  function("term_rescale", "real r", c_expr(columns.term_rescale));
+  function("safe_divisor", "real Z", c_expr(columns.safe_divisor));
+  function("backward_shift", "real Z, real m_or_P", c_expr(columns.backward_shift));
+  function("backward_divisor", "real Z, real m_or_P", c_expr(columns.backward_divisor));
+  function("column_attention", "real s, real x, real unit, real inv_Z", normaliser(columns.attention));
+  function("logit_gradient",
+           "real s, real x, real unit, real Z, real P, real dA, real delta, real inv_Z, real ds, real dx_scale",
+           normaliser(columns.logit_gradient));
   // The row's sum is the sum of its weights, and they are the online form's, in [0, 1] (softmax, with k*, a sink
   // logit, ALiBi, ...): the tensor-core forward takes the sum as W times a block of ones, beside O += W V, instead
   // of an addition per pair. (Weights of either sign would cancel in it to the 16-bit rounding of the largest.)

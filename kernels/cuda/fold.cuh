@@ -135,8 +135,8 @@ __device__ __forceinline__ void fold_tile(float (&s)[M][KEYS / 8][4], RowState<M
         real& m = state.m[f][h];
         if (OVERLAP) o_rescale[f][h] = 1;
         if (new_max > m) {  // fold_column's rescale, for the whole tile at once
-          const real rescale = r_exp(m - new_max);
-          state.P[f][h] *= term_power(rescale);
+          const real rescale = fold_rescale(m, new_max);
+          state.P[f][h] *= term_rescale(rescale);
           state.row_sum[f][2 * h] *= rescale, state.row_sum[f][2 * h + 1] *= rescale;
           if (OVERLAP)
             o_rescale[f][h] = rescale;

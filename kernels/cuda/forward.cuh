@@ -108,7 +108,7 @@
     for (int h = 0; h < 2; ++h) {
       const real total = SUM_OF_WEIGHTS ? state.row_sum[f][2 * h] : quad_sum(state.P[f][h]);
       // Z and m apart, not m + log Z: with large logits the sum would lose log Z's digits.
-      const real Z = safe(norm_finish(total, ONLINE ? r_exp(-shift_of(state.m[f][h])) : (real)1));
+      const real Z = safe_divisor(norm_finish(total, ONLINE ? r_exp(-shift_of(state.m[f][h])) : (real)1));
       if (lane % 4 == 0 && warp_row + 16 * f + frag_row(2 * h) < n)
         stats[rows.row[f][h]] = Z, stats[T + rows.row[f][h]] = ONLINE ? state.m[f][h] : total;
       scale[h] = r_div(ALPHA, Z);

@@ -58,7 +58,7 @@
   }
   if (!is_row) return;  // after the last barrier
   // Z and m apart, not m + log Z: with large logits the sum would lose log Z's digits.
-  const real Z = safe(norm_finish(P, ONLINE ? r_exp(-shift_of(m)) : (real)1));
+  const real Z = safe_divisor(norm_finish(P, ONLINE ? r_exp(-shift_of(m)) : (real)1));
   stats[row] = Z, stats[T + row] = ONLINE ? m : P;
   const real scale = ALPHA / Z;
 #pragma unroll

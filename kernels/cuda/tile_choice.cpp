@@ -242,8 +242,8 @@ int CudaSharedBytes::of(std::string_view kernel_symbol) const {
                                                             : 0;
 }
 
-CudaStorage training_storage(const std::string& precision) {
-  return precision == "bf16" ? CudaStorage::BFloat16 : CudaStorage::Real;
+CudaStorage training_storage(Precision precision) {
+  return precision == Precision::bf16 ? CudaStorage::BFloat16 : CudaStorage::Real;
 }
 
 std::string CudaTiles::describe() const {

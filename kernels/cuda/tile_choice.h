@@ -123,6 +123,6 @@ std::string scalar_kernels_reason(const KernelSpec& spec, CudaStorage storage, i
 
 // The storage of a run's training passes (train.precision): bf16 autocast
 // hands the kernels bf16 q, k and v. Measurements run in float.
-CudaStorage training_storage(const std::string& precision);
+CudaStorage training_storage(Precision precision);
 
 }  // namespace sink::kernels

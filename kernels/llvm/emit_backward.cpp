@@ -33,14 +33,15 @@ void Generator::backward_rows(IrText& b) {
   std::string D = b.dot(do_row, b.load_row("%o", "%qr"));
   b.store(D, "%delta", "%qr");
   std::string dq0 = "zeroinitializer";
+  BackwardRow row;
+  if (spec.key_bias || spec.sink_logit)
+    row = backward_row(b, b.scalar, b.load("%stats", "%qr"), b.load("%stats", b.op("add i64 %Tp, %qr")));
   if (spec.key_bias) {
     b.comment("the k* column");
     std::string q_row = b.load_row("%q", "%qr");
     std::string ks = b.load_vec("%kstar"), vs = b.load_vec("%vstar");
     std::string xs = b.fmul(b.dot(q_row, ks), b.num(scale_qk()));
-    std::string divisor = b.load("%stats", "%qr"), shift_or_sum = b.load("%stats", b.op("add i64 %Tp, %qr"));
-    auto [A, dx] =
-        column_grad(b, b.scalar, xs, position(b, "%qr"), b.num(0), b.dot(do_row, vs), D, divisor, shift_or_sum);
+    auto [A, dx] = column_grad(b, b.scalar, xs, position(b, "%qr"), b.num(0), b.dot(do_row, vs), D, row);
     std::string sdx = b.fmul(dx, b.num(scale_qk()));
     b.accumulate_vec("%dkstar", sdx, q_row);
     b.accumulate_vec("%dvstar", A, do_row);
@@ -48,9 +49,7 @@ void Generator::backward_rows(IrText& b) {
   }
   if (spec.sink_logit) {
     b.comment("the sink logit: its column has no value (dA = 0), so its gradient is -D dZ/ds ds/db / Z");
-    std::string divisor = b.load("%stats", "%qr"), shift_or_sum = b.load("%stats", b.op("add i64 %Tp, %qr"));
-    auto [A, dx] = column_grad(b, b.scalar, b.load("%sink", "0"), position(b, "%qr"), b.num(0), b.num(0), D, divisor,
-                               shift_or_sum);
+    auto [A, dx] = column_grad(b, b.scalar, b.load("%sink", "0"), position(b, "%qr"), b.num(0), b.num(0), D, row);
     b.accumulate("%dsink", "0", dx);
   }
   b.store_row(dq0, "%dq", "%qr");
@@ -81,8 +80,8 @@ void Generator::backward_columns(IrText& b) {
       b.op("sitofp " + vt + " " + b.op("add " + vt + " " + lanes + ", " + lane_ints(1, 0)) + " to " + L.ir);
   std::vector<std::string> x = block_dots(b, "%k", g, "%qt", "%qb");
   std::vector<std::string> dA = block_dots(b, "%v", g, "%doutt", "%qb");
-  std::string divisor = b.load_lanes(b.element_ptr("%stats", "%qb"));
-  std::string shift_or_sum = b.load_lanes(b.element_ptr("%stats", b.op("add i64 %Tp, %qb")));
+  const BackwardRow query_rows = backward_row(b, L, b.load_lanes(b.element_ptr("%stats", "%qb")),
+                                              b.load_lanes(b.element_ptr("%stats", b.op("add i64 %Tp, %qb"))));
   std::string D = b.load_lanes(b.element_ptr("%delta", "%qb"));
   // Each query lane's key range, and whether the lane is a row at all.
   const auto [lo, hi] = key_range(b, lanes, true);
@@ -96,7 +95,7 @@ void Generator::backward_columns(IrText& b) {
       for (int w = 0; w < kKeyBlock; ++w) bias = b.insert(bias, b.load("%g", dist(b, rows[w], g.index[r])), w);
       xr = b.bin("fadd", L, xr, bias);
     }
-    auto [A_all, dx_all] = column_grad(b, L, xr, ipos, b.splat(L, pos_j[r]), dA[r], D, divisor, shift_or_sum);
+    auto [A_all, dx_all] = column_grad(b, L, xr, ipos, b.splat(L, pos_j[r]), dA[r], D, query_rows);
     std::string seen =
         b.op(fmt::format("and <{} x i1> {}, {}", kKeyBlock, b.op("icmp sle " + vt + " " + key + ", " + hi),
                          b.op("icmp sge " + vt + " " + key + ", " + lo)));

@@ -63,7 +63,11 @@ std::string emit_expr(IrText& b, const Ty& t, const ExprNode& e, const ScoreEnv&
   throw std::runtime_error("kernel generator: no code for primitive '" + f + "'");
 }
 
-Generator::Generator(const KernelSpec& s) : spec(s), score_grad(s.score_derivative()), norm(s.normalizer()) {}
+Generator::Generator(const KernelSpec& s)
+    : spec(s),
+      score_grad(s.score_derivative()),
+      norm(s.normalizer()),
+      columns(column_algebra(norm, s.alpha, s.online)) {}
 
 IrText Generator::body() const { return IrText(spec.d_head, kKeyBlock, spec.f64); }
 
@@ -287,12 +291,6 @@ std::vector<std::vector<std::string>> Generator::weighted_rows(IrText& b, const 
   return out;
 }
 
-// A zero Z (e.g. relu scores all zero) normalizes nothing.
-std::string Generator::safe(IrText& b, const std::string& Z) {
-  std::string tiny = b.fcmp("olt", b.scalar, b.abs(b.scalar, Z), b.num(1e-30));
-  return b.select(tiny, b.scalar, b.num(1), Z);
-}
-
 std::string Generator::shift_of(IrText& b, const std::string& m) {
   std::string none = b.fcmp("oeq", b.scalar, m, b.num(-INFINITY));
   return b.select(none, b.scalar, b.num(0), m);
@@ -310,10 +308,9 @@ Folded Generator::fold_columns(IrText& b, const Ty& t, const RowState& row, cons
     out.row.m = b.max(b.scalar, row.m, t.vector() ? b.reduce_max(t, masked) : masked);
     // A row that has seen no column yet keeps m = -inf: shift by 0 there, not inf - inf.
     const std::string shift = shift_of(b, out.row.m);
-    out.rescale = b.exp(b.scalar, b.fsub(row.m, shift));
-    // The weights scale by the rescale, the terms by its term_degree-th power (p-th powers under the p-norm).
-    std::string term_rescale =
-        norm.term_degree == 1 ? out.rescale : b.exp(b.scalar, b.fmul(b.fsub(row.m, shift), b.num(norm.term_degree)));
+    out.rescale = emit_expr(b, b.scalar, columns.rescale, named_values({{"m", row.m}, {"m_new", shift}}));
+    // The weights scale by the rescale, the terms by term_rescale of it (p-th powers under the p-norm).
+    std::string term_rescale = emit_expr(b, b.scalar, columns.term_rescale, named_values({{"r", out.rescale}}));
     s = emit_expr(b, t, spec.score, {b.bin("fsub", t, masked, lanes(shift)), pos_i, pos_j});
     unit = lanes(b.exp(b.scalar, b.fneg(b.scalar, shift)));
     out.row.P = b.fmul(row.P, term_rescale);
@@ -330,7 +327,8 @@ Folded Generator::fold_columns(IrText& b, const Ty& t, const RowState& row, cons
 
 std::string Generator::row_z(IrText& b, const RowState& row) {
   const std::string unit = spec.online ? b.exp(b.scalar, b.fneg(b.scalar, shift_of(b, row.m))) : b.num(1);
-  return safe(b, emit_expr(b, b.scalar, norm.finish, named_values({{"P", row.P}, {"unit", unit}})));
+  const std::string Z = emit_expr(b, b.scalar, norm.finish, named_values({{"P", row.P}, {"unit", unit}}));
+  return emit_expr(b, b.scalar, columns.safe_divisor, named_values({{"Z", Z}}));
 }
 
 std::string Generator::column_weight(IrText& b, const Ty& t, const std::string& x, const std::string& pos_i,
@@ -341,29 +339,32 @@ std::string Generator::column_weight(IrText& b, const Ty& t, const std::string& 
                    named_values({{"s", emit_expr(b, t, spec.score, {xe, pos_i, pos_j})}, {"x", x}, {"unit", unit}}));
 }
 
+BackwardRow Generator::backward_row(IrText& b, const Ty& t, const std::string& Z, const std::string& m_or_P) {
+  // The forward's Z and m or P as they are: A and dx are of degree 0 in (s, unit), so any shift serves, and the
+  // algebra's backward_shift m + log Z, which spares a GPU a multiply per pair, would cost a CPU a libm log per
+  // lane in every block of keys. One division per block instead of two per pair.
+  return {Z, b.bin("fdiv", t, b.num(1, t), Z), m_or_P};
+}
+
 std::pair<std::string, std::string> Generator::column_grad(IrText& b, const Ty& t, const std::string& x,
                                                            const std::string& pos_i, const std::string& pos_j,
                                                            const std::string& dA, const std::string& D,
-                                                           const std::string& divisor,
-                                                           const std::string& shift_or_sum) {
-  // Online: s, its derivative and unit of x - m (shift_or_sum = m), and A and dx are as unshifted, being of degree 0
-  // in (s, unit). Direct: shift_or_sum = P.
-  const std::string xe = spec.online ? b.bin("fsub", t, x, shift_or_sum) : x;
+                                                           const BackwardRow& row) {
+  // Online: s, its derivative and unit of x - m (shift_or_sum = m + log Z), and A and dx are as unshifted, being of
+  // degree 0 in (s, unit). Direct: shift_or_sum = P.
+  const std::string xe = spec.online ? b.bin("fsub", t, x, row.shift_or_sum) : x;
   const ScoreEnv at{xe, pos_i, pos_j};
-  const std::string s = emit_expr(b, t, spec.score, at);
-  std::vector<std::pair<std::string, std::string>> values = {
-      {"s", s}, {"x", x}, {"unit", spec.online ? b.exp(t, b.fneg(t, shift_or_sum)) : b.num(1, t)}, {"Z", divisor}};
-  if (!spec.online) values.push_back({"P", shift_or_sum});
-  const ScoreEnv column = named_values(values);
-  const std::string alpha = b.num(spec.alpha, t), &Z = divisor;
-  std::string A = b.bin("fmul", t, alpha, b.bin("fdiv", t, emit_expr(b, t, norm.weight, column), Z));
-  // dL/ds = (alpha dw/ds dA - D dZ/ds) / Z, with D = sum_j dA_j A_j.
-  std::string direct = b.bin("fmul", t, alpha, dA);
-  if (!(norm.weight_slope.op == ExprNode::Op::Number && norm.weight_slope.number == 1))
-    direct = b.bin("fmul", t, direct, emit_expr(b, t, norm.weight_slope, column));
-  std::string grad_s = b.bin("fsub", t, direct, b.bin("fmul", t, D, emit_expr(b, t, norm.slope, column)));
-  std::string dx = b.bin("fmul", t, b.bin("fdiv", t, grad_s, Z), emit_expr(b, t, score_grad, at));
-  return {A, dx};
+  const ScoreEnv column = named_values({{"s", emit_expr(b, t, spec.score, at)},
+                                        {"x", x},
+                                        {"unit", spec.online ? b.exp(t, b.fneg(t, row.shift_or_sum)) : b.num(1, t)},
+                                        {"Z", row.divisor},
+                                        {"P", row.shift_or_sum},
+                                        {"dA", dA},
+                                        {"delta", D},
+                                        {"inv_Z", row.inv_divisor},
+                                        {"ds", emit_expr(b, t, score_grad, at)},
+                                        {"dx_scale", b.num(1, t)}});
+  return {emit_expr(b, t, columns.attention, column), emit_expr(b, t, columns.logit_gradient, column)};
 }
 
 }  // namespace sink::kernels

@@ -17,6 +17,7 @@
 
 #include "kernels/llvm/emit_llvm.h"
 #include "kernels/llvm/ir_text.h"
+#include "plan/column_algebra.h"
 
 namespace sink::kernels {
 
@@ -66,6 +67,10 @@ struct Folded {
   RowState row;
   std::string weights, rescale;
 };
+// What the backward reads of a row: its divisor, 1 / divisor, and its shift m (online) or sum P.
+struct BackwardRow {
+  std::string divisor, inv_divisor, shift_or_sum;
+};
 
 // R rows handled together: indices clamped to T - 1 (so loads stay in
 // bounds; a clamped duplicate recomputes row T - 1) and whether each is real.
@@ -82,7 +87,8 @@ class Generator {
  private:
   const KernelSpec& spec;
   ExprNode score_grad;
-  NormalizerForm norm;  // the normaliser's expressions, its parameter bound
+  NormalizerForm norm;    // the normaliser's expressions, its parameter bound
+  ColumnAlgebra columns;  // the fold, the divisor and a column's gradient over them
   std::string declarations_;
 
   IrText body() const;
@@ -135,7 +141,6 @@ class Generator {
                                                       const Scatter* scatter = nullptr);
   static void weights_buffer(IrText& b);
 
-  static std::string safe(IrText& b, const std::string& Z);
   // The online form's shift for a running max m: m, or 0 while m = -inf (no column seen yet).
   static std::string shift_of(IrText& b, const std::string& m);
   // Columns of logits x (type t: a scalar column, or lanes where `valid`, an i1 vector) folded into `row`.
@@ -146,11 +151,12 @@ class Generator {
   // w(s) of logits x from the row statistic shift_or_sum (the probe's value: A = alpha w / Z).
   std::string column_weight(IrText& b, const Ty& t, const std::string& x, const std::string& pos_i,
                             const std::string& pos_j, const std::string& shift_or_sum);
-  // (A, dx) of scores with logits x; every argument is of type t.
+  // The backward's statistics of a row (or of lanes of rows) from the forward's Z and m_or_P.
+  BackwardRow backward_row(IrText& b, const Ty& t, const std::string& Z, const std::string& m_or_P);
+  // (A, dx) of scores with logits x; every argument is of type t, D the row's <dO_i, O_i>.
   std::pair<std::string, std::string> column_grad(IrText& b, const Ty& t, const std::string& x,
                                                   const std::string& pos_i, const std::string& pos_j,
-                                                  const std::string& dA, const std::string& D,
-                                                  const std::string& divisor, const std::string& shift_or_sum);
+                                                  const std::string& dA, const std::string& D, const BackwardRow& row);
 };
 
 }  // namespace sink::kernels

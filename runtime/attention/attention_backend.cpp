@@ -87,7 +87,7 @@ class CudaBackend : public AttentionBackend {
   // summary.json says which one trained.
   std::string name() const override { return sdpa_ ? "cuda+sdpa" : "cuda"; }
   std::string kernel_source(Precision precision) const override {
-    return kernels::emit_cuda(kernel_, kernels::training_storage(name_of(precision)));
+    return kernels::emit_cuda(kernel_, kernels::training_storage(precision));
   }
   std::string kernel_file_name() const override { return "attention.cu"; }
 

@@ -119,8 +119,6 @@ SelfAttention::SelfAttention(const ModelConfig& c, std::shared_ptr<AttentionBack
   }
 }
 
-namespace {}  // namespace
-
 torch::Tensor apply_rope(const torch::Tensor& x, torch::Tensor cos, torch::Tensor sin) {
   cos = cos.to(x.scalar_type()), sin = sin.to(x.scalar_type());
   const auto swapped = x.unflatten(-1, {x.size(-1) / 2, 2}).flip(-1).flatten(-2);

@@ -44,7 +44,7 @@ TEST(CompiledKernels, AttentionLlIsWhatTheRuntimeDerivesFromPlanToml) {
       const auto kernel = sink::kernels::kernel_spec(cfg.model);
       EXPECT_EQ(slurp(e.path() / "attention.ll"), sink::kernels::emit_llvm(kernel)) << e.path();
       EXPECT_EQ(slurp(e.path() / "attention.cu"),
-                sink::kernels::emit_cuda(kernel, sink::kernels::training_storage(sink::name_of(cfg.train.precision))))
+                sink::kernels::emit_cuda(kernel, sink::kernels::training_storage(cfg.train.precision)))
           << e.path();
       variants.insert(kernel.describe());
       ++runs;
