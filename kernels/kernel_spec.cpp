@@ -15,7 +15,9 @@ std::string KernelSpec::describe() const {
              to_string(score), softmax(), norm->name, format_number(p), format_number(alpha), prefix, window,
              position_bias, key_bias, d_head, f64 ? "f64" : "f32") +
          (sink_logit ? " sink_logit" : "") +  // (absent before the field existed: earlier kernels keep their names)
-         (!online && is_shifted_exp(score, norm->name) ? " direct" : "");  // (the direct form, forced by a test)
+         (!online && is_shifted_exp(score, norm->name) ? " direct" : "") +  // (the direct form, forced by a test)
+         // (a rule beyond prefix and window, named by its expressions)
+         (rule ? " visibility: " + rule->describe() : "");
 }
 
 std::string KernelSpec::hash() const { return fnv1a_hex(describe()); }
@@ -25,7 +27,8 @@ ExprNode KernelSpec::score_derivative() const { return simplify(derivative(score
 KernelSpec kernel_spec(const ModelConfig& model) {
   const AttentionConfig& a = model.attention;
   KernelSpec k;
-  k.score = substitute(a.score, "n", visible_key_count(a.prefix, a.window));
+  k.rule = a.rule;
+  k.score = substitute(a.score, "n", a.visibility().key_count);
   k.online = a.shifted_exp;
   k.norm = &normalizer_named(a.normalize);
   k.p = a.pnorm_p;

@@ -86,6 +86,7 @@ RunConfig read_config(const Plan& p) {
   a.prefix = p.integer("loss.prefix");
   const Value& window = p.at("loss.window");
   a.window = window.kind == Value::Kind::Int ? window.i : 0;
+  if (Visibility rule = visibility(p); !(rule == visibility(a.prefix, a.window))) a.rule = std::move(rule);
   a.backend = parse_choice<Backend>(p.choice("attention.backend"));
   a.gate = parse_choice<Gate>(p.choice("attention.gate"));
   const Value& sink_logit = p.at("attention.sink_logit");

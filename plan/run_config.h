@@ -2,11 +2,13 @@
 // plan values only through this, and the decisions that several places need
 // (softmax, d_head, the k* column, the BOS at measurement) are made here once.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "plan/choices.h"
 #include "plan/plan.h"
+#include "plan/visibility.h"
 
 namespace sink {
 
@@ -26,6 +28,8 @@ struct AttentionConfig {
   double scale = 1;               // alpha
   int64_t prefix = 0;             // loss.prefix
   int64_t window = 0;             // 0 = full causal
+  // The plan's visibility rule where prefix and window alone do not say it (plan/visibility.h); unset otherwise.
+  std::optional<Visibility> rule;
   Backend backend = Backend::reference;
   Gate gate = Gate::none;
   SinkLogit sink_logit = SinkLogit::none;  // a per-head logit in the softmax denominator
@@ -34,6 +38,8 @@ struct AttentionConfig {
   double lambda_init = 0.8;
 
   bool has_sink_logit() const { return sink_logit != SinkLogit::none; }
+  // Which keys each query sees: the rule, or that of prefix and window.
+  Visibility visibility() const { return rule ? *rule : sink::visibility(prefix, window); }
 };
 
 struct ModelConfig {

@@ -241,6 +241,9 @@ std::vector<Field> build() {
       {"loss.prefix", int_in(0, kBig),
        "prefix-LM length p: the first p tokens attend bidirectionally and carry no loss; 0 = none"},
       {"loss.window", optional_int(1, kBig), "sliding window w: query i sees keys i-w < j <= i; none = full causal"},
+      {"loss.window_keeps", int_in(0, kBig),
+       "under the window, the first k tokens stay in every query's sight (StreamingLLM's attention sinks); 0 = none",
+       Value::of_int(0)},
       // optim
       {"optim.lr", float_in(0, 10, true), "peak learning rate"},
       {"optim.schedule",

@@ -1,5 +1,7 @@
 #include "plan/visibility.h"
 
+#include "plan/plan.h"
+
 namespace sink {
 namespace {
 
@@ -13,7 +15,42 @@ ExprNode call(const char* f, ExprNode a, ExprNode b, ExprNode c) {
 ExprNode add(ExprNode a, ExprNode b) { return {Op::Add, 0, "", {std::move(a), std::move(b)}}; }
 ExprNode sub(ExprNode a, ExprNode b) { return {Op::Sub, 0, "", {std::move(a), std::move(b)}}; }
 
+// The number of keys the 1-based query i sees under prefix and window: hi = max(i, min(prefix, T)) (a prefix is
+// seen both ways) or i, lo = max(1, i - window + 1) or 1.
+ExprNode range_key_count(int64_t prefix, int64_t window) {
+  const ExprNode i = var("i");
+  const ExprNode hi = prefix > 0 ? call("__max", i, call("__min", num(prefix), var("T"))) : i;
+  if (window <= 0) return hi;
+  if (prefix <= 0) return call("__min", i, num(window));
+  const ExprNode lo = call("__max", num(1), sub(i, num(window - 1)));
+  return add(sub(hi, lo), num(1));
+}
+
+// A window that keeps the first `kept` keys in every query's sight (StreamingLLM's attention sinks): the range
+// starts at key 0, and a pair is seen where the key is one of the kept or inside the window. Each kept key below
+// a query's window adds one to n.
+Visibility keeping_first_keys(Visibility v, int64_t window, int64_t kept) {
+  const ExprNode j = var("j"), T = var("T");
+  v.pair =
+      call("__if_pos", sub(num(kept), j), num(1), call("__if_pos", add(sub(j, v.first_key), num(1)), num(1), num(0)));
+  // (first_key is over i, and the pair reads it at the query's i.)
+  v.first_key = num(0);
+  // (A kept key is seen to the end: so is every key, as a bound, which must not fall as j grows.)
+  v.last_query = sub(T, num(1));
+  // Below the 1-based query i's window: keys 1 .. i - window, of which min(kept, that) are kept.
+  v.key_count = add(v.key_count, call("__min", num(kept), call("__max", num(0), sub(var("i"), num(window)))));
+  return v;
+}
+
 }  // namespace
+
+bool Visibility::checks_pairs() const { return !(pair.op == Op::Number && pair.number == 1); }
+
+std::string Visibility::describe() const {
+  return "keys [" + to_string(first_key) + ", " + to_string(last_key) + "] of query i, queries [" +
+         to_string(first_query) + ", " + to_string(last_query) + "] of key j" +
+         (checks_pairs() ? ", pairs where " + to_string(pair) + " > 0" : "") + ", n = " + to_string(key_count);
+}
 
 Visibility visibility(int64_t prefix, int64_t window) {
   const ExprNode i = var("i"), j = var("j"), last = sub(var("T"), num(1));
@@ -25,18 +62,18 @@ Visibility visibility(int64_t prefix, int64_t window) {
   // Key j: seen by queries j.. (and by every query from 0 when it is a prefix key), up to w - 1 after it.
   v.first_query = prefix > 0 ? call("__if_pos", sub(num(prefix), j), num(0), j) : j;
   v.last_query = window > 0 ? call("__min", last, add(j, num(window - 1))) : last;
+  v.pair = num(1);
+  v.key_count = range_key_count(prefix, window);
   return v;
 }
 
-ExprNode visible_key_count(int64_t prefix, int64_t window) {
-  // Keys lo..hi of the 1-based query i: hi = max(i, min(prefix, T)) (a prefix is seen both ways) or i, and
-  // lo = max(1, i - window + 1) or 1.
-  const ExprNode i = var("i");
-  const ExprNode hi = prefix > 0 ? call("__max", i, call("__min", num(prefix), var("T"))) : i;
-  if (window <= 0) return hi;
-  if (prefix <= 0) return call("__min", i, num(window));
-  const ExprNode lo = call("__max", num(1), sub(i, num(window - 1)));
-  return add(sub(hi, lo), num(1));
+Visibility visibility(const Plan& plan) {
+  const Value& window_field = plan.at("loss.window");
+  const int64_t prefix = plan.integer("loss.prefix"),
+                window = window_field.kind == Value::Kind::Int ? window_field.i : 0;
+  const Visibility v = visibility(prefix, window);
+  const int64_t kept = plan.integer("loss.window_keeps");
+  return window > 0 && kept > 0 ? keeping_first_keys(v, window, kept) : v;
 }
 
 }  // namespace sink

@@ -1,30 +1,49 @@
-// Which keys each query sees, written once: causal attention, a prefix seen both ways (loss.prefix) and a sliding
-// window (loss.window). Query i sees the keys j with first_key(i) <= j <= last_key(i); key j is seen by queries
-// first_query(j) .. last_query(j) at most (a bound for the kernels that walk keys first: each pair still checks the
-// query's key range). Positions are 0-based here, as the kernels index rows.
+// Which keys each query sees, written once: causal attention, a prefix seen both ways (loss.prefix), a sliding
+// window (loss.window), and a window that keeps the sequence's first tokens in sight (loss.window_keeps,
+// StreamingLLM's attention sinks). Query i sees the keys j with first_key(i) <= j <= last_key(i) for which
+// pair(i, j) > 0; key j is seen by queries first_query(j) .. last_query(j) at most (a bound for the kernels that
+// walk keys first: each pair still checks the query's key range). Every bound is nondecreasing in its variable:
+// the kernels take a block of rows' range from its first and last row. Positions are 0-based here, as the kernels
+// index rows.
 //
 // Each bound is an expression over the integers i (a query), j (a key) and T (the sequence's length) in +, -,
 // numbers and the primitives __min, __max and __if_pos (plan/score_functions.h), with the rule's numbers written
 // in. Every kernel emitter prints them (kernels/cuda/emit_cuda.cpp as C, kernels/llvm/ as IR, scalar or per lane),
-// and the score's n is the number of keys between them. The reference path keeps its own mask
-// (runtime/attention/attention.cpp), the oracle the kernels are tested against. A new rule is a new case here,
-// and its field in the schema.
+// and the score's n is key_count. A rule that is a range alone has pair = 1, which the kernels fold away; one that
+// is not (the kept first tokens) is checked per pair, and its kernels mask every tile.
+//
+// A new rule is its field in the schema (plan/schema.cpp) and its case in visibility.cpp, which reads the field
+// from the plan: the runtime carries the rule's expressions (AttentionConfig::rule) to the kernels and to the
+// reference path's mask. The reference keeps its own mask for the rules of prefix and window alone
+// (runtime/attention/attention.cpp), the oracle the kernels are tested against; tests/plan/visibility_test.cpp
+// checks every rule against the mask written out by hand.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "plan/value.h"
 
 namespace sink {
 
+struct Plan;
+
 struct Visibility {
   ExprNode first_key, last_key;      // over i and T
   ExprNode first_query, last_query;  // over j and T
+  ExprNode pair;                     // over i, j and T: > 0 where i sees j inside its range; 1 for every pair
+  // The score's n (the language's `n`): the number of keys the 1-based query i sees, over i and T, written in the
+  // shortest form, which names the kernels.
+  ExprNode key_count;
+
+  // Whether some pair inside a query's range is hidden (pair is not the number 1).
+  bool checks_pairs() const;
+  std::string describe() const;
+  bool operator==(const Visibility& o) const = default;
 };
 
+// The rule of prefix and window alone.
 Visibility visibility(int64_t prefix, int64_t window);
-
-// The score's n (the language's `n`): the number of keys the 1-based query i sees, over i and T. The same rule as
-// last_key - first_key + 1 (tests/plan/visibility_test.cpp), written in the shortest form, which names the kernels.
-ExprNode visible_key_count(int64_t prefix, int64_t window);
+// The rule a plan's fields ask for (loss.prefix, loss.window, loss.window_keeps).
+Visibility visibility(const Plan& plan);
 
 }  // namespace sink

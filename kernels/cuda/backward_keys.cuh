@@ -150,8 +150,8 @@
     int tile_lo, tile_hi, unused_lo, unused_hi;
     key_range(qb, n, unused_lo, tile_hi);
     key_range(imin(qb + KEY_QUERIES - 1, n - 1), n, tile_lo, unused_hi);
-    const bool full = qb + KEY_QUERIES - 1 <= last && tile_lo <= first_key && tile_hi >= first_key + KEY_ROWS - 1 &&
-                      first_key + KEY_ROWS <= n;
+    const bool full = !CHECKS_PAIRS && qb + KEY_QUERIES - 1 <= last && tile_lo <= first_key &&
+                      tile_hi >= first_key + KEY_ROWS - 1 && first_key + KEY_ROWS <= n;
     // dg by diagonal (i - j): the lane's pairs on one summed, then along the lanes that share it (tile.cuh's
     // diagonal_sum), one atomic addition per diagonal and chain of lanes, a quarter of one per pair. Diagonal
     // k of the lane (its c - r is 8 k + 2 t - g + e % 2) takes row h = 0 of column block k and row h = 1 of
@@ -176,7 +176,7 @@
         if (!full) {
           int lo, hi;
           key_range(i, n, lo, hi);
-          seen = is_key[h] && qb + c <= last && key[h] >= lo && key[h] <= hi;
+          seen = is_key[h] && qb + c <= last && key[h] >= lo && key[h] <= hi && visible_pair(i, key[h], n);
         }
         real A, dx;
         // (Without a position table, of the product q.k: the scaling folds into the exponent.)

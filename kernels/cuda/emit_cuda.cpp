@@ -218,14 +218,16 @@ std::string c_index_expr(const ExprNode& e) {
   throw std::runtime_error("CUDA kernel generator: no integer form for '" + to_string(e) + "'");
 }
 
-// key_range (the keys query i sees) and query_range (the queries that may see key j) over `index`.
+// key_range (the keys query i sees), query_range (the queries that may see key j) and visible_pair (whether
+// query i sees key j inside its range: true for a rule of ranges alone, which the compiler folds away) over `index`.
 std::string visibility_functions(const Visibility& v, const std::string& index) {
   return fmt::format(
       "__device__ __forceinline__ void key_range({0} i, {0} T, {0}& lo, {0}& hi) {{\n  lo = {1};\n  hi = {2};\n}}\n"
       "__device__ __forceinline__ void query_range({0} j, {0} T, {0}& first, {0}& last) {{\n  first = {3};\n"
-      "  last = {4};\n}}\n",
+      "  last = {4};\n}}\n"
+      "__device__ __forceinline__ bool visible_pair({0} i, {0} j, {0} T) {{ return {5}; }}\n",
       index, c_index_expr(v.first_key), c_index_expr(v.last_key), c_index_expr(v.first_query),
-      c_index_expr(v.last_query));
+      c_index_expr(v.last_query), v.checks_pairs() ? c_index_expr(v.pair) + " > 0" : "true");
 }
 
 }  // namespace
@@ -326,8 +328,11 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
   out += "\n";
   // Which keys each query sees (plan/visibility.h): 64-bit positions for the scalar kernels; 32-bit ones, half the
   // registers and instructions per element mask, for the tensor-core kernels (T < 2^31, offsets stay 64-bit).
-  const Visibility visible = visibility(spec.prefix, spec.window);
-  out += "// Visibility: query i sees keys [lo, hi]; key j is seen by queries in [first, last] at most\n";
+  const Visibility visible = spec.visibility();
+  out +=
+      "// Visibility: query i sees keys [lo, hi] (where visible_pair); key j is seen by queries in [first, last] at "
+      "most\n";
+  flag("CHECKS_PAIRS", visible.checks_pairs());
   out += visibility_functions(visible, "long long");
   if (tiles.tensor_cores) out += visibility_functions(visible, "int");
   out += cuda_text::kColumns;

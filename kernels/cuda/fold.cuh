@@ -39,7 +39,7 @@ __device__ __forceinline__ BlockKeys block_keys(int first_row, int last_row, int
 // for full tiles.
 template <int KEYS, typename Work>
 __device__ __forceinline__ void by_tile_kind(const BlockKeys& block, int kb, Work work) {
-  if (kb < block.last_lo || kb + KEYS - 1 > block.first_hi)
+  if (CHECKS_PAIRS || kb < block.last_lo || kb + KEYS - 1 > block.first_hi)
     work(false, false);
   else if (POSITION_BIAS && kb + KEYS - 1 > block.first_row)
     work(true, false);
@@ -122,7 +122,7 @@ __device__ __forceinline__ void fold_tile(float (&s)[M][KEYS / 8][4], RowState<M
     RowMax<KEYS> tile_max;
     map_tile<KEYS>(s[f], [&](float qk, int h, int nb, int e) {
       const int j = kb + frag_col(nb, e);
-      const bool seen = FULL || (j >= rows.lo[f][h] && j <= rows.hi[f][h]);
+      const bool seen = FULL || (j >= rows.lo[f][h] && j <= rows.hi[f][h] && visible_pair(rows.row[f][h], j, n));
       const real x = tile_logit(qk, along[h], nb, e, rows.row[f][h], j, g, BELOW);
       if (ONLINE) tile_max.add(seen ? x : -SINK_INF, nb, e);
       return seen ? x : -SINK_INF;
@@ -209,7 +209,8 @@ __device__ __forceinline__ void gradient_tile(float (&s)[M][KEYS / 8][4], const 
       real A, dx;
       column_grad<!POSITION_BIAS>(x, rows.pos_i[f][h], (real)(j + 1), (real)n, dA[f][nb][e], row_delta[f][h],
                                   divisor[f][h], inv_divisor[f][h], shift_or_sum[f][h], A, dx, DX_SCALE);
-      const bool seen = FULL || (kb + frag_col(nb, e) <= rows.hi[f][h] && j >= rows.lo[f][h]);
+      const bool seen =
+          FULL || (kb + frag_col(nb, e) <= rows.hi[f][h] && j >= rows.lo[f][h] && visible_pair(rows.row[f][h], j, n));
       return seen ? dx * (SCALE_QK / DX_SCALE) : (real)0;
     });
   }

@@ -100,6 +100,7 @@ void Generator::backward_columns(IrText& b) {
         b.op(fmt::format("and <{} x i1> {}, {}", kKeyBlock, b.op("icmp sle " + vt + " " + key + ", " + hi),
                          b.op("icmp sge " + vt + " " + key + ", " + lo)));
     std::string valid = b.op(fmt::format("and <{} x i1> {}, {}", kKeyBlock, seen, in_T), "valid");
+    valid = and_visible_pairs(b, valid, lanes, key);
     A[r] = b.select(valid, L, A_all, b.zero(L));
     std::string dx = b.select(valid, L, dx_all, b.zero(L));
     sdx[r] = b.bin("fmul", L, dx, b.num(scale_qk(), L));

@@ -72,6 +72,7 @@ std::string Generator::forward() {
     std::string above = b.op("icmp sge " + vt + " " + lanes + ", " + splat_int(b, lo[r]));
     std::string below = b.op("icmp sle " + vt + " " + lanes + ", " + splat_int(b, hi[r]));
     std::string valid = b.op(fmt::format("and <{} x i1> {}, {}", kKeyBlock, above, below), "valid");
+    valid = and_visible_pairs(b, valid, splat_int(b, g.index[r]), lanes);
     const RowState row{fmt::format("%kb.m{}", r), fmt::format("%kb.P{}", r)};
     acc[r] = fmt::format("%kb.acc{}", r);
     // One rescale of the block's running sums as m grows (online, max-subtracted), not one per column.

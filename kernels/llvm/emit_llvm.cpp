@@ -32,7 +32,8 @@ std::string Generator::module() {
   out += spec.online ? "; online form: s = exp(qk - m) with the running row max m, rescaled per block\n" : "";
   out += spec.sink_logit ? "; a sink logit b per head: one more column, of no value\n" : "";
   out += "; rows: query i sees keys j in [lo(i), hi(i)] (causal" + std::string(spec.prefix ? ", prefix" : "") +
-         (spec.window ? ", window" : "") + ")" + (spec.key_bias ? "; the k* column comes first" : "") + "\n";
+         (spec.window ? ", window" : "") + ")" + (spec.rule ? "; " + spec.rule->describe() : "") +
+         (spec.key_bias ? "; the k* column comes first" : "") + "\n";
   out += fmt::format("; keys in blocks of {} lanes: one vector of logits, one vectorized exp per block and row\n",
                      kKeyBlock);
   out += "; layout: rows [T, D]; kt, vt, qt, doutt transposed [D, Tp] (zero padded); stats [2, Tp]; delta [Tp]\n\n";
@@ -62,7 +63,12 @@ std::string Generator::probe() {
   std::string x = logit(b.load_row("%k", "%j"));
   if (spec.position_bias) x = b.fadd(x, b.load("%g", dist(b, "%i", "%j")));
   std::string at = b.op("add i64 " + row0 + ", " + b.op("add i64 %j, " + std::to_string(cols)));
-  b.store(value(x, position(b, "%j")), "%out", at);
+  std::string w = value(x, position(b, "%j"));
+  if (const Visibility v = spec.visibility(); v.checks_pairs()) {  // (a hidden pair inside the range: weight 0)
+    const std::string pair = index_expr(b, v.pair, {{"i", "%i"}, {"j", "%j"}, {"T", "%T"}});
+    w = b.select(b.op("icmp sgt i64 " + pair + ", 0"), b.scalar, w, b.num(0));
+  }
+  b.store(w, "%out", at);
   close_loop(b, "j", 1);
   close_loop(b, "i", 1);
   b.line("ret void");

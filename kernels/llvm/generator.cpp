@@ -151,14 +151,23 @@ std::string Generator::index_expr(IrText& b, const ExprNode& e,
 }
 
 std::pair<std::string, std::string> Generator::key_range(IrText& b, const std::string& i, bool lanes) {
-  const Visibility v = visibility(spec.prefix, spec.window);
+  const Visibility v = spec.visibility();
   const std::vector<std::pair<std::string, std::string>> values{{"i", i}, {"T", lanes ? splat_int(b, "%T") : "%T"}};
   return {index_expr(b, v.first_key, values, lanes), index_expr(b, v.last_key, values, lanes)};
 }
 
 std::pair<std::string, std::string> Generator::query_range(IrText& b, const std::string& j) {
-  const Visibility v = visibility(spec.prefix, spec.window);
+  const Visibility v = spec.visibility();
   return {index_expr(b, v.first_query, {{"j", j}, {"T", "%T"}}), index_expr(b, v.last_query, {{"j", j}, {"T", "%T"}})};
+}
+
+std::string Generator::and_visible_pairs(IrText& b, const std::string& valid, const std::string& i,
+                                         const std::string& j) {
+  const Visibility v = spec.visibility();
+  if (!v.checks_pairs()) return valid;
+  const std::string pair = index_expr(b, v.pair, {{"i", i}, {"j", j}, {"T", splat_int(b, "%T")}}, true);
+  const std::string seen = b.op(fmt::format("icmp sgt <{} x i64> {}, zeroinitializer", kKeyBlock, pair));
+  return b.op(fmt::format("and <{} x i1> {}, {}", kKeyBlock, valid, seen), "valid");
 }
 
 std::string Generator::lane_ints(int64_t v0, int64_t step) {

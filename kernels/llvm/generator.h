@@ -116,6 +116,8 @@ class Generator {
                                 const std::vector<std::pair<std::string, std::string>>& values, bool lanes = false);
   // The allowed key range [lo, hi] of query row i: scalar i64, or per lane of a <kKeyBlock x i64> `i`.
   std::pair<std::string, std::string> key_range(IrText& b, const std::string& i, bool lanes = false);
+  // `valid` (an i1 per lane) and, where the rule checks pairs, whether query i sees key j (i64 lanes).
+  std::string and_visible_pairs(IrText& b, const std::string& valid, const std::string& i, const std::string& j);
   // The queries that may see key j: [first, last] (scalar i64).
   std::pair<std::string, std::string> query_range(IrText& b, const std::string& j);
   // Lanes of the block starting at `start`: <W x i64> indices and the same clamped to `last`.

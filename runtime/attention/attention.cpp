@@ -16,6 +16,16 @@ torch::Tensor allowed_pairs(int64_t T, int64_t prefix, int64_t window) {
   return ok;
 }
 
+torch::Tensor allowed_pairs(const AttentionConfig& cfg, int64_t T) {
+  if (!cfg.rule) return allowed_pairs(T, cfg.prefix, cfg.window);
+  // A rule given as expressions, over every pair (in double: exact for any length a mask of T^2 can hold).
+  const auto i = torch::arange(T, torch::kDouble).unsqueeze(1), j = torch::arange(T, torch::kDouble).unsqueeze(0);
+  const auto length = torch::full({}, static_cast<double>(T), torch::kDouble);
+  const NamedTensors query = {{"i", i}, {"T", length}}, pair = {{"i", i}, {"j", j}, {"T", length}};
+  return (j >= eval_expr(cfg.rule->first_key, query)) & (j <= eval_expr(cfg.rule->last_key, query)) &
+         (eval_expr(cfg.rule->pair, pair) > 0);
+}
+
 torch::Tensor metric_attention(const AttentionConfig& cfg, const torch::Tensor& s, const torch::Tensor& A,
                                const torch::Tensor& allowed) {
   auto sm = s.masked_fill(allowed.logical_not(), 0.0);
@@ -59,7 +69,7 @@ AttentionOutput reference_attention(const AttentionConfig& cfg, const AttentionI
   const double scale_qk = 1.0 / std::sqrt(static_cast<double>(dh));
   auto x = torch::matmul(in.q, in.k.transpose(-2, -1)) * scale_qk;
   if (in.bias) x = x + *in.bias;
-  auto allowed = allowed_pairs(T, cfg.prefix, cfg.window).to(x.device());
+  auto allowed = allowed_pairs(cfg, T).to(x.device());
   // n: the keys each query sees, counted before the k* column and the sink logit join the row.
   auto seen = allowed.sum(-1, true).to(x.scalar_type());
   // 1-based positions; the k* column and the sink logit sit at position 0.

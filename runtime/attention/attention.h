@@ -29,8 +29,13 @@ struct AttentionOutput {
 };
 
 // Which (query, key) pairs a mask allows: [T, T] bool. Causal, with the
-// prefix block bidirectional and the window limiting how far back.
+// prefix block bidirectional and the window limiting how far back: written
+// here apart from plan/visibility.cpp, the oracle of the kernels' ranges.
 torch::Tensor allowed_pairs(int64_t T, int64_t prefix, int64_t window);
+// The same for a run's attention: a rule beyond prefix and window
+// (AttentionConfig::rule) from its expressions, checked against masks written
+// out by hand in tests/plan/visibility_test.cpp.
+torch::Tensor allowed_pairs(const AttentionConfig& cfg, int64_t T);
 
 AttentionOutput reference_attention(const AttentionConfig& cfg, const AttentionInputs& in, bool want_probe);
 

@@ -77,7 +77,7 @@ class GeneratedAttention : public torch::autograd::Function<GeneratedAttention> 
 // The probe's weights w and Z as the metric reads them: A = alpha w / Z, or the weights themselves.
 torch::Tensor attention_from_probe(const AttentionConfig& cfg, const torch::Tensor& scores, const torch::Tensor& Z) {
   const int64_t T = scores.size(2);
-  auto allowed = allowed_pairs(T, cfg.prefix, cfg.window).to(scores.device());
+  auto allowed = allowed_pairs(cfg, T).to(scores.device());
   if (scores.size(-1) > T) allowed = torch::cat({torch::ones({T, 1}, allowed.options()), allowed}, -1);
   auto A = scores * (cfg.scale / Z.unsqueeze(-1));
   return metric_attention(cfg, scores, A, allowed);

@@ -33,6 +33,7 @@ std::string paper_variant(const ModelConfig& c) {
   if (a.differential) return refuse("attention.differential", "true");
   if (a.scale != 1) return refuse("attention.scale", fmt::format("{}", a.scale));
   if (a.prefix != 0) return refuse("loss.prefix", std::to_string(a.prefix));
+  if (a.rule) return fmt::format("visibility {}: {}", a.rule->describe(), kNoClass);
   if (c.sink_token) return refuse("model.sink_token", "true");
   if (c.biases != Biases::none) return refuse("model.biases", name_of(c.biases));
   if (c.heads_combine != HeadsCombine::concat) return refuse("model.heads_combine", name_of(c.heads_combine));

@@ -53,7 +53,7 @@ SinkReport measure_model(Transformer& model, const torch::Tensor& inputs, const 
     for (auto& t : *part) t = t.cpu();
   const auto& cfg = model.cfg;
   const int64_t T = inputs.size(1) + (cfg.sink_token ? 1 : 0);
-  auto allowed = allowed_pairs(T, cfg.attention.prefix, cfg.attention.window);
+  auto allowed = allowed_pairs(cfg.attention, T);
   const bool k_column = cfg.key_column();
   if (k_column) allowed = torch::cat({torch::ones({T, 1}, allowed.options()), allowed}, 1);
 

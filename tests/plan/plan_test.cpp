@@ -162,3 +162,21 @@ TEST(PlanLibrary, AFieldAddedLaterKeepsEarlierPlansHashes) {
   gated.fields["attention.gate"] = sink::Value::of_enum("headwise");
   EXPECT_NE(gated.hash(), now.hash());
 }
+
+// A visibility rule beyond prefix and window (loss.window_keeps) reaches the run's attention and its kernel as
+// expressions, and names another kernel; at its neutral 0 a plan is as before the field existed.
+TEST(PlanLibrary, AVisibilityRuleReachesTheKernelAsExpressions) {
+  const std::string text = unhashed(fixture_text());
+  const sink::Plan plain = sink::plan_from_toml(text, "fixture");
+  EXPECT_FALSE(sink::read_config(plain).model.attention.rule);
+  EXPECT_EQ(sink::kernels::kernel_spec(plain).describe().find("visibility"), std::string::npos);
+  const sink::Plan kept = sink::plan_from_toml(with_line(text, "window_keeps", "window_keeps = 3"), "kept");
+  const sink::AttentionConfig a = sink::read_config(kept).model.attention;
+  ASSERT_TRUE(a.rule);
+  EXPECT_EQ(*a.rule, sink::visibility(kept));
+  EXPECT_TRUE(a.visibility().checks_pairs());
+  const sink::kernels::KernelSpec spec = sink::kernels::kernel_spec(kept);
+  EXPECT_NE(spec.describe().find("visibility: " + a.rule->describe()), std::string::npos) << spec.describe();
+  EXPECT_NE(spec.hash(), sink::kernels::kernel_spec(plain).hash());
+  EXPECT_NE(kept.hash(), plain.hash());
+}

@@ -1,5 +1,6 @@
 // The visibility rules (plan/visibility.h) against the mask written out by hand: causal, a prefix seen both ways,
-// a window, and both, at every short length.
+// a window, both, and a window that keeps the first tokens in sight, at every short length; a plan's fields to
+// its rule.
 #include "plan/visibility.h"
 
 #include <gtest/gtest.h>
@@ -7,6 +8,8 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+
+#include "plan/plan.h"
 
 namespace {
 
@@ -30,39 +33,69 @@ int64_t evaluate(const ExprNode& e, const std::map<std::string, int64_t>& values
   throw std::runtime_error("not an integer expression: " + to_string(e));
 }
 
-// Query i sees key j (0-based): causal; a prefix of p seen both ways by its own queries; a window of w keys.
-bool visible(int64_t i, int64_t j, int64_t prefix, int64_t window) {
+// Query i sees key j (0-based): causal; a prefix of p seen both ways by its own queries; a window of w keys, under
+// which the first `kept` keys stay seen.
+bool visible(int64_t i, int64_t j, int64_t prefix, int64_t window, int64_t kept = 0) {
   bool ok = j <= i || (i < prefix && j < prefix);
-  return ok && (window == 0 || i - j < window);
+  return ok && (window == 0 || i - j < window || j < kept);
 }
 
-TEST(Visibility, TheRangesAreExactlyTheMaskAndNCountsIt) {
+// The rule a plan with these fields asks for.
+sink::Visibility rule_of(int64_t prefix, int64_t window, int64_t kept) {
+  sink::Plan plan;
+  plan.fields["loss.prefix"] = sink::Value::of_int(prefix);
+  plan.fields["loss.window"] = window > 0 ? sink::Value::of_int(window) : sink::Value{};
+  plan.fields["loss.window_keeps"] = sink::Value::of_int(kept);
+  return sink::visibility(plan);
+}
+
+TEST(Visibility, TheRulesAreExactlyTheMaskAndNCountsIt) {
   for (int64_t prefix : {0, 1, 3, 5})
     for (int64_t window : {0, 1, 2, 4})
-      for (int64_t T = 1; T <= 8; ++T) {
-        SCOPED_TRACE(testing::Message() << "prefix " << prefix << ", window " << window << ", T " << T);
-        const sink::Visibility v = sink::visibility(prefix, window);
-        const ExprNode n = sink::visible_key_count(prefix, window);
-        for (int64_t i = 0; i < T; ++i) {
-          const int64_t lo = evaluate(v.first_key, {{"i", i}, {"T", T}});
-          const int64_t hi = evaluate(v.last_key, {{"i", i}, {"T", T}});
-          int64_t seen = 0;
-          for (int64_t j = 0; j < T; ++j) {
-            EXPECT_EQ(visible(i, j, prefix, window), lo <= j && j <= hi) << "query " << i << ", key " << j;
-            seen += visible(i, j, prefix, window);
+      for (int64_t kept : {0, 1, 3})
+        for (int64_t T = 1; T <= 8; ++T) {
+          SCOPED_TRACE(testing::Message()
+                       << "prefix " << prefix << ", window " << window << ", kept " << kept << ", T " << T);
+          const sink::Visibility v = rule_of(prefix, window, kept);
+          // A window's kept keys are checked per pair; every other rule is a range.
+          EXPECT_EQ(v.checks_pairs(), window > 0 && kept > 0);
+          if (kept == 0) EXPECT_EQ(v, sink::visibility(prefix, window));
+          for (int64_t i = 0; i < T; ++i) {
+            const int64_t lo = evaluate(v.first_key, {{"i", i}, {"T", T}});
+            const int64_t hi = evaluate(v.last_key, {{"i", i}, {"T", T}});
+            int64_t seen = 0;
+            for (int64_t j = 0; j < T; ++j) {
+              const bool in_rule = lo <= j && j <= hi && evaluate(v.pair, {{"i", i}, {"j", j}, {"T", T}}) > 0;
+              EXPECT_EQ(visible(i, j, prefix, window, kept), in_rule) << "query " << i << ", key " << j;
+              seen += visible(i, j, prefix, window, kept);
+            }
+            EXPECT_EQ(evaluate(v.key_count, {{"i", i + 1}, {"T", T}}), seen) << "n of query " << i;
           }
-          EXPECT_EQ(evaluate(n, {{"i", i + 1}, {"T", T}}), seen) << "n of query " << i;
+          // Each bound nondecreasing: a block's range is its first row's lower and its last row's upper bound.
+          for (int64_t at = 1; at < T; ++at) {
+            EXPECT_LE(evaluate(v.first_key, {{"i", at - 1}, {"T", T}}), evaluate(v.first_key, {{"i", at}, {"T", T}}));
+            EXPECT_LE(evaluate(v.last_key, {{"i", at - 1}, {"T", T}}), evaluate(v.last_key, {{"i", at}, {"T", T}}));
+            EXPECT_LE(evaluate(v.first_query, {{"j", at - 1}, {"T", T}}),
+                      evaluate(v.first_query, {{"j", at}, {"T", T}}));
+            EXPECT_LE(evaluate(v.last_query, {{"j", at - 1}, {"T", T}}), evaluate(v.last_query, {{"j", at}, {"T", T}}));
+          }
+          for (int64_t j = 0; j < T; ++j) {
+            const int64_t first = evaluate(v.first_query, {{"j", j}, {"T", T}});
+            const int64_t last = evaluate(v.last_query, {{"j", j}, {"T", T}});
+            EXPECT_LE(0, first);
+            EXPECT_LT(last, T);
+            for (int64_t i = 0; i < T; ++i)
+              if (visible(i, j, prefix, window, kept))
+                EXPECT_TRUE(first <= i && i <= last) << "key " << j << " seen by query " << i << " outside the bound";
+          }
         }
-        for (int64_t j = 0; j < T; ++j) {
-          const int64_t first = evaluate(v.first_query, {{"j", j}, {"T", T}});
-          const int64_t last = evaluate(v.last_query, {{"j", j}, {"T", T}});
-          EXPECT_LE(0, first);
-          EXPECT_LT(last, T);
-          for (int64_t i = 0; i < T; ++i)
-            if (visible(i, j, prefix, window))
-              EXPECT_TRUE(first <= i && i <= last) << "key " << j << " seen by query " << i << " outside the bound";
-        }
-      }
+}
+
+TEST(Visibility, ARuleSaysWhatItIs) {
+  EXPECT_EQ(sink::visibility(0, 0).describe(), "keys [0, i] of query i, queries [j, T - 1] of key j, n = i");
+  const std::string kept = rule_of(0, 4, 2).describe();
+  EXPECT_NE(kept.find("pairs where"), std::string::npos) << kept;
+  EXPECT_NE(kept, rule_of(0, 4, 3).describe());
 }
 
 }  // namespace

@@ -31,6 +31,7 @@ struct Variant {
   std::string normalize = "sum";
   double p = 1, alpha = 1;
   int64_t prefix = 0, window = 0;
+  int64_t window_keeps = 0;  // the first keys every query sees under the window (plan/visibility.h)
   bool position_bias = false, key_bias = false, learned_v = false;
   int64_t T = 9, D = 8;
   double q_scale = 1;
@@ -49,6 +50,13 @@ inline AttentionConfig config_of(const Variant& v) {
   a.scale = v.alpha;
   a.prefix = v.prefix;
   a.window = v.window;
+  if (v.window_keeps > 0) {  // a rule beyond prefix and window, as a plan asks for it
+    Plan plan;
+    plan.fields["loss.prefix"] = Value::of_int(v.prefix);
+    plan.fields["loss.window"] = Value::of_int(v.window);
+    plan.fields["loss.window_keeps"] = Value::of_int(v.window_keeps);
+    a.rule = visibility(plan);
+  }
   a.shifted_exp = sink::is_shifted_exp(v.score, v.normalize);
   a.sink_logit = v.sink_logit ? SinkLogit::learned : SinkLogit::none;
   return a;
@@ -167,6 +175,19 @@ inline std::vector<Variant> beyond_the_paper_variants() {
        .score = bin(Op::Div, var("n"), bin(Op::Add, var("n"), bin(Op::Mul, var("qk"), var("qk")))),
        .window = 4,
        .T = 21},
+      // A window that keeps the first keys in sight (StreamingLLM's attention sinks): a rule checked per pair,
+      // its n the window's keys and the kept ones below it.
+      {.name = "softmax, window 3 keeping the first 2, T 21", .window = 3, .window_keeps = 2, .T = 21},
+      {.name = "sigmoid(qk - log n), window 2 keeping 1 + prefix 3, KV biases, ALiBi",
+       .score = sigmoid_minus_log_n(),
+       .normalize = "none",
+       .prefix = 3,
+       .window = 2,
+       .window_keeps = 1,
+       .position_bias = true,
+       .key_bias = true,
+       .learned_v = true,
+       .T = 20},
   };
 }
 
@@ -303,6 +324,7 @@ inline std::vector<TensorCoreVariant> tensor_core_variants() {
     v.T = v.T <= 1 ? v.T : 8 * v.T + 3;
     v.prefix *= 8;
     v.window = v.window <= 1 ? v.window : 8 * v.window;
+    v.window_keeps *= 8;
     v.D = n % 5 == 3 ? 96 : n % 5 == 4 ? 128 : 64;
     v.position_grad = v.position_bias && n % 2 == 0;
     v.name = fmt::format("{} (T {}, d_head {}{})", v.name, v.T, v.D, v.position_grad ? ", g learned" : "");
