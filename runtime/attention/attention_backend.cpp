@@ -1,7 +1,10 @@
 #include "runtime/attention/attention_backend.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <fmt/format.h>
+#include <iostream>
+#include <mutex>
 #include <torch/version.h>
 
 #include "kernels/kernel_spec.h"
@@ -155,7 +158,23 @@ std::shared_ptr<AttentionBackend> make_attention_backend(const ModelConfig& cfg,
         "attention.backend = jit: this build has no CPU JIT (LLVM 19 was not found when it was "
         "configured); set attention.backend = reference, or rebuild with llvm-19-dev");
 #endif
-  if (wanted == Backend::jit && device.is_cuda()) return std::make_shared<CudaBackend>(cfg, choice);
+  if (wanted == Backend::jit && device.is_cuda()) {
+    // The generated kernels of a rule that checks pairs (loss.window_keeps) have run on the CPU's emulation of the
+    // GPU, not on a GPU: until a GPU check has run them (cuda_check's variants hold such a rule), the reference
+    // path runs such a rule there, unless SINKLAB_PAIR_RULE_KERNELS=1 asks for the kernels.
+    const char* pair_kernels = std::getenv("SINKLAB_PAIR_RULE_KERNELS");
+    if (cfg.attention.visibility().checks_pairs() && !(pair_kernels && std::string(pair_kernels) == "1")) {
+      static std::once_flag said;
+      std::call_once(said, [&] {
+        std::cerr
+            << "sinklab: visibility " << cfg.attention.rule->describe()
+            << ": the kernels for this rule are checked on the CPU emulation only, so the reference attention runs it "
+               "(SINKLAB_PAIR_RULE_KERNELS=1 runs the generated kernels)\n";
+      });
+      return std::make_shared<ReferenceBackend>(cfg.attention);
+    }
+    return std::make_shared<CudaBackend>(cfg, choice);
+  }
   throw std::runtime_error(
       fmt::format("attention.backend = {} has no kernels for device {} in this build; "
                   "set attention.backend = reference to run there",
