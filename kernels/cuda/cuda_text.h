@@ -26,6 +26,7 @@ extern const char kBackwardKeys[];           // backward_keys.cuh: sink_backward
 extern const char kBackwardQueries[];        // backward_queries.cuh: sink_backward_queries's body (dQ)
 extern const char kResidualNorm[];           // residual_norm.cuh: the residual add and RMSNorm, forward and backward
 extern const char kGatedActivation[];        // gated_activation.cuh: a gated FFN's activation, forward and backward
+extern const char kSplitHeads[];             // split_heads.cuh: q, k, v into heads with RoPE, forward and backward
 
 // Every text above, in the order SINKLAB_CUDA_HEADERS lists them (what a hash of the kernels' code reads).
 extern const char* const kEveryText[];

@@ -30,4 +30,11 @@ std::string gated_activation_source(CudaStorage storage, GatedActivation activat
          cuda_text::kGatedActivation;
 }
 
+std::string split_heads_source(CudaStorage storage, int64_t heads, int64_t kv_heads, int64_t head_dim, bool rope) {
+  return prelude(storage) +
+         fmt::format("constexpr int kHeads = {}, kKvHeads = {}, kHeadDim = {};\nconstexpr bool kRope = {};\n", heads,
+                     kv_heads, head_dim, rope) +
+         cuda_text::kSplitHeads;
+}
+
 }  // namespace sink::kernels

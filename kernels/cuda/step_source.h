@@ -1,6 +1,6 @@
 // The CUDA source of the fused operations around the attention in a training step (kernels/cuda/residual_norm.cuh,
-// kernels/cuda/gated_activation.cuh): each text after the constants it is specialized on, as the attention's
-// sources are (kernels/cuda/emit_cuda.h). Float arithmetic over storage in float, bf16 or IEEE half.
+// kernels/cuda/gated_activation.cuh, kernels/cuda/split_heads.cuh): each text after the constants it is specialized on,
+// as the attention's sources are (kernels/cuda/emit_cuda.h). Float arithmetic over storage in float, bf16 or IEEE half.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -14,11 +14,17 @@ inline constexpr std::string_view kResidualNormForwardSymbol = "sink_residual_no
 inline constexpr std::string_view kResidualNormBackwardSymbol = "sink_residual_norm_backward";
 inline constexpr std::string_view kGatedForwardSymbol = "sink_gated_forward";
 inline constexpr std::string_view kGatedBackwardSymbol = "sink_gated_backward";
+inline constexpr std::string_view kSplitHeadsForwardSymbol = "sink_split_heads_forward";
+inline constexpr std::string_view kSplitHeadsBackwardSymbol = "sink_split_heads_backward";
 
 // The residual add and RMSNorm (or, centered, LayerNorm) over rows of `width` with `eps`.
 std::string residual_norm_source(CudaStorage storage, int64_t width, double eps, bool centered = false);
 
 enum class GatedActivation { Relu = 0, Gelu = 1, Silu = 2 };  // ReGLU, GeGLU, SwiGLU
 std::string gated_activation_source(CudaStorage storage, GatedActivation activation);
+
+// The stacked projection's q (`heads` of `head_dim`), k and v (`kv_heads` each) into head-major tensors, RoPE on q
+// and k where `rope`.
+std::string split_heads_source(CudaStorage storage, int64_t heads, int64_t kv_heads, int64_t head_dim, bool rope);
 
 }  // namespace sink::kernels

@@ -153,15 +153,31 @@ torch::Tensor SelfAttention::differential(const AttentionCall& call, LayerProbe*
 }
 
 torch::Tensor SelfAttention::forward(const torch::Tensor& x, const torch::Tensor& rope_cos,
-                                     const torch::Tensor& rope_sin, const torch::Tensor& g, LayerProbe* probe) {
+                                     const torch::Tensor& rope_sin, const torch::Tensor& g, LayerProbe* probe,
+                                     const StepKernels* kernels) {
   const int64_t B = x.size(0), T = x.size(1), H = cfg.heads, Hkv = cfg.kv_heads, dh = cfg.d_head;
-  const auto qkv = project(x, {wq->weight, wk->weight, wv->weight}, x.is_cuda());
-  auto q = qkv[0].view({B, T, H, dh}).transpose(1, 2);
-  auto k = qkv[1].view({B, T, Hkv, dh}).transpose(1, 2);
-  auto v = qkv[2].view({B, T, Hkv, dh}).transpose(1, 2);
-  if (rope_cos.defined()) {
-    q = apply_rope(q, rope_cos, rope_sin);
-    k = apply_rope(k, rope_cos, rope_sin);
+  std::vector<torch::Tensor> qkv;
+  torch::Tensor q, k, v;
+  if (kernels) {
+    // One kernel each way from the stacked product to the head-major q, k, v the attention reads, RoPE on the way.
+    const auto stacked = torch::linear(x, torch::cat({wq->weight, wk->weight, wv->weight}, 0));
+    if (kernels->split_fits(stacked, rope_cos, H, Hkv, dh)) {
+      const auto heads = kernels->split_heads(stacked, rope_cos, rope_sin, H, Hkv);
+      q = heads[0], k = heads[1], v = heads[2];
+    } else {
+      qkv = stacked.split_with_sizes({H * dh, Hkv * dh, Hkv * dh}, -1);
+    }
+  } else {
+    qkv = project(x, {wq->weight, wk->weight, wv->weight}, x.is_cuda());
+  }
+  if (!q.defined()) {
+    q = qkv[0].view({B, T, H, dh}).transpose(1, 2);
+    k = qkv[1].view({B, T, Hkv, dh}).transpose(1, 2);
+    v = qkv[2].view({B, T, Hkv, dh}).transpose(1, 2);
+    if (rope_cos.defined()) {
+      q = apply_rope(q, rope_cos, rope_sin);
+      k = apply_rope(k, rope_cos, rope_sin);
+    }
   }
   if (Hkv != H) {
     k = k.repeat_interleave(H / Hkv, 1);
@@ -264,6 +280,7 @@ std::string Transformer::fused_operations() const {
   if (cfg.placement == NormPlacement::pre)
     fused.push_back(cfg.norm == NormKind::rmsnorm ? "residual add + RMSNorm" : "residual add + LayerNorm");
   if (blocks.empty() ? false : blocks[0]->ffn->gated) fused.push_back(std::string(name_of(cfg.ffn)) + "'s activation");
+  fused.push_back(cfg.pe == PosEmbedding::rope ? "q, k, v into heads with RoPE" : "q, k, v into heads");
   return fmt::format("{}", fmt::join(fused, ", "));
 }
 
@@ -334,7 +351,8 @@ ForwardResult Transformer::trunk(const torch::Tensor& tokens, bool probe, bool w
       // Each residual add and the norm after it, one step (a kernel each way, with the step kernels): the block's
       // input arrives normed by the add before it, the first block's by itself.
       if (!normed.defined()) normed = blk->norm1->forward(x);
-      std::tie(x, normed) = blk->norm2->after_residual(x, blk->attn->forward(normed, cos, sin, g, probe_slot), fused);
+      std::tie(x, normed) =
+          blk->norm2->after_residual(x, blk->attn->forward(normed, cos, sin, g, probe_slot, fused), fused);
       const auto ffn = blk->ffn->forward(normed, fused);
       const size_t l = &blk - blocks.data();
       const std::shared_ptr<Norm> next = l + 1 < blocks.size() ? blocks[l + 1]->norm1 : final_norm;
@@ -344,7 +362,7 @@ ForwardResult Transformer::trunk(const torch::Tensor& tokens, bool probe, bool w
         x = x + ffn, normed = torch::Tensor();
       if (want_hidden) r.hidden.push_back(x.detach());
     } else {
-      x = blk->norm1->forward(x + blk->attn->forward(x, cos, sin, g, probe_slot));
+      x = blk->norm1->forward(x + blk->attn->forward(x, cos, sin, g, probe_slot, fused));
       auto before_ln = x + blk->ffn->forward(x);
       if (want_hidden) r.hidden.push_back(before_ln.detach());
       x = blk->norm2->forward(before_ln);

@@ -64,9 +64,10 @@ struct LayerProbe {
 
 struct SelfAttention : torch::nn::Module {
   SelfAttention(const ModelConfig& c, std::shared_ptr<AttentionBackend> backend);
-  // g: the position term by distance [H, T], or undefined. probe: filled when given.
+  // g: the position term by distance [H, T], or undefined. probe: filled when given. kernels: the step kernels, which
+  // split the stacked q, k, v projection into heads (RoPE on the way) in one kernel each way where they fit.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& rope_cos, const torch::Tensor& rope_sin,
-                        const torch::Tensor& g, LayerProbe* probe);
+                        const torch::Tensor& g, LayerProbe* probe, const StepKernels* kernels = nullptr);
   ModelConfig cfg;
   std::shared_ptr<AttentionBackend> backend;
   torch::nn::Linear wq{nullptr}, wk{nullptr}, wv{nullptr}, wo{nullptr};

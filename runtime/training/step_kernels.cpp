@@ -17,6 +17,7 @@ constexpr int64_t kNormWarps = 4;           // rows a block (kernels/cuda/residu
 constexpr int64_t kNormBlocks = 1024;       // the backward's blocks at most: dw's partial sums, [blocks, d]
 constexpr int64_t kGatedThreads = 256;      // a row's columns a block (kernels/cuda/gated_activation.cuh)
 constexpr int64_t kGatedRowBlocks = 65535;  // the grid's y at most: the blocks stride over the rows past it
+constexpr int64_t kSplitThreads = 256;      // a row's pairs of columns a block (kernels/cuda/split_heads.cuh)
 
 bool storable(torch::ScalarType t) { return t == torch::kFloat || t == torch::kBFloat16 || t == torch::kHalf; }
 CudaStorage storage_of(torch::ScalarType t) {
@@ -156,6 +157,62 @@ class Gated : public torch::autograd::Function<Gated> {
   }
 };
 
+// q, k, v into heads: a block per kSplitThreads pairs of a row's columns (x) and per row (y, striding).
+LaunchShape split_shape(int64_t rows, int64_t width, const torch::Tensor& on) {
+  return {blocks_for(width / 2, kSplitThreads, INT32_MAX), std::max(1u, blocks_for(rows, 1, kGatedRowBlocks)),
+          kSplitThreads, 0, current_stream(on)};
+}
+
+class SplitHeads : public torch::autograd::Function<SplitHeads> {
+ public:
+  // cos and sin: empty tensors where there is no RoPE.
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, torch::Tensor qkv,
+                                                torch::Tensor cos, torch::Tensor sin, std::string kernels,
+                                                int64_t heads, int64_t kv_heads) {
+    const StepKernels& step = recall(kernels);
+    qkv = qkv.contiguous();
+    const int64_t B = qkv.size(0), T = qkv.size(1), width = qkv.size(2);
+    const int64_t head_dim = width / (heads + 2 * kv_heads);
+    auto q = torch::empty({B, heads, T, head_dim}, qkv.options());
+    auto k = torch::empty({B, kv_heads, T, head_dim}, qkv.options()), v = torch::empty_like(k);
+    const bool rope = cos.numel() > 0;
+    const auto source = kernels::split_heads_source(storage_of(qkv.scalar_type()), heads, kv_heads, head_dim, rope);
+    const LaunchShape shape = split_shape(B * T, width, qkv);
+    const KernelBuffer buffers[] = {buffer(qkv), buffer(cos), buffer(sin), buffer(q), buffer(k), buffer(v)};
+    const int64_t sizes[] = {B * T, T, shape.grid_y, 0};
+    if (qkv.numel() > 0)
+      step.module(source, qkv.device())->launch(kernels::kSplitHeadsForwardSymbol, shape, buffers, sizes);
+    ctx->save_for_backward({cos, sin});
+    ctx->saved_data["kernels"] = kernels;
+    ctx->saved_data["heads"] = heads;
+    ctx->saved_data["kv_heads"] = kv_heads;
+    ctx->saved_data["dtype"] = static_cast<int64_t>(qkv.scalar_type());
+    return {q, k, v};
+  }
+
+  // A gradient nothing sent arrives as zeros (autograd materializes it).
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &cos = saved[0], &sin = saved[1];
+    const auto dtype = static_cast<torch::ScalarType>(ctx->saved_data["dtype"].toInt());
+    const int64_t heads = ctx->saved_data["heads"].toInt(), kv_heads = ctx->saved_data["kv_heads"].toInt();
+    const auto dq = grads[0].to(dtype).contiguous(), dk = grads[1].to(dtype).contiguous(),
+               dv = grads[2].to(dtype).contiguous();
+    const int64_t B = dq.size(0), T = dq.size(2), head_dim = dq.size(3), width = (heads + 2 * kv_heads) * head_dim;
+    auto d_qkv = torch::empty({B, T, width}, dq.options());
+    const auto source = kernels::split_heads_source(storage_of(dtype), heads, kv_heads, head_dim, cos.numel() > 0);
+    const LaunchShape shape = split_shape(B * T, width, dq);
+    const KernelBuffer buffers[] = {buffer(dq), buffer(dk), buffer(dv), buffer(cos), buffer(sin), buffer(d_qkv)};
+    const int64_t sizes[] = {B * T, T, shape.grid_y, 0};
+    if (d_qkv.numel() > 0)
+      recall(ctx->saved_data["kernels"].toStringRef())
+          .module(source, dq.device())
+          ->launch(kernels::kSplitHeadsBackwardSymbol, shape, buffers, sizes);
+    return {d_qkv, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
 }  // namespace
 
 bool StepKernels::residual_norm_fits(const torch::Tensor& x, const torch::Tensor& r, const torch::Tensor& w,
@@ -180,6 +237,22 @@ bool StepKernels::gated_fits(const torch::Tensor& gate_up) const {
 
 torch::Tensor StepKernels::gated_activation(const torch::Tensor& gate_up, Ffn activation) const {
   return Gated::apply(gate_up, name(), static_cast<int64_t>(activation_of(activation)));
+}
+
+bool StepKernels::split_fits(const torch::Tensor& qkv, const torch::Tensor& cos, int64_t heads, int64_t kv_heads,
+                             int64_t head_dim) const {
+  const bool tables =
+      !cos.defined() || (cos.scalar_type() == torch::kFloat && cos.is_contiguous() && cos.device() == qkv.device() &&
+                         cos.dim() == 2 && cos.size(0) >= qkv.size(1) && cos.size(1) == head_dim);
+  return qkv.dim() == 3 && storable(qkv.scalar_type()) && head_dim % 2 == 0 &&
+         qkv.size(2) == (heads + 2 * kv_heads) * head_dim && qkv.size(0) * qkv.size(1) < INT32_MAX && tables;
+}
+
+std::vector<torch::Tensor> StepKernels::split_heads(const torch::Tensor& qkv, const torch::Tensor& cos,
+                                                    const torch::Tensor& sin, int64_t heads, int64_t kv_heads) const {
+  const auto none = torch::empty({0}, qkv.options().dtype(torch::kFloat));
+  return SplitHeads::apply(qkv, cos.defined() ? cos.contiguous() : none, sin.defined() ? sin.contiguous() : none,
+                           name(), heads, kv_heads);
 }
 
 std::shared_ptr<KernelModule> StepKernels::module(const std::string& source, const torch::Device& device) const {

@@ -1,7 +1,8 @@
 // The operations around the attention that a GPU step runs as one kernel each way where eager LibTorch runs
-// several (kernels/cuda/step_source.h): the residual add with the norm after it (RMSNorm or LayerNorm), and a gated
-// FFN's activation with its product. Each is an autograd function over kernels loaded by a KernelModules: NVRTC and the
-// driver on a GPU, the CPU emulation in the tests, which check them against the LibTorch operations they replace.
+// several (kernels/cuda/step_source.h): the residual add with the norm after it (RMSNorm or LayerNorm), a gated
+// FFN's activation with its product, and the split of the stacked q, k, v projection into heads with RoPE. Each is an
+// autograd function over kernels loaded by a KernelModules: NVRTC and the driver on a GPU, the CPU emulation in the
+// tests, which check them against the LibTorch operations they replace.
 //
 // Not yet verified on a GPU (gpu-check: cuda_check case 9, captured_step), so off unless asked for:
 // SINKLAB_STEP_KERNELS=1 on a CUDA device (step_kernels_for). Without them, and for what they do not cover (LayerNorm,
@@ -10,6 +11,7 @@
 #include <memory>
 #include <torch/torch.h>
 #include <utility>
+#include <vector>
 
 #include "plan/run_config.h"
 #include "runtime/attention/cuda_attention.h"
@@ -32,6 +34,13 @@ class StepKernels {
   // act(gate) * up from gate_up [..., 2 width] (the gate, then up, in each row), activation relu, gelu or swish.
   bool gated_fits(const torch::Tensor& gate_up) const;
   torch::Tensor gated_activation(const torch::Tensor& gate_up, Ffn activation) const;
+
+  // q [B, H, T, d_head], k and v [B, Hkv, T, d_head], contiguous, from the stacked projection qkv [B, T, (H + 2 Hkv)
+  // d_head]; q and k turned by RoPE where cos and sin (rope_tables' [T, d_head] float tables) are defined.
+  bool split_fits(const torch::Tensor& qkv, const torch::Tensor& cos, int64_t heads, int64_t kv_heads,
+                  int64_t head_dim) const;
+  std::vector<torch::Tensor> split_heads(const torch::Tensor& qkv, const torch::Tensor& cos, const torch::Tensor& sin,
+                                         int64_t heads, int64_t kv_heads) const;
 
   // The loaded module of `source` for tensors on `device`, loaded once per process.
   std::shared_ptr<KernelModule> module(const std::string& source, const torch::Device& device) const;

@@ -24,6 +24,8 @@ inline std::vector<std::string> step_kernel_sources() {
         sources.push_back(kernels::residual_norm_source(storage, width, 1e-5, centered));
     for (auto a : {kernels::GatedActivation::Relu, kernels::GatedActivation::Gelu, kernels::GatedActivation::Silu})
       sources.push_back(kernels::gated_activation_source(storage, a));
+    for (bool rope : {true, false}) sources.push_back(kernels::split_heads_source(storage, 8, 8, 64, rope));
+    sources.push_back(kernels::split_heads_source(storage, 16, 4, 128, true));
   }
   return sources;
 }
@@ -58,6 +60,12 @@ inline void step_kernels_case(const std::function<void(const std::string&, bool,
       one(fmt::format("step kernels: gated {} [{}] 4 x 2048 x 1536", name_of(act), storage),
           check::gated(*kernels, torch::kCUDA, act, dtype, {4, 2048, 1536}));
     }
+    now_running(fmt::format("step kernels, q k v into heads, {}", storage));
+    for (bool rope : {true, false})
+      one(fmt::format("step kernels: q k v into 8 heads of 64{} [{}] 4 x 2048", rope ? ", RoPE" : "", storage),
+          check::split_heads(*kernels, torch::kCUDA, dtype, 4, 2048, 8, 8, 64, rope));
+    one(fmt::format("step kernels: q k v into 16 heads, 4 kv heads, of 128, RoPE [{}] 2 x 1024", storage),
+        check::split_heads(*kernels, torch::kCUDA, dtype, 2, 1024, 16, 4, 128, true));
   }
   // Past the backward's 1,024 blocks of 4 rows and the gated kernels' 65,535 rows: the blocks stride.
   now_running("step kernels, striding");
@@ -65,6 +73,8 @@ inline void step_kernels_case(const std::function<void(const std::string&, bool,
       check::residual_norm(*kernels, torch::kCUDA, torch::kBFloat16, {70000, 64}, true));
   one("step kernels: gated swish [bf16] 70000 x 64, striding",
       check::gated(*kernels, torch::kCUDA, Ffn::swish, torch::kBFloat16, {70000, 64}));
+  one("step kernels: q k v into 8 heads of 64, RoPE [bf16] 70 x 1024, striding",
+      check::split_heads(*kernels, torch::kCUDA, torch::kBFloat16, 70, 1024, 8, 8, 64, true));
 }
 
 }  // namespace sink::gpu_check

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/training/model.h"
@@ -88,6 +89,50 @@ inline std::vector<Comparison> gated(const rt::StepKernels& kernels, torch::Devi
   return {{"h's and its gradient's dtype", h.scalar_type() == dtype && grad.scalar_type() == dtype ? 0.0 : 1.0, 0},
           compare("h", h, h64.detach(), rounding),
           compare("d gate_up", grad, want, rounding)};
+}
+
+// RoPE's tables as the model's rope_tables lays them out, [T, head_dim] float, at random angles: each pair's cos on
+// both its channels, its sin negated on the first.
+inline std::pair<torch::Tensor, torch::Tensor> random_rope_tables(int64_t T, int64_t head_dim, torch::Device device) {
+  auto angles = torch::rand({T, head_dim / 2}, torch::kDouble) * 6.3;
+  auto cos = torch::stack({torch::cos(angles), torch::cos(angles)}, -1).flatten(-2);
+  auto sin = torch::stack({-torch::sin(angles), torch::sin(angles)}, -1).flatten(-2);
+  return {cos.to(device, torch::kFloat), sin.to(device, torch::kFloat)};
+}
+
+// q [B, H, T, d], k and v [B, Hkv, T, d] from qkv [B, T, (H + 2 Hkv) d] in `dtype`, RoPE on q and k where `rope`,
+// and qkv's gradient from all three; the oracle is the model's eager path in double (a view, a transpose, apply_rope).
+inline std::vector<Comparison> split_heads(const rt::StepKernels& kernels, torch::Device device,
+                                           torch::ScalarType dtype, int64_t B, int64_t T, int64_t heads,
+                                           int64_t kv_heads, int64_t head_dim, bool rope) {
+  const auto on = torch::TensorOptions().device(device);
+  const int64_t width = (heads + 2 * kv_heads) * head_dim;
+  auto qkv = torch::randn({B, T, width}, on).to(dtype).requires_grad_();
+  torch::Tensor cos, sin;
+  if (rope) std::tie(cos, sin) = random_rope_tables(T, head_dim, device);
+  const auto got = kernels.split_heads(qkv, cos, sin, heads, kv_heads);
+  std::vector<torch::Tensor> seeds;
+  for (const auto& t : got) seeds.push_back(torch::randn(t.sizes(), on).to(dtype));
+  const auto grad = torch::autograd::grad(got, {qkv}, seeds)[0];
+  auto qkv64 = qkv.detach().to(torch::kDouble).requires_grad_();
+  const auto parts = qkv64.split_with_sizes({heads * head_dim, kv_heads * head_dim, kv_heads * head_dim}, -1);
+  std::vector<torch::Tensor> want;
+  for (int part = 0; part < 3; ++part) {
+    auto t = parts[part].view({B, T, part == 0 ? heads : kv_heads, head_dim}).transpose(1, 2);
+    if (rope && part < 2) t = rt::apply_rope(t, cos.to(torch::kDouble), sin.to(torch::kDouble));
+    want.push_back(t);
+  }
+  std::vector<torch::Tensor> seeds64;
+  for (const auto& t : seeds) seeds64.push_back(t.to(torch::kDouble));
+  const auto want_grad = torch::autograd::grad(want, {qkv64}, seeds64)[0];
+  const double rounding = storage_rounding(dtype);
+  bool laid_out = true;
+  for (const auto& t : got) laid_out = laid_out && t.is_contiguous() && t.scalar_type() == dtype;
+  return {{"q, k, v contiguous in qkv's dtype", laid_out && grad.scalar_type() == dtype ? 0.0 : 1.0, 0},
+          compare("q", got[0], want[0].detach(), rounding),
+          compare("k", got[1], want[1].detach(), rounding),
+          compare("v, a copy", got[2], want[2].detach(), 0.0),
+          compare("d qkv", grad, want_grad, rounding)};
 }
 
 }  // namespace sink::testing_step_kernels

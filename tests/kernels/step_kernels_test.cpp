@@ -1,4 +1,5 @@
-// The fused step kernels (kernels/cuda/residual_norm.cuh, kernels/cuda/gated_activation.cuh) where no GPU is:
+// The fused step kernels (kernels/cuda/residual_norm.cuh, kernels/cuda/gated_activation.cuh,
+// kernels/cuda/split_heads.cuh) where no GPU is:
 //  - NVRTC compiles them for sm_80 and sm_90 with no spilled register (skipped without the CUDA toolkit);
 //  - run by the CPU emulation (tests/kernels/cuda_emulator.h) through their autograd functions
 //    (runtime/training/step_kernels.h), each matches the LibTorch operations it replaces, computed in double from
@@ -52,6 +53,8 @@ TEST(StepKernels, CompileForSm80AndSm90WithoutSpilling) {
                                         kernels::residual_norm_source(storage, 768, 1e-5, true)};
     for (auto a : {kernels::GatedActivation::Relu, kernels::GatedActivation::Gelu, kernels::GatedActivation::Silu})
       sources.push_back(kernels::gated_activation_source(storage, a));
+    sources.push_back(kernels::split_heads_source(storage, 12, 12, 64, true));
+    sources.push_back(kernels::split_heads_source(storage, 16, 4, 128, false));
     for (size_t k = 0; k < sources.size(); ++k)
       for (int arch : {80, 90}) {
         const std::string& source = sources[k];
@@ -105,12 +108,32 @@ TEST(StepKernels, GatedActivationIsTheActivationTimesUpForwardAndBackward) {
         }
 }
 
+TEST(StepKernels, SplitHeadsIsTheViewTransposeAndRopeForwardAndBackward) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  torch::manual_seed(6);
+  struct Heads {
+    int64_t B, T, heads, kv_heads, head_dim;
+  };
+  // One head; grouped-query heads; a row wider than a block (3 x 2 x 128 / 2 = 384 pairs), d_head 128.
+  for (const Heads& h : {Heads{1, 5, 1, 1, 8}, Heads{2, 7, 4, 2, 6}, Heads{2, 3, 2, 2, 128}})
+    for (auto dtype : {torch::kFloat, torch::kBFloat16, torch::kHalf})
+      for (bool rope : {true, false})
+        for (ThreadOrder order : {ThreadOrder::Together, ThreadOrder::Descending}) {
+          SCOPED_TRACE(fmt::format("{} B {} T {} H {} Hkv {} d {}{} {}", c10::toString(dtype), h.B, h.T, h.heads,
+                                   h.kv_heads, h.head_dim, rope ? " RoPE" : "", name_of(order)));
+          expect_passed(testing_step_kernels::split_heads(*emulated(order), torch::kCPU, dtype, h.B, h.T, h.heads,
+                                                          h.kv_heads, h.head_dim, rope));
+        }
+}
+
 // A pre-norm SwiGLU model with the step kernels against the same model without them: the loss and every
 // parameter's gradient, in float (where the only differences are the order of the kernels' sums).
 TEST(StepKernels, AModelWithThemTrainsTheStepWithout) {
   SKIP_WITHOUT_HOST_COMPILER();
-  for (const char* body : {"model { ffn = swiglu  norm = rmsnorm }", "model { ffn = geglu  sink_token = true }",
-                           "model { ffn = reglu  norm = layernorm }", "model.ffn = relu"}) {
+  for (const char* body :
+       {"model { ffn = swiglu  norm = rmsnorm }", "model { ffn = geglu  sink_token = true }",
+        "model { ffn = reglu  norm = layernorm }", "model.ffn = relu", "model { heads = 4  kv_heads = 2  pe = alibi }",
+        "model { pe = rope  placement = post }", "model { heads = 4  kv_heads = 1  pe = rope(theta = 100) }"}) {
     SCOPED_TRACE(body);
     auto cfg = sinktest::config_of(
         std::string("experiment a extends micro { model.vocab = 20  attention.backend = reference ") + body + " }");
