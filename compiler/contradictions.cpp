@@ -250,6 +250,24 @@ void check_run(const Run& run, Diagnostics& diags) {
         {"train.micro_batch", "train.batch"},
         fmt::format("micro_batch = {} does not divide batch = {}: every pass must hold the same number of sequences",
                     micro, r.i("train.batch")));
+  if (const Value* window = r.v("loss.window");
+      r.i("loss.window_keeps") > 0 && (!window || window->kind != Value::Kind::Int))
+    r.warning({"loss.window_keeps", "loss.window"},
+              fmt::format("window_keeps = {} changes nothing without a window: every query already sees the first "
+                          "tokens",
+                          r.i("loss.window_keeps")),
+              "loss.window = w keeps only the last w keys in sight, and window_keeps the first tokens beside them");
+  if (const int64_t dilation = r.i("loss.window_dilation"); dilation > 1) {
+    const Value* window = r.v("loss.window");
+    if (!window || window->kind != Value::Kind::Int)
+      r.warning({"loss.window_dilation", "loss.window"},
+                fmt::format("window_dilation = {} changes nothing without a window", dilation),
+                "loss.window = w: query i then sees keys i, i-d, ..., i-(w-1)d");
+    else if (r.i("loss.prefix") > 0 || r.i("loss.window_keeps") > 0)
+      r.error({"loss.window_dilation", "loss.prefix", "loss.window_keeps"},
+              "a dilated window is defined alone: not beside a prefix or kept first tokens",
+              "window_dilation = 1 to keep the prefix or the kept tokens");
+  }
   if (r.i("measure.every") > 0 && r.i("measure.every") > r.i("train.steps"))
     r.warning({"measure.every", "train.steps"},
               fmt::format("measure.every = {} is past train.steps = {}: only the final measurement runs",

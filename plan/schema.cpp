@@ -244,6 +244,9 @@ std::vector<Field> build() {
       {"loss.window_keeps", int_in(0, kBig),
        "under the window, the first k tokens stay in every query's sight (StreamingLLM's attention sinks); 0 = none",
        Value::of_int(0)},
+      {"loss.window_dilation", int_in(1, kBig),
+       "under the window, every d-th key: query i sees keys i, i-d, ..., i-(w-1)d (a dilated window); 1 = every key",
+       Value::of_int(1)},
       // optim
       {"optim.lr", float_in(0, 10, true), "peak learning rate"},
       {"optim.schedule",

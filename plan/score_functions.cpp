@@ -61,8 +61,8 @@ const ScoreFunction* find_score_function(const std::string& name) {
 
 int primitive_arity(const std::string& name) {
   static const std::pair<const char*, int> primitives[] = {
-      {"__exp", 1},  {"__expm1_small", 1}, {"__log", 1}, {"__log1p", 1}, {"__tanh", 1},
-      {"__sqrt", 1}, {"__abs", 1},         {"__min", 2}, {"__max", 2},   {"__if_pos", 3}};
+      {"__exp", 1}, {"__expm1_small", 1}, {"__log", 1}, {"__log1p", 1},  {"__tanh", 1}, {"__sqrt", 1},
+      {"__abs", 1}, {"__min", 2},         {"__max", 2}, {"__if_pos", 3}, {"__mod", 2}};
   for (const auto& [p, arity] : primitives)
     if (name == p) return arity;
   return 0;

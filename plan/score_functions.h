@@ -4,7 +4,8 @@
 // over the backends' primitives:
 //   arithmetic (+ - * / ^ and unary -) and the calls __exp, __expm1_small, __log,
 //   __log1p, __tanh, __sqrt, __abs, __min(a, b), __max(a, b), __if_pos(c, a, b)
-//   (a where c > 0, else b). __expm1_small(a) is e^a - 1 for |a| <= 1/2 only
+//   (a where c > 0, else b), __mod(a, b) (a - b floor(a / b), for b > 0: the
+//   visibility rules' positions, plan/visibility.h). __expm1_small(a) is e^a - 1 for |a| <= 1/2 only
 //   (the code backends emit its series alone, no exp beside it): clamp its
 //   argument.
 // and over the language's own functions, which expand in turn. The checker's

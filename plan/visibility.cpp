@@ -14,6 +14,7 @@ ExprNode call(const char* f, ExprNode a, ExprNode b, ExprNode c) {
 }
 ExprNode add(ExprNode a, ExprNode b) { return {Op::Add, 0, "", {std::move(a), std::move(b)}}; }
 ExprNode sub(ExprNode a, ExprNode b) { return {Op::Sub, 0, "", {std::move(a), std::move(b)}}; }
+ExprNode div(ExprNode a, ExprNode b) { return {Op::Div, 0, "", {std::move(a), std::move(b)}}; }
 
 // The number of keys the 1-based query i sees under prefix and window: hi = max(i, min(prefix, T)) (a prefix is
 // seen both ways) or i, lo = max(1, i - window + 1) or 1.
@@ -39,6 +40,17 @@ Visibility keeping_first_keys(Visibility v, int64_t window, int64_t kept) {
   v.last_query = sub(T, num(1));
   // Below the 1-based query i's window: keys 1 .. i - window, of which min(kept, that) are kept.
   v.key_count = add(v.key_count, call("__min", num(kept), call("__max", num(0), sub(var("i"), num(window)))));
+  return v;
+}
+
+// A dilated window (Longformer's): the window's w keys are every d-th key back from the query, i, i - d, ...,
+// i - (w - 1) d. The range is the window spanning (w - 1) d + 1 keys, and a pair in it is seen where d divides
+// i - j. The 1-based query i sees the keys i - 1 - m d >= 0 for m < w: min(w, floor((i - 1) / d) + 1).
+Visibility dilated_window(int64_t window, int64_t dilation) {
+  const ExprNode i = var("i"), j = var("j"), d = num(dilation), before = sub(var("i"), num(1));
+  Visibility v = visibility(0, (window - 1) * dilation + 1);
+  v.pair = call("__if_pos", sub(num(1), call("__mod", sub(i, j), d)), num(1), num(0));
+  v.key_count = call("__min", num(window), add(div(sub(before, call("__mod", before, d)), d), num(1)));
   return v;
 }
 
@@ -72,7 +84,9 @@ Visibility visibility(const Plan& plan) {
   const int64_t prefix = plan.integer("loss.prefix"),
                 window = window_field.kind == Value::Kind::Int ? window_field.i : 0;
   const Visibility v = visibility(prefix, window);
-  const int64_t kept = plan.integer("loss.window_keeps");
+  const int64_t kept = plan.integer("loss.window_keeps"), dilation = plan.integer("loss.window_dilation");
+  // (The checker refuses a dilation beside a prefix or kept tokens: plan_contradictions.)
+  if (window > 0 && dilation > 1) return dilated_window(window, dilation);
   return window > 0 && kept > 0 ? keeping_first_keys(v, window, kept) : v;
 }
 

@@ -1,22 +1,23 @@
 // Which keys each query sees, written once: causal attention, a prefix seen both ways (loss.prefix), a sliding
-// window (loss.window), and a window that keeps the sequence's first tokens in sight (loss.window_keeps,
-// StreamingLLM's attention sinks). Query i sees the keys j with first_key(i) <= j <= last_key(i) for which
-// pair(i, j) > 0; key j is seen by queries first_query(j) .. last_query(j) at most (a bound for the kernels that
-// walk keys first: each pair still checks the query's key range). Every bound is nondecreasing in its variable:
-// the kernels take a block of rows' range from its first and last row. Positions are 0-based here, as the kernels
-// index rows.
+// window (loss.window), a window that keeps the sequence's first tokens in sight (loss.window_keeps,
+// StreamingLLM's attention sinks), and a dilated window (loss.window_dilation, Longformer's: every d-th key). Query i
+// sees the keys j with first_key(i) <= j <= last_key(i) for which pair(i, j) > 0; key j is seen by queries
+// first_query(j) .. last_query(j) at most (a bound for the kernels that walk keys first: each pair still checks the
+// query's key range). Every bound is nondecreasing in its variable: the kernels take a block of rows' range from its
+// first and last row. Positions are 0-based here, as the kernels index rows.
 //
 // Each bound is an expression over the integers i (a query), j (a key) and T (the sequence's length) in +, -,
-// numbers and the primitives __min, __max and __if_pos (plan/score_functions.h), with the rule's numbers written
-// in. Every kernel emitter prints them (kernels/cuda/emit_cuda.cpp as C, kernels/llvm/ as IR, scalar or per lane),
-// and the score's n is key_count. A rule that is a range alone has pair = 1, which the kernels fold away; one that
-// is not (the kept first tokens) is checked per pair, and its kernels mask every tile.
+// numbers and the primitives __min, __max, __if_pos and __mod (plan/score_functions.h; key_count may also divide,
+// as it is only ever computed in the kernels' float arithmetic), with the rule's numbers written in. Every kernel
+// emitter prints them (kernels/cuda/emit_cuda.cpp as C, kernels/llvm/ as IR, scalar or per lane), and the score's n is
+// key_count. A rule that is a range alone has pair = 1, which the kernels fold away; one that is not (the kept first
+// tokens, the dilated window) is checked per pair, and its kernels mask every tile.
 //
-// A new rule is its field in the schema (plan/schema.cpp) and its case in visibility.cpp, which reads the field
-// from the plan: the runtime carries the rule's expressions (AttentionConfig::rule) to the kernels and to the
-// reference path's mask. The reference keeps its own mask for the rules of prefix and window alone
-// (runtime/attention/attention.cpp), the oracle the kernels are tested against; tests/plan/visibility_test.cpp
-// checks every rule against the mask written out by hand.
+// A new rule is its field in the schema (plan/schema.cpp, with its default in stdlib/defaults.sink) and its case in
+// visibility.cpp, which reads the field from the plan: the runtime carries the rule's expressions
+// (AttentionConfig::rule) to the kernels and to the reference path's mask. The reference keeps its own mask for the
+// rules of prefix and window alone (runtime/attention/attention.cpp), the oracle the kernels are tested against;
+// tests/plan/visibility_test.cpp checks every rule against the mask written out by hand.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -43,7 +44,7 @@ struct Visibility {
 
 // The rule of prefix and window alone.
 Visibility visibility(int64_t prefix, int64_t window);
-// The rule a plan's fields ask for (loss.prefix, loss.window, loss.window_keeps).
+// The rule a plan's fields ask for (loss.prefix, loss.window, loss.window_keeps, loss.window_dilation).
 Visibility visibility(const Plan& plan);
 
 }  // namespace sink

@@ -19,6 +19,8 @@ std::string cuda_math_prelude(bool f64, bool fast) {
   for (const char* f : {"pow", "fmin", "fmax"})
     out += fmt::format("__device__ __forceinline__ real r_{0}(real a, real b) {{ return {0}{1}(a, b); }}\n", f, sfx);
   out += "__device__ __forceinline__ real r_if_pos(real c, real a, real b) { return c > (real)0 ? a : b; }\n";
+  out +=
+      fmt::format("__device__ __forceinline__ real r_mod(real a, real b) {{ return a - b * floor{}(a / b); }}\n", sfx);
   out += R"(template <int N>
 __device__ __forceinline__ real r_powi(real a) {  // a^N, N >= 1
   real r = a;

@@ -189,7 +189,7 @@ std::string c_expr(const ExprNode& e) {
       {"__log", "r_log"},   {"__log1p", "r_log1p"},
       {"__tanh", "r_tanh"}, {"__sqrt", "r_sqrt"},
       {"__abs", "r_fabs"},  {"__min", "r_fmin"},
-      {"__max", "r_fmax"}};
+      {"__max", "r_fmax"},  {"__mod", "r_mod"}};
   for (const auto& [name, code] : primitives)
     if (e.name == name) return std::string(code) + "(" + arg(0) + (e.args.size() > 1 ? ", " + arg(1) : "") + ")";
   throw std::runtime_error("CUDA kernel generator: no code for primitive '" + e.name + "'");
@@ -212,6 +212,7 @@ std::string c_index_expr(const ExprNode& e) {
       if (e.name == "__min") return fmt::format("({0} < {1} ? {0} : {1})", arg(0), arg(1));
       if (e.name == "__max") return fmt::format("({0} > {1} ? {0} : {1})", arg(0), arg(1));
       if (e.name == "__if_pos") return fmt::format("({} > 0 ? {} : {})", arg(0), arg(1), arg(2));
+      if (e.name == "__mod") return fmt::format("(({0} % {1} + {1}) % {1})", arg(0), arg(1));  // C's % truncates
       break;
     default: break;
   }

@@ -60,6 +60,11 @@ std::string emit_expr(IrText& b, const Ty& t, const ExprNode& e, const ScoreEnv&
   if (f == "__min") return b.min(t, a, arg(1));
   if (f == "__max") return b.max(t, a, arg(1));
   if (f == "__if_pos") return b.select_gt0(t, a, arg(1), arg(2));
+  if (f == "__mod") {  // a - b floor(a / b)
+    const std::string divisor = arg(1);
+    const std::string quotient = b.intrinsic("floor", t, b.bin("fdiv", t, a, divisor));
+    return b.bin("fsub", t, a, b.bin("fmul", t, divisor, quotient));
+  }
   throw std::runtime_error("kernel generator: no code for primitive '" + f + "'");
 }
 
@@ -140,8 +145,12 @@ std::string Generator::index_expr(IrText& b, const ExprNode& e,
     case Op::Add: return b.op(fmt::format("add {} {}, {}", type, arg(0), arg(1)));
     case Op::Sub: return b.op(fmt::format("sub {} {}, {}", type, arg(0), arg(1)));
     case Op::Call: {
-      if (e.name != "__min" && e.name != "__max" && e.name != "__if_pos") break;
+      if (e.name != "__min" && e.name != "__max" && e.name != "__if_pos" && e.name != "__mod") break;
       const std::string a = arg(0), c = arg(1);
+      if (e.name == "__mod") {  // srem truncates: add the divisor to a negative remainder
+        const std::string r = b.op(fmt::format("srem {} {}, {}", type, a, c));
+        return b.op(fmt::format("srem {} {}, {}", type, b.op(fmt::format("add {} {}, {}", type, r, c)), c));
+      }
       if (e.name == "__if_pos") return choose(b.op(fmt::format("icmp sgt {} {}, {}", type, a, zero)), c, arg(2));
       return choose(b.op(fmt::format("icmp {} {} {}, {}", e.name == "__min" ? "slt" : "sgt", type, a, c)), a, c);
     }

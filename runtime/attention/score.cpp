@@ -50,6 +50,7 @@ torch::Tensor eval_expr(const ExprNode& e, const NamedTensors& vars) {
       if (f == "__min") return torch::minimum(arg(0), arg(1));
       if (f == "__max") return torch::maximum(arg(0), arg(1));
       if (f == "__if_pos") return torch::where(arg(0) > 0, arg(1), arg(2));
+      if (f == "__mod") return torch::remainder(arg(0), arg(1));  // a - b floor(a / b)
       break;
     }
     default: break;

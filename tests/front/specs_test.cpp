@@ -308,6 +308,8 @@ std::optional<Change> change_for(const sink::Field& f, const sink::Value& def) {
       {"data.random", {"", "data.random = [2]"}},  // [1] would be the plan of first_token = random
       {"optim.betas", {"", "optim.betas = [0.9, 0.99]"}},
       {"attention.score", {"", "attention.score = sigmoid(qk)"}},
+      {"loss.window_keeps", {"loss.window = 8", "loss.window_keeps = 2"}},  // under a window, or a warning
+      {"loss.window_dilation", {"loss.window = 8", "loss.window_dilation = 2"}},
   };
   if (auto it = special.find(f.path); it != special.end()) return it->second;
   const auto& t = f.spec;

@@ -31,7 +31,8 @@ struct Variant {
   std::string normalize = "sum";
   double p = 1, alpha = 1;
   int64_t prefix = 0, window = 0;
-  int64_t window_keeps = 0;  // the first keys every query sees under the window (plan/visibility.h)
+  int64_t window_keeps = 0;     // the first keys every query sees under the window (plan/visibility.h)
+  int64_t window_dilation = 1;  // every d-th key under the window (plan/visibility.h)
   bool position_bias = false, key_bias = false, learned_v = false;
   int64_t T = 9, D = 8;
   double q_scale = 1;
@@ -50,11 +51,12 @@ inline AttentionConfig config_of(const Variant& v) {
   a.scale = v.alpha;
   a.prefix = v.prefix;
   a.window = v.window;
-  if (v.window_keeps > 0) {  // a rule beyond prefix and window, as a plan asks for it
+  if (v.window_keeps > 0 || v.window_dilation > 1) {  // a rule beyond prefix and window, as a plan asks for it
     Plan plan;
     plan.fields["loss.prefix"] = Value::of_int(v.prefix);
     plan.fields["loss.window"] = Value::of_int(v.window);
     plan.fields["loss.window_keeps"] = Value::of_int(v.window_keeps);
+    plan.fields["loss.window_dilation"] = Value::of_int(v.window_dilation);
     a.rule = visibility(plan);
   }
   a.shifted_exp = sink::is_shifted_exp(v.score, v.normalize);
@@ -184,6 +186,18 @@ inline std::vector<Variant> beyond_the_paper_variants() {
        .prefix = 3,
        .window = 2,
        .window_keeps = 1,
+       .position_bias = true,
+       .key_bias = true,
+       .learned_v = true,
+       .T = 20},
+      // A dilated window (Longformer's): every d-th key back from the query, a rule checked per pair; its n,
+      // min(w, floor((i - 1) / d) + 1), a remainder in each kernel's float arithmetic.
+      {.name = "softmax, window 3 dilated by 2, T 21", .window = 3, .window_dilation = 2, .T = 21},
+      {.name = "sigmoid(qk - log n), window 4 dilated by 3, KV biases, ALiBi",
+       .score = sigmoid_minus_log_n(),
+       .normalize = "none",
+       .window = 4,
+       .window_dilation = 3,
        .position_bias = true,
        .key_bias = true,
        .learned_v = true,
