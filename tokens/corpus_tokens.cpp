@@ -51,6 +51,10 @@ class Lock {
 
 std::unique_ptr<Tokenizer> trained_sentencepiece(const DataConfig& cfg, const std::vector<std::string>& files,
                                                  const fs::path& dir, const SentencePiece& spm) {
+  // A model already in the folder was trained for this key (corpus_tokens keeps it): training is deterministic
+  // and the longest part, so a machine that cannot afford it (a GPU job of a few minutes) encodes with a model
+  // trained elsewhere, and an entry whose encoding was cut short does not train again.
+  if (fs::exists(dir / "tokenizer.model")) return spm.load((dir / "tokenizer.model").string(), cfg.tokenizer_vocab);
   // The training share only, as the runtime always trained it: the validation documents stay unseen. One
   // line per document; the file is cut after the last training document once the count is known.
   const fs::path text = dir / "train.txt";
@@ -106,6 +110,7 @@ std::vector<std::vector<int32_t>> encode_batch(const Tokenizer& tokenizer, const
 void build(const DataConfig& cfg, const std::vector<std::string>& files, const CacheKey& key, const fs::path& dir,
            const SentencePiece& spm) {
   const auto start = std::chrono::steady_clock::now();
+  const bool given_model = fs::exists(dir / "tokenizer.model");
   std::unique_ptr<Tokenizer> tokenizer;
   if (cfg.tokenizer == TokenizerKind::bytes)
     tokenizer = byte_tokenizer();
@@ -145,6 +150,9 @@ void build(const DataConfig& cfg, const std::vector<std::string>& files, const C
       {"tokens", writer.tokens()},
       {"key", key.description},
       {"tokenized_by", cfg.tokenizer == TokenizerKind::sentencepiece ? spm.name() : "sinklab"},
+      {"model", cfg.tokenizer != TokenizerKind::sentencepiece ? "none"
+                : given_model                                 ? "given"
+                                                              : "trained"},
       {"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()}};
   std::ofstream(dir / "info.json") << info.dump(2) << "\n";
   sync_path(dir / "info.json");
@@ -259,18 +267,31 @@ CorpusTokens corpus_tokens(const DataConfig& cfg, const std::string& cache_dir, 
   require_tokenizer(damage.empty() ? fmt::format("no token cache in {}", root.string())
                                    : fmt::format("the token cache is damaged ({})", damage));
   if (!damage.empty() && say) say(fmt::format("token cache: {}; tokenizing again", damage));
+  // A SentencePiece model without tokens (brought from where it was trained, or left by an encoding cut short) is
+  // kept for the build: only the encoding is left to do.
+  const fs::path tmp = root / fmt::format("{}.tmp-{}", key.hex, getpid());
+  const bool given_model = cfg.tokenizer == TokenizerKind::sentencepiece && fs::exists(dir / "tokenizer.model");
+  if (given_model) {
+    fs::create_directories(tmp);
+    fs::copy_file(dir / "tokenizer.model", tmp / "tokenizer.model", fs::copy_options::overwrite_existing);
+  }
   sink::remove_tree(dir);
   // Folders a killed builder left: under the lock, none is being written.
   for (const auto& e : fs::directory_iterator(root))
-    if (e.path().filename().string().rfind(key.hex + ".tmp-", 0) == 0) sink::remove_tree(e.path());
-  if (say) say(fmt::format("tokenizing {} with {} into {}", corpus, tokenizer_text(cfg), dir.string()));
+    if (e.path() != tmp && e.path().filename().string().rfind(key.hex + ".tmp-", 0) == 0) sink::remove_tree(e.path());
+  if (say)
+    say(fmt::format("tokenizing {} with {} into {}{}", corpus, tokenizer_text(cfg), dir.string(),
+                    given_model ? " (encoding with the SentencePiece model already there; no training)" : ""));
   const auto start = std::chrono::steady_clock::now();
-  const fs::path tmp = root / fmt::format("{}.tmp-{}", key.hex, getpid());
   fs::create_directories(tmp);
   try {
     build(cfg, files, key, tmp, spm);
   } catch (...) {
     std::error_code ec;
+    if (given_model) {  // the model stays where it was given, for the next try
+      fs::create_directories(dir, ec);
+      fs::copy_file(tmp / "tokenizer.model", dir / "tokenizer.model", fs::copy_options::overwrite_existing, ec);
+    }
     sink::remove_tree(tmp, ec);
     throw;
   }

@@ -3,7 +3,9 @@
 // tokenizer.model for SentencePiece, and info.json saying what it is. Whoever needs an entry first builds it
 // (the front end: `sinkc tokenize`, `run`, `submit`; else the runtime, when it can tokenize); everyone else
 // maps it. Written under a lock into a temporary folder renamed into place, so a reader sees a whole entry or
-// none; a damaged entry is rebuilt where the tokenizer is at hand, and is an error that says so elsewhere.
+// none; a damaged entry is rebuilt where the tokenizer is at hand, and is an error that says so elsewhere. An entry
+// folder holding only a tokenizer.model (copied from a machine that trained it for the same key) is encoded with
+// that model, not trained again: a short GPU job tokenizes in seconds what took minutes to train.
 #pragma once
 #include <functional>
 #include <string>

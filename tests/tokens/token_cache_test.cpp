@@ -227,6 +227,61 @@ TEST(TokenCache, WithoutSentencePieceAnAbsentEntrySaysToRunSinkcTokenize) {
   EXPECT_NE(why.find(cache_key(cfg, text_corpus_files(cfg)).hex), std::string::npos) << why;
 }
 
+// Counts the trainings it is asked for, and passes everything to the linked library.
+class CountingSentencePiece : public SentencePiece {
+ public:
+  explicit CountingSentencePiece(const SentencePiece& inner) : inner_(inner) {}
+  std::string name() const override { return inner_.name(); }
+  bool available() const override { return true; }
+  void train(const std::string& text, const std::string& prefix, int64_t vocab) const override {
+    ++trainings;
+    inner_.train(text, prefix, vocab);
+  }
+  std::unique_ptr<Tokenizer> load(const std::string& model, int64_t vocab) const override {
+    return inner_.load(model, vocab);
+  }
+  mutable int trainings = 0;
+
+ private:
+  const SentencePiece& inner_;
+};
+
+TEST(TokenCache, AModelBroughtIntoAnEmptyEntryIsEncodedWithNotTrainedAgain) {
+  const SentencePiece* linked = sentencepiece_linked();
+  if (!linked) GTEST_SKIP() << "this build does not link SentencePiece (libsentencepiece-dev was not found)";
+  TempDir dir;
+  write_file(dir.file("c.jsonl"), jsonl(sentences(300)));
+  const auto cfg = text_config(dir.file("c.jsonl"), TokenizerKind::sentencepiece, 320);
+  CountingSentencePiece counting(*linked);
+  const auto trained = corpus_tokens(cfg, dir.file("here"), counting);
+  EXPECT_EQ(counting.trainings, 1);
+  // Where a job cannot afford the training: only the model is brought, into the folder named by the key.
+  const std::string key = cache_key(cfg, text_corpus_files(cfg)).hex;
+  const fs::path there = fs::path(dir.file("there")) / key;
+  fs::create_directories(there);
+  fs::copy_file(trained.tokenizer_model, there / "tokenizer.model");
+  std::vector<std::string> said;
+  const auto encoded =
+      corpus_tokens(cfg, dir.file("there"), counting, [&](const std::string& m) { said.push_back(m); });
+  EXPECT_EQ(counting.trainings, 1) << "trained again although the model was there";
+  EXPECT_TRUE(encoded.built);
+  EXPECT_EQ(encoded.file.tokens.to_vector(), trained.file.tokens.to_vector());
+  ASSERT_FALSE(said.empty());
+  EXPECT_NE(said[0].find("no training"), std::string::npos) << said[0];
+  const auto info = nlohmann::json::parse(std::ifstream(there / "info.json"));
+  EXPECT_EQ(info["model"], "given");
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(fs::path(trained.dir) / "info.json"))["model"], "trained");
+  // A model that is not one: SentencePiece's error, and the file stays for the next try.
+  const fs::path broken = fs::path(dir.file("broken")) / key;
+  fs::create_directories(broken);
+  write_file((broken / "tokenizer.model").string(), "not a model");
+  const std::string why = error_of([&] { corpus_tokens(cfg, dir.file("broken"), counting); });
+  EXPECT_NE(why.find("cannot load the SentencePiece model"), std::string::npos) << why;
+  EXPECT_TRUE(fs::exists(broken / "tokenizer.model"));
+  EXPECT_FALSE(fs::exists(broken / "tokens.bin"));
+  EXPECT_EQ(counting.trainings, 1);
+}
+
 TEST(TokenCache, WideVocabulariesAreKeptAsInt32) {
   TempDir dir;
   {
