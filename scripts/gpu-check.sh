@@ -4,7 +4,7 @@
 # back, 16 MiB each, at most two folders below OUT: so each call builds what it needs, every step
 # runs under `timeout` inside one budget, and OUT holds at most 8 flat files.
 # Run folders, checkpoints and the kernel cache live in a temporary folder.
-#   scripts/gpu-check.sh OUT [--natural | --step] [--budget SECONDS]
+#   scripts/gpu-check.sh OUT [--natural [--plans DIR] | --step] [--budget SECONDS]
 # --budget: the whole call's seconds (570, for a 10-minute call); each step's cap scales with it.
 #
 # The checks (default):
@@ -30,26 +30,31 @@
 #                     cases, in this node's Python, printed beside ours (bench/gpu_attention_baselines.py)
 # --step: preflight, build (sinkc-runtime alone), train_on_cuda, captured_step, then train_vs_pytorch with three
 #   rounds in the time left: the training step's call, short.
-# --natural: preflight, build, then the natural-text sink runs (plans/gpu_natural_call: softmax and sigmoid
-#   without normalization, no BOS, gpu_text on builtin("large"), which pack-deps.sh --large carries) side by
-#   side on the one GPU until the budget ends; a run cut short keeps every measurement it made.
+# --natural: preflight, build, tokenize, then the natural-text runs (--plans DIR, default plans/gpu_natural_call:
+#   specs/text_emergence_ladder.sink, five runs on builtin("large") with a SentencePiece vocabulary), all at once
+#   on the one GPU (sinkc-runtime run DIR --jobs N: each plans its micro-batch for its share of the memory) until
+#   the budget ends; a run cut short keeps every measurement it made. The corpus and the tokenizer travel packed
+#   (scripts/pack-deps.sh .deps --natural DIR): the corpus, the SentencePiece model trained where apt is, and the
+#   portable sinkc, which encodes with that model here in seconds instead of training it for minutes. Plans that
+#   train on the CPU (train.device = cpu) need no GPU: that is how CI rehearses the call.
 #
 # OUT: gpu-check.log (every step's output), gpu-check.json (the preflight, each step's status and seconds,
 # every figure), cuda_check.txt, tiles.json, gpu_attention.txt (ours and the baselines), train_vs_pytorch.json,
 # train_profile.txt (the step's top operators and kernels beside both twins'); with --natural instead
-# <run>.summary.json and <run>.metrics.jsonl per run (scripts/gpu-results.sh OUT rebuilds run folders from
-# them for `sinkc diff` and `sinkc report`).
+# natural_runs.tar.gz, every run's folder without its checkpoints (scripts/gpu-results.sh OUT RUNS unpacks it for
+# `sinkc diff`, `sinkc table` and `sinkc report`), however many runs the plans hold.
 # Exit: 0 every step passed; 1 a step failed or ran out of time; 2 usage or a missing input; 77 no CUDA
 # device, at the first step that needs one (everything before it ran and is reported).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-usage="usage: scripts/gpu-check.sh OUT [--natural | --step] [--budget SECONDS]"
+usage="usage: scripts/gpu-check.sh OUT [--natural [--plans DIR] | --step] [--budget SECONDS]"
 out=${1:?$usage}
 shift
-mode=checks budget=570
+mode=checks budget=570 natural_plans=plans/gpu_natural_call
 while (($#)); do
   case $1 in
     --natural) mode=natural ;;
+    --plans) natural_plans=${2:?$usage}; shift ;;
     --step) mode=step ;;
     --budget) budget=${2:?$usage}; shift ;;
     *) echo "$usage" >&2; exit 2 ;;
@@ -163,9 +168,19 @@ if [[ ! -d .deps/include ]]; then
   say "gpu-check: no .deps/ (carry the folder scripts/pack-deps.sh .deps wrote where apt is)"
   report 2
 fi
-if [[ $mode == natural && ! -s data/builtin/large.jsonl && ! -s .deps/data/builtin/large.jsonl.xz ]]; then
-  say "gpu-check: no builtin(\"large\") corpus: where apt is, scripts/setup.sh --large-corpus && scripts/pack-deps.sh .deps --large"
-  report 2
+if [[ $mode == natural ]]; then
+  # What the runs need and the call cannot make: each builtin corpus the plans name, packed or unpacked.
+  [[ -d $natural_plans ]] || { say "gpu-check: no plans folder $natural_plans"; report 2; }
+  devices=$(grep -h '^device = ' "$natural_plans"/*/plan.toml | sort -u)
+  for name in $(sed -n 's/^corpus = { form = "builtin", name = "\([^"]*\)" }$/\1/p' "$natural_plans"/*/plan.toml |
+    sort -u); do
+    if [[ ! -s data/builtin/$name.jsonl && ! -s .deps/data/builtin/$name.jsonl.xz ]]; then
+      flag="" && [[ $name == large ]] && flag=" --large-corpus"
+      say "gpu-check: the plans in $natural_plans train on builtin(\"$name\"), which is not here: where apt is," \
+        "scripts/setup.sh$flag && scripts/pack-deps.sh .deps --natural $natural_plans"
+      report 2
+    fi
+  done
 fi
 targets=(--target sinkc-runtime)
 [[ $mode == checks ]] && targets+=(--target cuda_check --target gpu_attention)
@@ -210,30 +225,40 @@ if [[ $mode == step ]]; then
 fi
 
 if [[ $mode == natural ]]; then
-  [[ $gpu == yes ]] || no_gpu natural_runs
-  # Both runs at once on the one GPU. When the budget ends, timeout's SIGTERM reaches the runs too: each
-  # ends its step, checkpoints and records itself as interrupted, keeping every measurement made by then.
-  natural() {
-    local pids=() run
-    for run in natural_softmax natural_sigmoid; do
-      build-gpu/sinkc-runtime run "plans/gpu_natural_call/$run" --out "$work/runs" --gpu 0 --no-progress &
-      pids+=($!)
-    done
-    trap 'wait' TERM  # the shell waits for the runs to write their summaries
-    local rc=0
-    for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
-    return $rc
+  [[ $gpu == yes || $devices == 'device = "cpu"' ]] || no_gpu natural_runs
+  # Every run's corpus tokenized once into a cache the runs share. SentencePiece is not in the runtime: the portable
+  # sinkc (packed by pack-deps.sh --natural) encodes, with the models trained where apt is (packed beside it, each
+  # in the folder named by its cache key), so nothing is trained here.
+  export SINKLAB_TOKEN_CACHE=$work/tokens SINKLAB_HOME=$PWD natural_plans
+  mkdir -p "$SINKLAB_TOKEN_CACHE"
+  [[ -d .deps/tokens ]] && cp -r .deps/tokens/. "$SINKLAB_TOKEN_CACHE/"
+  tokenize() {
+    local sinkc=$work/sinkc
+    if [[ -f .deps/bin/sinkc.xz ]]; then
+      python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+        .deps/bin/sinkc.xz "$sinkc" && chmod +x "$sinkc" || return 1
+    else
+      sinkc=$(command -v sinkc) ||
+        { echo "no .deps/bin/sinkc.xz (scripts/pack-deps.sh .deps --natural DIR) and no sinkc on PATH"; return 1; }
+    fi
+    "$sinkc" --version | head -n 1
+    "$sinkc" tokenize "$natural_plans" --out "$work/runs" || return 1
+    grep -h '"model"\|"tokens"\|"seconds"' "$SINKLAB_TOKEN_CACHE"/*/info.json
   }
+  step tokenize 120 tokenize || report 1
+  # Every run at once, on the one GPU (or on the CPU's cores, one thread each, in a rehearsal). When the budget ends,
+  # timeout's SIGTERM reaches the runs too: each ends its step, checkpoints and records itself as interrupted,
+  # keeping every measurement made by then.
+  runs=$(ls -d "$natural_plans"/*/ | wc -l)
   left=$((deadline - $(date +%s) - 45))
   before=$status
-  step natural_runs $((left > 0 ? left : 0)) natural
+  step natural_runs $(((left > 0 ? left : 0) * 570 / budget)) build-gpu/sinkc-runtime run "$natural_plans" \
+    --out "$work/runs" --jobs "$runs" --no-progress
   (($? == 124)) && status=$before  # the budget ended the runs, as planned: they say how far they got
-  for run in natural_softmax natural_sigmoid; do
-    dir=$(ls -td "$work"/runs/"$run"-* 2> /dev/null | head -n 1)
-    for file in summary.json metrics.jsonl; do
-      [[ -n $dir && -f $dir/$file ]] && cp "$dir/$file" "$out/$run.$file"
-    done
-  done
+  # One file however many runs: each run's folder without its checkpoints.
+  (cd "$work/runs" && find . -mindepth 2 -maxdepth 2 -type f \( -name plan.toml -o -name summary.json \
+    -o -name metrics.jsonl -o -name losses.jsonl -o -name log.txt \) -print0 | sort -z |
+    tar --null -T - -czf "$out/natural_runs.tar.gz")
   report $status
 fi
 

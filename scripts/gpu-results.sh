@@ -1,27 +1,25 @@
 #!/bin/bash
-# Run folders from what `scripts/gpu-check.sh OUT --natural` brought back: OUT holds
-# <run>.summary.json and <run>.metrics.jsonl (gpu-check.sh returns 8 flat files at
-# most); each becomes RUNS/<run>-<hash>/ with its plan from plans/gpu_natural_call,
-# the folder `sinkc diff`, `sinkc report` and `sinkc table` read.
+# Run folders from what `scripts/gpu-check.sh OUT --natural` brought back: OUT/natural_runs.tar.gz holds each
+# run's folder (<run>-<hash>/ with plan.toml, summary.json, metrics.jsonl, losses.jsonl, log.txt; no
+# checkpoints), unpacked into RUNS, the folder `sinkc diff`, `sinkc table` and `sinkc report` read.
 #   scripts/gpu-results.sh OUT RUNS
-#   build/sinkc diff RUNS/natural_softmax-* RUNS/natural_sigmoid-*
+#   build/sinkc table RUNS && build/sinkc report RUNS
 set -euo pipefail
-cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/gpu-results.sh OUT RUNS}
 runs=${2:?usage: scripts/gpu-results.sh OUT RUNS}
+archive=$out/natural_runs.tar.gz
+[[ -f $archive ]] || { echo "gpu-results: no $archive" >&2; exit 1; }
+mkdir -p "$runs"
+# Only run folders, one level down: a damaged or foreign archive cannot write elsewhere.
+if tar -tzf "$archive" | grep -qvE '^(\./)?([A-Za-z0-9._=-]+/)?([A-Za-z0-9._=-]+)?$'; then
+  echo "gpu-results: $archive holds paths other than run folders' files" >&2
+  exit 1
+fi
+tar -xzf "$archive" -C "$runs"
 found=0
-for summary in "$out"/*.summary.json; do
+for summary in "$runs"/*/summary.json; do
   [[ -f $summary ]] || continue
-  run=$(basename "$summary" .summary.json)
-  plan=plans/gpu_natural_call/$run/plan.toml
-  [[ -f $plan ]] || { echo "gpu-results: $summary: no $plan for it" >&2; exit 1; }
-  hash=$(sed -n 's/^hash = "\(........\).*"/\1/p' "$plan")
-  dir=$runs/$run-$hash
-  mkdir -p "$dir"
-  cp "$plan" "$dir/plan.toml"
-  cp "$summary" "$dir/summary.json"
-  [[ -f $out/$run.metrics.jsonl ]] && cp "$out/$run.metrics.jsonl" "$dir/metrics.jsonl"
-  echo "gpu-results: $dir"
+  echo "gpu-results: $(dirname "$summary")"
   found=$((found + 1))
 done
-((found)) || { echo "gpu-results: no <run>.summary.json in $out" >&2; exit 1; }
+((found)) || { echo "gpu-results: no run's summary.json in $archive" >&2; exit 1; }

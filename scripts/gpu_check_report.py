@@ -89,14 +89,22 @@ def cuda_check_line(checked):
 
 def natural_runs(work):
     runs = {}
-    for summary_file in sorted(glob.glob(os.path.join(work, "runs", "natural_*", "summary.json"))):
+    for summary_file in sorted(glob.glob(os.path.join(work, "runs", "*", "summary.json"))):
         run_dir = os.path.dirname(summary_file)
         summary = json.loads(read(summary_file) or "{}")
         metrics = [json.loads(line) for line in (read(os.path.join(run_dir, "metrics.jsonl")) or "").splitlines()
                    if line.strip()]
         name = os.path.basename(run_dir).rsplit("-", 1)[0]
+        # The sink's curve: tokens seen, Sink_1 (%) and alpha_1 averaged over every layer and head.
+        curve = []
+        for m in metrics:
+            alpha = [a for layer in m.get("alpha") or [] for a in layer if isinstance(a, (int, float))]
+            curve.append([m.get("tokens"), (m.get("sink") or {}).get("1"),
+                          round(sum(alpha) / len(alpha), 4) if alpha else None])
+        formed = next((c[0] for c in curve if isinstance(c[1], (int, float)) and c[1] >= 10), None)
         runs[name] = {"status": summary.get("status"), "steps_done": summary.get("steps_done"),
-                      "measurements": len(metrics), "final": summary.get("final"), "detail": summary.get("detail")}
+                      "measurements": len(metrics), "sink_1_over_10_at_tokens": formed, "curve": curve,
+                      "final": summary.get("final"), "detail": summary.get("detail")}
     return runs
 
 
@@ -160,7 +168,9 @@ def main():
     for f in failed:
         print(f"   tuning could not measure {f['kernel']} with tiles {f['tiles']} ({f['key']}): {f['why']}")
     for name, run in report.get("natural_runs", {}).items():
-        print(f"   {name}: {run['status']} after {run['steps_done']} steps, {run['measurements']} measurements")
+        formed = run["sink_1_over_10_at_tokens"]
+        print(f"   {name}: {run['status']} after {run['steps_done']} steps, {run['measurements']} measurements; "
+              + (f"Sink_1 first >= 10 % at {formed} tokens" if formed is not None else "Sink_1 never >= 10 %"))
 
 
 if __name__ == "__main__":

@@ -59,10 +59,6 @@ TEST(CompiledKernels, AttentionLlIsWhatTheRuntimeDerivesFromPlanToml) {
 // Plans committed for machines without the front end (a GPU node): each is
 // what `sinkc compile` writes today, or the schema moved on without them.
 // Regenerate as plans/README.md says.
-// gpu_text sized for one 10-minute GPU call (plans/README.md).
-constexpr const char* kNaturalCall =
-    "--base gpu_text --set train.steps=8000 --set measure.every=500 --set train.checkpoint_every=8000";
-
 // The fixture with a loss logged at every step, for gpu-check's captured_step (plans/README.md).
 constexpr const char* kCapturedStepCheck = "--set train.steps=40 --set train.log_every=1 --set measure.every=20";
 
@@ -72,15 +68,17 @@ TEST(CompiledKernels, CommittedPlansAreCurrent) {
   struct Committed {
     std::string spec, options, run, plan;
   };
-  const std::vector<Committed> committed = {
+  std::vector<Committed> committed = {
       {"tests/plan/fixtures/fixture.sink", "", "fixture", "tests/plan/fixtures/fixture.plan.toml"},
       {"tests/plan/fixtures/fixture.sink", kCapturedStepCheck, "fixture", "plans/gpu_captured_step/fixture/plan.toml"},
       {"bench/gpu_60m.sink", "", "gpu_60m_throughput", "plans/gpu_throughput/gpu_60m_throughput/plan.toml"},
       {"bench/gpu_60m.sink", "", "gpu_60m_sigmoid", "plans/gpu_throughput/gpu_60m_sigmoid/plan.toml"},
-      {"specs/text_softmax_vs_sigmoid.sink", kNaturalCall, "natural_softmax",
-       "plans/gpu_natural_call/natural_softmax/plan.toml"},
-      {"specs/text_softmax_vs_sigmoid.sink", kNaturalCall, "natural_sigmoid",
-       "plans/gpu_natural_call/natural_sigmoid/plan.toml"}};
+  };
+  // The natural-text call: the emergence ladder as it is (its runs are stopped when the call's budget ends).
+  for (const char* run : {"ladder_softmax_d256", "ladder_softmax_d384", "ladder_softmax_d384_lr2x",
+                          "ladder_softmax_d512", "ladder_sigmoid_d384"})
+    committed.push_back(
+        {"specs/text_emergence_ladder.sink", "", run, std::string("plans/gpu_natural_call/") + run + "/plan.toml"});
   const std::string source = sink::testing::source_dir();
   for (const auto& [spec, options, run, plan] : committed) {
     const std::string cmd = "cd " + source + " && " + sinktest::sinkc_binary() + " compile " + spec + " " + options +

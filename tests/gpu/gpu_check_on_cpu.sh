@@ -5,13 +5,20 @@
 # GPU job can return it: at most 8 files, none over 16 MiB, none more than two folders down, names of
 # letters, digits, '.', '_' and '-', a gpu-check.json that parses and logs each step's seconds.
 # --natural without the large corpus must stop before building, with exit 2; --step must build and stop with exit
-# 77 at train_on_cuda.
-#   tests/gpu/gpu_check_on_cpu.sh SOURCE_DIR WORK_DIR PYTHON
+# 77 at train_on_cuda. Then the natural-text call rehearsed whole at tiny scale: specs/text_emergence_ladder.sink
+# compiled small, on the CPU and builtin("default") with a SentencePiece vocabulary of 512, packed as a GPU job
+# carries it (scripts/pack-deps.sh --natural: the model trained here, the portable sinkc), its five runs trained at
+# once in the copy after the copy's sinkc encoded with that model, and the one archive it returns unpacked by
+# scripts/gpu-results.sh into run folders that `sinkc table` reads.
+#   tests/gpu/gpu_check_on_cpu.sh SOURCE_DIR WORK_DIR PYTHON [SINKC]
 # PYTHON: a Python with the pip PyTorch (scripts/torch-venv.sh); exit 77 (skip) without it or SOURCE_DIR/.deps.
+# SINKC: the front end, to compile the rehearsal's plans; without it, or without SOURCE_DIR/build-portable/sinkc
+# (scripts/pack-node.sh), the rehearsal is skipped, saying so, and the rest still runs.
 set -euo pipefail
 src=$(realpath "$1")
 work=$2
 python=${3:-}
+sinkc=${4:-}
 [[ -x $python ]] && "$python" -c 'import torch' 2> /dev/null ||
   { echo "SKIP: no Python with torch given (configure with -DSINKLAB_PYTHON=\$(scripts/torch-venv.sh)/bin/python)"; exit 77; }
 [[ -d $src/.deps/include ]] || { echo "SKIP: no $src/.deps (scripts/pack-deps.sh .deps)"; exit 77; }
@@ -30,12 +37,36 @@ natural_rc=$?
 rc=$?
 (cd "$copy" && scripts/gpu-check.sh "$work/out-step" --step --budget 3000)
 step_rc=$?
+natural_small_rc=skipped
+if [[ -x $sinkc && -x $src/build-portable/sinkc ]]; then
+  # Tiny runs of the ladder: what changes is only their size, the device and the corpus.
+  tiny=(--set train.device=cpu --set 'data.corpus=builtin("default")' --set 'data.tokenizer=sentencepiece(vocab = 512)'
+    --set model.d=32 --set model.heads=2 --set model.ffn_hidden=64 --set model.layers=1 --set train.steps=12
+    --set train.batch=4 --set train.context=32 --set train.precision=fp32 --set train.checkpoint_every=0
+    --set measure.every=6 --set measure.T=16 --set measure.sequences=4 --set 'optim.schedule=constant(warmup = 2)')
+  "$sinkc" compile "$src/specs/text_emergence_ladder.sink" "${tiny[@]}" -o "$copy/plans/rehearsal" > /dev/null
+  # Packed where apt is: into a copy of the carried folder, from the source folder, the models trained in a cache
+  # of the test's own.
+  cp -r "$src/.deps" "$work/deps-natural"
+  (cd "$src" && SINKLAB_TOKEN_CACHE=$work/pack-tokens scripts/pack-deps.sh "$work/deps-natural" \
+    --natural "$copy/plans/rehearsal")
+  rm -rf "$copy/.deps" && cp -r "$work/deps-natural" "$copy/.deps"
+  (cd "$copy" && scripts/gpu-check.sh "$work/out-natural-small" --natural --plans plans/rehearsal --budget 3000)
+  natural_small_rc=$?
+  scripts_dir=$src/scripts
+  "$scripts_dir/gpu-results.sh" "$work/out-natural-small" "$work/natural-runs"
+  "$sinkc" table "$work/natural-runs" > "$work/natural-table.txt"
+  cat "$work/natural-table.txt"
+else
+  echo "SKIP (the natural-text rehearsal): no front end given or no $src/build-portable/sinkc (scripts/pack-node.sh)"
+fi
 set -e
 ls -la "$work/out"
-python3 - "$work/out" "$rc" "$work/out-natural" "$natural_rc" "$work" "$work/out-step" "$step_rc" <<'PY'
-import json, os, re, sys
+python3 - "$work/out" "$rc" "$work/out-natural" "$natural_rc" "$work" "$work/out-step" "$step_rc" \
+  "$natural_small_rc" <<'PY'
+import glob, json, os, re, sys
 out, rc, natural_out, natural_rc, work = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5]
-step_out, step_rc = sys.argv[6], int(sys.argv[7])
+step_out, step_rc, natural_small_rc = sys.argv[6], int(sys.argv[7]), sys.argv[8]
 problems = []
 def check(ok, what):
     print(("ok   " if ok else "FAIL ") + what)
@@ -75,5 +106,20 @@ step_steps = {s["name"]: s for s in json.load(open(os.path.join(step_out, "gpu-c
 check(step_steps.get("build", {}).get("status") == "ok" and "kernels" not in step_steps,
       f"--step builds, and runs none of the kernel checks: {list(step_steps)}")
 check(step_steps.get("train_on_cuda", {}).get("status") == "no_gpu", "--step stops at train_on_cuda")
+if natural_small_rc != "skipped":
+    small = os.path.join(work, "out-natural-small")
+    check(natural_small_rc == "0", f"the rehearsed natural call passed: exit {natural_small_rc}")
+    names = sorted(os.listdir(small))
+    check(len(names) <= 8 and "natural_runs.tar.gz" in names, f"it returns at most 8 files, the runs in one: {names}")
+    small_log = open(os.path.join(small, "gpu-check.log")).read()
+    check("no training" in small_log, "the copy's sinkc encoded with the model packed beside it, training none")
+    small_report = json.load(open(os.path.join(small, "gpu-check.json")))
+    runs = small_report.get("natural_runs", {})
+    check(len(runs) == 5 and all(r["status"] == "done" and r["measurements"] >= 2 for r in runs.values()),
+          f"five runs done, each measured twice or more: {runs}")
+    unpacked = glob.glob(os.path.join(work, "natural-runs", "*", "metrics.jsonl"))
+    check(len(unpacked) == 5, f"gpu-results.sh unpacked five run folders: {unpacked}")
+    table = open(os.path.join(work, "natural-table.txt")).read()
+    check(all(n in table for n in ("ladder_softmax_d256", "ladder_sigmoid_d384")), "sinkc table reads them")
 sys.exit(1 if problems else 0)
 PY
