@@ -11,7 +11,9 @@ archive=$out/natural_runs.tar.gz
 [[ -f $archive ]] || { echo "gpu-results: no $archive" >&2; exit 1; }
 mkdir -p "$runs"
 # Only run folders, one level down: a damaged or foreign archive cannot write elsewhere.
-if tar -tzf "$archive" | grep -qvE '^(\./)?([A-Za-z0-9._=-]+/)?([A-Za-z0-9._=-]+)?$'; then
+listing=$(tar -tzf "$archive") || { echo "gpu-results: $archive is not a gzip'd tar" >&2; exit 1; }
+if grep -qvE '^(\./)?([A-Za-z0-9._=-]+/)?([A-Za-z0-9._=-]+)?$' <<< "$listing" ||
+  grep -qE '(^|/)\.\.(/|$)' <<< "$listing"; then
   echo "gpu-results: $archive holds paths other than run folders' files" >&2
   exit 1
 fi

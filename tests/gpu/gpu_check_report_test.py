@@ -132,5 +132,31 @@ class FailedMeasurements(unittest.TestCase):
             self.assertEqual(report.failed_measurements(text), [], text)
 
 
+class NaturalRuns(unittest.TestCase):
+    def write_run(self, work, folder, sinks, status="interrupted"):
+        run_dir = os.path.join(work, "runs", folder)
+        os.makedirs(run_dir)
+        with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
+            for k, sink in enumerate(sinks):
+                # Two layers of two heads: alpha_1's mean is the mean of the four.
+                alpha = [[0.1 * k, 0.2 * k], [0.3 * k, 0.4 * k]]
+                f.write(json.dumps({"step": 250 * (k + 1), "tokens": 4096000 * (k + 1), "sink": {"1": sink},
+                                    "alpha": alpha}) + "\n")
+        with open(os.path.join(run_dir, "summary.json"), "w") as f:
+            json.dump({"status": status, "steps_done": 250 * len(sinks)}, f)
+
+    def test_each_runs_curve_and_the_first_measurement_over_ten_percent(self):
+        with tempfile.TemporaryDirectory() as work:
+            self.write_run(work, "ladder_softmax_d384-0a11a625", [0.0, 3.5, 12.5, 9.0])
+            self.write_run(work, "ladder_sigmoid_d384-7b80d239", [0.0, 0.2, 0.1])
+            runs = report.natural_runs(work)
+        softmax, sigmoid = runs["ladder_softmax_d384"], runs["ladder_sigmoid_d384"]
+        self.assertEqual(softmax["measurements"], 4)
+        self.assertEqual(softmax["sink_1_over_10_at_tokens"], 3 * 4096000)
+        self.assertEqual(softmax["curve"][2], [3 * 4096000, 12.5, 0.5])
+        self.assertIsNone(sigmoid["sink_1_over_10_at_tokens"])
+        self.assertEqual((sigmoid["status"], sigmoid["steps_done"]), ("interrupted", 750))
+
+
 if __name__ == "__main__":
     unittest.main()
