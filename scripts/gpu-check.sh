@@ -4,7 +4,7 @@
 # back, 16 MiB each, at most two folders below OUT: so each call builds what it needs, every step
 # runs under `timeout` inside one budget, and OUT holds at most 8 flat files.
 # Run folders, checkpoints and the kernel cache live in a temporary folder.
-#   scripts/gpu-check.sh OUT [--natural [--plans DIR] | --step] [--budget SECONDS]
+#   scripts/gpu-check.sh OUT [--natural [--plans DIR] [--share K/N] | --step] [--budget SECONDS]
 # --budget: the whole call's seconds (570, for a 10-minute call); each step's cap scales with it.
 #
 # The checks (default):
@@ -36,7 +36,9 @@
 #   the budget ends; a run cut short keeps every measurement it made. The corpus and the tokenizer travel packed
 #   (scripts/pack-deps.sh .deps --natural DIR): the corpus, the SentencePiece model trained where apt is, and the
 #   portable sinkc, which encodes with that model here in seconds instead of training it for minutes. Plans that
-#   train on the CPU (train.device = cpu) need no GPU: that is how CI rehearses the call.
+#   train on the CPU (train.device = cpu) need no GPU: that is how CI rehearses the call. --share K/N: the K-th of
+#   N calls that share DIR's plans (every N-th folder in name order from the K-th), for a table too large for one
+#   call (plans/gpu_text_table).
 #
 # OUT: gpu-check.log (every step's output), gpu-check.json (the preflight, each step's status and seconds,
 # every figure), cuda_check.txt, tiles.json, gpu_attention.txt (ours and the baselines), train_vs_pytorch.json,
@@ -47,14 +49,15 @@
 # device, at the first step that needs one (everything before it ran and is reported).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-usage="usage: scripts/gpu-check.sh OUT [--natural [--plans DIR] | --step] [--budget SECONDS]"
+usage="usage: scripts/gpu-check.sh OUT [--natural [--plans DIR] [--share K/N] | --step] [--budget SECONDS]"
 out=${1:?$usage}
 shift
-mode=checks budget=570 natural_plans=plans/gpu_natural_call
+mode=checks budget=570 natural_plans=plans/gpu_natural_call share=1/1
 while (($#)); do
   case $1 in
     --natural) mode=natural ;;
     --plans) natural_plans=${2:?$usage}; shift ;;
+    --share) share=${2:?$usage}; shift ;;
     --step) mode=step ;;
     --budget) budget=${2:?$usage}; shift ;;
     *) echo "$usage" >&2; exit 2 ;;
@@ -171,6 +174,16 @@ fi
 if [[ $mode == natural ]]; then
   # What the runs need and the call cannot make: each builtin corpus the plans name, packed or unpacked.
   [[ -d $natural_plans ]] || { say "gpu-check: no plans folder $natural_plans"; report 2; }
+  if [[ $share != 1/1 ]]; then
+    [[ $share =~ ^([0-9]+)/([0-9]+)$ ]] && ((BASH_REMATCH[1] >= 1 && BASH_REMATCH[1] <= BASH_REMATCH[2])) ||
+      { say "gpu-check: --share takes K/N with 1 <= K <= N, not $share"; report 2; }
+    mkdir -p "$work/plans"
+    ls -d "$natural_plans"/*/ | sort | awk -v k="${BASH_REMATCH[1]}" -v n="${BASH_REMATCH[2]}" 'NR % n == k % n' |
+      while read -r plan; do cp -r "$plan" "$work/plans/"; done
+    [[ -n $(ls "$work/plans") ]] || { say "gpu-check: share $share of $natural_plans holds no plans"; report 2; }
+    say "gpu-check: share $share of $natural_plans: $(ls "$work/plans" | tr '\n' ' ')"
+    natural_plans=$work/plans
+  fi
   devices=$(grep -h '^device = ' "$natural_plans"/*/plan.toml | sort -u)
   for name in $(sed -n 's/^corpus = { form = "builtin", name = "\([^"]*\)" }$/\1/p' "$natural_plans"/*/plan.toml |
     sort -u); do
