@@ -68,16 +68,41 @@ std::string legend_name(const RunData& r, const std::string& prefix) {
   return name;
 }
 
+// A run's tokens per training step (batch x context), read off its measurements: 0 where none says (a run that
+// has not measured yet, or one recorded without the count).
+double tokens_per_step(const RunData& r) {
+  for (const auto& e : r.evals)
+    if (e.step > 0 && e.tokens > 0) return static_cast<double>(e.tokens) / static_cast<double>(e.step);
+  return 0;
+}
+
+// The curves' x axis: tokens seen where every run of the group says how many a step trains (a sink forms after
+// so many tokens, and runs of different batch sizes or contexts compare there), training steps otherwise.
+struct XAxis {
+  std::string label;
+  std::vector<double> per_step;  // x per training step, one per run of the group
+};
+
+XAxis x_axis_of(const ChartGroup& g) {
+  XAxis tokens{"tokens seen", {}};
+  for (const RunData* r : g.runs) {
+    tokens.per_step.push_back(tokens_per_step(*r));
+    if (tokens.per_step.back() <= 0) return {"training step", std::vector<double>(g.runs.size(), 1.0)};
+  }
+  return tokens;
+}
+
 // Seeds of one run share a color and differ by dash pattern.
-std::vector<svg::Series> series_of(const ChartGroup& g, double (*value)(const Eval&, int), int arg) {
+std::vector<svg::Series> series_of(const ChartGroup& g, const XAxis& x, double (*value)(const Eval&, int), int arg) {
   std::vector<svg::Series> out;
   std::map<std::string, size_t> colors;
   std::map<std::string, int> dashes;
-  for (const RunData* r : g.runs) {
+  for (size_t k = 0; k < g.runs.size(); ++k) {
+    const RunData* r = g.runs[k];
     std::string base = seed_base(r->plan.name);
     size_t color = colors.emplace(base, colors.size()).first->second;
     svg::Series s{legend_name(*r, g.prefix), {}, color, dashes[base]++};
-    for (const auto& e : r->evals) s.points.emplace_back(static_cast<double>(e.step), value(e, arg));
+    for (const auto& e : r->evals) s.points.emplace_back(static_cast<double>(e.step) * x.per_step[k], value(e, arg));
     out.push_back(std::move(s));
   }
   return out;
@@ -85,11 +110,12 @@ std::vector<svg::Series> series_of(const ChartGroup& g, double (*value)(const Ev
 
 // The training loss as finely as the run logged it (losses.jsonl, every train.log_every steps); for a run that
 // logged none (one from before the file), the evaluations' means.
-std::vector<svg::Series> train_loss_series(const ChartGroup& g, std::vector<svg::Series> means) {
+std::vector<svg::Series> train_loss_series(const ChartGroup& g, const XAxis& x, std::vector<svg::Series> means) {
   for (size_t k = 0; k < g.runs.size() && k < means.size(); ++k)
     if (!g.runs[k]->losses.empty()) {
       means[k].points.clear();
-      for (const auto& [step, loss] : g.runs[k]->losses) means[k].points.emplace_back(static_cast<double>(step), loss);
+      for (const auto& [step, loss] : g.runs[k]->losses)
+        means[k].points.emplace_back(static_cast<double>(step) * x.per_step[k], loss);
     }
   return means;
 }
@@ -125,21 +151,24 @@ double eps_of(const RunData& r) {
 std::string curves_section(const std::vector<ChartGroup>& groups) {
   std::string out =
       "<section id=\"curves\">\n<h2>Training curves</h2>\n"
-      "<p class=\"note\">x: training step. Seeds of a run share a color (other seeds dashed). "
+      "<p class=\"note\">x: tokens seen (training steps x batch x context; training steps for runs that do not "
+      "record it). Seeds of a run share a color (other seeds dashed). "
       "Train loss is each logged step's (every train.log_every steps); in runs that logged none, the mean over the "
       "steps since the previous evaluation.</p>\n";
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const ChartGroup& g = groups[gi];
+    const XAxis x = x_axis_of(g);
+    auto curve = [&](double (*value)(const Eval&, int), int arg) { return series_of(g, x, value, arg); };
     std::string charts;
     auto add = [&](const std::string& id, const std::string& title, const std::string& y_label,
                    std::vector<svg::Series> s, double y_min, double y_max, const std::string& caption) {
       if (!has_points(s)) return;
-      svg::LineChart c{title, "training step", y_label, std::move(s), y_min, y_max};
+      svg::LineChart c{title, x.label, y_label, std::move(s), y_min, y_max};
       charts += figure(fmt::format("{}:{}", id, gi), svg::line_chart(c), caption);
     };
-    add("train_loss", "Train loss", "train loss (nats/token)", train_loss_series(g, series_of(g, train_loss, 0)), NAN,
-        NAN, "Cross-entropy on training batches.");
-    add("valid_loss", "Validation loss", "valid loss (nats/token)", series_of(g, valid_loss, 0), NAN, NAN,
+    add("train_loss", "Train loss", "train loss (nats/token)", train_loss_series(g, x, curve(train_loss, 0)), NAN, NAN,
+        "Cross-entropy on training batches.");
+    add("valid_loss", "Validation loss", "valid loss (nats/token)", curve(valid_loss, 0), NAN, NAN,
         "Cross-entropy on held-out sequences.");
     std::set<int> positions;
     bool star = false;
@@ -158,7 +187,7 @@ std::string curves_section(const std::vector<ChartGroup>& groups) {
       return s;
     };
     for (int k : positions) {
-      auto series = starred(series_of(g, sink_at, k));
+      auto series = starred(curve(sink_at, k));
       add(fmt::format("sink_{}", k), fmt::format("Sink_{} over training", k), fmt::format("Sink_{} (%)", k),
           std::move(series), 0, 100,
           fmt::format(
@@ -166,16 +195,16 @@ std::string curves_section(const std::vector<ChartGroup>& groups) {
               eps, proxy_note));
     }
     if (star) {
-      auto series = starred(series_of(g, sink_star, 0));
+      auto series = starred(curve(sink_star, 0));
       add("sink_star", "Sink_* over training", "Sink_* (%)", std::move(series), 0, 100,
           "The same on the k* column or the sink token." + proxy_note);
     }
-    add("sink_logit", "Sink_logit over training", "Sink_logit (%)", series_of(g, sink_logit, 0), 0, 100,
+    add("sink_logit", "Sink_logit over training", "Sink_logit (%)", curve(sink_logit, 0), 0, 100,
         fmt::format("Percentage of (sequence, layer, head) triples whose sink logit takes more than eps = {} of a row.",
                     eps));
-    add("gate_mean", "Mean attention gate", "mean gate", series_of(g, gate_mean, 0), 0, 1,
+    add("gate_mean", "Mean attention gate", "mean gate", curve(gate_mean, 0), 0, 1,
         "Gated attention: the mean gate value over layers (near 0: heads switched off).");
-    add("q_k1_cos", "Queries against token 1's key", "mean cos(q_t, k_1)", series_of(g, query_key_cos, 0), -1, 1,
+    add("q_k1_cos", "Queries against token 1's key", "mean cos(q_t, k_1)", curve(query_key_cos, 0), -1, 1,
         "Mean cosine between the queries and token 1's key, over layers and heads (the paper's Section 3.1: a sink "
         "comes from a small angle, not a large norm).");
     out += fmt::format("<h3>{}</h3>\n", html_escape(g.title));

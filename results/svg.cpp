@@ -23,17 +23,28 @@ double nice_step(double range, int target) {
   return nice * mag;
 }
 
-// Tick labels with just the decimals their step needs; thousands as "k".
+// As many decimals as x needs to be exact: 0.0025 needs four, 0.5 one, 3 none.
+int decimals_of(double x) {
+  int decimals = 0;
+  while (decimals < 6 && std::fabs(x * std::pow(10.0, decimals) - std::round(x * std::pow(10.0, decimals))) > 1e-6)
+    ++decimals;
+  return decimals;
+}
+
+// Tick labels with just the decimals their step needs; thousands as "k"; millions and billions (tokens seen) as
+// "M" and "B", with the decimals the value needs (2.5M, 5M).
 std::string tick_label(double v, double step) {
   if (std::fabs(v) < step * 1e-9) v = 0;
+  if (step >= 1e5) {
+    const double unit = step >= 1e8 ? 1e9 : 1e6;
+    return fmt::format("{:.{}f}{}", v / unit, decimals_of(v / unit), unit == 1e9 ? "B" : "M");
+  }
   if (step >= 1000 && std::fmod(std::fabs(v), 1000) < 1e-9) return fmt::format("{}k", v / 1000);
-  // As many decimals as the step needs to be exact: 0.0025 needs four, 0.5 one.
-  int decimals = 0;
-  while (decimals < 6 &&
-         std::fabs(step * std::pow(10.0, decimals) - std::round(step * std::pow(10.0, decimals))) > 1e-6)
-    ++decimals;
-  return fmt::format("{:.{}f}", v, decimals);
+  return fmt::format("{:.{}f}", v, decimals_of(step));
 }
+
+// A hovered point's x: a whole number as it is, millions (tokens seen) to six digits.
+std::string exact_label(double x) { return std::fabs(x) >= 1e6 ? fmt::format("{:.6g}M", x / 1e6) : tick_label(x, 1); }
 
 struct Range {
   double lo, hi, step;
@@ -201,7 +212,7 @@ std::string line_chart(const LineChart& c) {
           out += fmt::format(
               "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"><title>{}: {} = {}, {} = "
               "{:.4g}</title></circle>\n",
-              px(x), py(y), palette(s.color), esc(s.name), esc(c.x_label), tick_label(x, 1), esc(c.y_label), y);
+              px(x), py(y), palette(s.color), esc(s.name), esc(c.x_label), exact_label(x), esc(c.y_label), y);
     out += "</g>\n";
   }
   out += legend(items, c.height, columns, item_w);

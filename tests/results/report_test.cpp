@@ -74,7 +74,42 @@ TEST(Report, OneSvgPerChartAndNothingFromTheNetwork) {
   EXPECT_NE(html.find("No alpha_1 yet: boom (diverged)"), std::string::npos);
   EXPECT_NE(html.find("<td>optim.weight_decay</td><td>0.0</td><td>1.0</td>"), std::string::npos);  // plan diff
   EXPECT_NE(html.find("Sink_1 (%)"), std::string::npos);
-  EXPECT_NE(html.find("training step"), std::string::npos);
+  EXPECT_NE(html.find("tokens seen"), std::string::npos);
+}
+
+// The curves run over tokens seen, each run's steps times its own tokens per step, so runs of different batch
+// sizes meet where they have seen the same data; a group where a run does not record the count stays on steps.
+TEST(Report, CurvesAreOverTokensSeen) {
+  TempDir tmp("report-tokens");
+  const auto plans = compile_plans(
+      "experiment narrow extends micro {}\nexperiment wide extends micro { train.batch = 16 }\n"
+      "experiment old extends micro { optim.lr = 2e-3 }");
+  EvalLine wide;
+  wide.tokens_per_step = 2'000'000;
+  SyntheticRun narrow{plan_named(plans, "narrow"), "completed", "", curve(2, {})};
+  narrow.losses = {{5, 3.0}, {20, 2.0}};
+  write_run(tmp.path, narrow);
+  write_run(tmp.path, {plan_named(plans, "wide"), "completed", "", curve(2, wide)});
+  std::string html = render_report(load_run_folder(tmp.path), {});
+  auto chart = [&](const std::string& id) {
+    const size_t at = html.find("data-chart=\"" + id + ":");
+    return at == std::string::npos ? std::string() : html.substr(at, html.find("</figure>", at) - at);
+  };
+  const std::string valid = chart("valid_loss"), train = chart("train_loss");
+  ASSERT_FALSE(valid.empty()) << html;
+  EXPECT_NE(valid.find("tokens seen</text>"), std::string::npos);           // the axis
+  EXPECT_NE(valid.find("tokens seen = 1280,"), std::string::npos);          // narrow at step 20: 64 a step
+  EXPECT_NE(valid.find("tokens seen = 40M,"), std::string::npos);           // wide at step 20
+  EXPECT_NE(valid.find("tokens seen = 20M,"), std::string::npos);           // wide at step 10
+  EXPECT_NE(train.find("tokens seen = 320,"), std::string::npos) << train;  // a logged loss at step 5
+  EXPECT_NE(valid.find(">40M</text>"), std::string::npos) << valid;         // a tick in millions
+
+  EvalLine unknown;
+  unknown.tokens_per_step = 0;
+  write_run(tmp.path, {plan_named(plans, "old"), "completed", "", curve(2, unknown)});
+  html = render_report(load_run_folder(tmp.path), {});
+  EXPECT_NE(chart("valid_loss").find("training step = 20,"), std::string::npos) << chart("valid_loss");
+  EXPECT_EQ(html.find("tokens seen ="), std::string::npos);
 }
 
 // The train-loss chart follows the loss as finely as a run logged it (losses.jsonl, every train.log_every steps),

@@ -50,13 +50,14 @@ struct EvalLine {
   std::vector<double> gate;  // empty: not a gated-attention run
   double sink_logit = -1;    // < 0: no sink logit
   double tokens_per_s = 1000;
+  int64_t tokens_per_step = 64;  // 0: no "tokens", as in runs recorded before the count
   // The runtime's word on proxy scores; nullopt: not written, as by runs recorded before it was.
   std::optional<bool> sink_from_proxy;
 
   nlohmann::json json() const {
     nlohmann::json j;
     j["step"] = step;
-    j["tokens"] = step * 64;
+    if (tokens_per_step > 0) j["tokens"] = step * tokens_per_step;
     j["lr"] = 1e-3;
     j["train_loss"] = train_loss;
     j["valid_loss"] = valid_loss;
