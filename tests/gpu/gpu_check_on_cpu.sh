@@ -115,8 +115,8 @@ if natural_small_rc != "skipped":
     check("no training" in small_log, "the copy's sinkc encoded with the model packed beside it, training none")
     small_report = json.load(open(os.path.join(small, "gpu-check.json")))
     runs = small_report.get("natural_runs", {})
-    check(len(runs) == 5 and all(r["status"] == "done" and r["measurements"] >= 2 for r in runs.values()),
-          f"five runs done, each measured twice or more: {runs}")
+    check(len(runs) == 5 and all(r["status"] == "completed" and r["measurements"] >= 2 for r in runs.values()),
+          f"five runs completed, each measured twice or more: {runs}")
     unpacked = glob.glob(os.path.join(work, "natural-runs", "*", "metrics.jsonl"))
     check(len(unpacked) == 5, f"gpu-results.sh unpacked five run folders: {unpacked}")
     table = open(os.path.join(work, "natural-table.txt")).read()
