@@ -275,7 +275,8 @@ if [[ $mode == natural ]]; then
   report $status
 fi
 
-step kernels 120 build-gpu/tests/cuda_check --fill-cache "$arch"
+# (SINKLAB_FILL_CACHE_SAMPLE=N: N kernels of the list, as the rehearsal on the CPU compiles; the tests compile all)
+step kernels 120 build-gpu/tests/cuda_check --fill-cache "$arch" ${SINKLAB_FILL_CACHE_SAMPLE:+--sample "$SINKLAB_FILL_CACHE_SAMPLE"}
 [[ $gpu == yes ]] || no_gpu cuda_check
 step tiles 20 build-gpu/tests/cuda_check tiles
 tiles_rc=$?

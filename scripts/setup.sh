@@ -78,7 +78,7 @@ if ((tests)); then
   # The pip PyTorch 2.11 and transformers, in a virtual environment kept between runs (scripts/torch-venv.sh).
   venv=$(scripts/torch-venv.sh)
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSINKLAB_FUZZ=OFF -DSINKLAB_TESTS=ON \
-    -DSINKLAB_PYTHON="$venv/bin/python" > /dev/null
+    -DSINKLAB_UNITY_TESTS=ON -DSINKLAB_PYTHON="$venv/bin/python" > /dev/null
   ninja -C build
 else
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSINKLAB_FUZZ=OFF > /dev/null

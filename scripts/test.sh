@@ -28,7 +28,7 @@ ctest --test-dir build-plan --output-on-failure
 # run there again, sanitized, beside the 30 s fuzz run.
 leg "the sanitized front end and the fuzz run"
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSINKLAB_FUZZ=ON -DSINKLAB_RUNTIME=OFF \
-  -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 > /dev/null
+  -DSINKLAB_UNITY_TESTS=ON -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 > /dev/null
 ninja -C build-fuzz parse_fuzz lsp_fuzz sinkc front_tests results_tests results_fixture
 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-fuzz --output-on-failure -j2 -L 'front|results|fuzz'
 # The GPU node's build against the pip PyTorch researchers run (torch 2.11 + CUDA 13, scripts/torch-venv.sh),
@@ -41,13 +41,16 @@ leg "the torch 2.11 build"
 venv=$(scripts/torch-venv.sh)
 # The archive a node without root installs from (its .deps/ is the one below; sinkc linked statically).
 scripts/pack-node.sh build-node
-PATH="$venv/bin:$PATH" scripts/setup-gpu.sh .deps build-torch2 -DSINKLAB_FRONTEND=ON -DSINKLAB_PYTHON="$venv/bin/python" \
+PATH="$venv/bin:$PATH" scripts/setup-gpu.sh .deps build-torch2 -DSINKLAB_FRONTEND=ON -DSINKLAB_UNITY_TESTS=ON \
+  -DSINKLAB_PYTHON="$venv/bin/python" \
   --target sinkc --target sinkc-runtime --target runtime_tests --target plan_tests --target cuda_check \
   --target gpu_attention
 leg "torch 2.11 tests"
 # Every runtime test but those of the orchestration of runs (sweeps, bisection, Slurm arrays, run locks), which
-# trains through the same runtime either way: they ran on the Debian build above, once is enough.
-ctest --test-dir build-torch2 --output-on-failure -j2 -L 'plan|runtime' -E '^(Bisect|Sweep|SlurmSubmit|RunLock|StaleRuns)\.'
+# trains through the same runtime either way, and of the files and programs outside it (exports, Hugging Face's
+# checkpoints and transformers, the benchmarks' own checks): they ran on the Debian build above, once is enough.
+ctest --test-dir build-torch2 --output-on-failure -j2 -L 'plan|runtime' \
+  -E '^(Bisect|Sweep|SlurmSubmit|RunLock|StaleRuns|Export|ExportHf|HfCheckpoint|HfTransformers|Bench)\.'
 leg "gpu-check rehearsed on the CPU"
 # scripts/gpu-check.sh in a copy holding only what a GPU job receives, up to its first step that
 # needs a GPU: the build, the kernel cache, the files it returns (tests/gpu/gpu_check_on_cpu.sh).

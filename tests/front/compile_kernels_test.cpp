@@ -14,18 +14,14 @@
 #include "kernels/llvm/emit_llvm.h"
 #include "spec_helpers.h"
 #include "support/remove_tree.h"
+#include "tests/file_text.h"
 #include "tests/source_paths.h"
 
 namespace {
 
-namespace fs = std::filesystem;
+using sinktest::slurp;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+namespace fs = std::filesystem;
 
 TEST(CompiledKernels, AttentionLlIsWhatTheRuntimeDerivesFromPlanToml) {
   // Named by process: two checkouts' tests running at once on one machine

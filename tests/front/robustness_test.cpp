@@ -19,12 +19,15 @@
 
 #include "helpers.h"
 #include "support/remove_tree.h"
+#include "tests/file_text.h"
 #include "tests/source_paths.h"
 
 namespace fs = std::filesystem;
 extern char** environ;
 
 namespace {
+
+using sinktest::slurp;
 
 struct Result {
   bool exited = false;  // false: killed by a signal or by our time limit
@@ -67,13 +70,6 @@ class TempDir {
   static inline int counter_ = 0;
   fs::path path_;
 };
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // Runs sinkc with `args`, stdout and stderr to files; kills it after `limit`.
 Result run_sinkc(const std::vector<std::string>& args, std::chrono::seconds limit = std::chrono::seconds(60)) {

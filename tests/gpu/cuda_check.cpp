@@ -38,7 +38,8 @@
 //   build-gpu/tests/cuda_check [filter] [--no-tune] [--no-table-tiles]
 //     (--no-tune: cases 1-7; --no-table-tiles: without case 2's fused and Hopper tiles, which "table-tiles" alone
 //     runs; "tune" alone: case 8; "tiles": 0)
-//   build-gpu/tests/cuda_check --fill-cache [ARCH=90]   (NVRTC only, no GPU: every kernel above, on every core)
+//   build-gpu/tests/cuda_check --fill-cache [ARCH=90] [--sample N]   (NVRTC only, no GPU: every kernel above, on
+//                                                                      every core; N of them, spread, with --sample)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -497,8 +498,10 @@ std::vector<KernelCase> kernel_cases() {
 
 // Compiles every kernel the cases need into the kernel cache, on every core
 // (NVRTC takes a second or more per variant; one by one that is minutes of a
-// GPU call). Needs NVRTC, not a GPU: where there is none it compiles for `arch`.
-int fill_kernel_cache(int arch) {
+// GPU call). Needs NVRTC, not a GPU: where there is none it compiles for `arch`. `sample` > 0: that many sources,
+// spread evenly over the list, for a rehearsal on the CPU, whose two cores would take minutes over all of them
+// (CudaKernels.EveryVariantCompilesForSm80AndSm90 compiles every variant there).
+int fill_kernel_cache(int arch, size_t sample) {
   std::vector<std::string> sources;
   for (const auto& c : kernel_cases()) sources.push_back(cuda_source_for(spec_of(c.variant), c.storage));
   for (const auto& [v, storage] : sixteen_bit_cases()) sources.push_back(cuda_source_for(spec_of(v), storage));
@@ -516,6 +519,12 @@ int fill_kernel_cache(int arch) {
   for (const auto& source : step_kernel_sources()) sources.push_back(source);  // (case 9's)
   std::sort(sources.begin(), sources.end());
   sources.erase(std::unique(sources.begin(), sources.end()), sources.end());
+  if (sample > 0 && sample < sources.size()) {
+    std::vector<std::string> spread;
+    for (size_t k = 0; k < sample; ++k) spread.push_back(sources[k * sources.size() / sample]);
+    say("a sample of {} of the {} kernel sources\n", sample, sources.size());
+    sources = std::move(spread);
+  }
   const auto started = std::chrono::steady_clock::now();
   std::atomic<size_t> next{0}, failed{0};
   std::vector<std::thread> pool;
@@ -541,7 +550,14 @@ int main(int argc, char** argv) {
   say("{}\n", cuda::describe_libraries());
   if (argc > 1 && std::string(argv[1]) == "--fill-cache") {
     if (!cuda::nvrtc_available()) return 1;
-    return fill_kernel_cache(argc > 2 ? std::stoi(argv[2]) : 90);
+    int arch = 90;
+    size_t sample = 0;
+    for (int a = 2; a < argc; ++a)
+      if (std::string(argv[a]) == "--sample" && a + 1 < argc)
+        sample = std::stoul(argv[++a]);
+      else
+        arch = std::stoi(argv[a]);
+    return fill_kernel_cache(arch, sample);
   }
   if (!torch::cuda::is_available()) {
     say("SKIP: this LibTorch sees no CUDA device\n");

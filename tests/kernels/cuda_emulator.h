@@ -524,6 +524,15 @@ inline rt::KernelModules cpu_emulated_modules(ThreadOrder order = ThreadOrder::T
           false, nullptr, [arch](const torch::Device&) { return arch; }};
 }
 
+// The CUDA attention on the emulation, the block's threads run in `order`: an attention an oracle compares
+// (tests/runtime/attention_oracle.h's Attend).
+inline std::function<torch::Tensor(const kernels::KernelSpec&, const rt::AttentionCall&)> emulated_in_order(
+    ThreadOrder order) {
+  return [order](const kernels::KernelSpec& spec, const rt::AttentionCall& call) {
+    return rt::cuda_attention(spec, call, cpu_emulated_modules(order));
+  };
+}
+
 // SINKLAB_WGMMA=tune for one test's scope, and back: the Hopper kernels are opt-in until a GPU call has verified
 // them (runtime/attention/cuda_tuning.h's hopper_kernels_allowed), and the tests that check them opt in.
 class HopperKernelsOptedIn {

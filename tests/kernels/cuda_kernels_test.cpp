@@ -40,7 +40,7 @@ torch::Tensor emulated(const kernels::KernelSpec& spec, const AttentionCall& cal
   return cuda_attention(spec, call, cpu_emulated_modules());
 }
 
-void compare(const Variant& v, double tol = 1e-5, torch::ScalarType dtype = torch::kFloat) {
+void compare_emulated(const Variant& v, double tol = 1e-5, torch::ScalarType dtype = torch::kFloat) {
   compare_with_reference(emulated, v, tol, dtype);
 }
 
@@ -48,33 +48,33 @@ void compare(const Variant& v, double tol = 1e-5, torch::ScalarType dtype = torc
 
 TEST(CudaKernels, PaperVariantsMatchTheReference) {
   SKIP_WITHOUT_HOST_COMPILER();
-  for (const auto& v : paper_variants()) compare(v);
+  for (const auto& v : paper_variants()) compare_emulated(v);
 }
 
 TEST(CudaKernels, DoubleKernelsMatchTheReferenceTightly) {
   SKIP_WITHOUT_HOST_COMPILER();
-  for (const auto& v : paper_variants()) compare(v, 1e-9, torch::kDouble);
+  for (const auto& v : paper_variants()) compare_emulated(v, 1e-9, torch::kDouble);
 }
 
 TEST(CudaKernels, DesignsBeyondThePaperMatchTheReference) {
   SKIP_WITHOUT_HOST_COMPILER();
-  for (const auto& v : beyond_the_paper_variants()) compare(v);
-  for (const auto& v : beyond_the_paper_variants()) compare(v, 1e-9, torch::kDouble);
+  for (const auto& v : beyond_the_paper_variants()) compare_emulated(v);
+  for (const auto& v : beyond_the_paper_variants()) compare_emulated(v, 1e-9, torch::kDouble);
 }
 
 TEST(CudaKernels, EveryScoreFunctionMatchesTheReference) {
   SKIP_WITHOUT_HOST_COMPILER();
-  for (const auto& v : score_function_variants()) compare(v), compare(v, 1e-9, torch::kDouble);
+  for (const auto& v : score_function_variants()) compare_emulated(v), compare_emulated(v, 1e-9, torch::kDouble);
 }
 
 TEST(CudaKernels, EveryNormalizerMatchesTheReference) {
   SKIP_WITHOUT_HOST_COMPILER();
-  for (const auto& v : normalizer_variants()) compare(v), compare(v, 1e-9, torch::kDouble);
+  for (const auto& v : normalizer_variants()) compare_emulated(v), compare_emulated(v, 1e-9, torch::kDouble);
 }
 
 TEST(CudaKernels, RandomScoreExpressions) {
   SKIP_WITHOUT_HOST_COMPILER();
-  for (const auto& v : random_score_variants()) compare(v, 2e-5);
+  for (const auto& v : random_score_variants()) compare_emulated(v, 2e-5);
 }
 
 // Tiles wider than one block of threads, and rows that are not a multiple of the tiles.
@@ -96,13 +96,7 @@ std::vector<Variant> variants_across_tiles() {
 
 TEST(CudaKernels, LongSequencesCrossManyTiles) {
   SKIP_WITHOUT_HOST_COMPILER();
-  for (const auto& v : variants_across_tiles()) compare(v);
-}
-
-Attend emulated_in_order(ThreadOrder order) {
-  return [order](const kernels::KernelSpec& spec, const AttentionCall& call) {
-    return cuda_attention(spec, call, cpu_emulated_modules(order));
-  };
+  for (const auto& v : variants_across_tiles()) compare_emulated(v);
 }
 
 // The same comparisons with each block's threads taking turns, in both

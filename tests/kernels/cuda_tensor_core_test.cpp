@@ -26,12 +26,6 @@ using namespace sink::testing_machine_code;
 
 namespace {
 
-Attend emulated_in_order(ThreadOrder order) {
-  return [order](const kernels::KernelSpec& spec, const AttentionCall& call) {
-    return cuda_attention(spec, call, cpu_emulated_modules(order));
-  };
-}
-
 // Whether byte `at` of a source without the Hopper kernels (SINK_WGMMA 0) lies in a branch the preprocessor drops
 // there: one under "#if ... SINK_WGMMA" (the Hopper forms' own code, which the text of every kernel carries), up to
 // its #elif, #else or #endif.

@@ -29,37 +29,37 @@ using namespace sink::testing_variants;
 namespace {
 
 // The CPU JIT as the oracle header's kernel under test.
-void compare(const Variant& v, double tol = 1e-5, torch::ScalarType dtype = torch::kFloat) {
+void compare_jit(const Variant& v, double tol = 1e-5, torch::ScalarType dtype = torch::kFloat) {
   compare_with_reference(jit_attention, v, tol, dtype);
 }
 
 }  // namespace
 
 TEST(Jit, PaperVariantsMatchTheReference) {
-  for (const auto& v : paper_variants()) compare(v);
+  for (const auto& v : paper_variants()) compare_jit(v);
 }
 
 TEST(Jit, EveryScoreFunctionMatchesTheReference) {
-  for (const auto& v : score_function_variants()) compare(v), compare(v, 1e-9, torch::kDouble);
+  for (const auto& v : score_function_variants()) compare_jit(v), compare_jit(v, 1e-9, torch::kDouble);
 }
 
 TEST(Jit, EveryNormalizerMatchesTheReferenceAndFiniteDifferences) {
   for (const auto& v : normalizer_variants()) {
-    compare(v), compare(v, 1e-9, torch::kDouble);
+    compare_jit(v), compare_jit(v, 1e-9, torch::kDouble);
     if (v.q_scale == 1) expect_gradients_match_finite_differences(jit_attention, v);
   }
 }
 
 TEST(Jit, DesignsBeyondThePaperMatchTheReference) {
-  for (const auto& v : beyond_the_paper_variants()) compare(v);
-  for (const auto& v : beyond_the_paper_variants()) compare(v, 1e-9, torch::kDouble);
+  for (const auto& v : beyond_the_paper_variants()) compare_jit(v);
+  for (const auto& v : beyond_the_paper_variants()) compare_jit(v, 1e-9, torch::kDouble);
 }
 
 TEST(Jit, DoubleKernelsMatchTheReferenceTightly) {
   // In double the kernels agree with the reference to rounding: any
   // approximation in the generated code (masks, blocks, exp) would show here.
   for (auto v : paper_variants()) {
-    compare(v, 1e-9, torch::kDouble);
+    compare_jit(v, 1e-9, torch::kDouble);
   }
 }
 
@@ -102,7 +102,7 @@ TEST(Jit, GradientsMatchFiniteDifferencesInDouble) {
 }
 
 TEST(Jit, RandomScoreExpressions) {
-  for (const auto& v : random_score_variants()) compare(v, 2e-5);
+  for (const auto& v : random_score_variants()) compare_jit(v, 2e-5);
 }
 
 TEST(Jit, KernelsAreCompiledOncePerVariant) {
@@ -112,10 +112,10 @@ TEST(Jit, KernelsAreCompiledOncePerVariant) {
             .score = call("sigmoid", {bin(ExprNode::Op::Mul, var("qk"), num(c))}),
             .normalize = "none"};
   const int start = Jit::shared().compiled();
-  compare(v);
+  compare_jit(v);
   const int after_first = Jit::shared().compiled();
   EXPECT_GT(after_first, start);
-  compare(v);
+  compare_jit(v);
   EXPECT_EQ(Jit::shared().compiled(), after_first);
 }
 

@@ -9,13 +9,14 @@
 
 #include "runtime/attention/attention.h"
 #include "runtime_test_util.h"
+#include "tests/runtime/jit_variants.h"
 
 using namespace sink;
 using namespace sink::rt;
-using sinktest::binary;
-using sinktest::call;
-using sinktest::num;
-using sinktest::var;
+using sink::testing_variants::bin;
+using sink::testing_variants::call;
+using sink::testing_variants::num;
+using sink::testing_variants::var;
 using Op = sink::ExprNode::Op;
 
 namespace {
@@ -132,7 +133,7 @@ AttentionConfig config(sink::ExprNode score, const std::string& normalize = "sum
   return c;
 }
 
-sink::ExprNode exp_qk() { return call("exp", var("qk")); }
+sink::ExprNode exp_qk() { return call("exp", {var("qk")}); }
 
 }  // namespace
 
@@ -189,7 +190,7 @@ TEST(Attention, SoftmaxMultiHeadMatchesOracle) {
 
 TEST(Attention, SigmoidWithoutNormalization) {
   auto in = random_inputs(1, 2, 6, 4, 1.5, 2);
-  auto cfg = config(call("sigmoid", var("qk")), "none");
+  auto cfg = config(call("sigmoid", {var("qk")}), "none");
   auto r = reference_attention(cfg, {in.q, in.k, in.v, {}, {}, {}}, true);
   Oracle o;
   o.score = [](double x, int, int) { return 1.0 / (1.0 + std::exp(-x)); };
@@ -275,7 +276,7 @@ TEST(Attention, ScaleAlpha) {
     EXPECT_TRUE(torch::allclose(rows, torch::full_like(rows, 2.5), 0, 1e-12));
   }
   // Sigmoid, normalized, alpha = 0.5.
-  auto cfg = config(call("sigmoid", var("qk")));
+  auto cfg = config(call("sigmoid", {var("qk")}));
   cfg.scale = 0.5;
   auto r = reference_attention(cfg, {in.q, in.k, in.v, {}, {}, {}}, false);
   Oracle o;
@@ -375,8 +376,8 @@ TEST(Attention, ScoreUsingPositions) {
   // s = exp(qk - 0.3 * (i - j)) * (1 + j / i), normalized by the sum.
   auto in = random_inputs(2, 2, 6, 4, 1.0, 9);
   auto i = var("i"), j = var("j");
-  auto decay = binary(Op::Sub, var("qk"), binary(Op::Mul, num(0.3), binary(Op::Sub, i, j)));
-  auto score = binary(Op::Mul, call("exp", decay), binary(Op::Add, num(1), binary(Op::Div, j, i)));
+  auto decay = bin(Op::Sub, var("qk"), bin(Op::Mul, num(0.3), bin(Op::Sub, i, j)));
+  auto score = bin(Op::Mul, call("exp", {decay}), bin(Op::Add, num(1), bin(Op::Div, j, i)));
   auto cfg = config(score);
   auto r = reference_attention(cfg, {in.q, in.k, in.v, {}, {}, {}}, true);
   Oracle o;
@@ -397,7 +398,7 @@ TEST(Attention, KeyCountByHand) {
   // s = sigmoid(qk - log n), unnormalized: n, the keys query i sees, counted here from the hand-written mask.
   const int T = 6;
   auto in = random_inputs(1, 2, T, 4, 1.0, 10);
-  auto cfg = config(call("sigmoid", binary(Op::Sub, var("qk"), call("log", var("n")))));
+  auto cfg = config(call("sigmoid", {bin(Op::Sub, var("qk"), call("log", {var("n")}))}));
   cfg.normalize = "none";
   struct Case {
     int prefix, window;

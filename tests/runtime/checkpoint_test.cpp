@@ -27,7 +27,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // 16 steps, a checkpoint every 4, an evaluation every 2.
-const char* kSpec =
+const char* kCheckpointSpec =
     "experiment faults extends micro { train { steps = 16  checkpoint_every = 4  log_every = 3 }  measure.every = 2 }";
 
 RunOptions options(const std::string& out) {
@@ -81,7 +81,7 @@ void expect_same_final(const json& a, const json& b) {
 
 TEST(Checkpoint, TheLastTwoAreKept) {
   TempDir out("two");
-  auto r = run_plan(sinktest::plan_of(kSpec), options(out.str()));
+  auto r = run_plan(sinktest::plan_of(kCheckpointSpec), options(out.str()));
   ASSERT_EQ(r.status, "completed") << r.summary.dump(2);
   RunDir dir(r.dir);
   EXPECT_EQ(step_in(dir.checkpoint()), 16);
@@ -91,7 +91,7 @@ TEST(Checkpoint, TheLastTwoAreKept) {
 }
 
 TEST(Checkpoint, ACorruptLatestFallsBackToThePrevious) {
-  auto plan = sinktest::plan_of(kSpec);
+  auto plan = sinktest::plan_of(kCheckpointSpec);
   TempDir a("straight"), b("corrupt");
   auto straight = run_plan(plan, options(a.str()));
   ASSERT_EQ(straight.status, "completed");
@@ -142,7 +142,7 @@ TEST(Checkpoint, ACorruptLatestFallsBackToThePrevious) {
 // previous one, with a warning, when the latest is corrupt.
 TEST(Checkpoint, MeasureFallsBackToThePreviousToo) {
   TempDir out("measure");
-  auto r = run_plan(sinktest::plan_of(kSpec), options(out.str()));
+  auto r = run_plan(sinktest::plan_of(kCheckpointSpec), options(out.str()));
   ASSERT_EQ(r.status, "completed") << r.summary.dump(2);
   RunDir dir(r.dir);
   const auto measure = [&](const std::string& log) {
@@ -159,7 +159,7 @@ TEST(Checkpoint, MeasureFallsBackToThePreviousToo) {
 }
 
 TEST(Checkpoint, BothUnreadableIsAClearError) {
-  auto plan = sinktest::plan_of(kSpec);
+  auto plan = sinktest::plan_of(kCheckpointSpec);
   TempDir out("both");
   auto o = options(out.str());
   o.stop_after = 10;
@@ -181,7 +181,7 @@ TEST(Checkpoint, BothUnreadableIsAClearError) {
 }
 
 TEST(Checkpoint, AWriteThatFailsKeepsTheEarlierOnesAndFailsTheRun) {
-  auto plan = sinktest::plan_of(kSpec);
+  auto plan = sinktest::plan_of(kCheckpointSpec);
   TempDir a("straight"), b("full");
   auto straight = run_plan(plan, options(a.str()));
   ASSERT_EQ(straight.status, "completed");

@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* kSpec = "experiment dp extends micro { train { steps = 50  batch = 8 }  measure.every = 10 }\n";
+const char* kDataParallelSpec = "experiment dp extends micro { train { steps = 50  batch = 8 }  measure.every = 10 }\n";
 const char* kLongSpec =
     "experiment dp extends micro { train { steps = 400  batch = 8  checkpoint_every = 20 }  measure.every = 20 }\n";
 
@@ -104,7 +104,7 @@ void expect_same_parameters(const std::string& a, const std::string& b) {
 
 TEST(DataParallel, TwoWorkersTrainTheCurveAndCheckpointOfOne) {
   TempDir dir("dp");
-  sinktest::write_file(dir.file("spec.sink"), kSpec);
+  sinktest::write_file(dir.file("spec.sink"), kDataParallelSpec);
   ASSERT_EQ(sinktest::wait_exit(sinktest::spawn(
                 {sinktest::sinkc_binary(), "run", dir.file("spec.sink"), "--out", dir.file("one"), "--no-progress"},
                 dir.file("one.txt"))),
@@ -175,7 +175,7 @@ TEST(DataParallel, TorchrunStartsTheWorkers) {
                  << (getenv("SINKLAB_TORCH_PYTHON") ? getenv("SINKLAB_TORCH_PYTHON") : "")
                  << "') with torch.distributed";
   TempDir dir("dp-torchrun");
-  sinktest::write_file(dir.file("spec.sink"), kSpec);
+  sinktest::write_file(dir.file("spec.sink"), kDataParallelSpec);
   ASSERT_EQ(sinktest::wait_exit(sinktest::spawn(
                 {sinktest::sinkc_binary(), "run", dir.file("spec.sink"), "--out", dir.file("one"), "--no-progress"},
                 dir.file("one.txt"))),

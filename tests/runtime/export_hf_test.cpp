@@ -24,17 +24,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string trained_run(const TempDir& out, const std::string& body) {
-  auto plan =
-      sinktest::plan_of("experiment exported extends micro { train { steps = 6  checkpoint_every = 3 } " + body + " }");
-  RunOptions o;
-  o.out = out.str();
-  o.progress = false;
-  auto r = run_plan(plan, o);
-  EXPECT_EQ(r.status, "completed") << r.summary.dump(2);
-  return r.dir;
-}
-
 // `sinkc export ARGS`: exit status, output in `said`.
 int sinkc_export(const std::vector<std::string>& args, const TempDir& tmp, std::string& said) {
   std::vector<std::string> argv = {sinktest::sinkc_binary(), "export"};

@@ -25,19 +25,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A few steps are enough: the weights move away from their initialization,
-// which is all the comparison needs.
-std::string trained_run(const TempDir& out, const std::string& body) {
-  auto plan =
-      sinktest::plan_of("experiment exported extends micro { train { steps = 6  checkpoint_every = 3 } " + body + " }");
-  RunOptions o;
-  o.out = out.str();
-  o.progress = false;
-  auto r = run_plan(plan, o);
-  EXPECT_EQ(r.status, "completed") << r.summary.dump(2);
-  return r.dir;
-}
-
 std::vector<float> floats_of(const std::string& bytes) {
   std::vector<float> out((bytes.size() - 28) / 4);
   std::memcpy(out.data(), bytes.data() + 28, out.size() * 4);

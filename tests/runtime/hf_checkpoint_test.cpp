@@ -9,6 +9,7 @@
 #include "runtime/interop/hf_model.h"
 #include "runtime/interop/safetensors.h"
 #include "runtime_test_util.h"
+#include "tests/runtime/hf_python.h"
 #include "tests/source_paths.h"
 
 namespace fs = std::filesystem;
@@ -200,18 +201,6 @@ TEST(HfCheckpoint, Stories260kInHuggingFaceLayoutMeasuresAsTheLlama2cCheckpoint)
     EXPECT_NEAR(theirs["sink"]["1"].get<double>(), ours["sink"]["1"].get<double>(), 1e-9) << input;
   }
 }
-
-namespace {
-
-// `sinkc measure ARGS` that must fail: its output.
-std::string measure_error(std::vector<std::string> args, const TempDir& tmp) {
-  args.insert(args.begin(), {sinktest::sinkc_binary(), "measure"});
-  const std::string out = tmp.file("measure-error.out");
-  EXPECT_NE(sinktest::wait_exit(sinktest::spawn(args, out)), 0) << "measure succeeded";
-  return sinktest::read_file(out);
-}
-
-}  // namespace
 
 // Natural text on a Hugging Face folder is tokenized with the folder's
 // SentencePiece tokenizer.model. stories260K in Hugging Face's layout with

@@ -104,6 +104,25 @@ inline int wait_exit(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// `sinkc ARGS`, its output in `log`, with PATH=`path` where given: its exit status.
+inline int sinkc_status(std::vector<std::string> args, const std::string& log, const std::string& path = "") {
+  args.insert(args.begin(), sinkc_binary());
+  if (!path.empty()) args.insert(args.begin(), {"env", "PATH=" + path});
+  return wait_exit(spawn(args, log));
+}
+
+// `micro` with `body` added, trained 6 steps with a checkpoint every 3, into `out`: its run directory. A few steps
+// are enough for an export's comparisons: the weights move away from their initialization.
+inline std::string trained_run(const TempDir& out, const std::string& body) {
+  auto plan = plan_of("experiment exported extends micro { train { steps = 6  checkpoint_every = 3 } " + body + " }");
+  sink::rt::RunOptions o;
+  o.out = out.str();
+  o.progress = false;
+  auto r = sink::rt::run_plan(plan, o);
+  EXPECT_EQ(r.status, "completed") << r.summary.dump(2);
+  return r.dir;
+}
+
 // The message of what `f` throws; empty when it throws nothing.
 inline std::string error_of(const std::function<void()>& f) {
   try {
@@ -130,34 +149,6 @@ inline std::string resume_must_fail(const sink::Plan& plan, sink::rt::RunOptions
   EXPECT_NO_THROW(r = sink::rt::run_plan(plan, o));
   EXPECT_EQ(r.status, "failed");
   return r.summary.value("reason", "");
-}
-
-// Expression trees, for AttentionConfig::score.
-inline sink::ExprNode num(double v) {
-  sink::ExprNode e;
-  e.op = sink::ExprNode::Op::Number;
-  e.number = v;
-  return e;
-}
-inline sink::ExprNode var(const std::string& name) {
-  sink::ExprNode e;
-  e.op = sink::ExprNode::Op::Var;
-  e.name = name;
-  return e;
-}
-inline sink::ExprNode call(const std::string& fn, sink::ExprNode arg) {
-  sink::ExprNode e;
-  e.op = sink::ExprNode::Op::Call;
-  e.name = fn;
-  e.args.push_back(std::move(arg));
-  return e;
-}
-inline sink::ExprNode binary(sink::ExprNode::Op op, sink::ExprNode a, sink::ExprNode b) {
-  sink::ExprNode e;
-  e.op = op;
-  e.args.push_back(std::move(a));
-  e.args.push_back(std::move(b));
-  return e;
 }
 
 // The shared test models (stories260K.bin, tok512.*) are not in the

@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* kSpec =
+const char* kSlurmSpec =
     "experiment base extends micro { train.steps = 60  measure.every = 30 }\n"
     "sweep seeds over base { train.seed in [1, 2] }\n"
     "experiment long extends micro { train.steps = 200000  measure.every = 100  train.checkpoint_every = 100 }\n";
@@ -35,12 +35,6 @@ std::string path_with_fake_slurm(const TempDir& dir) {
   fs::permissions(dir.path / "bin/sbatch", fs::perms::owner_all);
   fs::permissions(dir.path / "bin/scontrol", fs::perms::owner_all);
   return dir.file("bin") + ":" + std::getenv("PATH");
-}
-
-int sinkc(std::vector<std::string> args, const std::string& log, const std::string& path = "") {
-  args.insert(args.begin(), sinktest::sinkc_binary());
-  if (!path.empty()) args.insert(args.begin(), {"env", "PATH=" + path});
-  return sinktest::wait_exit(sinktest::spawn(args, log));
 }
 
 // The array task `k` of job array 4242, as Slurm starts it the `restarts`-th time.
@@ -72,11 +66,11 @@ std::string status_of(const fs::path& out, const std::string& prefix) {
 
 TEST(SlurmSubmit, DryRunPrintsTheArrayScript) {
   TempDir dir("submit-dry");
-  sinktest::write_file(dir.file("spec.sink"), kSpec);
-  ASSERT_EQ(sinkc({"submit", dir.file("spec.sink"), "--slurm", "--dry-run", "--out", dir.file("out"), "--partition",
-                   "gpu", "--time", "2:00:00", "--gpus-per-run", "1", "--cpus-per-run", "8", "--max-parallel", "2",
-                   "--sbatch-arg=--account=lab"},
-                  dir.file("dry.txt")),
+  sinktest::write_file(dir.file("spec.sink"), kSlurmSpec);
+  ASSERT_EQ(sinktest::sinkc_status({"submit", dir.file("spec.sink"), "--slurm", "--dry-run", "--out", dir.file("out"),
+                                    "--partition", "gpu", "--time", "2:00:00", "--gpus-per-run", "1", "--cpus-per-run",
+                                    "8", "--max-parallel", "2", "--sbatch-arg=--account=lab"},
+                                   dir.file("dry.txt")),
             0);
   const std::string text = sinktest::read_file(dir.file("dry.txt"));
   for (const char* line :
@@ -90,26 +84,28 @@ TEST(SlurmSubmit, DryRunPrintsTheArrayScript) {
   EXPECT_FALSE(fs::exists(dir.path / "out/.slurm")) << "a dry run wrote its script";
 
   // Several GPUs per run: the run's workers under torchrun, one per GPU, the task's cores shared among them.
-  ASSERT_EQ(sinkc({"submit", dir.file("spec.sink"), "--slurm", "--dry-run", "--out", dir.file("out"), "--gpus-per-run",
-                   "4", "--cpus-per-run", "16", "--signal-lead", "300", "--max-requeues", "3"},
-                  dir.file("dry4.txt")),
+  ASSERT_EQ(sinktest::sinkc_status(
+                {"submit", dir.file("spec.sink"), "--slurm", "--dry-run", "--out", dir.file("out"), "--gpus-per-run",
+                 "4", "--cpus-per-run", "16", "--signal-lead", "300", "--max-requeues", "3"},
+                dir.file("dry4.txt")),
             0);
   const std::string four = sinktest::read_file(dir.file("dry4.txt"));
   for (const char* line : {"#SBATCH --gres=gpu:4", "#SBATCH --signal=B:USR1@300", "'--nproc_per_node' '4'",
                            "'--master_port' \"$port\"", "'--no_python'", "/ 4 ))", ">= 3"})
     EXPECT_NE(four.find(line), std::string::npos) << line << " not in:\n" << four;
-  EXPECT_NE(sinkc({"submit", dir.file("spec.sink"), "--slurm", "--dry-run", "--signal-lead", "0"}, dir.file("bad.txt")),
+  EXPECT_NE(sinktest::sinkc_status({"submit", dir.file("spec.sink"), "--slurm", "--dry-run", "--signal-lead", "0"},
+                                   dir.file("bad.txt")),
             0);
 }
 
 TEST(SlurmSubmit, ArrayTasksTrainRequeueAtTheWarningAndResubmissionSkipsCompletedOnes) {
   if (!fs::exists(sinktest::sinkc_binary())) GTEST_SKIP() << sinktest::sinkc_binary() << " is not built";
   TempDir dir("submit");
-  sinktest::write_file(dir.file("spec.sink"), kSpec);
+  sinktest::write_file(dir.file("spec.sink"), kSlurmSpec);
   const std::string path = path_with_fake_slurm(dir);
   const fs::path out = dir.path / "out";
-  ASSERT_EQ(sinkc({"submit", dir.file("spec.sink"), "--slurm", "--run", "base", "--out", out.string()},
-                  dir.file("submit.txt"), path),
+  ASSERT_EQ(sinktest::sinkc_status({"submit", dir.file("spec.sink"), "--slurm", "--run", "base", "--out", out.string()},
+                                   dir.file("submit.txt"), path),
             0)
       << sinktest::read_file(dir.file("submit.txt"));
   EXPECT_NE(sinktest::read_file(dir.file("submit.txt")).find("submitted job array 4242 (1 task, 0 already completed)"),
@@ -118,7 +114,8 @@ TEST(SlurmSubmit, ArrayTasksTrainRequeueAtTheWarningAndResubmissionSkipsComplete
   EXPECT_NE(sinktest::read_file(dir.file("sbatch.args")).find("--parsable"), std::string::npos);
 
   // The whole sweep: base is one task, its seeds two more, `long` the fourth.
-  ASSERT_EQ(sinkc({"submit", dir.file("spec.sink"), "--slurm", "--out", out.string()}, dir.file("submit2.txt"), path),
+  ASSERT_EQ(sinktest::sinkc_status({"submit", dir.file("spec.sink"), "--slurm", "--out", out.string()},
+                                   dir.file("submit2.txt"), path),
             0);
   const std::string script = sinktest::read_file(dir.file("submitted.sbatch"));
   std::smatch m;
@@ -177,9 +174,10 @@ TEST(SlurmSubmit, ArrayTasksTrainRequeueAtTheWarningAndResubmissionSkipsComplete
   EXPECT_EQ(sinktest::read_file(dir.file("scontrol.args")), "requeue 4242_" + std::to_string(long_index) + "\n");
 
   // A resubmission leaves out the three completed runs; a task requeued as often as allowed is not requeued again.
-  ASSERT_EQ(sinkc({"submit", dir.file("spec.sink"), "--slurm", "--out", out.string(), "--max-requeues", "2"},
-                  dir.file("submit3.txt"), path),
-            0);
+  ASSERT_EQ(
+      sinktest::sinkc_status({"submit", dir.file("spec.sink"), "--slurm", "--out", out.string(), "--max-requeues", "2"},
+                             dir.file("submit3.txt"), path),
+      0);
   EXPECT_NE(sinktest::read_file(dir.file("submit3.txt")).find("(1 task, 3 already completed)"), std::string::npos)
       << sinktest::read_file(dir.file("submit3.txt"));
   const std::string again = dir.file("again.sbatch");

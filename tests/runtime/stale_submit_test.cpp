@@ -15,11 +15,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-int sinkc(std::vector<std::string> args, const std::string& log) {
-  args.insert(args.begin(), sinktest::sinkc_binary());
-  return sinktest::wait_exit(sinktest::spawn(args, log));
-}
-
 fs::path run_dir(const fs::path& out, const std::string& name) {
   for (const auto& e : fs::directory_iterator(out))
     if (e.path().filename().string().rfind(name + "-", 0) == 0) return e.path();
@@ -33,10 +28,13 @@ TEST(StaleRuns, SubmitResubmitsARunTrainedUnderOlderNumerics) {
   TempDir dir("stale-submit");
   sinktest::write_file(dir.file("spec.sink"), "experiment a extends micro { train.steps = 4  measure.every = 2 }\n");
   const std::string out = dir.file("out");
-  ASSERT_EQ(sinkc({"run", dir.file("spec.sink"), "--out", out, "--no-progress"}, dir.file("run.txt")), 0)
+  ASSERT_EQ(sinktest::sinkc_status({"run", dir.file("spec.sink"), "--out", out, "--no-progress"}, dir.file("run.txt")),
+            0)
       << sinktest::read_file(dir.file("run.txt"));
   const auto submit = [&](const std::string& tag) {
-    EXPECT_EQ(sinkc({"submit", dir.file("spec.sink"), "--slurm", "--dry-run", "--out", out}, dir.file(tag)), 0);
+    EXPECT_EQ(
+        sinktest::sinkc_status({"submit", dir.file("spec.sink"), "--slurm", "--dry-run", "--out", out}, dir.file(tag)),
+        0);
     return sinktest::read_file(dir.file(tag));
   };
   const std::string current = submit("current.txt");

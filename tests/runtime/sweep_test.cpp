@@ -16,7 +16,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* kSpec =
+const char* kSweepSpec =
     "experiment base extends micro { train.steps = 600  measure.every = 100 }\n"
     "sweep seeds over base { train.seed in [1, 2, 3] }\n";
 
@@ -67,7 +67,7 @@ TEST(Sweep, RunsPerGpuIsTheMostAnyGpuHolds) {
 TEST(Sweep, TwoJobsGiveTheMetricsOfOne) {
   if (!fs::exists(sinktest::sinkc_binary())) GTEST_SKIP() << sinktest::sinkc_binary() << " is not built";
   TempDir dir("jobs");
-  sinktest::write_file(dir.file("spec.sink"), kSpec);
+  sinktest::write_file(dir.file("spec.sink"), kSweepSpec);
   ASSERT_EQ(sinkc_run(dir, dir.file("one"), {}, dir.file("one.txt")), 0) << sinktest::read_file(dir.file("one.txt"));
   ASSERT_EQ(sinkc_run(dir, dir.file("two"), {"--jobs", "2"}, dir.file("two.txt")), 0)
       << sinktest::read_file(dir.file("two.txt"));
@@ -78,7 +78,7 @@ TEST(Sweep, TwoJobsGiveTheMetricsOfOne) {
 TEST(Sweep, AnInterruptedParallelSweepResumesToTheSameMetrics) {
   if (!fs::exists(sinktest::sinkc_binary())) GTEST_SKIP() << sinktest::sinkc_binary() << " is not built";
   TempDir dir("jobs_interrupted");
-  sinktest::write_file(dir.file("spec.sink"), kSpec);
+  sinktest::write_file(dir.file("spec.sink"), kSweepSpec);
   const std::string out = dir.file("parallel");
   const pid_t sweep = sinktest::spawn(
       {sinktest::sinkc_binary(), "run", dir.file("spec.sink"), "--out", out, "--jobs", "2"}, dir.file("first.txt"));
