@@ -7,12 +7,18 @@ cd "$(dirname "$0")/.."
 # sloppiness lets it cache the translation units that use a precompiled header (all of LibTorch's). When each
 # program compiled its own copy of that header (110 MB each in the cache), a run filled ccache's default 5 GB and
 # evicted its own objects (the next run hit half of them); one copy a build now, 2.4 GB, and room to spare.
-export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_BASEDIR=$PWD \
+# CCACHE_NOHASHDIR: the sanitized build's objects carry debug information, whose compilation folder (the clone's)
+# ccache would otherwise hash, missing in every clone but the one that stored them (their debug information then
+# names that folder: no test reads it).
+export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=true \
   CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-20G}
 # Each leg's start, seconds from this script's: where the CI budget goes.
 leg() { echo "== $1 (at ${SECONDS} s)"; }
 leg "set-up and the Debian build"
 scripts/setup.sh --tests
+# The size in ccache's own configuration too: a build on this machine without this environment (by hand, or the
+# node's build) would otherwise clean the cache down to the default 5 GB, evicting what CI stored.
+ccache --max-size "$CCACHE_MAXSIZE" > /dev/null
 # The CUDA kernels on the CPU emulation (CudaKernels.*, about half the runtime tests' time, and the step kernels'
 # StepKernels.*) run in the torch 2.11 leg below, the one built as a GPU node builds.
 leg "Debian tests"
