@@ -26,13 +26,7 @@
 #include <vector>
 
 #include "compiler/pipeline.h"
-
-#ifndef SINKC_BINARY
-#define SINKC_BINARY "sinkc"
-#endif
-#ifndef SINKLAB_SOURCE_DIR
-#define SINKLAB_SOURCE_DIR "."
-#endif
+#include "tests/source_paths.h"
 
 extern char** environ;
 namespace fs = std::filesystem;
@@ -129,7 +123,7 @@ int usage(const char* self) {
 
 int main(int argc, char** argv) {
   int runs = 200, process_runs = 50;
-  std::string sinkc = SINKC_BINARY;
+  std::string sinkc = sinktest::sinkc_binary();
   bool print_spec = false;
   for (int k = 1; k < argc; ++k) {
     std::string a = argv[k];
@@ -144,7 +138,7 @@ int main(int argc, char** argv) {
     else
       return usage(argv[0]);
   }
-  const std::string stdlib = std::string(SINKLAB_SOURCE_DIR) + "/stdlib";
+  const std::string stdlib = std::string(sinktest::source_dir()) + "/stdlib";
 
   int experiments = 0, sweep_points = 0;
   const std::string text = make_spec(experiments, sweep_points);

@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "lsp/server.h"
+#include "tests/source_paths.h"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -30,7 +31,7 @@ int main(int argc, char** argv) {
   for (int k = 1; k + 1 < argc; ++k)
     if (std::strcmp(argv[k], "--rounds") == 0) rounds = std::max(1, std::atoi(argv[k + 1]));
   std::vector<fs::path> specs;
-  for (const auto& e : fs::directory_iterator(SINKLAB_SOURCE_DIR "/specs"))
+  for (const auto& e : fs::directory_iterator(fs::path(sinktest::source_dir()) / "specs"))
     if (e.path().extension() == ".sink") specs.push_back(e.path());
   std::sort(specs.begin(), specs.end());
   std::map<std::string, std::vector<double>> ms;
