@@ -4,7 +4,7 @@
 # back, 16 MiB each, at most two folders below OUT: so each call builds what it needs, every step
 # runs under `timeout` inside one budget, and OUT holds at most 8 flat files.
 # Run folders, checkpoints and the kernel cache live in a temporary folder.
-#   scripts/gpu-check.sh OUT [--natural [--plans DIR] [--share K/N] | --step] [--budget SECONDS]
+#   scripts/gpu-check.sh OUT [--natural [--plans DIR] [--share K/N] [--alone SECONDS] | --step] [--budget SECONDS]
 # --budget: the whole call's seconds (570, for a 10-minute call); each step's cap scales with it.
 #
 # The checks (default):
@@ -38,7 +38,10 @@
 #   portable sinkc, which encodes with that model here in seconds instead of training it for minutes. Plans that
 #   train on the CPU (train.device = cpu) need no GPU: that is how CI rehearses the call. --share K/N: the K-th of
 #   N calls that share DIR's plans (every N-th folder in name order from the K-th), for a table too large for one
-#   call (plans/gpu_text_table).
+#   call (plans/gpu_text_table). Before them, where there is more than one, the first plan trains alone for
+#   --alone SECONDS (default 40; 0: not) and gpu-check.json compares its steady tokens/s there with its tokens/s
+#   beside the others, and sums theirs: what N runs on one GPU give against one alone. The kernels it tunes are
+#   then in the cache the runs share.
 #
 # OUT: gpu-check.log (every step's output), gpu-check.json (the preflight, each step's status and seconds,
 # every figure), cuda_check.txt, tiles.json, gpu_attention.txt (ours and the baselines), train_vs_pytorch.json,
@@ -49,21 +52,24 @@
 # device, at the first step that needs one (everything before it ran and is reported).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-usage="usage: scripts/gpu-check.sh OUT [--natural [--plans DIR] [--share K/N] | --step] [--budget SECONDS]"
+usage="usage: scripts/gpu-check.sh OUT [--natural [--plans DIR] [--share K/N] [--alone SECONDS] | --step]"
+usage+=" [--budget SECONDS]"
 out=${1:?$usage}
 shift
-mode=checks budget=570 natural_plans=plans/gpu_natural_call share=1/1
+mode=checks budget=570 natural_plans=plans/gpu_natural_call share=1/1 alone=40
 while (($#)); do
   case $1 in
     --natural) mode=natural ;;
     --plans) natural_plans=${2:?$usage}; shift ;;
     --share) share=${2:?$usage}; shift ;;
+    --alone) alone=${2:?$usage}; shift ;;
     --step) mode=step ;;
     --budget) budget=${2:?$usage}; shift ;;
     *) echo "$usage" >&2; exit 2 ;;
   esac
   shift
 done
+[[ $alone =~ ^[0-9]+$ ]] || { echo "$usage" >&2; exit 2; }
 mkdir -p "$out" || exit 2
 out=$(realpath "$out")
 started=$(date +%s)
@@ -263,6 +269,13 @@ if [[ $mode == natural ]]; then
   # timeout's SIGTERM reaches the runs too: each ends its step, checkpoints and records itself as interrupted,
   # keeping every measurement made by then.
   runs=$(ls -d "$natural_plans"/*/ | wc -l)
+  # The first plan alone first, the others idle: against its speed beside them below, what sharing the GPU gives.
+  if ((runs > 1 && alone > 0)); then
+    before=$status
+    step alone "$alone" build-gpu/sinkc-runtime run "$(ls -d "$natural_plans"/*/ | sort | head -n 1)plan.toml" \
+      --out "$work/alone" --no-progress
+    (($? == 124)) && status=$before  # cut off by its time, as planned
+  fi
   left=$((deadline - $(date +%s) - 45))
   before=$status
   step natural_runs $(((left > 0 ? left : 0) * 570 / budget)) build-gpu/sinkc-runtime run "$natural_plans" \

@@ -12,6 +12,7 @@ import os
 import re
 import sys
 import time
+import tomllib
 
 
 def read(path):
@@ -108,6 +109,61 @@ def natural_runs(work):
     return runs
 
 
+# A run's progress line (runtime/training/progress.cpp): its tokens/s over the steps' own time since the process began.
+PROGRESS = re.compile(r" step (\d+)/\d+ loss \S+ lr \S+ ([\d.]+)k tok/s")
+
+
+def steady_tokens_per_s(run_dir):
+    """A fresh run's training speed over the second half of what it logged: the time at each progress line recovered
+    from the line's tokens/s (measurements and checkpoints left out, as the runtime leaves them), then the tokens
+    between the line at half the last line's steps and the last line over the time between them, so that start-up
+    and tuning do not count. None without two such lines, or where the run was resumed (its count restarts)."""
+    try:
+        train = tomllib.loads(read(os.path.join(run_dir, "plan.toml")) or "")["train"]
+        tokens_per_step = int(train["batch"]) * int(train["context"])
+    except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError):
+        return None
+    points = []  # (step, seconds of training up to it)
+    for line in (read(os.path.join(run_dir, "log.txt")) or "").splitlines():
+        match = PROGRESS.search(line)
+        if not match:
+            continue
+        step, rate = int(match.group(1)), float(match.group(2)) * 1000
+        if points and step <= points[-1][0]:
+            return None
+        if rate > 0:
+            points.append((step, step * tokens_per_step / rate))
+    if len(points) < 2:
+        return None
+    last = points[-1]
+    middle = next(p for p in points if p[0] * 2 >= last[0])
+    if middle is last:
+        middle = points[-2]
+    seconds = last[1] - middle[1]
+    return round((last[0] - middle[0]) * tokens_per_step / seconds) if seconds > 0 else None
+
+
+def sharing(work):
+    """Runs sharing one GPU against one alone: the first plan's steady speed trained alone (WORK/alone) and beside
+    the others (WORK/runs), every run's speed there and their sum; None where nothing trained alone."""
+    alone_dirs = sorted(glob.glob(os.path.join(work, "alone", "*", "")))
+    if not alone_dirs:
+        return None
+    name_of = lambda run_dir: os.path.basename(os.path.dirname(run_dir)).rsplit("-", 1)[0]
+    run = name_of(alone_dirs[0])
+    alone = steady_tokens_per_s(alone_dirs[0])
+    shared = {name_of(d): steady_tokens_per_s(d) for d in sorted(glob.glob(os.path.join(work, "runs", "*", "")))}
+    result = {"run": run, "alone_tokens_per_s": alone, "runs_at_once": len(shared), "shared_tokens_per_s": shared}
+    known = [v for v in shared.values() if v]
+    if known and len(known) == len(shared):
+        result["total_tokens_per_s"] = sum(known)
+    if alone and shared.get(run):
+        result["shared_over_alone"] = round(shared[run] / alone, 3)
+        # The N runs together against one run alone, if each slows beside the others as the measured one does.
+        result["runs_at_once_over_one_alone"] = round(len(shared) * shared[run] / alone, 2)
+    return result
+
+
 def failed_measurements(table_text):
     """The tuning table's records of the measurements that faulted or hung (runtime/attention/cuda_tuning.h), each
     with its tiles in a line; [] where there is no table or it is not one."""
@@ -153,6 +209,9 @@ def main():
         report["train_vs_pytorch"] = json.loads(trained)
     if mode == "natural":
         report["natural_runs"] = natural_runs(work)
+        shared = sharing(work)
+        if shared:
+            report["sharing_the_gpu"] = shared
     failed = failed_measurements(read(os.path.join(out, "tiles.json")))
     if failed:
         report["failed_measurements"] = failed
@@ -167,6 +226,11 @@ def main():
         print("   " + cuda_check_line(checked))
     for f in failed:
         print(f"   tuning could not measure {f['kernel']} with tiles {f['tiles']} ({f['key']}): {f['why']}")
+    shared = report.get("sharing_the_gpu")
+    if shared:
+        print(f"   {shared['runs_at_once']} runs at once: {shared['run']} alone {shared['alone_tokens_per_s']} "
+              f"tokens/s, beside the others {shared['shared_tokens_per_s'].get(shared['run'])}; all together "
+              f"{shared.get('total_tokens_per_s')}, about {shared.get('runs_at_once_over_one_alone')}x one run alone")
     for name, run in report.get("natural_runs", {}).items():
         formed = run["sink_1_over_10_at_tokens"]
         print(f"   {name}: {run['status']} after {run['steps_done']} steps, {run['measurements']} measurements; "

@@ -45,7 +45,8 @@ if [[ -x $sinkc && -x $src/build-portable/sinkc ]]; then
   tiny=(--set train.device=cpu --set 'data.corpus=builtin("default")' --set 'data.tokenizer=sentencepiece(vocab = 512)'
     --set model.d=32 --set model.heads=2 --set model.ffn_hidden=64 --set model.layers=1 --set train.steps=12
     --set train.batch=4 --set train.context=32 --set train.precision=fp32 --set train.checkpoint_every=0
-    --set measure.every=6 --set measure.T=16 --set measure.sequences=4 --set 'optim.schedule=constant(warmup = 2)')
+    --set measure.every=6 --set measure.T=16 --set measure.sequences=4 --set 'optim.schedule=constant(warmup = 2)'
+    --set train.log_every=2)
   "$sinkc" compile "$src/specs/text_emergence_ladder.sink" "${tiny[@]}" -o "$copy/plans/rehearsal" > /dev/null
   # Packed where apt is: into a copy of the carried folder, from the source folder, the models trained in a cache
   # of the test's own.
@@ -119,6 +120,13 @@ if natural_small_rc != "skipped":
     runs = small_report.get("natural_runs", {})
     check(len(runs) == 5 and all(r["status"] == "completed" and r["measurements"] >= 2 for r in runs.values()),
           f"five runs completed, each measured twice or more: {runs}")
+    small_steps = {s["name"]: s for s in small_report["steps"]}
+    shared = small_report.get("sharing_the_gpu", {})
+    # (Twelve steps of runs this small log speeds too coarse, 0.1k tokens/s, for every run's steady speed.)
+    check(small_steps.get("alone", {}).get("status") == "ok" and shared.get("run") == "ladder_sigmoid_d384"
+          and shared.get("runs_at_once") == 5 and len(shared.get("shared_tokens_per_s", {})) == 5
+          and (shared.get("alone_tokens_per_s") or 0) > 0,
+          f"the first plan trained alone first, its speed there against the five's: {shared}")
     unpacked = glob.glob(os.path.join(work, "natural-runs", "*", "metrics.jsonl"))
     check(len(unpacked) == 5, f"gpu-results.sh unpacked five run folders: {unpacked}")
     table = open(os.path.join(work, "natural-table.txt")).read()

@@ -158,5 +158,62 @@ class NaturalRuns(unittest.TestCase):
         self.assertEqual((sigmoid["status"], sigmoid["steps_done"]), ("interrupted", 750))
 
 
+class SharingTheGpu(unittest.TestCase):
+    """Runs that share the GPU: each run's steady speed recovered from its progress lines, which give tokens/s since
+    the process began, start-up included."""
+
+    TOKENS_PER_STEP = 64 * 256
+
+    def write_run(self, work, folder, startup_s, step_s, steps=1000, every=50, restart_at=None):
+        run_dir = os.path.join(work, folder)
+        os.makedirs(run_dir)
+        name = os.path.basename(folder).rsplit("-", 1)[0]
+        with open(os.path.join(run_dir, "plan.toml"), "w") as f:
+            f.write(f'name = "{name}"\n\n[train]\nbatch = 64\ncontext = 256\nsteps = 60000\n')
+        with open(os.path.join(run_dir, "log.txt"), "w") as f:
+            f.write("config: ...\n")
+            for step in range(every, steps + 1, every):
+                shown = step if restart_at is None or step < restart_at else step - restart_at + every
+                # The first ten steps hold the start-up (the kernels' compilation and tuning).
+                seconds = startup_s * min(shown, 10) / 10 + step_s * max(shown - 10, 0)
+                rate = shown * self.TOKENS_PER_STEP / seconds
+                f.write(f"{name} step {shown}/60000 loss 2.0000 lr 3.00e-03 {rate / 1000:.1f}k tok/s ETA 1h00m\n")
+
+    def test_the_steady_speed_leaves_the_start_up_out(self):
+        with tempfile.TemporaryDirectory() as work:
+            self.write_run(work, "ladder_a-1234", startup_s=5.0, step_s=0.02)
+            steady = report.steady_tokens_per_s(os.path.join(work, "ladder_a-1234"))
+        # Over the whole run the lines say 660.6k; the second half ran at 16,384 tokens / 0.02 s.
+        self.assertAlmostEqual(steady / (self.TOKENS_PER_STEP / 0.02), 1.0, delta=1e-3)
+
+    def test_a_resumed_or_barely_logged_run_has_no_steady_speed(self):
+        with tempfile.TemporaryDirectory() as work:
+            self.write_run(work, "resumed-1", startup_s=5.0, step_s=0.02, restart_at=500)
+            self.write_run(work, "short-2", startup_s=5.0, step_s=0.02, steps=50)
+            self.assertIsNone(report.steady_tokens_per_s(os.path.join(work, "resumed-1")))
+            self.assertIsNone(report.steady_tokens_per_s(os.path.join(work, "short-2")))
+            self.assertIsNone(report.steady_tokens_per_s(os.path.join(work, "no-such-run")))
+
+    def test_runs_at_once_against_the_first_alone(self):
+        with tempfile.TemporaryDirectory() as work:
+            self.write_run(work, "alone/ladder_a-1234", startup_s=5.0, step_s=0.02)
+            # Beside each other, each step takes three times as long: three runs give what one alone gives.
+            for folder in ("runs/ladder_a-1234", "runs/ladder_b-5678", "runs/ladder_c-9abc"):
+                self.write_run(work, folder, startup_s=8.0, step_s=0.06)
+            shared = report.sharing(work)
+        self.assertEqual((shared["run"], shared["runs_at_once"]), ("ladder_a", 3))
+        alone = self.TOKENS_PER_STEP / 0.02
+        self.assertAlmostEqual(shared["alone_tokens_per_s"] / alone, 1.0, delta=1e-3)
+        self.assertAlmostEqual(shared["shared_tokens_per_s"]["ladder_b"] / (alone / 3), 1.0, delta=1e-3)
+        self.assertAlmostEqual(shared["total_tokens_per_s"] / alone, 1.0, delta=1e-3)
+        self.assertAlmostEqual(shared["shared_over_alone"], 1 / 3, delta=1e-3)
+        self.assertAlmostEqual(shared["runs_at_once_over_one_alone"], 1.0, delta=0.01)
+
+    def test_nothing_trained_alone_is_no_comparison(self):
+        with tempfile.TemporaryDirectory() as work:
+            self.write_run(work, "runs/ladder_a-1234", startup_s=5.0, step_s=0.02)
+            self.assertIsNone(report.sharing(work))
+
+
 if __name__ == "__main__":
     unittest.main()
