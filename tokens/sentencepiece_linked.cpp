@@ -17,9 +17,9 @@ namespace sink::tokens {
 #if SINKLAB_HAVE_SENTENCEPIECE
 namespace {
 
-class LinkedTokenizer : public Tokenizer {
+class LinkedTokenizer : public SentencePieceTokenizer {
  public:
-  LinkedTokenizer(const std::string& model, int64_t vocab) : vocab_(vocab) {
+  LinkedTokenizer(const std::string& model, int64_t vocab) : SentencePieceTokenizer(vocab) {
     if (auto status = processor_.Load(model); !status.ok())
       throw std::runtime_error(fmt::format("cannot load the SentencePiece model '{}': {}", model, status.ToString()));
   }
@@ -30,22 +30,16 @@ class LinkedTokenizer : public Tokenizer {
     return {ids.begin(), ids.end()};
   }
   std::string decode(const std::vector<int32_t>& ids) const override {
-    std::vector<int> kept;
-    for (int32_t id : ids)
-      if (id != bos() && id != eos()) kept.push_back(id);
+    const std::vector<int32_t> text = text_ids(ids);
+    const std::vector<int> kept(text.begin(), text.end());
     std::string out;
     if (auto status = processor_.Decode(kept, &out); !status.ok())
       throw std::runtime_error("SentencePiece could not decode: " + status.ToString());
     return out;
   }
-  int64_t vocab() const override { return vocab_; }
-  int32_t bos() const override { return 1; }
-  int32_t eos() const override { return 2; }
-  std::string name() const override { return "sentencepiece"; }
 
  private:
   sentencepiece::SentencePieceProcessor processor_;
-  int64_t vocab_;
 };
 
 class Linked : public SentencePiece {

@@ -24,6 +24,13 @@ std::vector<std::vector<int32_t>> Tokenizer::encode_all(const std::vector<std::s
   return out;
 }
 
+std::vector<int32_t> SentencePieceTokenizer::text_ids(const std::vector<int32_t>& ids) const {
+  std::vector<int32_t> kept;
+  for (int32_t id : ids)
+    if (id != bos() && id != eos()) kept.push_back(id);
+  return kept;
+}
+
 namespace {
 
 class ByteTokenizer : public Tokenizer {
@@ -140,9 +147,9 @@ class Llama2cTokenizer : public Tokenizer {
 int run(const std::string& cmd) { return std::system(cmd.c_str()); }
 
 // A model through the command-line tools, one document per line.
-class ProgramTokenizer : public Tokenizer {
+class ProgramTokenizer : public SentencePieceTokenizer {
  public:
-  ProgramTokenizer(std::string model, int64_t vocab) : model_(std::move(model)), vocab_(vocab) {}
+  ProgramTokenizer(std::string model, int64_t vocab) : SentencePieceTokenizer(vocab), model_(std::move(model)) {}
   std::vector<int32_t> encode(const std::string& text) const override { return encode_all({text}).at(0); }
   std::vector<std::vector<int32_t>> encode_all(const std::vector<std::string>& docs) const override {
     fs::path dir = fs::temp_directory_path() / fmt::format("sinklab-spm-{}", getpid());
@@ -170,8 +177,7 @@ class ProgramTokenizer : public Tokenizer {
   }
   std::string decode(const std::vector<int32_t>& ids) const override {
     std::string line;
-    for (int32_t id : ids)
-      if (id != bos() && id != eos()) line += std::to_string(id) + " ";
+    for (int32_t id : text_ids(ids)) line += std::to_string(id) + " ";
     fs::path tmp = fs::temp_directory_path() / fmt::format("sinklab-spm-{}.ids", getpid());
     {
       std::ofstream(tmp) << line << "\n";
@@ -183,14 +189,9 @@ class ProgramTokenizer : public Tokenizer {
     if (!out.empty() && out.back() == '\n') out.pop_back();
     return out;
   }
-  int64_t vocab() const override { return vocab_; }
-  int32_t bos() const override { return 1; }
-  int32_t eos() const override { return 2; }
-  std::string name() const override { return "sentencepiece"; }
 
  private:
   std::string model_;
-  int64_t vocab_;
 };
 
 class Programs : public SentencePiece {

@@ -29,6 +29,24 @@ std::unique_ptr<Tokenizer> byte_tokenizer();
 // Throws std::runtime_error with a clear message on a malformed file.
 std::unique_ptr<Tokenizer> llama2c_tokenizer(const std::string& path, int64_t vocab);
 
+// A SentencePiece model's tokenizer, linked or through the programs: the ids its training options give BOS and EOS
+// (sentencepiece_training_options: unk 0, BOS 1, EOS 2), and what a decoder turns into text.
+class SentencePieceTokenizer : public Tokenizer {
+ public:
+  explicit SentencePieceTokenizer(int64_t vocab) : vocab_(vocab) {}
+  int64_t vocab() const override { return vocab_; }
+  int32_t bos() const override { return 1; }
+  int32_t eos() const override { return 2; }
+  std::string name() const override { return "sentencepiece"; }
+
+ protected:
+  // Every id but BOS and EOS, which decode to no text.
+  std::vector<int32_t> text_ids(const std::vector<int32_t>& ids) const;
+
+ private:
+  int64_t vocab_;
+};
+
 // Trains SentencePiece BPE models and loads them. Both ways train with the same options, and a model encodes
 // to the same ids either way (SentencePiece works on lines: a document's line breaks become spaces).
 class SentencePiece {
