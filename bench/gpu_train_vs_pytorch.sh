@@ -9,10 +9,11 @@
 # ratios and their range. Each round's sinklab call also trains the same
 # run with sigmoid attention without normalization (bench/gpu_60m.sink's
 # gpu_60m_sigmoid: the generated kernels) and reports its time over softmax's;
-# a second call trains both with the step captured as a CUDA graph
-# (SINKLAB_CUDA_GRAPH=1, runtime/training/training_step.h), and a third
-# captured with the step kernels too (SINKLAB_STEP_KERNELS=1,
-# runtime/training/step_kernels.h).
+# a second call trains both with the step captured as CUDA graphs
+# (SINKLAB_GPU_FEATURES=cuda_graph, runtime/training/training_step.h), and a
+# third captured with the step kernels too (step_kernels,
+# runtime/training/step_kernels.h); the caller's other GPU features
+# (runtime/gpu_features.h) stand in all three.
 # sinklab's side is the real run loop (data, metrics, everything) in a fresh
 # run each round, its speed read from the run's own metrics.jsonl: the
 # tokens between its first and last measurement over train_s, the training
@@ -58,7 +59,7 @@ elif [[ $device != cuda ]]; then
   "$build/sinkc" compile bench/gpu_60m.sink -o "$plans" --set train.device="$device" > "$out/compile.log"
 fi
 "$python" - "$build" "$plans" "$out" "$rounds" <<'PY'
-import json, os, statistics, subprocess, sys, tomllib
+import json, os, re, statistics, subprocess, sys, tomllib
 build, plans, out, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 plan = tomllib.load(open(f"{plans}/gpu_60m_throughput/plan.toml", "rb"))
 m, t, me = plan["model"], plan["train"], plan["measure"]
@@ -69,11 +70,11 @@ threads = t["threads"] or os.cpu_count()
 def sinklab(r, captured=False, fused=False):
     tag = f"{r}-fused" if fused else f"{r}-captured" if captured else f"{r}"
     log = f"{out}/runtime-{tag}.log"
-    env = {k: v for k, v in os.environ.items() if k not in ("SINKLAB_CUDA_GRAPH", "SINKLAB_STEP_KERNELS")}
-    if captured:
-        env["SINKLAB_CUDA_GRAPH"] = "1"
-    if fused:
-        env["SINKLAB_STEP_KERNELS"] = "1"
+    # The step's two features in place of what SINKLAB_GPU_FEATURES said of them, its other entries kept.
+    step = ["cuda_graph" if captured else "cuda_graph=off", "step_kernels" if fused else "step_kernels=off"]
+    kept = [e for e in re.split(r"[,\s]+", os.environ.get("SINKLAB_GPU_FEATURES", ""))
+            if e and e.split("=")[0] not in ("cuda_graph", "step_kernels")]
+    env = dict(os.environ, SINKLAB_GPU_FEATURES=",".join(kept + step))
     with open(log, "w") as f:
         done = subprocess.run([f"{build}/sinkc-runtime", "run", plans, "--out", f"{out}/runs-{tag}"], stdout=f,
                               stderr=subprocess.STDOUT, env=env)
@@ -130,7 +131,7 @@ def summary(rows):
               "sigmoid_attention": rows[0]["sinklab"]["sigmoid"]["attention"],
               "sigmoid_time_vs_softmax": spread([r["sinklab"]["tokens_per_s"] / r["sinklab"]["sigmoid"]["tokens_per_s"]
                                                  for r in rows]),
-              # The same two runs with the step captured as a CUDA graph (SINKLAB_CUDA_GRAPH=1): how it ran, its
+              # The same two runs with the step captured as CUDA graphs (cuda_graph): how it ran, its
               # speed, and its speed over the eager step's in the same round.
               "captured_step": rows[0]["captured"]["step"],
               "captured_tokens_per_s": spread([r["captured"]["tokens_per_s"] for r in rows]),

@@ -1,6 +1,6 @@
 // The step's operations that sinklab writes in fewer passes than their plain form, each against that form, forward
 // + backward, in the same process: the median of interleaved rounds, as a ratio (< 1: sinklab's form is faster).
-//   RoPE: apply_rope (x cos + swap(x) sin, runtime/training/model.h) against each pair's rotation stacked
+//   RoPE: apply_rope (x cos + swap(x) sin, runtime/training/step_operations.h) against each pair's rotation stacked
 //     ((a cos - b sin, a sin + b cos): seven operations), on q's transposed view as attention passes it;
 //   the projections: q, k and v as one product with the weights stacked (what a GPU runs) against three.
 // Shapes: tiny_text's (16 x 128 tokens, d 128, 4 heads) and paper_60m's for one sequence (2048 tokens, d 768,
@@ -13,7 +13,7 @@
 #include <torch/torch.h>
 
 #include "bench/interleaved_rounds.h"
-#include "runtime/training/model.h"
+#include "runtime/training/step_operations.h"
 
 using namespace sink::rt;
 

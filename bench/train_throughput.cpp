@@ -26,6 +26,7 @@
 #include "runtime/processes/process.h"
 #include "runtime/training/model.h"
 #include "runtime/training/optimizer.h"
+#include "runtime/training/training_step.h"
 #include "tests/source_paths.h"
 
 using namespace sink;
@@ -48,14 +49,12 @@ double ours(RunConfig cfg, int steps) {
   torch::manual_seed(0);
   rt::Transformer model(cfg.model);
   auto opt = rt::make_optimizer(model, cfg.train);
+  // The step every run takes (runtime/training/training_step.h), eager, as `sinkc run` takes it.
+  rt::StepProfile unprofiled(false, model.device);
+  rt::TrainingStep train_step(model, *opt, cfg, nullptr, unprofiled, rt::StepMode::eager);
   auto step = [&](int s) {
     auto [x, y] = batches.train(s);
-    auto logits = model.forward(x).logits;
-    auto loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape({-1}));
-    opt->zero_grad();
-    loss.backward();
-    torch::nn::utils::clip_grad_norm_(model.parameters(), 1.0);
-    opt->step();
+    train_step.run(x, y, rt::learning_rate(cfg.train, s));
   };
   for (int s = 0; s < 3; ++s) step(s);
   // Where the time goes: LibTorch's profiler over the timed steps, as a Chrome trace

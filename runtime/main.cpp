@@ -16,6 +16,7 @@
 #include "runtime/attention/cuda_tuning.h"
 #include "runtime/data/batches.h"
 #include "runtime/data/tokenizer.h"
+#include "runtime/gpu_features.h"
 #include "runtime/interop/hf_export.h"
 #include "runtime/interop/llama2c.h"
 #include "runtime/measurement/measure_command.h"
@@ -241,15 +242,29 @@ int main(int argc, char** argv) {
   rt::single_threaded_blas();
   CLI::App app{"sinkc runtime commands"};
   // What is compiled in apart from what this machine has: a login node without a GPU runs the same install.
-  app.set_version_flag("--version", [] {
+  // Which GPU features a run here would use, and why (runtime/gpu_features.h), or why the override is wrong.
+  auto gpu_features_text = [](int capability) {
+    try {
+      return fmt::format(
+          "GPU features{}:\n{}",
+          capability ? fmt::format(" on GPU 0 (compute capability {}.{})", capability / 10, capability % 10) : "",
+          rt::gpu_features_report(capability));
+    } catch (const std::exception& e) {
+      return std::string(e.what()) + "\n";
+    }
+  };
+  app.set_version_flag("--version", [gpu_features_text] {
     const size_t gpus = torch::cuda::is_available() ? torch::cuda::device_count() : 0;
     return fmt::format(
-        "sinkc-runtime {} (commit {}, numerics version {}): LibTorch {}, CPU JIT {}, CUDA backend {}, {} GPU{} visible",
-        sink::version(), rt::source_commit(), kNumericsVersion, TORCH_VERSION, kHaveJit ? "yes (LLVM ORC)" : "no",
-        !rt::cuda::backend_compiled() ? "not compiled in"
-        : rt::cuda::nvrtc_available() ? "compiled in (NVRTC found)"
-                                      : "compiled in (NVRTC not found here)",
-        gpus, gpus == 1 ? "" : "s");
+               "sinkc-runtime {} (commit {}, numerics version {}): LibTorch {}, CPU JIT {}, CUDA backend {}, {} GPU{} "
+               "visible",
+               sink::version(), rt::source_commit(), kNumericsVersion, TORCH_VERSION,
+               kHaveJit ? "yes (LLVM ORC)" : "no",
+               !rt::cuda::backend_compiled() ? "not compiled in"
+               : rt::cuda::nvrtc_available() ? "compiled in (NVRTC found)"
+                                             : "compiled in (NVRTC not found here)",
+               gpus, gpus == 1 ? "" : "s") +
+           "\n" + gpu_features_text(gpus ? rt::gpu_capability(0) : 0);
   });
   app.require_subcommand(1);
   std::vector<std::string> targets;

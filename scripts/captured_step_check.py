@@ -1,19 +1,23 @@
-"""The training step captured as a CUDA graph against the same step uncaptured (scripts/gpu-check.sh's captured_step).
+"""The training step captured as CUDA graphs against the same step uncaptured (scripts/gpu-check.sh's captured_step).
 
     python3 scripts/captured_step_check.py RUNTIME PLANS WORK [--device cuda|cpu]
 
 Trains the run in PLANS (a folder of one plan, as `sinkc compile` writes it, logging its loss at every step:
 plans/gpu_captured_step) three ways with the sinkc-runtime RUNTIME, on the plan's device or --device:
   eager      the step as LibTorch runs it, operation by operation;
-  buffers    on fixed buffers, never captured (SINKLAB_CUDA_GRAPH=buffers);
-  captured   on fixed buffers and, after its warm-up steps, replayed as one CUDA graph (SINKLAB_CUDA_GRAPH=1);
+  buffers    on fixed buffers, never captured (cuda_graph=buffers);
+  captured   on fixed buffers and, after its warm-up steps, replayed as two CUDA graphs (cuda_graph);
   again      on fixed buffers once more: whether the GPU repeats itself bit for bit at all;
-  fused      on fixed buffers with the step kernels (SINKLAB_STEP_KERNELS=1: the residual add with the RMSNorm,
+  fused      on fixed buffers with the step kernels (step_kernels: the residual add with the RMSNorm,
              the gated FFN's activation, one CUDA kernel each way);
   fused_captured  the same, captured.
-Every way with SINKLAB_FUSED_DQ=0, so that no gradient is summed by atomics in an order of the moment.
+Each way's features are SINKLAB_GPU_FEATURES's entries (runtime/gpu_features.h), in place of what the caller's value
+said of the same features (its others, such as gpu-check's hopper=tune, kept). Every way with fused_backward=off, so
+that no gradient is summed by atomics (or, on compute capability 9.0, by bulk reductions) in an order of the moment.
 Writes WORK/captured_step.json: each way's status, how its step ran (summary.json's "step"), its tokens/s and
-its losses, then the comparisons. The captured losses must equal the uncaptured ones bit for bit: a replay runs
+its losses, then the comparisons. On a GPU both captured ways must say they were captured ("captured as two CUDA
+graphs after ..."; a failed capture trains eagerly and says why, and would compare nothing). The captured losses
+must equal the uncaptured ones bit for bit: a replay runs
 the same kernels on the same addresses (unless the uncaptured run does not repeat itself either, which the report
 then says). Against the eager step they may differ in the last bits, since the fused AdamW reads its rate as a
 float on the GPU; the largest relative difference is reported. The step kernels sum in another order than
@@ -27,10 +31,21 @@ import re
 import subprocess
 import sys
 
-# Each way: SINKLAB_CUDA_GRAPH, and whether the step kernels run.
-WAYS = {"eager": (None, False), "buffers": ("buffers", False), "captured": ("1", False), "again": ("buffers", False),
-        "fused": ("buffers", True), "fused_captured": ("1", True)}
+# Each way: its cuda_graph entry (runtime/gpu_features.h), and whether the step kernels run.
+WAYS = {"eager": ("cuda_graph=off", False), "buffers": ("cuda_graph=buffers", False), "captured": ("cuda_graph", False),
+        "again": ("cuda_graph=buffers", False), "fused": ("cuda_graph=buffers", True),
+        "fused_captured": ("cuda_graph", True)}
 FUSED_TOLERANCE = 1e-3
+# How a captured step's summary.json says it ran, once captured (runtime/training/training_step.h's how()).
+CAPTURED = "captured as two CUDA graphs after "
+
+
+def with_features(asked, wanted):
+    """SINKLAB_GPU_FEATURES `asked` with each entry of `wanted` (name or name=word) in place of what it said of that
+    feature, the rest kept."""
+    names = {entry.split("=")[0] for entry in wanted}
+    kept = [entry for entry in re.split(r"[,\s]+", asked or "") if entry and entry.split("=")[0] not in names]
+    return ",".join(kept + list(wanted))
 
 
 def plan_on(plans, work, device):
@@ -49,14 +64,9 @@ def plan_on(plans, work, device):
 
 
 def train(runtime, plans, work, way):
-    env = dict(os.environ, SINKLAB_FUSED_DQ="0")
-    env.pop("SINKLAB_CUDA_GRAPH", None)
-    env.pop("SINKLAB_STEP_KERNELS", None)
     graph, fused = WAYS[way]
-    if graph:
-        env["SINKLAB_CUDA_GRAPH"] = graph
-    if fused:
-        env["SINKLAB_STEP_KERNELS"] = "1"
+    wanted = ["fused_backward=off", graph, "step_kernels" if fused else "step_kernels=off"]
+    env = dict(os.environ, SINKLAB_GPU_FEATURES=with_features(os.environ.get("SINKLAB_GPU_FEATURES"), wanted))
     out = os.path.join(work, f"captured-step-{way}")
     done = subprocess.run([runtime, "run", plans, "--out", out, "--no-progress"], env=env, capture_output=True,
                           text=True)
@@ -101,9 +111,12 @@ def main():
         report["largest_relative_difference_fused_vs_buffers"] = largest_relative_difference(fused, buffers)
         on_gpu = str(ways["captured"].get("device", "")).startswith("cuda")
         report["eager_must_match"] = not on_gpu
+        report["captured_as_graphs"] = all(str(ways[w].get("step") or "").startswith(CAPTURED)
+                                           for w in ("captured", "fused_captured"))
         fused_close = report["largest_relative_difference_fused_vs_buffers"] <= (FUSED_TOLERANCE if on_gpu else 0)
         report["passed"] = (report["captured_equals_buffers"] and (on_gpu or captured == eager)
-                            and report["fused_captured_equals_fused"] and fused_close)
+                            and report["fused_captured_equals_fused"] and fused_close
+                            and (report["captured_as_graphs"] or not on_gpu))
         speed = {way: r["tokens_per_s"] for way, r in ways.items()}
         if speed["eager"] and speed["captured"]:
             report["captured_speed_vs_eager"] = speed["captured"] / speed["eager"]
@@ -125,7 +138,8 @@ def main():
     else:
         print(f"captured = fixed buffers bit for bit: {report['captured_equals_buffers']} (fixed buffers run twice "
               f"equal: {report['buffers_repeat_themselves']}); largest relative difference from the eager step: "
-              f"{report['largest_relative_difference_vs_eager']:.3g}")
+              f"{report['largest_relative_difference_vs_eager']:.3g}; captured as CUDA graphs: "
+              f"{report['captured_as_graphs']}")
         print(f"step kernels: captured = uncaptured bit for bit: {report['fused_captured_equals_fused']}; largest "
               f"relative difference from LibTorch's operations: "
               f"{report['largest_relative_difference_fused_vs_buffers']:.3g}")

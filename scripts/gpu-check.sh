@@ -18,7 +18,7 @@
 #   table_tiles       the fused and Hopper tiles a tuning may choose, against the same (a process of its own)
 #   tune              the tensor-core kernels' tiles measured at the 60M model's shapes (its case 8: tiles.json)
 #   train_on_cuda     the fixture run (tests/plan/fixtures) with train.device = cuda through sinkc-runtime
-#   captured_step     the same plan's training step captured as a CUDA graph against the step uncaptured, each
+#   captured_step     the same plan's training step captured as CUDA graphs against the step uncaptured, each
 #                     step's loss equal bit for bit, and with the step kernels (scripts/captured_step_check.py)
 #   installed         (when build-node/ holds scripts/pack-node.sh's archive) the same run through the archive's
 #                     portable sinkc beside the runtime installed into a prefix, as a node installs them
@@ -78,15 +78,42 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/sinklab-gpu-check.XXXXXX")
 export work
 trap 'rm -rf "$work"' EXIT
 export SINKLAB_KERNEL_CACHE=${SINKLAB_KERNEL_CACHE:-$work/kernels}
-# The Hopper (wgmma) kernels are opt-in until a GPU call has verified them: this call is where they are verified, so
-# its cases and its tuning measure them (a crash or hang below sets 0 from there on).
-export SINKLAB_WGMMA=${SINKLAB_WGMMA:-tune}
+# with_features [--unless-named] ENTRY...: SINKLAB_GPU_FEATURES (runtime/gpu_features.h: comma-separated names,
+# name=off, name=MODE) with each ENTRY in place of what it said of that feature, the rest kept; --unless-named: only
+# the ENTRYs whose feature it does not name yet (a choice the caller made stands).
+with_features() {
+  local unless_named=0 entry wanted asked=() out=()
+  [[ ${1:-} == --unless-named ]] && unless_named=1 && shift
+  IFS=', ' read -ra asked <<< "${SINKLAB_GPU_FEATURES:-}"
+  for entry in "${asked[@]}"; do
+    [[ -n $entry ]] || continue
+    if ((!unless_named)); then
+      for wanted; do [[ ${entry%%=*} == "${wanted%%=*}" ]] && continue 2; done
+    fi
+    out+=("$entry")
+  done
+  for wanted; do
+    if ((unless_named)); then
+      for entry in "${asked[@]}"; do [[ ${entry%%=*} == "${wanted%%=*}" ]] && continue 2; done
+    fi
+    out+=("$wanted")
+  done
+  (IFS=,; echo "${out[*]}")
+}
+# The GPU features are opt-in until a GPU call has run them (runtime/gpu_features.h): this call is where they are
+# run, so its cases, its tuning and its runs ask for the Hopper (wgmma) kernels as tuning candidates (a crash or hang
+# below turns them off from there on) and for the fused backward, as every run had it before the table; on compute
+# capability 9.0 and later the fused backward needs its bulk reduction of dQ as well, a row of its own. The step's
+# own features (step_kernels, cuda_graph) are asked for by the steps that compare them (captured_step).
+export SINKLAB_GPU_FEATURES
+SINKLAB_GPU_FEATURES=$(with_features --unless-named hopper=tune fused_backward bulk_reduction)
 log=$out/gpu-check.log
 : > "$log"
 : > "$work/steps.jsonl"
 status=0
 
 say() { echo "$*" | tee -a "$log"; }
+say "gpu-check: SINKLAB_GPU_FEATURES=$SINKLAB_GPU_FEATURES"
 
 # step NAME CAP_SECONDS COMMAND...: runs COMMAND under timeout (its cap, or what is left of the budget less
 # 15 s for the report), appends its output to the log and its outcome to steps.jsonl; returns its exit code.
@@ -212,9 +239,9 @@ no_gpu() {
   report 77
 }
 
-# The fixture trained on the GPU, then the same plan's training step captured as a CUDA graph (opt-in,
-# SINKLAB_CUDA_GRAPH=1, until this passes on a GPU) against the step uncaptured: its 40 steps eager, on fixed
-# buffers, captured and on fixed buffers again, the captured losses equal to the uncaptured ones bit for bit
+# The fixture trained on the GPU, then the same plan's training step captured as two CUDA graphs (opt-in,
+# SINKLAB_GPU_FEATURES=cuda_graph, until this passes on a GPU) against the step uncaptured: its 40 steps eager, on
+# fixed buffers, captured and on fixed buffers again, the captured losses equal to the uncaptured ones bit for bit
 # (scripts/captured_step_check.py; its captured_step.json goes into gpu-check.json).
 training_runs() {
   mkdir -p "$work/fixture/fixture"
@@ -296,7 +323,7 @@ tiles_rc=$?
 if ((tiles_rc != 0 && tiles_rc != 1)); then
   # Not a wrong product (exit 1: the cases and the tuning then show which kernels it reaches) but a crash or a
   # hang: every later step would meet it again in the Hopper kernels, each costing its whole time limit.
-  export SINKLAB_WGMMA=0
+  SINKLAB_GPU_FEATURES=$(with_features hopper=off)
   say "gpu-check: the tile products ended with exit $tiles_rc; the Hopper (wgmma) kernels are left out from here on"
 fi
 step cuda_check 190 build-gpu/tests/cuda_check --no-tune --no-table-tiles
@@ -305,7 +332,7 @@ step cuda_check 190 build-gpu/tests/cuda_check --no-tune --no-table-tiles
 step table_tiles 60 build-gpu/tests/cuda_check table-tiles
 table_rc=$?
 if ((table_rc == 124 || table_rc == 137)) || grep -q '^CRASH.*wgmma' "$work/table_tiles.out" 2> /dev/null; then
-  export SINKLAB_WGMMA=0
+  SINKLAB_GPU_FEATURES=$(with_features hopper=off)
   say "gpu-check: the fused and Hopper tiles' cases hung or crashed in a Hopper kernel; the Hopper (wgmma) kernels are left out from here on"
 fi
 cat "$work/tiles.out" "$work/cuda_check.out" "$work/table_tiles.out" > "$work/cases.out" 2> /dev/null
@@ -327,8 +354,9 @@ installed() {
 }
 [[ -n $archive ]] && step installed 60 installed "$archive"
 # The tiles cuda_check measured (its table) where it measured them, else those sinklab ships for this GPU
-# (data/tuning/tiles.json), else the defaults: measuring every benchmark variant's 8 candidates would not fit
-# the call. d_head 96 too (the 60M model's), for the rate across d_head; the baselines reach 64 and 128 first.
+# (data/tuning/tiles.json, entries measured at these kernels), else the defaults: measuring every benchmark variant's
+# 8 candidates would not fit the call. d_head 96 too (the 60M model's), for the rate across d_head; the baselines
+# reach 64 and 128 first.
 step gpu_attention 120 env SINKLAB_TUNE=0 build-gpu/bench/gpu_attention --repeats 5 --D 64,128,96 --T 2048,8192 \
   --json "$work/ours.json"
 # Training before the baselines: three calls measured the baselines, whose budget was then spent before the

@@ -10,16 +10,21 @@
 #   anatomy.txt              bench/kernel_anatomy: the kernels' static instruction mix (and the build's last lines)
 #   source.txt               their sources, for the line numbers ncu names
 #   timing-default-tiles.txt bench/gpu_attention on the cases with the default tiles (SINKLAB_TUNE=0)
-#   wgmma.txt                on compute capability 9.0: the same with the Hopper kernels forced (SINKLAB_WGMMA=1),
-#                            timed, then with the fused Hopper backward (and SINKLAB_FUSED_DQ=1), then their forward
+#   wgmma.txt                on compute capability 9.0: the same with the Hopper kernels forced (hopper=force),
+#                            timed, then with the fused Hopper backward (and fused_backward=force), then their forward
 #                            under Nsight Compute
-#   wgmma-overlap.txt        on 9.0: the same with the overlapped forward (SINKLAB_WGMMA=overlap), timed
-#   timing.txt               the same cases with the tuning on (every candidate measured, the fastest kept)
-#   timing-fused.txt         the default tiles with the fused backward forced (SINKLAB_FUSED_DQ=1)
+#   wgmma-overlap.txt        on 9.0: the same with the overlapped forward (hopper=overlap), timed
+#   timing.txt               the same cases with the tuning on (every candidate measured, the fused backward's
+#                            among them, the fastest kept)
+#   timing-fused.txt         the default tiles with the fused backward forced (fused_backward=force)
 #   ncu.txt                  Nsight Compute on every kernel of the default tiles: duration, registers, occupancy,
 #                            issue slots, the busiest pipe, its notes, the source lines with the most excess
 #                            sectors and stalls
-# Each timing line names the kernels that ran it and their tiles. Exit: 0, or the first failing step's code.
+# Each timing line names the kernels that ran it and their tiles. The GPU features (hopper=..., fused_backward=...)
+# are SINKLAB_GPU_FEATURES's entries (runtime/gpu_features.h), each step's in place of what the caller's said of the
+# same feature; on compute capability 9.0 and later a fused backward also needs bulk_reduction (its bulk reduction of
+# dQ is a row of its own), which every step that asks for the fused backward asks for too.
+# Exit: 0, or the first failing step's code.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 usage="usage: scripts/gpu-profile.sh OUT [--variants 'a|b'] [--D 64] [--T 2048] [--budget SECONDS]"
@@ -61,6 +66,28 @@ run() {
   return $rc
 }
 bench() { run "$1" "$2" build-gpu/bench/gpu_attention --repeats 5 --D "$D" --T "$T" --variants "$variants"; }
+# with_features [--unless-named] ENTRY...: SINKLAB_GPU_FEATURES with each ENTRY in place of what it said of that
+# feature, the rest kept; --unless-named: only the ENTRYs whose feature it does not name yet (the caller's choice
+# stands).
+with_features() {
+  local unless_named=0 entry wanted asked=() out=()
+  [[ ${1:-} == --unless-named ]] && unless_named=1 && shift
+  IFS=', ' read -ra asked <<< "${SINKLAB_GPU_FEATURES:-}"
+  for entry in "${asked[@]}"; do
+    [[ -n $entry ]] || continue
+    if ((!unless_named)); then
+      for wanted; do [[ ${entry%%=*} == "${wanted%%=*}" ]] && continue 2; done
+    fi
+    out+=("$entry")
+  done
+  for wanted; do
+    if ((unless_named)); then
+      for entry in "${asked[@]}"; do [[ ${entry%%=*} == "${wanted%%=*}" ]] && continue 2; done
+    fi
+    out+=("$wanted")
+  done
+  (IFS=,; echo "${out[*]}")
+}
 
 if [[ ! -x build-gpu/bench/gpu_attention || ! -x build-gpu/bench/kernel_anatomy ]]; then
   capability=$(python3 -c 'import torch; print("%d.%d" % torch.cuda.get_device_capability(0))') || exit 77
@@ -82,22 +109,26 @@ hopper=no
 # first), then what the tuning and the fused backward buy.
 SINKLAB_TUNE=0 bench 120 "$out/timing-default-tiles.txt"
 if [[ $hopper == yes ]]; then
-  SINKLAB_TUNE=0 SINKLAB_WGMMA=1 bench 120 "$out/wgmma.txt"
-  SINKLAB_TUNE=0 SINKLAB_WGMMA=1 SINKLAB_FUSED_DQ=1 bench 120 "$out/wgmma.txt"
+  SINKLAB_TUNE=0 SINKLAB_GPU_FEATURES=$(with_features hopper=force) bench 120 "$out/wgmma.txt"
+  SINKLAB_TUNE=0 SINKLAB_GPU_FEATURES=$(with_features hopper=force fused_backward=force bulk_reduction) \
+    bench 120 "$out/wgmma.txt"
   # The overlapped forward (the next tile's scores in flight through this tile's fold) against the line above.
-  SINKLAB_TUNE=0 SINKLAB_WGMMA=overlap bench 120 "$out/wgmma-overlap.txt"
+  SINKLAB_TUNE=0 SINKLAB_GPU_FEATURES=$(with_features hopper=overlap) bench 120 "$out/wgmma-overlap.txt"
 fi
-bench 120 "$out/timing.txt"
-SINKLAB_TUNE=0 SINKLAB_FUSED_DQ=1 bench 120 "$out/timing-fused.txt"
+# (the tuning measures the fused candidates only where the fused backward is on, as it did by default before)
+SINKLAB_GPU_FEATURES=$(with_features --unless-named fused_backward bulk_reduction) bench 120 "$out/timing.txt"
+SINKLAB_TUNE=0 SINKLAB_GPU_FEATURES=$(with_features fused_backward=force bulk_reduction) \
+  bench 120 "$out/timing-fused.txt"
 # Nsight Compute, last: the Hopper forward, then every kernel of the default tiles (SINKLAB_TUNE=0: the
 # tuning's own launches would fill the count), each case's forward, backward_rows, backward_keys and
 # backward_queries, twice (the warm-up and the measured call). The kernels keep their line numbers
 # (SINKLAB_NVRTC_LINEINFO=1), so the source counters name the lines of the emitted source (source.txt).
 once=(build-gpu/bench/gpu_attention --repeats 1 --D "$D" --T "$T" --variants "$variants")
 if [[ $hopper == yes ]]; then
-  SINKLAB_NVRTC_LINEINFO=1 SINKLAB_TUNE=0 SINKLAB_WGMMA=1 run 120 "$out/wgmma.txt" ncu --kernel-name \
-    regex:sink_forward --launch-count 4 --section SpeedOfLight --section Occupancy --section LaunchStats \
-    --section SchedulerStats --section WarpStateStats --section SourceCounters "${once[@]}"
+  SINKLAB_NVRTC_LINEINFO=1 SINKLAB_TUNE=0 SINKLAB_GPU_FEATURES=$(with_features hopper=force) \
+    run 120 "$out/wgmma.txt" ncu --kernel-name regex:sink_forward --launch-count 4 --section SpeedOfLight \
+    --section Occupancy --section LaunchStats --section SchedulerStats --section WarpStateStats \
+    --section SourceCounters "${once[@]}"
 fi
 SINKLAB_NVRTC_LINEINFO=1 SINKLAB_TUNE=0 run 240 "$out/ncu.txt" ncu --kernel-name regex:sink_ --launch-count 32 \
   --section SpeedOfLight --section Occupancy --section LaunchStats --section ComputeWorkloadAnalysis \

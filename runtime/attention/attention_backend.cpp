@@ -16,6 +16,7 @@
 #include "kernels/cuda/emit_cuda.h"
 #include "runtime/attention/cuda_attention.h"
 #include "runtime/attention/generated_attention.h"
+#include "runtime/gpu_features.h"
 
 namespace sink::rt {
 namespace {
@@ -160,16 +161,14 @@ std::shared_ptr<AttentionBackend> make_attention_backend(const ModelConfig& cfg,
 #endif
   if (wanted == Backend::jit && device.is_cuda()) {
     // The generated kernels of a rule that checks pairs (loss.window_keeps) have run on the CPU's emulation of the
-    // GPU, not on a GPU: until a GPU check has run them (cuda_check's variants hold such a rule), the reference
-    // path runs such a rule there, unless SINKLAB_PAIR_RULE_KERNELS=1 asks for the kernels.
-    const char* pair_kernels = std::getenv("SINKLAB_PAIR_RULE_KERNELS");
-    if (cfg.attention.visibility().checks_pairs() && !(pair_kernels && std::string(pair_kernels) == "1")) {
+    // GPU: the reference path runs such a rule until the table (runtime/gpu_features.h) lets them run.
+    const FeatureDecision pair_kernels =
+        gpu_feature(GpuFeature::pair_rule_kernels, gpu_capability(device.has_index() ? device.index() : 0));
+    if (cfg.attention.visibility().checks_pairs() && !pair_kernels.on) {
       static std::once_flag said;
       std::call_once(said, [&] {
-        std::cerr
-            << "sinklab: visibility " << cfg.attention.rule->describe()
-            << ": the kernels for this rule are checked on the CPU emulation only, so the reference attention runs it "
-               "(SINKLAB_PAIR_RULE_KERNELS=1 runs the generated kernels)\n";
+        std::cerr << "sinklab: visibility " << cfg.attention.rule->describe()
+                  << ": the reference attention runs it; its generated kernels are " << pair_kernels.why << "\n";
       });
       return std::make_shared<ReferenceBackend>(cfg.attention);
     }

@@ -162,7 +162,8 @@ class CudaLauncher : public KernelLauncher {
   std::string kernels_in_use() const override {
     if (!default_.tensor_cores) return description_;
     const KernelTiles tiles = tiles_to_run(chosen_, spec_, layout_of(storage_), capability_);
-    return description_ + ": " + describe_kernels(tiles, fused_backward(tiles, spec_, layout_of(storage_)));
+    return description_ + ": " +
+           describe_kernels(tiles, fused_backward(tiles, spec_, layout_of(storage_), capability_));
   }
 
   KernelTensors prepare(const AttentionCall& call) const override {
@@ -203,7 +204,7 @@ class CudaLauncher : public KernelLauncher {
     d.dsink = rows.dsink;
     d.dk = torch::empty_like(in.k), d.dv = torch::empty_like(in.v);
     const KernelTiles tiles = tiles_to_run(chosen_, spec_, layout_of(storage_), capability_);
-    const auto fused = fused_backward(tiles, spec_, layout_of(storage_));
+    const auto fused = fused_backward(tiles, spec_, layout_of(storage_), capability_);
     if (!fused) d.dq = torch::empty_like(in.q);
     // dg from a source of its own, where the table wants a gradient (tiles.position_grad).
     kernels::CudaTiles keys = fused ? *fused : tiles.keys;
@@ -365,11 +366,13 @@ class CudaLauncher : public KernelLauncher {
       return tiles;
     };
     const auto candidates = untried(kernels::cuda_tile_candidates(spec_, layout_of(storage_)));
-    auto fused = untried(kernels::cuda_fused_candidates(spec_, layout_of(storage_)));
-    const bool on_hopper = capability_ == kernels::kHopperCapability && hopper_kernels_allowed();
+    auto fused =
+        untried(fused_backward_allowed(capability_) ? kernels::cuda_fused_candidates(spec_, layout_of(storage_))
+                                                    : std::vector<kernels::CudaTiles>{});
+    const bool on_hopper = capability_ == kernels::kHopperCapability && hopper_kernels_allowed(capability_);
     const auto hopper = untried(on_hopper ? kernels::cuda_hopper_candidates(spec_, layout_of(storage_))
                                           : std::vector<kernels::CudaTiles>{});
-    if (on_hopper)
+    if (on_hopper && fused_backward_allowed(capability_))
       for (const auto& c : untried(kernels::cuda_hopper_fused_candidates(spec_, layout_of(storage_))))
         fused.push_back(c);
     std::vector<kernels::CudaTiles> every = candidates;
@@ -425,7 +428,8 @@ class CudaLauncher : public KernelLauncher {
     auto dk = torch::empty_like(in.k), dv = torch::empty_like(in.v), dq = torch::empty_like(in.q);
     const torch::Tensor dg;  // timed without the position table's gradient, as ALiBi trains (a constant table)
     // The default tiles' results, which each candidate's must match to be kept: a faster candidate that computes
-    // something else (a GPU's behaviour no emulation showed) is said and skipped, never trained with.
+    // something else (a GPU's behaviour no emulation showed) is said and skipped, never trained with. A forward's
+    // row statistics too, each row apart: the backward reads them.
     const auto ref_dk = torch::empty_like(dk), ref_dv = torch::empty_like(dv), ref_dq = torch::empty_like(dq);
     launch_keys(default_, in, stats, dout, rows, ref_dk, ref_dv, dg, {});
     launch_queries(default_, in, stats, dout, rows, ref_dq);
@@ -448,7 +452,9 @@ class CudaLauncher : public KernelLauncher {
     for (const auto& c : each_kernel) {
       const double times[3] = {
           agreeing(measured(c, "forward", [&] { launch_forward(c, in, scratch_o, scratch_stats); }), c, "forward",
-                   {{scratch_o, o}}),
+                   {{scratch_o, o},
+                    {scratch_stats.select(2, 0), stats.select(2, 0)},
+                    {scratch_stats.select(2, 1), stats.select(2, 1)}}),
           agreeing(measured(c, "backward_keys", [&] { launch_keys(c, in, stats, dout, rows, dk, dv, dg, {}); }), c,
                    "backward_keys", {{dk, ref_dk}, {dv, ref_dv}}),
           agreeing(measured(c, "backward_queries", [&] { launch_queries(c, in, stats, dout, rows, dq); }), c,

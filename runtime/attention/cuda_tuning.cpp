@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "kernels/cuda/cuda_text.h"
+#include "runtime/gpu_features.h"
 #include "runtime/processes/process.h"
-#include "support/fnv1a.h"
 #include "support/installation.h"
 
 namespace sink::rt {
@@ -72,6 +72,8 @@ std::optional<KernelTiles> entry_tiles(const nlohmann::json& table, const std::s
   if (!table.contains(key)) return std::nullopt;
   try {
     const auto& e = table.at(key);
+    // Tiles measured on other kernel text are not these kernels' tiles (nor checked against their results).
+    if (e.value("kernels", "") != kernel_text_hash()) return std::nullopt;
     KernelTiles t{tiles_of(e.at("forward")), tiles_of(e.at("backward_keys")), tiles_of(e.at("backward_queries"))};
     if (e.contains("fused_backward_keys")) t.fused = tiles_of(e.at("fused_backward_keys"));
     t.seconds = e.value("seconds", std::map<std::string, double>{});
@@ -119,19 +121,6 @@ void change_table(const std::function<void(nlohmann::json&)>& change) {
   if (ec) std::filesystem::remove(temporary, ec);
 }
 
-// FNV-1a of the kernel text every source is printed from, and of the version that prints it: a failure
-// recorded against one sinklab's kernels does not keep another's from being measured.
-const std::string& kernel_text_hash() {
-  static const std::string hash = [] {
-    namespace text = kernels::cuda_text;
-    Fnv1a h;
-    for (int t = 0; t < text::kTextCount; ++t) h.add(text::kEveryText[t]);
-    h.add(version());
-    return h.hex();
-  }();
-  return hash;
-}
-
 void record_failure(const nlohmann::json& measurement, const std::string& why) {
   char at[32] = {};
   const std::time_t now = std::time(nullptr);
@@ -164,7 +153,8 @@ std::filesystem::path journal_dir() { return kernel_cache_dir() / "measuring"; }
 
 void remember_tiles(const std::string& key, const KernelTiles& tiles) {
   change_table([&](nlohmann::json& table) {
-    table[key] = {{"forward", tiles_json(tiles.forward)},
+    table[key] = {{"kernels", kernel_text_hash()},
+                  {"forward", tiles_json(tiles.forward)},
                   {"backward_keys", tiles_json(tiles.keys)},
                   {"backward_queries", tiles_json(tiles.queries)}};
     if (tiles.fused) table[key]["fused_backward_keys"] = tiles_json(*tiles.fused);
@@ -314,25 +304,23 @@ int MeasurementJournal::collect_abandoned() {
   return collected;
 }
 
-bool hopper_kernels_allowed() {
-  const char* v = std::getenv("SINKLAB_WGMMA");
-  const std::string say = v ? v : "";
-  if (say == "tune" || say == "1" || say == "overlap") return true;
-  return say != "0" && kHopperKernelsVerified;
-}
+bool hopper_kernels_allowed(int capability) { return gpu_feature_on(GpuFeature::hopper, capability); }
 
 bool tuning_enabled() {
   const char* v = std::getenv("SINKLAB_TUNE");
   return !(v && std::string(v) == "0");
 }
 
+bool fused_backward_allowed(int capability) {
+  return gpu_feature_on(GpuFeature::fused_backward, capability) &&
+         (capability < kernels::kHopperCapability || gpu_feature_on(GpuFeature::bulk_reduction, capability));
+}
+
 std::optional<kernels::CudaTiles> fused_backward(const KernelTiles& tiles, const kernels::KernelSpec& spec,
-                                                 kernels::CudaStorage storage) {
-  const char* wanted = std::getenv("SINKLAB_FUSED_DQ");
-  const std::string say = wanted ? wanted : "";
-  if (say == "0") return std::nullopt;
-  if (say == "1" && !tiles.fused) {
-    // Where the Hopper kernels run (tiles_to_run's SINKLAB_WGMMA, on compute capability 9.0 alone), the Hopper one.
+                                                 kernels::CudaStorage storage, int capability) {
+  if (!fused_backward_allowed(capability)) return std::nullopt;
+  if (gpu_feature(GpuFeature::fused_backward, capability).mode == "force" && !tiles.fused) {
+    // Where the Hopper kernels run (tiles_to_run, on compute capability 9.0 alone), the Hopper one.
     const auto hopper =
         tiles.keys.hopper ? kernels::cuda_hopper_fused_candidates(spec, storage) : std::vector<kernels::CudaTiles>{};
     const auto candidates = hopper.empty() ? kernels::cuda_fused_candidates(spec, storage) : hopper;
@@ -343,22 +331,21 @@ std::optional<kernels::CudaTiles> fused_backward(const KernelTiles& tiles, const
 
 KernelTiles tiles_to_run(const KernelTiles& tiles, const kernels::KernelSpec& spec, kernels::CudaStorage storage,
                          int capability) {
-  const char* wanted = std::getenv("SINKLAB_WGMMA");
-  const std::string say = wanted ? wanted : "";
+  const FeatureDecision hopper = gpu_feature(GpuFeature::hopper, capability);
   KernelTiles out = tiles;
   kernels::CudaTiles* each[] = {&out.forward, &out.keys, &out.queries};
-  if (!hopper_kernels_allowed()) {
+  if (!hopper.on) {
     for (kernels::CudaTiles* t : each)
       if (t->hopper) *t = kernels::cuda_tiles(spec, storage, capability);
     if (out.fused && out.fused->hopper) out.fused.reset();
-  } else if ((say == "1" || say == "overlap") && capability == kernels::kHopperCapability) {
-    // "1": the first candidate each kernel has (waiting for each product); "overlap": the forward's first
+  } else if ((hopper.mode == "force" || hopper.mode == "overlap") && capability == kernels::kHopperCapability) {
+    // force: the first candidate each kernel has (waiting for each product); overlap: the forward's first
     // overlapped one besides.
     const auto candidates = kernels::cuda_hopper_candidates(spec, storage);
     for (kernels::CudaTiles* t : each)
       if (!candidates.empty() && (!t->hopper || t->overlap)) *t = candidates.front();
     for (const kernels::CudaTiles& c : candidates)
-      if (say == "overlap" && c.overlap) {
+      if (hopper.mode == "overlap" && c.overlap) {
         out.forward = c;
         break;
       }

@@ -6,7 +6,9 @@
 // together), and writes the
 // choice to kernel_cache_dir()/tiles.json, keyed by the GPU's name, the variant, the storage and d_head, so
 // later processes on that GPU read it instead of measuring. Where it holds nothing for a variant, the table
-// sinklab ships (data/tuning/tiles.json: tiles measured on an H100) answers for the GPUs it names.
+// sinklab ships (data/tuning/tiles.json: tiles measured on an H100) answers for the GPUs it names. Every entry
+// carries the kernel text it was measured on (kernel_text_hash(), runtime/gpu_features.h): an entry measured on
+// other kernels is never reused; the variant is measured again, or, untuned, runs its default tiles.
 // SINKLAB_TUNE=0 keeps the defaults (kernels::cuda_tiles); SINKLAB_TUNE=1 measures what the shipped table
 // holds.
 #pragma once
@@ -87,33 +89,31 @@ class MeasurementJournal {
 // later launch in the process fails, so the runs after the one it ended would only fail too (sinkc run stops).
 bool device_context_lost();
 
-// Whether the Hopper kernels may run where the GPU has them. They are opt-in until a GPU has verified them
-// (kHopperKernelsVerified): SINKLAB_WGMMA=tune makes them tuning candidates, 1 or overlap forces them (tiles_to_run),
-// 0 keeps them out even once verified. Where they are not allowed the tuning does not measure them either, and tiles
-// a table recorded for them run as the default tiles (gpu-check sets 0 when the warpgroup tile products crashed or
-// hung).
-bool hopper_kernels_allowed();
-
-// Whether a GPU call has verified the Hopper kernels (cuda_check's wgmma cases passed, no tuning failure): until
-// then a user's run never reaches them unless SINKLAB_WGMMA asks. The docs' measurements page holds the evidence.
-constexpr bool kHopperKernelsVerified = false;
+// Whether the Hopper kernels may run on a GPU of `capability` (runtime/gpu_features.h's row `hopper`: opt-in,
+// SINKLAB_GPU_FEATURES=hopper, until a GPU check has run them). Where they may not, the tuning does not measure them,
+// and tiles a table recorded for them run as the default tiles (gpu-check sets hopper=off when the warpgroup tile
+// products crashed or hung).
+bool hopper_kernels_allowed(int capability);
 
 // Whether a variant's first use measures its tiles (SINKLAB_TUNE is not 0).
 bool tuning_enabled();
 
-// The fused backward_keys a launcher with these tiles runs, if any: the measured one (tiles.fused), unless
-// SINKLAB_FUSED_DQ says otherwise: 0 never (dQ from backward_queries, summed in a fixed order: the same bits
-// every run), 1 always (the measured one, else the first of kernels::cuda_fused_candidates; where `tiles` run the
-// Hopper backward_keys, kernels::cuda_hopper_fused_candidates's).
-std::optional<kernels::CudaTiles> fused_backward(const KernelTiles& tiles, const kernels::KernelSpec& spec,
-                                                 kernels::CudaStorage storage);
+// Whether a fused backward_keys may run on a GPU of `capability`: the row `fused_backward`, and from compute
+// capability 9.0 on, where that kernel sums dQ by the copy engine's bulk reduction, the row `bulk_reduction` too.
+// Where it may not, the tuning does not measure the fused candidates and a remembered fused choice is not run.
+bool fused_backward_allowed(int capability);
 
-// The tiles a launcher with these runs: the measured ones, unless SINKLAB_WGMMA says otherwise: 0 (or unset, while
-// the Hopper kernels are unverified: hopper_kernels_allowed) no Hopper kernel (the default tiles where the table has
-// one; no Hopper fused backward), "tune" the table's as they are, 1 the Hopper kernels on a GPU of compute
-// capability 9.0, each waiting for its products (the measured one of each kernel if it is such a Hopper one, else the
-// first of kernels::cuda_hopper_candidates; no fused backward), "overlap" the same with the first overlapped forward,
-// as a profile compares them on the same shapes.
+// The fused backward_keys a launcher with these tiles runs, if any: none where fused_backward_allowed is false, else
+// the measured one (tiles.fused); with fused_backward=force, where none was measured, the first of
+// kernels::cuda_fused_candidates (where `tiles` run the Hopper backward_keys, kernels::cuda_hopper_fused_candidates's).
+std::optional<kernels::CudaTiles> fused_backward(const KernelTiles& tiles, const kernels::KernelSpec& spec,
+                                                 kernels::CudaStorage storage, int capability);
+
+// The tiles a launcher with these runs: the measured ones, as the row `hopper` allows: off, no Hopper kernel (the
+// default tiles where the table has one; no Hopper fused backward); on or tune, the table's as they are; force, the
+// Hopper kernels on a GPU of compute capability 9.0, each waiting for its products (the measured one of each kernel
+// if it is such a Hopper one, else the first of kernels::cuda_hopper_candidates; no fused backward); overlap, the
+// same with the first overlapped forward, as a profile compares them on the same shapes.
 KernelTiles tiles_to_run(const KernelTiles& tiles, const kernels::KernelSpec& spec, kernels::CudaStorage storage,
                          int capability);
 

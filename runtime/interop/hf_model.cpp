@@ -8,6 +8,7 @@
 
 #include "runtime/attention/attention.h"
 #include "runtime/interop/safetensors.h"
+#include "runtime/training/step_operations.h"
 
 namespace sink::rt {
 
@@ -23,14 +24,6 @@ std::string activation_of(const std::string& name, const std::string& field) {
   if (name == "relu") return "relu";
   throw std::runtime_error(
       fmt::format("config.json: {} = \"{}\" is an activation sinklab does not compute", field, name));
-}
-
-torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, double eps) {
-  return x * torch::rsqrt(x.pow(2).mean(-1, true) + eps) * w;
-}
-
-torch::Tensor layer_norm(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, double eps) {
-  return torch::layer_norm(x, {x.size(-1)}, w, b, eps);
 }
 
 // [N, T, H * dh] -> [N, H, T, dh]
@@ -243,12 +236,12 @@ torch::Tensor HfModel::gpt2_layer(torch::Tensor h, int64_t l, torch::Tensor& pro
   auto conv1d = [&](const torch::Tensor& x, const std::string& name) {
     return torch::matmul(x, weight(p + name + ".weight")) + weight(p + name + ".bias");
   };
-  auto x = layer_norm(h, weight(p + "ln_1.weight"), weight(p + "ln_1.bias"), cfg_.norm_eps);
+  auto x = norm(h, weight(p + "ln_1.weight"), weight(p + "ln_1.bias"), cfg_.norm_eps);
   auto qkv = conv1d(x, "attn.c_attn").split(cfg_.d, -1);
   auto out =
       attend(split_heads(qkv[0], cfg_.heads), split_heads(qkv[1], cfg_.heads), split_heads(qkv[2], cfg_.heads), probs);
   h = h + conv1d(out, "attn.c_proj");
-  x = layer_norm(h, weight(p + "ln_2.weight"), weight(p + "ln_2.bias"), cfg_.norm_eps);
+  x = norm(h, weight(p + "ln_2.weight"), weight(p + "ln_2.bias"), cfg_.norm_eps);
   return h + conv1d(activate(conv1d(x, "mlp.c_fc")), "mlp.c_proj");
 }
 
@@ -256,7 +249,7 @@ torch::Tensor HfModel::neox_layer(torch::Tensor h, int64_t l, torch::Tensor& pro
   const std::string p = fmt::format("layers.{}.", l);
   const int64_t N = h.size(0), T = h.size(1), dh = cfg_.head_dim;
   auto norm = [&](const torch::Tensor& x, const std::string& name) {
-    return layer_norm(x, weight(p + name + ".weight"), weight(p + name + ".bias"), cfg_.norm_eps);
+    return rt::norm(x, weight(p + name + ".weight"), weight(p + name + ".bias"), cfg_.norm_eps);
   };
   auto dense = [&](const torch::Tensor& x, const std::string& name) {  // attention_bias = false: none on attention
     return torch::linear(x, weight(p + name + ".weight"), optional(p + name + ".bias"));
@@ -277,7 +270,7 @@ torch::Tensor HfModel::neox_layer(torch::Tensor h, int64_t l, torch::Tensor& pro
 torch::Tensor HfModel::opt_layer(torch::Tensor h, int64_t l, torch::Tensor& probs) const {
   const std::string p = fmt::format("layers.{}.", l);
   auto norm = [&](const torch::Tensor& x, const std::string& name) {
-    return layer_norm(x, weight(p + name + ".weight"), weight(p + name + ".bias"), 1e-5);
+    return rt::norm(x, weight(p + name + ".weight"), weight(p + name + ".bias"), 1e-5);
   };
   auto dense = [&](const torch::Tensor& x, const std::string& name) {
     return torch::linear(x, weight(p + name + ".weight"), weight(p + name + ".bias"));

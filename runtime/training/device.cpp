@@ -46,4 +46,11 @@ DeviceFacts device_facts(const torch::Device& device) {
   return facts;
 }
 
+torch::Tensor to_device(const torch::Tensor& host, const torch::Device& device, torch::Tensor buffer) {
+  const bool to_gpu = device.is_cuda() && !host.is_cuda();
+  const torch::Tensor from = to_gpu ? host.pin_memory() : host;
+  if (buffer.defined()) return buffer.copy_(from, to_gpu);
+  return host.device() == device ? host : from.to(device, to_gpu);
+}
+
 }  // namespace sink::rt

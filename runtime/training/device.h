@@ -25,4 +25,9 @@ torch::Device training_device(DeviceKind kind, int gpu);
 // capability from the CUDA driver, left unknown (0) where it cannot say.
 DeviceFacts device_facts(const torch::Device& device);
 
+// The one way a batch reaches the device: `host` on `device`, into `buffer` where it is given (a step's fixed
+// buffers, whose address a captured graph keeps), else a tensor of its own (`host` itself where it is there already).
+// To a GPU from page-locked memory, queued behind the work before it rather than waiting for it.
+torch::Tensor to_device(const torch::Tensor& host, const torch::Device& device, torch::Tensor buffer = {});
+
 }  // namespace sink::rt

@@ -12,12 +12,6 @@ namespace sink::rt {
 using json = nlohmann::json;
 namespace eval_key = run_record::eval;
 
-torch::Tensor lm_loss(Transformer& model, const torch::Tensor& tokens, const torch::Tensor& cpu_targets,
-                      int64_t prefix) {
-  auto targets = cpu_targets.to(model.device);
-  return linear_cross_entropy(model.features(tokens), model.head_weight(), targets, mean_loss_weights(targets, prefix));
-}
-
 json evaluate(Transformer& model, const Batches& batches, const RunConfig& cfg) {
   torch::NoGradGuard no_grad;
   AutocastScope autocast(cfg.train.precision, model.device);

@@ -13,13 +13,6 @@
 
 namespace sink::rt {
 
-// The model's mean cross-entropy on `tokens` over the positions that carry
-// loss (a prefix LM's targets inside the prefix carry none), the LM head
-// applied a chunk of rows at a time (runtime/training/lm_head_loss.h).
-// `cpu_targets` move to the model's device.
-torch::Tensor lm_loss(Transformer& model, const torch::Tensor& tokens, const torch::Tensor& cpu_targets,
-                      int64_t prefix);
-
 // The validation loss over the first min(measure.sequences, 64) validation
 // sequences, in chunks of 16, and the sink metrics of measure.sequences
 // measurement inputs: a metrics.jsonl line's measurements.

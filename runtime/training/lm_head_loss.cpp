@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "runtime/training/device.h"
+#include "runtime/training/model.h"
+
 namespace sink::rt {
 namespace {
 
@@ -78,6 +81,12 @@ torch::Tensor mean_loss_weights(const torch::Tensor& targets, int64_t prefix) {
   auto keep = (torch::arange(targets.size(1), options) + 2 > double(prefix)).to(torch::kFloat);
   auto weights = keep.unsqueeze(0).expand(targets.sizes()).contiguous();
   return weights / weights.sum().clamp_min(1);
+}
+
+torch::Tensor lm_loss(Transformer& model, const torch::Tensor& tokens, const torch::Tensor& targets, int64_t prefix) {
+  const auto on_device = to_device(targets, model.device);
+  return model.operations->loss(model.features(tokens), model.head_weight(), on_device,
+                                mean_loss_weights(on_device, prefix));
 }
 
 }  // namespace sink::rt

@@ -16,6 +16,8 @@
 
 namespace sink::rt {
 
+struct Transformer;
+
 // sum_i row_weight_i * (logsumexp_j <f_i, w_j> - <f_i, w_{y_i}>): features [..., d], weight [vocab, d],
 // targets [...] (token ids < vocab, on any device), row_weights [...] float. Differentiable in features and
 // weight. Gradients are formed only when grad mode is on and one of the two requires them. chunk_rows: the rows
@@ -31,5 +33,10 @@ int64_t cross_entropy_chunk_rows(int64_t vocab);
 // prefix-LM's prefix (target t, 0-based, is token t + 2, 1-based: inside the prefix when t + 2 <= prefix).
 // targets [B, T]; the weights are float on the targets' device.
 torch::Tensor mean_loss_weights(const torch::Tensor& targets, int64_t prefix);
+
+// A language model's loss, the one every step and measurement computes: the model's mean cross-entropy on
+// `tokens` over the positions that carry loss (a prefix LM's targets inside the prefix carry none), the LM head
+// applied a chunk of rows at a time. `targets` move to the model's device.
+torch::Tensor lm_loss(Transformer& model, const torch::Tensor& tokens, const torch::Tensor& targets, int64_t prefix);
 
 }  // namespace sink::rt

@@ -7,43 +7,18 @@
 
 #include "runtime/attention/score.h"
 #include "runtime/measurement/geometry.h"
+#include "runtime/training/device.h"
 #include "runtime/training/positions.h"
+#include "runtime/training/step_kernels.h"
 
 namespace sink::rt {
 
-Norm::Norm(NormKind kind, int64_t d, double eps_) : rms(kind == NormKind::rmsnorm), eps(eps_) {
+Norm::Norm(NormKind kind, int64_t d, double eps_) : eps(eps_) {
   weight = register_parameter("weight", torch::ones({d}));
-  if (!rms) bias = register_parameter("bias", torch::zeros({d}));
+  if (kind != NormKind::rmsnorm) bias = register_parameter("bias", torch::zeros({d}));
 }
 
-torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
-  return x * torch::rsqrt(x.pow(2).mean(-1, true) + eps) * weight;
-}
-
-torch::Tensor library_rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
-#if SINKLAB_LIBRARY_RMS_NORM
-  return at::rms_norm(x, {x.size(-1)}, weight, eps);
-#else
-  (void)x, (void)weight, (void)eps;
-  throw std::logic_error("this LibTorch has no rms_norm (it came with 2.4)");
-#endif
-}
-
-torch::Tensor Norm::forward(const torch::Tensor& x) {
-  if (!rms) return torch::layer_norm(x, {x.size(-1)}, weight, bias, eps);
-  // On a GPU, LibTorch's own RMSNorm is one kernel each way (aten::_fused_rms_norm) where the four above are four
-  // passes over the activations; on the CPU it is the same composite, and the formula stays bit for bit as it was.
-  if (SINKLAB_LIBRARY_RMS_NORM && x.is_cuda()) return library_rms_norm(x, weight, eps);
-  return rms_norm(x, weight, eps);
-}
-
-std::pair<torch::Tensor, torch::Tensor> Norm::after_residual(const torch::Tensor& x, const torch::Tensor& r,
-                                                             const StepKernels* kernels) {
-  if (kernels && kernels->residual_norm_fits(x, r, weight, bias))
-    return kernels->residual_norm(x, r, weight, bias, eps);
-  auto sum = x + r;
-  return {sum, forward(sum)};
-}
+torch::Tensor Norm::forward(const torch::Tensor& x) { return norm(x, weight, bias, eps); }
 
 FeedForward::FeedForward(const ModelConfig& c) {
   gated = c.ffn == Ffn::reglu || c.ffn == Ffn::geglu || c.ffn == Ffn::swiglu;
@@ -53,27 +28,8 @@ FeedForward::FeedForward(const ModelConfig& c) {
   if (gated) w3 = register_module("w3", torch::nn::Linear(torch::nn::LinearOptions(c.d, c.ffn_hidden).bias(false)));
 }
 
-std::vector<torch::Tensor> project(const torch::Tensor& x, const std::vector<torch::Tensor>& weights, bool stacked) {
-  std::vector<torch::Tensor> out;
-  if (!stacked || weights.size() == 1) {
-    for (const auto& w : weights) out.push_back(torch::linear(x, w));
-    return out;
-  }
-  std::vector<int64_t> rows;
-  for (const auto& w : weights) rows.push_back(w.size(0));
-  return torch::linear(x, torch::cat(weights, 0)).split_with_sizes(rows, -1);
-}
-
-torch::Tensor FeedForward::forward(const torch::Tensor& x, const StepKernels* kernels) {
-  if (gated && kernels) {
-    const auto gate_up = torch::linear(x, torch::cat({w1->weight, w3->weight}, 0));
-    if (kernels->gated_fits(gate_up)) return w2(kernels->gated_activation(gate_up, act));
-  }
-  const auto up = gated ? project(x, {w1->weight, w3->weight}, x.is_cuda()) : std::vector<torch::Tensor>{w1(x)};
-  auto h = up[0];
-  h = act == Ffn::relu ? torch::relu(h) : act == Ffn::gelu ? torch::gelu(h) : torch::silu(h);
-  if (gated) h = h * up[1];
-  return w2(h);
+torch::Tensor FeedForward::forward(const torch::Tensor& x, const StepOperations& ops) {
+  return w2(gated ? ops.gated_hidden(x, w1->weight, w3->weight, act) : activation(w1(x), act));
 }
 
 SelfAttention::SelfAttention(const ModelConfig& c, std::shared_ptr<AttentionBackend> b)
@@ -119,12 +75,6 @@ SelfAttention::SelfAttention(const ModelConfig& c, std::shared_ptr<AttentionBack
   }
 }
 
-torch::Tensor apply_rope(const torch::Tensor& x, torch::Tensor cos, torch::Tensor sin) {
-  cos = cos.to(x.scalar_type()), sin = sin.to(x.scalar_type());
-  const auto swapped = x.unflatten(-1, {x.size(-1) / 2, 2}).flip(-1).flatten(-2);
-  return x * cos + swapped * sin;
-}
-
 // Two maps from the halves of q and k, A1 - lambda A2, each head's output
 // RMS-normalized and scaled by 1 - lambda_init (Ye et al. 2025). Each map is
 // an ordinary attention call: the halves padded back to d_head with zeros,
@@ -143,7 +93,7 @@ torch::Tensor SelfAttention::differential(const AttentionCall& call, LayerProbe*
   const double lambda_init = cfg.attention.lambda_init;
   auto lambda = torch::exp((lambda_q1 * lambda_k1).sum()) - torch::exp((lambda_q2 * lambda_k2).sum()) + lambda_init;
   auto out = o1 - lambda * o2;
-  out = out * torch::rsqrt(out.pow(2).mean(-1, true) + 1e-5) * out_norm_weight * (1 - lambda_init);
+  out = rms_norm(out, out_norm_weight, 1e-5) * (1 - lambda_init);
   if (probe) {
     // A1 - lambda A2 can be negative: the metric reads |A| / sum |A|, the proxy of signed scores.
     auto signed_map = (p1.attention - lambda.detach() * p2.attention).abs();
@@ -152,33 +102,12 @@ torch::Tensor SelfAttention::differential(const AttentionCall& call, LayerProbe*
   return out;
 }
 
-torch::Tensor SelfAttention::forward(const torch::Tensor& x, const torch::Tensor& rope_cos,
-                                     const torch::Tensor& rope_sin, const torch::Tensor& g, LayerProbe* probe,
-                                     const StepKernels* kernels) {
+torch::Tensor SelfAttention::forward(const torch::Tensor& x, const Positions& positions, const StepOperations& ops,
+                                     LayerProbe* probe) {
   const int64_t B = x.size(0), T = x.size(1), H = cfg.heads, Hkv = cfg.kv_heads, dh = cfg.d_head;
-  std::vector<torch::Tensor> qkv;
-  torch::Tensor q, k, v;
-  if (kernels) {
-    // One kernel each way from the stacked product to the head-major q, k, v the attention reads, RoPE on the way.
-    const auto stacked = torch::linear(x, torch::cat({wq->weight, wk->weight, wv->weight}, 0));
-    if (kernels->split_fits(stacked, rope_cos, H, Hkv, dh)) {
-      const auto heads = kernels->split_heads(stacked, rope_cos, rope_sin, H, Hkv);
-      q = heads[0], k = heads[1], v = heads[2];
-    } else {
-      qkv = stacked.split_with_sizes({H * dh, Hkv * dh, Hkv * dh}, -1);
-    }
-  } else {
-    qkv = project(x, {wq->weight, wk->weight, wv->weight}, x.is_cuda());
-  }
-  if (!q.defined()) {
-    q = qkv[0].view({B, T, H, dh}).transpose(1, 2);
-    k = qkv[1].view({B, T, Hkv, dh}).transpose(1, 2);
-    v = qkv[2].view({B, T, Hkv, dh}).transpose(1, 2);
-    if (rope_cos.defined()) {
-      q = apply_rope(q, rope_cos, rope_sin);
-      k = apply_rope(k, rope_cos, rope_sin);
-    }
-  }
+  const auto qkv = ops.heads(x, wq->weight, wk->weight, wv->weight, positions.rope_cos, positions.rope_sin, H, Hkv);
+  torch::Tensor q = qkv[0], k = qkv[1], v = qkv[2];
+  const torch::Tensor& g = positions.g;
   if (Hkv != H) {
     k = k.repeat_interleave(H / Hkv, 1);
     v = v.repeat_interleave(H / Hkv, 1);
@@ -232,6 +161,25 @@ Block::Block(const ModelConfig& c, std::shared_ptr<AttentionBackend> backend) : 
   ffn = register_module("ffn", std::make_shared<FeedForward>(c));
 }
 
+Block::Output Block::forward(const torch::Tensor& x, const torch::Tensor& normed, const Norm* next,
+                             const Positions& positions, const StepOperations& ops, LayerProbe* probe) {
+  if (cfg.placement == NormPlacement::post) {
+    auto attended = norm1->forward(x + attn->forward(x, positions, ops, probe));
+    auto before_ln = attended + ffn->forward(attended, ops);
+    return {norm2->forward(before_ln), {}, before_ln};
+  }
+  const auto input = normed.defined() ? normed : norm1->forward(x);
+  auto [mid, mid_normed] =
+      ops.residual_norm(x, attn->forward(input, positions, ops, probe), norm2->weight, norm2->bias, norm2->eps);
+  const auto out = ffn->forward(mid_normed, ops);
+  if (!next) {
+    auto stream = mid + out;
+    return {stream, {}, stream};
+  }
+  auto [stream, stream_normed] = ops.residual_norm(mid, out, next->weight, next->bias, next->eps);
+  return {stream, stream_normed, stream};
+}
+
 torch::Tensor sinusoidal_positions(int64_t T, int64_t d) {
   auto pos = torch::arange(T, torch::kFloat).unsqueeze(1);
   auto freq = torch::exp(torch::arange(0, d, 2, torch::kFloat) * (-std::log(10000.0) / d));
@@ -271,17 +219,10 @@ Transformer::Transformer(const ModelConfig& c, torch::Device dev)
   }
   if (relative) relative->weight.zero_();
   to(device);
-  step_kernels = step_kernels_for(device);
-}
-
-std::string Transformer::fused_operations() const {
-  if (!step_kernels) return "";
-  std::vector<std::string> fused;
-  if (cfg.placement == NormPlacement::pre)
-    fused.push_back(cfg.norm == NormKind::rmsnorm ? "residual add + RMSNorm" : "residual add + LayerNorm");
-  if (blocks.empty() ? false : blocks[0]->ffn->gated) fused.push_back(std::string(name_of(cfg.ffn)) + "'s activation");
-  fused.push_back(cfg.pe == PosEmbedding::rope ? "q, k, v into heads with RoPE" : "q, k, v into heads");
-  return fmt::format("{}", fmt::join(fused, ", "));
+  if (auto kernels = step_kernels_for(device))
+    operations = kernels;
+  else
+    operations = library_operations();
 }
 
 torch::Tensor Transformer::distance_bias(int64_t T) {
@@ -329,7 +270,7 @@ torch::Tensor Transformer::head_weight() { return cfg.tie_embeddings ? embed->we
 
 ForwardResult Transformer::trunk(const torch::Tensor& tokens, bool probe, bool want_hidden) {
   ForwardResult r;
-  auto x = embed(tokens.to(device));  // batches are built on the CPU
+  auto x = embed(to_device(tokens, device));  // batches are built on the CPU
   const int64_t B = x.size(0);
   if (cfg.sink_token) x = torch::cat({sink_token.view({1, 1, cfg.d}).expand({B, 1, cfg.d}), x}, 1);
   const int64_t T = x.size(1);
@@ -339,34 +280,16 @@ ForwardResult Transformer::trunk(const torch::Tensor& tokens, bool probe, bool w
     if (!sinusoid_.defined() || sinusoid_.size(0) < T) sinusoid_ = sinusoidal_positions(T, cfg.d).to(device);
     x = x + sinusoid_.narrow(0, 0, T);
   }
-  torch::Tensor cos, sin;
-  if (cfg.pe == PosEmbedding::rope) std::tie(cos, sin) = rope_tables(T);
-  auto g = distance_bias(T);
-  const StepKernels* fused = step_kernels.get();
-  torch::Tensor normed;  // pre-norm: the next sublayer's input, x normed
-  for (auto& blk : blocks) {
+  Positions positions;
+  if (cfg.pe == PosEmbedding::rope) std::tie(positions.rope_cos, positions.rope_sin) = rope_tables(T);
+  positions.g = distance_bias(T);
+  torch::Tensor normed;  // pre-norm: the next block's input, x normed
+  for (size_t l = 0; l < blocks.size(); ++l) {
     LayerProbe p;
-    LayerProbe* probe_slot = probe ? &p : nullptr;
-    if (cfg.placement == NormPlacement::pre) {
-      // Each residual add and the norm after it, one step (a kernel each way, with the step kernels): the block's
-      // input arrives normed by the add before it, the first block's by itself.
-      if (!normed.defined()) normed = blk->norm1->forward(x);
-      std::tie(x, normed) =
-          blk->norm2->after_residual(x, blk->attn->forward(normed, cos, sin, g, probe_slot, fused), fused);
-      const auto ffn = blk->ffn->forward(normed, fused);
-      const size_t l = &blk - blocks.data();
-      const std::shared_ptr<Norm> next = l + 1 < blocks.size() ? blocks[l + 1]->norm1 : final_norm;
-      if (next)
-        std::tie(x, normed) = next->after_residual(x, ffn, fused);
-      else
-        x = x + ffn, normed = torch::Tensor();
-      if (want_hidden) r.hidden.push_back(x.detach());
-    } else {
-      x = blk->norm1->forward(x + blk->attn->forward(x, cos, sin, g, probe_slot, fused));
-      auto before_ln = x + blk->ffn->forward(x);
-      if (want_hidden) r.hidden.push_back(before_ln.detach());
-      x = blk->norm2->forward(before_ln);
-    }
+    const Norm* next = l + 1 < blocks.size() ? blocks[l + 1]->norm1.get() : final_norm.get();
+    Block::Output out = blocks[l]->forward(x, normed, next, positions, *operations, probe ? &p : nullptr);
+    x = out.stream, normed = out.normed;
+    if (want_hidden) r.hidden.push_back(out.hidden.detach());
     if (probe) {
       r.attention.push_back(p.attention);
       if (p.gate.defined()) r.gates.push_back(p.gate);

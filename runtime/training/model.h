@@ -6,49 +6,20 @@
 
 #include "plan/run_config.h"
 #include "runtime/attention/attention_backend.h"
-#include "runtime/training/step_kernels.h"
+#include "runtime/training/step_operations.h"
 
 namespace sink::rt {
-
-// `at::rms_norm` came with PyTorch 2.4; on CUDA it dispatches to one fused kernel each way
-// (`aten::_fused_rms_norm`, 2.8), which Debian's LibTorch 1.13 lacks.
-#define SINKLAB_LIBRARY_RMS_NORM (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4))
-
-// RMSNorm, x / sqrt(mean(x^2) + eps) * weight, over the last dimension: as four LibTorch operations, and as
-// LibTorch's own operator (which throws where this LibTorch has none), the one a GPU runs.
-torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
-torch::Tensor library_rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
-
-// Several projections of one input, x W_1^T, x W_2^T, ... (q, k and v; a gated FFN's gate and up): each its own
-// product, or, `stacked`, one product with the weights stacked and its output split. Stacked, a GPU launches one GEMM
-// where it launched several, and the backward forms x's gradient in one product where it summed several. Each output
-// element is the same dot product either way, summed in the GEMM's order. A GPU stacks them; the CPU keeps its
-// products, whose results the CPU's tests and runs were measured with.
-std::vector<torch::Tensor> project(const torch::Tensor& x, const std::vector<torch::Tensor>& weights, bool stacked);
-
-// RoPE: each interleaved pair (x_2m, x_2m+1) of x's last dimension rotated by its angle, as llama2.c does, from
-// Transformer::rope_tables: x cos + (x with each pair swapped) sin, four operations (a swap, two products, a sum)
-// where the pairs' own formula, (a cos - b sin, a sin + b cos) stacked, takes seven; the same numbers, bit for bit,
-// forward and backward. In x's dtype: under bf16 autocast fp32 tables would promote q and k back to fp32, and the
-// attention backend would then run its fp32 kernels.
-torch::Tensor apply_rope(const torch::Tensor& x, torch::Tensor cos, torch::Tensor sin);
 
 struct Norm : torch::nn::Module {
   Norm(NormKind kind, int64_t d, double eps);
   torch::Tensor forward(const torch::Tensor& x);
-  // The residual stream x + r and this norm of it: one kernel each way with `kernels` where they fit (a float
-  // stream), else the add and forward.
-  std::pair<torch::Tensor, torch::Tensor> after_residual(const torch::Tensor& x, const torch::Tensor& r,
-                                                         const StepKernels* kernels);
-  bool rms;
   double eps;
-  torch::Tensor weight, bias;
+  torch::Tensor weight, bias;  // bias: LayerNorm's; undefined for RMSNorm
 };
 
 struct FeedForward : torch::nn::Module {
   FeedForward(const ModelConfig& c);
-  // With `kernels`, a gated FFN's activation and product are one kernel each way (on the stacked projection).
-  torch::Tensor forward(const torch::Tensor& x, const StepKernels* kernels = nullptr);
+  torch::Tensor forward(const torch::Tensor& x, const StepOperations& ops);
   Ffn act;  // the activation alone: relu, gelu or swish
   bool gated;
   torch::nn::Linear w1{nullptr}, w2{nullptr}, w3{nullptr};
@@ -62,12 +33,16 @@ struct LayerProbe {
   torch::Tensor geometry;    // [3, H] first_token_geometry (runtime/measurement/geometry.h)
 };
 
+// What every layer reads of the positions: RoPE's tables ([T, d_head], or undefined) and the position term by
+// distance (ALiBi's or T5's [H, T], or undefined).
+struct Positions {
+  torch::Tensor rope_cos, rope_sin, g;
+};
+
 struct SelfAttention : torch::nn::Module {
   SelfAttention(const ModelConfig& c, std::shared_ptr<AttentionBackend> backend);
-  // g: the position term by distance [H, T], or undefined. probe: filled when given. kernels: the step kernels, which
-  // split the stacked q, k, v projection into heads (RoPE on the way) in one kernel each way where they fit.
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& rope_cos, const torch::Tensor& rope_sin,
-                        const torch::Tensor& g, LayerProbe* probe, const StepKernels* kernels = nullptr);
+  torch::Tensor forward(const torch::Tensor& x, const Positions& positions, const StepOperations& ops,
+                        LayerProbe* probe);
   ModelConfig cfg;
   std::shared_ptr<AttentionBackend> backend;
   torch::nn::Linear wq{nullptr}, wk{nullptr}, wv{nullptr}, wo{nullptr};
@@ -85,6 +60,16 @@ struct SelfAttention : torch::nn::Module {
 
 struct Block : torch::nn::Module {
   Block(const ModelConfig& c, std::shared_ptr<AttentionBackend> backend);
+  struct Output {
+    torch::Tensor stream;  // the residual stream after the block
+    torch::Tensor normed;  // pre-norm: the stream normed by `next`, made by the same operation as the last add
+    torch::Tensor hidden;  // what a measurement of massive activations reads: the stream (post-norm: before its LN)
+  };
+  // One block on the residual stream x. Pre-norm: `normed` is x normed by this block's first norm where the add
+  // before made it (else undefined), `next` the norm after the block (the next block's first, or the final one), so
+  // that each residual add and the norm after it are one operation. Post-norm: `normed` and `next` unused.
+  Output forward(const torch::Tensor& x, const torch::Tensor& normed, const Norm* next, const Positions& positions,
+                 const StepOperations& ops, LayerProbe* probe);
   ModelConfig cfg;
   std::shared_ptr<Norm> norm1, norm2;
   std::shared_ptr<SelfAttention> attn;
@@ -128,10 +113,11 @@ struct Transformer : torch::nn::Module {
   torch::Tensor sink_token;
   std::vector<std::shared_ptr<Block>> blocks;
   std::shared_ptr<Norm> final_norm;
-  // The fused kernels around the attention (runtime/training/step_kernels.h), or none: LibTorch's operations.
-  std::shared_ptr<const StepKernels> step_kernels;
-  // What this model runs as step kernels ("residual add + RMSNorm, swiglu's activation"), or "" for nothing.
-  std::string fused_operations() const;
+  // The operations around the attention (runtime/training/step_operations.h): LibTorch's own, or the step kernels
+  // where the device runs them (runtime/training/step_kernels.h).
+  std::shared_ptr<const StepOperations> operations;
+  // What this model fuses ("residual add + RMSNorm, swiglu's activation"), or "" for nothing.
+  std::string fused_operations() const { return operations->fused(cfg); }
 
  private:
   ForwardResult trunk(const torch::Tensor& tokens, bool probe, bool hidden);  // everything but the logits

@@ -63,6 +63,8 @@ MultiTensorAdamW::Kernel MultiTensorAdamW::best_kernel() {
 MultiTensorAdamW::MultiTensorAdamW(const std::vector<torch::optim::OptimizerParamGroup>& groups,
                                    const torch::optim::AdamWOptions& defaults, Kernel kernel)
     : torch::optim::AdamW(groups, defaults), kernel_(kernel) {
+  lr_ = param_groups_.empty() ? defaults.lr()
+                              : static_cast<const torch::optim::AdamWOptions&>(param_groups_[0].options()).lr();
 #if !SINKLAB_FUSED_ADAMW
   if (kernel_ == Kernel::fused) throw std::invalid_argument("this LibTorch has no fused AdamW (it came with 2.4)");
 #endif
@@ -70,23 +72,40 @@ MultiTensorAdamW::MultiTensorAdamW(const std::vector<torch::optim::OptimizerPara
 
 torch::Tensor MultiTensorAdamW::step(LossClosure closure) {
   if (closure) return torch::optim::AdamW::step(closure);
+  for (auto& group : param_groups_)
+    if (static_cast<torch::optim::AdamWOptions&>(group.options()).amsgrad()) return torch::optim::AdamW::step();
+  update();
+  count_update();
+  return {};
+}
+
+void MultiTensorAdamW::set_learning_rate(double lr) {
+  for (auto& group : param_groups_) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+  lr_ = lr;
+  for (auto& [device, rate] : rates_) rate.fill_(lr);  // a launch with the value, not a read
+}
+
+const torch::Tensor& MultiTensorAdamW::device_rate(const torch::Device& device) {
+  torch::Tensor& rate = rates_[device.str()];
+  // The fused CUDA kernel reads a float rate; the CPU's reads a double, the rate the foreach form is given.
+  if (!rate.defined())
+    rate = torch::full({}, lr_,
+                       torch::TensorOptions().device(device).dtype(device.is_cuda() ? torch::kFloat : torch::kDouble));
+  return rate;
+}
+
+void MultiTensorAdamW::update() {
   torch::NoGradGuard no_grad;
-  for (auto& group : param_groups_) {
-    auto& options = static_cast<torch::optim::AdamWOptions&>(group.options());
-    if (options.amsgrad()) return torch::optim::AdamW::step();
-  }
-  for (auto& group : param_groups_) {
-    const auto& options = static_cast<const torch::optim::AdamWOptions&>(group.options());
+  for (size_t k = 0; k < param_groups_.size(); ++k) {
+    const auto& options = static_cast<const torch::optim::AdamWOptions&>(param_groups_[k].options());
     const double lr = options.lr(), wd = options.weight_decay(), eps = options.eps();
     const auto [beta1, beta2] = options.betas();
-    // Keyed by the step count after this update, then the device: a group's
-    // parameters normally share both.
-    std::map<std::pair<int64_t, std::string>, Update> updates;
-    for (auto& p : group.params()) {
+    // Keyed by the device, then the step count after this update: a group's parameters normally share both.
+    std::map<std::string, std::map<int64_t, Update>> updates;
+    for (auto& p : param_groups_[k].params()) {
       if (!p.grad().defined()) continue;
       auto& st = state_of(p);
-      st.step(st.step() + 1);
-      Update& u = updates[{st.step(), p.device().str()}];
+      Update& u = updates[p.device().str()][st.step() + 1];
       const torch::Tensor& g = p.grad();
       u.fusable = u.fusable && p.scalar_type() == g.scalar_type() && p.is_contiguous() && g.is_contiguous() &&
                   st.exp_avg().is_contiguous() && st.exp_avg_sq().is_contiguous() &&
@@ -96,47 +115,68 @@ torch::Tensor MultiTensorAdamW::step(LossClosure closure) {
       u.exp_avgs.push_back(st.exp_avg());
       u.exp_avg_sqs.push_back(st.exp_avg_sq());
     }
-    for (auto& [at, u] : updates) {
-      const auto [step, device] = at;
-      const double bias_correction1 = 1 - std::pow(beta1, static_cast<double>(step));
-      const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(step));
+    for (auto& [device, by_step] : updates) {
+      const std::pair<size_t, std::string> counted{k, device};
+      if (by_step.size() != 1) device_counts_.erase(counted);  // out of step: made again from the host's
+      for (auto& [step, u] : by_step) {
 #if SINKLAB_FUSED_ADAMW
-      if (kernel_ == Kernel::fused && u.fusable) {
-        torch::Tensor& count = step_counts_[device];
-        if (!count.defined())
-          count = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(u.params[0].device()));
-        count.fill_(static_cast<double>(step));  // a launch with the value, not a read
-        const std::vector<torch::Tensor> counts(u.params.size(), count);
-        at::_fused_adamw_(u.params, u.grads, u.exp_avgs, u.exp_avg_sqs, {}, counts, lr, beta1, beta2, wd, eps,
-                          /*amsgrad=*/false, /*maximize=*/false);
-        continue;
-      }
+        if (kernel_ == Kernel::fused && u.fusable) {
+          torch::Tensor count;
+          if (by_step.size() == 1) {
+            torch::Tensor& kept = device_counts_[counted];
+            if (!kept.defined())
+              kept = torch::full({}, static_cast<double>(step - 1),
+                                 torch::TensorOptions().dtype(torch::kFloat).device(u.params[0].device()));
+            kept.add_(1);
+            count = kept;
+          } else {
+            count = torch::full({}, static_cast<double>(step),
+                                torch::TensorOptions().dtype(torch::kFloat).device(u.params[0].device()));
+          }
+          const std::vector<torch::Tensor> counts(u.params.size(), count);
+          at::_fused_adamw_(u.params, u.grads, u.exp_avgs, u.exp_avg_sqs, {}, counts, device_rate(u.params[0].device()),
+                            beta1, beta2, wd, eps, /*amsgrad=*/false,
+                            /*maximize=*/false);
+          continue;
+        }
 #endif
-      // LibTorch's AdamW step, operation for operation, on every tensor at once.
-      if (wd != 0) at::_foreach_mul_(u.params, 1 - lr * wd);
-      at::_foreach_mul_(u.exp_avgs, beta1);
-      at::_foreach_add_(u.exp_avgs, u.grads, 1 - beta1);
-      at::_foreach_mul_(u.exp_avg_sqs, beta2);
-      at::_foreach_addcmul_(u.exp_avg_sqs, u.grads, u.grads, 1 - beta2);
-      std::vector<torch::Tensor> denom = at::_foreach_sqrt(u.exp_avg_sqs);
-      at::_foreach_div_(denom, std::sqrt(bias_correction2));
-      at::_foreach_add_(denom, eps);
-      at::_foreach_addcdiv_(u.params, u.exp_avgs, denom, -lr / bias_correction1);
+        // LibTorch's AdamW step, operation for operation, on every tensor at once.
+        const double bias_correction1 = 1 - std::pow(beta1, static_cast<double>(step));
+        const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(step));
+        if (wd != 0) at::_foreach_mul_(u.params, 1 - lr * wd);
+        at::_foreach_mul_(u.exp_avgs, beta1);
+        at::_foreach_add_(u.exp_avgs, u.grads, 1 - beta1);
+        at::_foreach_mul_(u.exp_avg_sqs, beta2);
+        at::_foreach_addcmul_(u.exp_avg_sqs, u.grads, u.grads, 1 - beta2);
+        std::vector<torch::Tensor> denom = at::_foreach_sqrt(u.exp_avg_sqs);
+        at::_foreach_div_(denom, std::sqrt(bias_correction2));
+        at::_foreach_add_(denom, eps);
+        at::_foreach_addcdiv_(u.params, u.exp_avgs, denom, -lr / bias_correction1);
+      }
     }
   }
-  return {};
 }
 
-std::string MultiTensorAdamW::device_update_unsupported() const {
+void MultiTensorAdamW::count_update() {
+  for (auto& group : param_groups_)
+    for (auto& p : group.params())
+      if (p.grad().defined()) {
+        auto& st = state_of(p);
+        st.step(st.step() + 1);
+      }
+}
+
+std::string MultiTensorAdamW::capture_unsupported() const {
 #if !SINKLAB_FUSED_ADAMW
   return "this LibTorch's AdamW has no fused kernel that reads its learning rate on the device (PyTorch 2.4 or later)";
 #else
+  if (kernel_ != Kernel::fused) return "the optimizer runs its foreach form, whose rate and counts are host numbers";
   for (const auto& group : param_groups_) {
     const auto& options = static_cast<const torch::optim::AdamWOptions&>(group.options());
     if (options.amsgrad()) return "AdamW with amsgrad has no fused update here";
     std::optional<int64_t> steps;
     for (const auto& p : group.params()) {
-      if (!p.grad().defined()) continue;  // as step() does: no update, no step counted
+      if (!p.grad().defined()) continue;  // as update() does: no update, no step counted
       if (p.scalar_type() != group.params()[0].scalar_type() || p.device() != group.params()[0].device() ||
           !p.is_contiguous() || !p.grad().is_contiguous() || p.grad().scalar_type() != p.scalar_type())
         return "a group's parameters differ in type, device or layout";
@@ -150,50 +190,7 @@ std::string MultiTensorAdamW::device_update_unsupported() const {
 #endif
 }
 
-void MultiTensorAdamW::update_on_device(const torch::Tensor& lr) {
-#if SINKLAB_FUSED_ADAMW
-  torch::NoGradGuard no_grad;
-  device_step_counts_.resize(param_groups_.size());
-  for (size_t k = 0; k < param_groups_.size(); ++k) {
-    auto& group = param_groups_[k];
-    const auto& options = static_cast<const torch::optim::AdamWOptions&>(group.options());
-    const auto [beta1, beta2] = options.betas();
-    Update u;
-    int64_t host_step = 0;
-    for (auto& p : group.params()) {
-      if (!p.grad().defined()) continue;
-      auto& st = state_of(p);
-      host_step = st.step();
-      u.params.push_back(p);
-      u.grads.push_back(p.grad());
-      u.exp_avgs.push_back(st.exp_avg());
-      u.exp_avg_sqs.push_back(st.exp_avg_sq());
-    }
-    if (u.params.empty()) continue;
-    torch::Tensor& count = device_step_counts_[k];
-    if (!count.defined())
-      count = torch::full({}, static_cast<double>(host_step),
-                          torch::TensorOptions().dtype(torch::kFloat).device(u.params[0].device()));
-    count.add_(1);
-    const std::vector<torch::Tensor> counts(u.params.size(), count);
-    at::_fused_adamw_(u.params, u.grads, u.exp_avgs, u.exp_avg_sqs, {}, counts, lr, beta1, beta2,
-                      options.weight_decay(), options.eps(), /*amsgrad=*/false, /*maximize=*/false);
-  }
-#else
-  throw std::runtime_error(device_update_unsupported());
-#endif
-}
-
-void MultiTensorAdamW::count_update_on_host() {
-  for (auto& group : param_groups_)
-    for (auto& p : group.params())
-      if (auto found = state_.find(state_key(state_, p)); p.grad().defined() && found != state_.end()) {
-        auto& st = static_cast<torch::optim::AdamWParamState&>(*found->second);
-        st.step(st.step() + 1);
-      }
-}
-
-std::unique_ptr<torch::optim::AdamW> make_optimizer(Transformer& model, const TrainConfig& cfg) {
+std::unique_ptr<MultiTensorAdamW> make_optimizer(Transformer& model, const TrainConfig& cfg) {
   auto options = [&](double wd) {
     return std::make_unique<torch::optim::AdamWOptions>(
         torch::optim::AdamWOptions(cfg.lr).betas({cfg.beta1, cfg.beta2}).eps(cfg.eps).weight_decay(wd));
@@ -215,6 +212,7 @@ double learning_rate(const TrainConfig& cfg, int64_t step) {
 }
 
 void set_learning_rate(torch::optim::Optimizer& opt, double lr) {
+  if (auto* ours = dynamic_cast<MultiTensorAdamW*>(&opt)) return ours->set_learning_rate(lr);
   for (auto& group : opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
 }
 

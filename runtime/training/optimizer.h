@@ -12,13 +12,14 @@
 
 namespace sink::rt {
 
-// torch::optim::AdamW's options, state and checkpoints, with step() as a few
-// multi-tensor operations per parameter group instead of six kernels per
-// parameter: LibTorch's fused AdamW (one kernel) where it has one for the
-// device (>= 2.4), else the same arithmetic as LibTorch's AdamW in
-// `_foreach_` operations. Nothing is read back to the host: the step counts
-// and bias corrections are host numbers, as in LibTorch's AdamW. amsgrad
-// and a loss closure take LibTorch's own step.
+// torch::optim::AdamW's options, state and checkpoints, with its update written once (update()) as a few
+// multi-tensor operations per parameter group instead of six kernels per parameter: LibTorch's fused AdamW (one
+// kernel) where it has one for the device (>= 2.4), else the same arithmetic as LibTorch's AdamW in `_foreach_`
+// operations. Nothing is read back to the host. The fused kernel reads its learning rate from a tensor on the device
+// (set_learning_rate fills it) and each group's step count from a tensor on the device that the update advances
+// itself, so a step captured as a CUDA graph replays at every step of the schedule; the host's step counts (what a
+// checkpoint saves) advance apart (count_update), since a replayed graph runs none of the host's code. amsgrad and a
+// loss closure take LibTorch's own step.
 class MultiTensorAdamW : public torch::optim::AdamW {
  public:
   enum class Kernel { foreach_, fused };
@@ -26,34 +27,39 @@ class MultiTensorAdamW : public torch::optim::AdamW {
   static Kernel best_kernel();
   MultiTensorAdamW(const std::vector<torch::optim::OptimizerParamGroup>& groups,
                    const torch::optim::AdamWOptions& defaults, Kernel kernel = best_kernel());
+  // torch::optim's step: update(), then count_update().
   torch::Tensor step(LossClosure closure = nullptr) override;
   Kernel kernel() const { return kernel_; }
 
-  // The update of a step captured as a CUDA graph (runtime/training/training_step.h): the fused kernel, its
-  // learning rate read from `lr` (a scalar tensor on the parameters' device) and each group's step count from a
-  // tensor on the device that the update advances itself, so one capture replays at every step of the schedule.
-  // The first call, made outside a capture, creates that count (from the host's) and any missing moments. Why it
-  // cannot run (empty where it can): this LibTorch has no fused kernel with the rate on the device (it came with
-  // 2.4), amsgrad, or a group's parameters that are not all alike or not all at one step count.
-  std::string device_update_unsupported() const;
-  void update_on_device(const torch::Tensor& lr);
-  // The host's step counts (what a checkpoint saves) advanced by one update that update_on_device made, once per
-  // step: a replayed graph runs none of the host's code.
-  void count_update_on_host();
+  // Every group's learning rate: the options' number, and the tensor on each device that the fused kernel reads
+  // (one rate for every group, as the schedule sets it).
+  void set_learning_rate(double lr);
+  // One AdamW update of every parameter that has a gradient, at the host's step counts plus one.
+  void update();
+  // The host's step counts advanced by one update.
+  void count_update();
+  // Why update() cannot be captured as part of a CUDA graph (empty where it can): this LibTorch has no fused kernel
+  // with the rate on the device (it came with 2.4), amsgrad, or a group whose parameters are not all alike or not
+  // all at one step count (the update would then launch with numbers from the host).
+  std::string capture_unsupported() const;
 
  private:
   // p's state, made (step 0, zero moments) where it has none yet.
   torch::optim::AdamWParamState& state_of(const torch::Tensor& p);
+  // The learning-rate tensor of `device`, made from the options' rate where there is none yet.
+  const torch::Tensor& device_rate(const torch::Device& device);
   Kernel kernel_;
-  // fused: each device's step count as a tensor, which the kernel reads (it is the same for every parameter).
-  std::map<std::string, torch::Tensor> step_counts_;
-  // update_on_device: each group's step count, advanced on the device.
-  std::vector<torch::Tensor> device_step_counts_;
+  double lr_ = 0;
+  std::map<std::string, torch::Tensor> rates_;  // per device: the rate the fused kernel reads
+  // Per group and device: the step count the fused kernel reads, advanced on the device by each update; made from
+  // the host's count where there is none (a fresh or resumed run), dropped where the group's counts diverge.
+  std::map<std::pair<size_t, std::string>, torch::Tensor> device_counts_;
 };
 
-std::unique_ptr<torch::optim::AdamW> make_optimizer(Transformer& model, const TrainConfig& cfg);
+std::unique_ptr<MultiTensorAdamW> make_optimizer(Transformer& model, const TrainConfig& cfg);
 // Linear warm-up to lr over `warmup` steps, then constant or cosine to min_lr.
 double learning_rate(const TrainConfig& cfg, int64_t step);
+// Every group's rate (a MultiTensorAdamW's device tensors too).
 void set_learning_rate(torch::optim::Optimizer& opt, double lr);
 // Scales the gradients so their joint L2 norm is at most max_norm, as
 // LibTorch's clip_grad_norm_ does, but without reading the norm back to the

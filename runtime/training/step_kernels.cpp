@@ -1,12 +1,15 @@
 #include "runtime/training/step_kernels.h"
 
 #include <cstdlib>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <map>
 #include <mutex>
 #include <string>
 
 #include "kernels/cuda/step_source.h"
 #include "runtime/attention/cuda_driver.h"
+#include "runtime/gpu_features.h"
 
 namespace sink::rt {
 namespace {
@@ -227,6 +230,7 @@ bool StepKernels::residual_norm_fits(const torch::Tensor& x, const torch::Tensor
 std::pair<torch::Tensor, torch::Tensor> StepKernels::residual_norm(const torch::Tensor& x, const torch::Tensor& r,
                                                                    const torch::Tensor& w, const torch::Tensor& b,
                                                                    double eps) const {
+  if (!residual_norm_fits(x, r, w, b)) return StepOperations::residual_norm(x, r, w, b, eps);
   auto out = ResidualNorm::apply(x, r, w, b.defined() ? b : torch::empty({0}, w.options()), name(), eps);
   return {out[0], out[1]};
 }
@@ -255,6 +259,38 @@ std::vector<torch::Tensor> StepKernels::split_heads(const torch::Tensor& qkv, co
                            name(), heads, kv_heads);
 }
 
+std::string StepKernels::fused(const ModelConfig& cfg) const {
+  std::vector<std::string> fused;
+  if (cfg.placement == NormPlacement::pre)
+    fused.push_back(cfg.norm == NormKind::rmsnorm ? "residual add + RMSNorm" : "residual add + LayerNorm");
+  if (cfg.ffn == Ffn::reglu || cfg.ffn == Ffn::geglu || cfg.ffn == Ffn::swiglu)
+    fused.push_back(std::string(name_of(cfg.ffn)) + "'s activation");
+  fused.push_back(cfg.pe == PosEmbedding::rope ? "q, k, v into heads with RoPE" : "q, k, v into heads");
+  return fmt::format("{}", fmt::join(fused, ", "));
+}
+
+torch::Tensor StepKernels::gated_hidden(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w3,
+                                        Ffn act) const {
+  const auto gate_up = torch::linear(x, torch::cat({w1, w3}, 0));
+  if (gated_fits(gate_up)) return gated_activation(gate_up, act);
+  const auto halves = gate_up.chunk(2, -1);
+  return activation(halves[0], act) * halves[1];
+}
+
+std::array<torch::Tensor, 3> StepKernels::heads(const torch::Tensor& x, const torch::Tensor& wq,
+                                                const torch::Tensor& wk, const torch::Tensor& wv,
+                                                const torch::Tensor& cos, const torch::Tensor& sin, int64_t heads,
+                                                int64_t kv_heads) const {
+  // One kernel each way from the stacked product to the head-major q, k, v the attention reads, RoPE on the way.
+  const auto stacked = torch::linear(x, torch::cat({wq, wk, wv}, 0));
+  const int64_t head_dim = wq.size(0) / heads;
+  if (split_fits(stacked, cos, heads, kv_heads, head_dim)) {
+    const auto split = split_heads(stacked, cos, sin, heads, kv_heads);
+    return {split[0], split[1], split[2]};
+  }
+  return into_heads(stacked.split_with_sizes({wq.size(0), wk.size(0), wv.size(0)}, -1), cos, sin, heads, kv_heads);
+}
+
 std::shared_ptr<KernelModule> StepKernels::module(const std::string& source, const torch::Device& device) const {
   static std::mutex mutex;
   static std::map<std::string, std::shared_ptr<KernelModule>> loaded;
@@ -272,8 +308,9 @@ std::shared_ptr<const StepKernels> register_step_kernels(KernelModules modules) 
 }
 
 std::shared_ptr<const StepKernels> step_kernels_for(const torch::Device& device) {
-  const char* wanted = std::getenv("SINKLAB_STEP_KERNELS");
-  if (!device.is_cuda() || !wanted || std::string(wanted) != "1" || !cuda::backend_compiled()) return nullptr;
+  if (!device.is_cuda() || !cuda::backend_compiled()) return nullptr;
+  if (!gpu_feature_on(GpuFeature::step_kernels, gpu_capability(device.has_index() ? device.index() : 0)))
+    return nullptr;
   return register_step_kernels(cuda_modules());
 }
 

@@ -4,9 +4,9 @@
 // autograd function over kernels loaded by a KernelModules: NVRTC and the driver on a GPU, the CPU emulation in the
 // tests, which check them against the LibTorch operations they replace.
 //
-// Not yet verified on a GPU (gpu-check: cuda_check case 9, captured_step), so off unless asked for:
-// SINKLAB_STEP_KERNELS=1 on a CUDA device (step_kernels_for). Without them, and for what they do not cover (LayerNorm,
-// a float64 or bf16 residual stream), the model runs the LibTorch operations, on every device.
+// They are the step's operations (runtime/training/step_operations.h) where they fit, and LibTorch's elsewhere (a
+// float64 stream, shapes the kernels do not take). Off until a GPU check has run them (cuda_check case 9,
+// captured_step) and the row step_kernels of runtime/gpu_features.h says so (step_kernels_for).
 #pragma once
 #include <memory>
 #include <torch/torch.h>
@@ -15,23 +15,33 @@
 
 #include "plan/run_config.h"
 #include "runtime/attention/cuda_attention.h"
+#include "runtime/training/step_operations.h"
 
 namespace sink::rt {
 
-class StepKernels {
+class StepKernels : public StepOperations {
  public:
   explicit StepKernels(KernelModules modules) : modules_(std::move(modules)) {}  // (register_step_kernels)
 
-  // s = x + r and n = norm(s) over the last dimension: s in x's dtype (float), n in r's. The norm is RMSNorm,
-  // s / sqrt(mean(s^2) + eps) * w, where b is undefined, else LayerNorm with gain w and bias b. Where
-  // residual_norm_fits is false, the model runs the add and its norm as LibTorch operations.
-  bool residual_norm_fits(const torch::Tensor& x, const torch::Tensor& r, const torch::Tensor& w,
-                          const torch::Tensor& b) const;
+  // The step's operations: each kernel where it fits, else LibTorch's (StepOperations). The gated FFN's gate and up
+  // come from one stacked product either way, computed once.
+  std::string fused(const ModelConfig& cfg) const override;
   std::pair<torch::Tensor, torch::Tensor> residual_norm(const torch::Tensor& x, const torch::Tensor& r,
                                                         const torch::Tensor& w, const torch::Tensor& b,
-                                                        double eps) const;
+                                                        double eps) const override;
+  torch::Tensor gated_hidden(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w3,
+                             Ffn act) const override;
+  std::array<torch::Tensor, 3> heads(const torch::Tensor& x, const torch::Tensor& wq, const torch::Tensor& wk,
+                                     const torch::Tensor& wv, const torch::Tensor& cos, const torch::Tensor& sin,
+                                     int64_t heads, int64_t kv_heads) const override;
 
-  // act(gate) * up from gate_up [..., 2 width] (the gate, then up, in each row), activation relu, gelu or swish.
+  // Whether residual_norm's kernel takes these: s = x + r and n = norm(s) over the last dimension, s in x's dtype
+  // (float), n in r's; the norm RMSNorm, s / sqrt(mean(s^2) + eps) * w, where b is undefined, else LayerNorm.
+  bool residual_norm_fits(const torch::Tensor& x, const torch::Tensor& r, const torch::Tensor& w,
+                          const torch::Tensor& b) const;
+
+  // The kernels themselves, where they fit. act(gate) * up from gate_up [..., 2 width] (the gate, then up, in each
+  // row), activation relu, gelu or swish.
   bool gated_fits(const torch::Tensor& gate_up) const;
   torch::Tensor gated_activation(const torch::Tensor& gate_up, Ffn activation) const;
 
@@ -54,7 +64,7 @@ class StepKernels {
 std::shared_ptr<const StepKernels> register_step_kernels(KernelModules modules);
 
 // The step kernels a model on `device` runs: NVRTC's where the device is a GPU, this runtime has the CUDA backend
-// and SINKLAB_STEP_KERNELS=1 asks for them; else none.
+// and the row step_kernels of runtime/gpu_features.h lets them run; else none.
 std::shared_ptr<const StepKernels> step_kernels_for(const torch::Device& device);
 
 }  // namespace sink::rt

@@ -7,12 +7,14 @@
 #include <fmt/format.h>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "plan/run_config.h"
 #include "plan/run_record.h"
 #include "runtime/data/batches.h"
 #include "runtime/data/corpus.h"
+#include "runtime/gpu_features.h"
 #include "runtime/measurement/measure.h"
 #include "runtime/processes/data_parallel.h"
 #include "runtime/processes/interrupt.h"
@@ -51,7 +53,7 @@ struct Training {
   std::unique_ptr<TokenData> data;  // (Batches reads it in place)
   std::unique_ptr<Batches> batches;
   std::shared_ptr<Transformer> model;
-  std::unique_ptr<torch::optim::AdamW> opt;
+  std::unique_ptr<MultiTensorAdamW> opt;
   int64_t tokens_per_step() const { return cfg.train.batch * cfg.train.context; }
 };
 
@@ -101,6 +103,10 @@ Training set_up(const Plan& plan, const RunOptions& options, RunDir& dir, RunRec
     write_atomically(dir.file(t.model->backend->kernel_file_name()), source);
   dir.log(fmt::format("run {} ({}), {} parameters, data {}", plan.name, plan.hash8(), params, t.data->description));
   dir.log(fmt::format("attention backend: {}", backend));
+  if (t.device.is_cuda()) {
+    std::istringstream features(gpu_features_report(gpu_capability(t.device.index())));
+    for (std::string line; std::getline(features, line);) dir.log("GPU feature " + line);
+  }
   json& summary = record.summary();
   summary[summary_key::kParameters] = params;
   summary[summary_key::kAttentionBackend] = backend;
@@ -191,42 +197,26 @@ class Checkpoints {
   int64_t saved_step_ = -1;
 };
 
-// The step's batch, this worker's share of it. On a GPU the eager step copies it there from page-locked memory,
-// queued behind the previous step rather than waiting for it; the captured step copies it into its own buffers.
+// The step's batch, this worker's share of it, on the host (TrainingStep::run moves it to the device).
 std::pair<torch::Tensor, torch::Tensor> step_batch(Training& t, int64_t step, DataParallel* workers,
-                                                   StepProfile& profile, bool to_device) {
+                                                   StepProfile& profile) {
   auto timed = profile.time(StepProfile::Data);
   auto [x, y] = t.batches->train(step);
   if (workers) x = workers->shard(x), y = workers->shard(y);
-  if (to_device && t.device.is_cuda()) x = x.pin_memory().to(t.device, true), y = y.pin_memory().to(t.device, true);
   return {x, y};
 }
 
-// One eager step's forward and backward (runtime/training/training_step.h): its loss, on the device, unread.
-torch::Tensor accumulate_gradients(Training& t, int64_t step, DataParallel* workers, StepProfile& profile) {
-  auto [x, y] = step_batch(t, step, workers, profile, true);
-  {
-    auto timed = profile.time(StepProfile::Optimizer);
-    t.opt->zero_grad();
+// The run's step in the mode it asks for (runtime/gpu_features.h's cuda_graph) where its plan allows it, else
+// eager, with why in `refused`.
+std::unique_ptr<TrainingStep> make_step(Training& t, DataParallel* workers, StepProfile& profile,
+                                        std::string& refused) {
+  StepMode mode = requested_step_mode(t.device);
+  if (mode == StepMode::captured) {
+    const bool reference_on_gpu = t.device.is_cuda() && t.model->backend->name() == "reference";
+    const std::string why = TrainingStep::capture_unsupported(*t.opt, profile.enabled(), reference_on_gpu);
+    if (!why.empty()) refused = "eager, not captured: " + why, mode = StepMode::eager;
   }
-  return forward_backward(*t.model, t.cfg, x, y, profile);
-}
-
-// The captured step (or the same on fixed buffers) when the run asks for it and its plan allows it; else null, with
-// why in `how`.
-std::unique_ptr<CapturedStep> captured_step(Training& t, DataParallel* workers, bool profiling, std::string& how) {
-  const StepKind kind = requested_step();
-  if (kind == StepKind::eager) return nullptr;
-  auto* opt = dynamic_cast<MultiTensorAdamW*>(t.opt.get());
-  const bool reference_on_gpu = t.device.is_cuda() && t.model->backend->name() == "reference";
-  const std::string why = opt ? CapturedStep::unsupported(*opt, workers != nullptr, profiling, reference_on_gpu)
-                              : std::string("the optimizer is not sinklab's multi-tensor AdamW");
-  if (!why.empty()) {
-    how = "eager, not captured: " + why;
-    return nullptr;
-  }
-  const int64_t rows = t.cfg.train.batch / (workers ? workers->size() : 1);
-  return std::make_unique<CapturedStep>(*t.model, *opt, t.cfg, rows, kind == StepKind::captured);
+  return std::make_unique<TrainingStep>(*t.model, *t.opt, t.cfg, workers, profile, mode);
 }
 
 // The losses pending since they were last read, into the state's running
@@ -335,7 +325,8 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
     };
     PendingLosses pending;
     LiveEvents events(dir, claim.leader);
-    std::unique_ptr<CapturedStep> captured = captured_step(t, workers, profile.enabled(), step_how);
+    std::unique_ptr<TrainingStep> train_step = make_step(t, workers, profile, step_how);
+    if (step_how.empty()) step_how = train_step->how();
     if (!step_how.empty()) dir.log("step: " + step_how);
     if (const std::string fused = t.model->fused_operations(); !fused.empty()) {
       record.summary()[summary_key::kStepKernels] = fused;
@@ -346,14 +337,10 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
         return finish(RunStatus::Stopped, fmt::format("stopped after step {}", step));
       trace.step_begins(step);
       const double lr = learning_rate(t.cfg.train, step);
-      set_learning_rate(*t.opt, lr);
-      if (captured) {
-        auto [x, y] = step_batch(t, step, workers, profile, false);
-        pending.add(step, captured->step(x, y, lr));
-        if (captured->how() != step_how) step_how = captured->how(), dir.log("step: " + step_how);
-      } else {
-        pending.add(step, accumulate_gradients(t, step, workers, profile));
-      }
+      auto [x, y] = step_batch(t, step, workers, profile);
+      pending.add(step, train_step->run(x, y, lr));
+      if (!train_step->how().empty() && train_step->how() != step_how)
+        step_how = train_step->how(), dir.log("step: " + step_how);
       bool stop = interrupt_requested();
       const bool final_step = step + 1 == steps;
       const int64_t every = t.cfg.measure.every, checkpoint_every = t.cfg.train.checkpoint_every;
@@ -373,12 +360,6 @@ RunResult run_plan(const Plan& plan, const RunOptions& options) {
           record.record_progress(*diverged_at, tokens_per_step);
           return finish(RunStatus::Diverged, fmt::format("non-finite loss at step {}", *diverged_at + 1));
         }
-      }
-      if (!captured) {
-        auto timed = profile.time(StepProfile::Optimizer);
-        if (workers) workers->average_gradients(t.model->parameters());
-        if (t.cfg.train.clip > 0) clip_gradient_norm(t.model->parameters(), t.cfg.train.clip);
-        t.opt->step();
       }
       trace.step_ended(step, dir.file("trace.json"));
       state.step = step + 1;

@@ -60,6 +60,7 @@
 #include "runtime/attention/attention_backend.h"
 #include "runtime/attention/cuda_attention.h"
 #include "runtime/attention/cuda_tuning.h"
+#include "runtime/gpu_features.h"
 #include "runtime/training/device.h"
 #include "runtime/training/model.h"
 #include "runtime/training/optimizer.h"
@@ -151,13 +152,22 @@ void sixteen_bit_storage() {
   }
 }
 
+// Why no fused backward runs at compute capability `capability`; "" where one does.
+std::string fused_backward_off(int capability) {
+  if (fused_backward_allowed(capability)) return "";
+  const FeatureDecision fused = gpu_feature(GpuFeature::fused_backward, capability);
+  return fused.on ? "bulk_reduction " + gpu_feature(GpuFeature::bulk_reduction, capability).why
+                  : "fused_backward " + fused.why;
+}
+
 // Tiles a tuned launcher reads from the table, on the device: the fused backward (backward_keys summing dQ,
 // kernels::cuda_fused_candidates) for every ninth tensor-core case, its first or last shape; and the Hopper
 // kernels (wgmma, kernels::cuda_hopper_candidates) for every ninth from the fifth, each shape in turn, and the
 // fused Hopper backward (kernels::cuda_hopper_fused_candidates) for every ninth from the seventh, on a GPU of
 // compute capability 9.0. In half storage, each in a launcher of its own; the table is put back as
 // it was afterwards (case 8 measures into it; half storage keeps these entries off its bf16 variants even if a
-// crash leaves them).
+// crash leaves them). Each only where runtime/gpu_features.h's table or SINKLAB_GPU_FEATURES lets it run (gpu-check
+// asks for hopper=tune, fused_backward and bulk_reduction): a case the runtime would not run is skipped, saying why.
 struct TunedCase {
   Variant variant;
   KernelTiles tiles;
@@ -167,7 +177,9 @@ std::vector<TunedCase> tuned_cases(int capability) {
   std::vector<TunedCase> out;
   const auto variants = tensor_core_variants();
   const auto storage = kernels::CudaStorage::Float16;
-  for (size_t n = 2; n < variants.size(); n += 9) {
+  const std::string fused_off = fused_backward_off(capability);
+  if (!fused_off.empty()) say("SKIP fused backward: {}\n", fused_off);
+  for (size_t n = 2; n < variants.size() && fused_off.empty(); n += 9) {
     const auto spec = spec_of(variants[n].variant);
     const kernels::CudaTiles defaults = kernels::cuda_tiles(spec, storage);
     const auto fused = kernels::cuda_fused_candidates(spec, storage);
@@ -178,8 +190,8 @@ std::vector<TunedCase> tuned_cases(int capability) {
                    fmt::format("fused backward {}x{}", keys.key_rows, keys.key_queries)});
   }
   if (capability != 0 && capability != kernels::kHopperCapability) return out;
-  if (!hopper_kernels_allowed()) {  // (gpu-check: the warpgroup tile products crashed or hung)
-    say("SKIP wgmma kernels: SINKLAB_WGMMA=0\n");
+  if (!hopper_kernels_allowed(capability)) {  // (gpu-check: the warpgroup tile products crashed or hung)
+    say("SKIP wgmma kernels: hopper {}\n", gpu_feature(GpuFeature::hopper, capability).why);
     return out;
   }
   for (size_t n = 5, k = 0; n < variants.size(); n += 9, ++k) {
@@ -193,7 +205,7 @@ std::vector<TunedCase> tuned_cases(int capability) {
                    fmt::format("wgmma kernels, forward {}x{}{}", tiles.forward_rows, tiles.forward_keys,
                                tiles.overlap ? " overlapped" : "")});
   }
-  for (size_t n = 7; n < variants.size(); n += 9) {  // the fused Hopper backward beside the default forward
+  for (size_t n = 7; n < variants.size() && fused_off.empty(); n += 9) {  // the fused Hopper backward, default forward
     const auto spec = spec_of(variants[n].variant);
     const kernels::CudaTiles defaults = kernels::cuda_tiles(spec, storage);
     for (const auto& keys : kernels::cuda_hopper_fused_candidates(spec, storage))

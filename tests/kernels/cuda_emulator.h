@@ -42,6 +42,7 @@
 #include "support/fnv1a.h"
 #include "support/installation.h"
 #include "support/remove_tree.h"
+#include "tests/gpu_features_asked.h"
 #include "tests/source_paths.h"
 
 namespace sink::testing_variants {
@@ -533,23 +534,14 @@ inline std::function<torch::Tensor(const kernels::KernelSpec&, const rt::Attenti
   };
 }
 
-// SINKLAB_WGMMA=tune for one test's scope, and back: the Hopper kernels are opt-in until a GPU call has verified
-// them (runtime/attention/cuda_tuning.h's hopper_kernels_allowed), and the tests that check them opt in.
-class HopperKernelsOptedIn {
+// hopper=tune (SINKLAB_GPU_FEATURES) for one test's scope, and back: the Hopper kernels are opt-in until a GPU check
+// has run them (runtime/gpu_features.h's row hopper, runtime/attention/cuda_tuning.h's hopper_kernels_allowed), and
+// the tests that check them opt in. `also`: more of the table besides (sinktest::kFusedBackwardOn90, where a fused
+// Hopper backward_keys is to run).
+class HopperKernelsOptedIn : public sinktest::GpuFeaturesAsked {
  public:
-  HopperKernelsOptedIn() {
-    if (const char* before = std::getenv("SINKLAB_WGMMA")) before_ = before;
-    setenv("SINKLAB_WGMMA", "tune", 1);
-  }
-  ~HopperKernelsOptedIn() {
-    if (before_)
-      setenv("SINKLAB_WGMMA", before_->c_str(), 1);
-    else
-      unsetenv("SINKLAB_WGMMA");
-  }
-
- private:
-  std::optional<std::string> before_;
+  explicit HopperKernelsOptedIn(const std::string& also = "")
+      : GpuFeaturesAsked(also.empty() ? "hopper=tune" : "hopper=tune," + also) {}
 };
 
 // SINKLAB_KERNEL_CACHE pointed at a fresh folder for one test, and back.

@@ -9,6 +9,7 @@
 #include "runtime/attention/cuda_attention.h"
 #include "runtime/attention/cuda_driver.h"
 #include "runtime/attention/cuda_tuning.h"
+#include "runtime/gpu_features.h"
 #include "tests/kernels/cuda_emulator.h"
 #include "tests/kernels/cuda_machine_code.h"
 #include "tests/runtime/attention_oracle_expect.h"
@@ -29,7 +30,8 @@ kernels::CudaStorage layout(torch::ScalarType dtype) {
 // of its own.
 SixteenBitResult hopper_kernels(const Variant& v, torch::ScalarType dtype, const KernelTiles& tiles,
                                 const std::string& loader, const std::function<std::string(std::string)>& edit = {}) {
-  const HopperKernelsOptedIn opted_in;
+  // (a fused Hopper backward_keys in the table runs where its rows are on too)
+  const HopperKernelsOptedIn opted_in(tiles.fused ? sinktest::kFusedBackwardOn90 : "");
   const auto spec = spec_of(v);
   remember_tiles(tuning_key("CPU emulation", spec, layout(dtype)), tiles);
   KernelModules modules = cpu_emulated_modules(ThreadOrder::Ascending, 90);
@@ -60,7 +62,7 @@ TEST(CudaKernels, HopperCandidatesFitAndRunOnNineOnly) {
     const auto spec = spec_of(Variant{.name = "softmax", .D = d});
     const auto hopper = kernels::cuda_hopper_candidates(spec, kernels::CudaStorage::BFloat16);
     ASSERT_EQ(hopper.size(), d <= 64 ? 4u : 3u);  // (128-key tiles at d_head 64 and below)
-    EXPECT_FALSE(hopper.front().overlap) << "the first waits for each product (SINKLAB_WGMMA=1)";
+    EXPECT_FALSE(hopper.front().overlap) << "the first waits for each product (hopper=force)";
     EXPECT_TRUE(std::any_of(hopper.begin(), hopper.end(), [](const kernels::CudaTiles& t) { return t.overlap; }));
     for (const auto& t : hopper) {
       EXPECT_TRUE(t.hopper && t.tensor_cores);
@@ -366,7 +368,7 @@ TEST(CudaKernels, HopperWideTilesSpillNothing) {
 // them; at 96 it waits for them first: both forms.
 TEST(CudaKernels, HopperFusedBackwardNeedsEveryBarrierAndWait) {
   SKIP_WITHOUT_HOST_COMPILER();
-  const HopperKernelsOptedIn opted_in;
+  const HopperKernelsOptedIn opted_in(sinktest::kFusedBackwardOn90);
   for (int64_t d : {32, 96}) {
     const Variant v{.name = fmt::format("softmax, T 150, d_head {}", d), .T = 150, .D = d};  // 3 blocks, 3 tiles
     SCOPED_TRACE(v.name);
@@ -448,11 +450,12 @@ TEST(CudaKernels, HopperFusedBackwardSpillsNothing) {
   EXPECT_GE(offered, 30) << "every benchmark variant but ALiBi, at each d_head";
 }
 
-// SINKLAB_WGMMA overrides the table, as a profile compares the two: 1 runs the Hopper kernels where none was
-// measured (on compute capability 9.0 alone), each waiting for its products, "overlap" with the overlapped forward,
-// 0 runs the default ones where the table has Hopper ones, "tune" the table's; unset, the table's only once the
-// Hopper kernels are verified (until then no user's run reaches code no GPU ran); with SINKLAB_FUSED_DQ=1 besides, 1
-// runs the fused Hopper backward; right every way.
+// SINKLAB_GPU_FEATURES's hopper overrides the table, as a profile compares the two: force runs the Hopper kernels
+// where none was measured (on compute capability 9.0 alone), each waiting for its products, overlap with the
+// overlapped forward, off runs the default ones where the table has Hopper ones, tune the table's; unset, the table's
+// only where the row hopper lets them run (today no GPU check has run them: no user's run reaches code no GPU ran);
+// with fused_backward=force besides, force runs the fused Hopper backward, but on 9.0 only with bulk_reduction on too;
+// right every way.
 TEST(CudaKernels, HopperKernelsCanBeForcedOnOrOff) {
   SKIP_WITHOUT_HOST_COMPILER();
   const KernelCacheHere cache("sinklab-hopper-forced");
@@ -460,46 +463,49 @@ TEST(CudaKernels, HopperKernelsCanBeForcedOnOrOff) {
   const auto spec = spec_of(v);
   const auto storage = layout(torch::kBFloat16);
   const kernels::CudaTiles defaults = kernels::cuda_tiles(spec, storage);
+  // What the table's row says where nothing overrides it, on a GPU of compute capability 9.0.
+  const bool row_runs_hopper =
+      decide_gpu_feature(kGpuFeatureRows[static_cast<size_t>(GpuFeature::hopper)], 90, "", kernel_text_hash()).on;
   struct Case {
-    const char* say;
+    const char* features;  // SINKLAB_GPU_FEATURES ("": unset)
     int arch;
     bool table_has_hopper, runs_hopper, runs_overlap;
-    const char* fused_dq = "";  // SINKLAB_FUSED_DQ: 1 the Hopper fused backward where the Hopper kernels run
     bool runs_hopper_fused = false;
   };
-  const Case cases[] = {{"1", 90, false, true, false},
-                        {"1", 80, false, false, false},
-                        {"overlap", 90, false, true, true},
-                        {"1", 90, true, true, false},
-                        {"0", 90, true, false, false},
-                        {"tune", 90, true, true, true},
-                        {"", 90, true, kHopperKernelsVerified, kHopperKernelsVerified},
-                        {"1", 90, false, true, false, "1", true}};
+  const Case cases[] = {{"hopper=force", 90, false, true, false},
+                        {"hopper=force", 80, false, false, false},
+                        {"hopper=overlap", 90, false, true, true},
+                        {"hopper=force", 90, true, true, false},
+                        {"hopper=off", 90, true, false, false},
+                        {"hopper=tune", 90, true, true, true},
+                        {"", 90, true, row_runs_hopper, row_runs_hopper},
+                        {"hopper=force,fused_backward=force,bulk_reduction", 90, false, true, false, true},
+                        {"hopper=force,fused_backward=force", 90, false, true, false, false}};
   for (const Case& c : cases) {
-    SCOPED_TRACE(fmt::format("SINKLAB_WGMMA='{}', SINKLAB_FUSED_DQ='{}', sm_{}, table {}", c.say, c.fused_dq, c.arch,
-                             c.table_has_hopper));
+    SCOPED_TRACE(fmt::format("SINKLAB_GPU_FEATURES='{}', sm_{}, table {}", c.features, c.arch, c.table_has_hopper));
     const KernelTiles table{c.table_has_hopper ? kernels::cuda_hopper_candidates(spec, storage).back() : defaults,
                             defaults, defaults};
     remember_tiles(tuning_key("CPU emulation", spec, storage), table);
     auto loaded_hopper = std::make_shared<bool>(false), loaded_overlap = std::make_shared<bool>(false);
     const int arch = c.arch;
     const KernelModules modules{
-        fmt::format("forced {} {} {} {}", c.say, c.arch, c.table_has_hopper, c.fused_dq),
+        fmt::format("forced {} {} {}", c.features, c.arch, c.table_has_hopper),
         [loaded_hopper, loaded_overlap, arch](const std::string& source, const torch::Device&) {
           *loaded_hopper = *loaded_hopper || kernels::needs_sm90a(source);
           *loaded_overlap = *loaded_overlap || source.find("constexpr bool OVERLAP = true;") != std::string::npos;
           return std::make_shared<CpuEmulatedModule>(host_compiled(source), ThreadOrder::Ascending, arch);
         },
         false, nullptr, [arch](const torch::Device&) { return arch; }};
-    setenv("SINKLAB_WGMMA", c.say, 1);
-    setenv("SINKLAB_FUSED_DQ", c.fused_dq, 1);
-    const SixteenBitResult r = measure_sixteen_bit(
-        [&](const kernels::KernelSpec& s, const AttentionCall& call) { return cuda_attention(s, call, modules); }, v,
-        torch::kBFloat16);
-    const std::string in_use = cuda_launcher(spec, torch::zeros({1, 1, v.T, v.D}, torch::kBFloat16), modules)
-                                   ->kernels_in_use();  // (what a benchmark prints beside its times)
-    unsetenv("SINKLAB_WGMMA");
-    unsetenv("SINKLAB_FUSED_DQ");
+    SixteenBitResult r;
+    std::string in_use;
+    {
+      const sinktest::GpuFeaturesAsked asked(c.features);
+      r = measure_sixteen_bit(
+          [&](const kernels::KernelSpec& s, const AttentionCall& call) { return cuda_attention(s, call, modules); }, v,
+          torch::kBFloat16);
+      in_use = cuda_launcher(spec, torch::zeros({1, 1, v.T, v.D}, torch::kBFloat16), modules)
+                   ->kernels_in_use();  // (what a benchmark prints beside its times)
+    }
     EXPECT_EQ(in_use.find("wgmma") != std::string::npos, c.runs_hopper) << in_use;
     EXPECT_EQ(in_use.find("fused dQ wgmma") != std::string::npos, c.runs_hopper_fused) << in_use;
     EXPECT_EQ(in_use.find(" overlapped") != std::string::npos, c.runs_overlap) << in_use;

@@ -51,7 +51,8 @@ bool only_on_hopper(const std::string& source, size_t at) {
 // The tensor-core kernels (16-bit storage, d_head a multiple of 16) on the emulation: every variant above at
 // their sizes (tensor_core_variants), forward and every gradient within the reference's own rounding, its
 // threads taking turns (the default order and, for a few, the reverse and all together). A third of them run
-// the fused backward instead of the two backward kernels (as a tuned launcher may), its first or last shape.
+// the fused backward instead of the two backward kernels (as a tuned launcher may where fused_backward is on), its
+// first or last shape.
 TEST(CudaKernels, TensorCoreKernelsMatchTheReference) {
   SKIP_WITHOUT_HOST_COMPILER();
   const auto variants = tensor_core_variants();
@@ -60,7 +61,8 @@ TEST(CudaKernels, TensorCoreKernelsMatchTheReference) {
     const auto storage = half ? torch::kHalf : torch::kBFloat16;
     const auto layout = half ? kernels::CudaStorage::Float16 : kernels::CudaStorage::BFloat16;
     const auto spec = spec_of(v);
-    std::optional<KernelCacheHere> cache;  // (the table a fused launcher reads)
+    std::optional<KernelCacheHere> cache;             // (the table a fused launcher reads)
+    std::optional<sinktest::GpuFeaturesAsked> asked;  // (and the feature that lets it run the table's fused choice)
     std::string fused_shape;
     if (n % 3 == 2) {
       const auto fused = kernels::cuda_fused_candidates(spec, layout);
@@ -68,6 +70,7 @@ TEST(CudaKernels, TensorCoreKernelsMatchTheReference) {
       const kernels::CudaTiles& keys = n % 2 == 0 ? fused.front() : fused.back();
       const kernels::CudaTiles defaults = kernels::cuda_tiles(spec, layout);
       cache.emplace("sinklab-tensor-fused");
+      asked.emplace("fused_backward");
       rt::remember_tiles(rt::tuning_key("CPU emulation", spec, layout), {defaults, defaults, defaults, keys});
       fused_shape = fmt::format(", fused backward {}x{}", keys.key_rows, keys.key_queries);
     }
@@ -194,9 +197,11 @@ TEST(CudaKernels, TensorCoreKernelsNeedEveryBarrierAndWait) {
   ASSERT_EQ(at[0].size(), at[1].size());
   ASSERT_GE(at[0].size(), 2u) << "await_stage's (one a tile) and the fused block's";
   auto passes = [&](const std::string& broken, int which, ThreadOrder order) {
-    std::optional<KernelCacheHere> cache;  // (the table that makes the launcher run the fused backward)
+    std::optional<KernelCacheHere> cache;             // (the table that makes the launcher run the fused backward)
+    std::optional<sinktest::GpuFeaturesAsked> asked;  // (and the rows that let it, on sm_90)
     if (which == 1) {
       cache.emplace("sinklab-barriers");
+      asked.emplace(sinktest::kFusedBackwardOn90);
       rt::remember_tiles(rt::tuning_key("CPU emulation", spec, storage), {defaults, defaults, defaults, fused});
     }
     // (named by the source: the runtime keeps a launcher per variant and loader name)

@@ -53,8 +53,9 @@ inline std::vector<Comparison> residual_norm(const rt::StepKernels& kernels, tor
   std::vector<torch::Tensor> doubles;
   for (const auto& t : inputs) doubles.push_back(t.detach().to(torch::kDouble).requires_grad_());
   auto s64 = doubles[0] + doubles[1];
+  // (RMSNorm's formula, on a GPU too, where rms_norm's default would be LibTorch's own operator)
   auto n64 = layer_norm ? torch::layer_norm(s64, {shape.back()}, doubles[2], doubles[3], eps)
-                        : rt::rms_norm(s64, doubles[2], eps);
+                        : rt::rms_norm(s64, doubles[2], eps, rt::RmsNormForm::composite);
   auto want = through_stream
                   ? torch::autograd::grad({s64, n64}, doubles, {ds.to(torch::kDouble), dn.to(torch::kDouble)})
                   : torch::autograd::grad({n64}, doubles, {dn.to(torch::kDouble)});

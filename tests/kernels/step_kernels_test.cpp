@@ -141,7 +141,7 @@ TEST(StepKernels, AModelWithThemTrainsTheStepWithout) {
     Transformer plain(cfg.model);
     torch::manual_seed(7);
     Transformer fused(cfg.model);
-    fused.step_kernels = emulated();
+    fused.operations = emulated();
     const auto tokens = torch::randint(20, {2, 9}), targets = torch::randint(20, {2, 9});
     auto loss_of = [&](Transformer& m) {
       auto logits = m.forward(tokens).logits;

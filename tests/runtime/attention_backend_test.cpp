@@ -13,6 +13,7 @@
 #include "runtime/training/model.h"
 #include "runtime/training/train.h"
 #include "runtime_test_util.h"
+#include "tests/gpu_features_asked.h"
 #include "tests/source_paths.h"
 
 using namespace sink;
@@ -49,15 +50,19 @@ TEST(AttentionBackend, ChosenByPlanAndDevice) {
     EXPECT_FALSE(kernels::kernel_spec(m2).plain_causal_softmax()) << more;
     EXPECT_EQ(make_attention_backend(m2, torch::Device(torch::kCUDA, 0))->name(), "cuda") << more;
   }
-  // A visibility rule that checks pairs runs on the reference path on a GPU until its kernels have run on one,
-  // unless they are asked for; on the CPU, the JIT runs it.
+  // A visibility rule that checks pairs runs on the reference path on a GPU until its kernels have run on one
+  // (runtime/gpu_features.h's row pair_rule_kernels), unless they are asked for; on the CPU, the JIT runs it.
   const ModelConfig kept = model_of("attention.backend = jit  loss { window = 8  window_keeps = 2 }");
   ASSERT_TRUE(kept.attention.rule);
   EXPECT_EQ(make_attention_backend(kept, torch::kCPU)->name(), "jit");
-  EXPECT_EQ(make_attention_backend(kept, torch::Device(torch::kCUDA, 0))->name(), "reference");
-  setenv("SINKLAB_PAIR_RULE_KERNELS", "1", 1);
-  EXPECT_EQ(make_attention_backend(kept, torch::Device(torch::kCUDA, 0))->name(), "cuda");
-  unsetenv("SINKLAB_PAIR_RULE_KERNELS");
+  {
+    const sinktest::GpuFeaturesAsked unset("");
+    EXPECT_EQ(make_attention_backend(kept, torch::Device(torch::kCUDA, 0))->name(), "reference");
+  }
+  {
+    const sinktest::GpuFeaturesAsked asked("pair_rule_kernels");
+    EXPECT_EQ(make_attention_backend(kept, torch::Device(torch::kCUDA, 0))->name(), "cuda");
+  }
   // A pairing without kernels says what to change.
   try {
     make_attention_backend(model_of("attention.backend = jit"), torch::Device(torch::kMeta));

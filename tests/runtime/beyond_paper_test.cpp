@@ -184,7 +184,7 @@ TEST(BeyondThePaper, DifferentialAttentionMatchesAForwardWrittenHere) {
     const int64_t B = 2, T = 6, H = m.heads, dh = m.d_head, half = dh / 2;
     auto x = torch::randn({B, T, m.d});
     LayerProbe probe;
-    auto got = layer.forward(x, {}, {}, {}, &probe);
+    auto got = layer.forward(x, Positions{}, *library_operations(), &probe);
 
     auto heads = [&](const torch::Tensor& t) { return t.view({B, T, H, dh}).transpose(1, 2).to(torch::kDouble); };
     auto q = heads(layer.wq(x)), k = heads(layer.wk(x)), v = heads(layer.wv(x));

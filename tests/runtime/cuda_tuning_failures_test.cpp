@@ -18,6 +18,7 @@
 #include "kernels/kernel_abi.h"
 #include "runtime/attention/cuda_attention.h"
 #include "runtime/attention/cuda_tuning.h"
+#include "runtime/gpu_features.h"
 #include "tests/kernels/cuda_emulator.h"
 #include "tests/runtime/jit_variants.h"
 
@@ -155,7 +156,8 @@ TEST(CudaTuningDeathTest, TilesAProcessDiedMeasuringAreNotMeasuredAgain) {
 // GPU (which never crashed) still measures the Hopper ones.
 TEST(CudaTuningDeathTest, OneHopperCrashLeavesOutEveryHopperTilesOnThatGpu) {
   GTEST_FLAG_SET(death_test_style, "fast");
-  const HopperKernelsOptedIn opted_in;  // (the Hopper tiles are measured where a user opted in)
+  // (the Hopper tiles, the fused backward_keys among them, are measured where a user opted in to both)
+  const HopperKernelsOptedIn opted_in(sinktest::kFusedBackwardOn90);
   const KernelCacheHere cache("sinklab-tuning-hopper-died");
   const auto hopper_fused = kernels::cuda_hopper_fused_candidates(kSoftmax, kStorage);
   ASSERT_EQ(hopper_fused.size(), 1u);
@@ -255,23 +257,70 @@ TEST(CudaTuning, AMeasurementThatHangsIsSaid) {
   EXPECT_EQ(MeasurementJournal::collect_abandoned(), 0) << "a journal that ended well is no failure";
 }
 
-// SINKLAB_WGMMA=0 (what gpu-check sets when the warpgroup tile products crash or hang) keeps the tuning from
-// measuring Hopper tiles at all, not only from running them; so does leaving it unset while no GPU has verified the
-// Hopper kernels (a user's first run never measures, and so never keeps, code that never ran); "tune" measures them.
+// hopper=off (what gpu-check sets when the warpgroup tile products crash or hang) keeps the tuning from measuring
+// Hopper tiles at all, not only from running them; so does leaving SINKLAB_GPU_FEATURES unset while the table's row
+// hopper does not let them run (a user's first run never measures, and so never keeps, code that never ran); tune
+// measures them.
 TEST(CudaTuning, HopperTilesAreMeasuredOnlyWhereAllowed) {
   const KernelCacheHere cache("sinklab-tuning-no-wgmma");
   const auto wgmma = [](const std::string& s) { return s.find(", wgmma") != std::string::npos; };
   Launches zero, unset, tune;
-  setenv("SINKLAB_WGMMA", "0", 1);
-  first_forward(kSoftmax, stand_in_modules("no wgmma", kSoftmax, "Stand-in H100", zero.recorder()));
-  unsetenv("SINKLAB_WGMMA");
-  first_forward(kSoftmax, stand_in_modules("wgmma unset", kSoftmax, "Stand-in H100 NVL", unset.recorder()));
-  setenv("SINKLAB_WGMMA", "tune", 1);
-  first_forward(kSoftmax, stand_in_modules("wgmma", kSoftmax, "Stand-in H200", tune.recorder()));
-  unsetenv("SINKLAB_WGMMA");
+  {
+    const sinktest::GpuFeaturesAsked asked("hopper=off");
+    first_forward(kSoftmax, stand_in_modules("no wgmma", kSoftmax, "Stand-in H100", zero.recorder()));
+  }
+  bool allowed_unset = false;
+  {
+    const sinktest::GpuFeaturesAsked asked("");
+    allowed_unset = hopper_kernels_allowed(kernels::kHopperCapability);
+    first_forward(kSoftmax, stand_in_modules("wgmma unset", kSoftmax, "Stand-in H100 NVL", unset.recorder()));
+  }
+  {
+    const sinktest::GpuFeaturesAsked asked("hopper=tune");
+    EXPECT_TRUE(hopper_kernels_allowed(kernels::kHopperCapability));
+    first_forward(kSoftmax, stand_in_modules("wgmma", kSoftmax, "Stand-in H200", tune.recorder()));
+  }
   EXPECT_FALSE(zero.any(wgmma));
   EXPECT_TRUE(zero.any([](const std::string& s) { return s.find(" | forward 128x") != std::string::npos; }))
       << "the mma.sync candidates measured";
-  EXPECT_EQ(unset.any(wgmma), kHopperKernelsVerified);
+  const bool row_allows = decide_gpu_feature(kGpuFeatureRows[static_cast<size_t>(GpuFeature::hopper)],
+                                             kernels::kHopperCapability, "", kernel_text_hash())
+                              .on;
+  EXPECT_EQ(allowed_unset, row_allows);
+  EXPECT_EQ(unset.any(wgmma), row_allows);
   EXPECT_TRUE(tune.any(wgmma));
+}
+
+// The fused backward_keys is measured only where the table (or the override) lets it run: on a GPU of compute
+// capability 9.0 fused_backward alone is not enough, its bulk reduction of dQ is a row of its own.
+TEST(CudaTuning, FusedCandidatesAreMeasuredOnlyWhereAllowed) {
+  const KernelCacheHere cache("sinklab-tuning-no-fused");
+  const std::string keys(kernels::abi::kCudaBackwardKeysSymbol);
+  const auto fused = [&](const std::string& s) {
+    return s.starts_with(keys + " | ") && s.find("fused dQ") != std::string::npos;
+  };
+  const auto fused_described = kernels::cuda_fused_candidates(kSoftmax, kStorage).front().describe();
+  ASSERT_NE(fused_described.find("fused dQ"), std::string::npos) << "how a fused candidate is told apart";
+  // Unset, what the table's rows say (today: no GPU check has run either, so no).
+  const auto row_on = [](GpuFeature f) {
+    return decide_gpu_feature(kGpuFeatureRows[static_cast<size_t>(f)], kernels::kHopperCapability, "",
+                              kernel_text_hash())
+        .on;
+  };
+  const bool rows_allow = row_on(GpuFeature::fused_backward) && row_on(GpuFeature::bulk_reduction);
+  struct Case {
+    const char* features;
+    const char* gpu;
+    bool measured;
+  };
+  for (const Case& c : {Case{"", "Stand-in H100 (nothing asked)", rows_allow},
+                        Case{"fused_backward", "Stand-in H100 (no bulk reduction)", false},
+                        Case{"fused_backward,bulk_reduction", "Stand-in H100 (both)", true}}) {
+    SCOPED_TRACE(fmt::format("SINKLAB_GPU_FEATURES='{}'", c.features));
+    const sinktest::GpuFeaturesAsked asked(c.features);
+    Launches launched;
+    first_forward(kSoftmax, stand_in_modules(c.gpu, kSoftmax, c.gpu, launched.recorder()));
+    EXPECT_EQ(launched.any(fused), c.measured);
+    EXPECT_EQ(fused_backward_allowed(kernels::kHopperCapability), c.measured);
+  }
 }

@@ -1,7 +1,8 @@
 // The tensor-core kernels' tiles as parameters (kernels::cuda_tile_candidates) and their measurement on a
 // GPU (runtime/attention/cuda_tuning.h), on the CPU emulation: every candidate fits and differs; kernels of
 // three different tiles together (as a tuned launcher runs them) still match the reference; a launcher
-// told to tune measures, writes its choice to the table, and a later one reads it.
+// told to tune measures, writes its choice to the table, and a later one reads it; an entry measured on other
+// kernels is not read; the fused backward runs only where runtime/gpu_features.h's table or its override lets it.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -11,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <thread>
 
@@ -18,8 +20,10 @@
 #include "kernels/kernel_abi.h"
 #include "runtime/attention/cuda_attention.h"
 #include "runtime/attention/cuda_tuning.h"
+#include "runtime/gpu_features.h"
 #include "support/installation.h"
 #include "support/remove_tree.h"
+#include "tests/gpu_features_asked.h"
 #include "tests/kernels/cuda_emulator.h"
 #include "tests/runtime/attention_oracle_expect.h"
 #include "tests/runtime/jit_variants.h"
@@ -134,12 +138,13 @@ TEST(CudaKernels, KernelsOfDifferentTilesTogetherMatchTheReference) {
   }
 }
 
-// The fused backward (backward_keys summing dQ too, as a tuned launcher may choose) against the reference:
-// k*'s term as dQ's start, a learned position table's dg beside the atomics, d_head 64/96/128, ragged T, and
-// the first and the last fused candidate (different key blocks and query tiles).
+// The fused backward (backward_keys summing dQ too, as a tuned launcher may choose where fused_backward is on)
+// against the reference: k*'s term as dQ's start, a learned position table's dg beside the atomics, d_head
+// 64/96/128, ragged T, and the first and the last fused candidate (different key blocks and query tiles).
 TEST(CudaKernels, FusedBackwardMatchesTheReference) {
   SKIP_WITHOUT_HOST_COMPILER();
   const KernelCacheHere cache("sinklab-fused-backward");
+  const sinktest::GpuFeaturesAsked asked(sinktest::kFusedBackwardOn90);  // (on sm_90 its bulk reduction too)
   const auto variants = three_variants(128);
   // dQ's share by per-element atomic additions (sm_80) and by the copy engine's bulk reductions (sm_90).
   for (int arch : {80, 90}) {
@@ -163,6 +168,9 @@ TEST(CudaKernels, FusedBackwardMatchesTheReference) {
       EXPECT_TRUE(r.passed()) << "forward " << r.forward << " (< " << r.forward_allowed << "), tiles "
                               << keys.describe();
       for (const auto& [name, error] : r.grads) EXPECT_LT(error, r.grads_allowed) << name << ", " << keys.describe();
+      // The fused backward_keys ran, not the two kernels in its place (which would pass as well, and check nothing).
+      const std::string in_use = cuda_launcher(spec, torch::zeros({1, 1, v.T, v.D}, dtype), modules)->kernels_in_use();
+      EXPECT_NE(in_use.find("fused dQ"), std::string::npos) << in_use;
     }
   }
 }
@@ -195,8 +203,9 @@ KernelModules watched_modules(const std::string& name, const Watch& watch, bool 
 
 }  // namespace
 
-// SINKLAB_FUSED_DQ overrides the table: 1 runs a fused backward where none was measured faster (no
-// backward_queries launch), 0 runs the two backward kernels where the table has a fused one; right both ways.
+// SINKLAB_GPU_FEATURES's fused_backward overrides the table: force runs a fused backward where none was measured
+// faster (no backward_queries launch), off runs the two backward kernels where the table has a fused one; right both
+// ways.
 TEST(CudaKernels, FusedBackwardCanBeForcedOnOrOff) {
   SKIP_WITHOUT_HOST_COMPILER();
   const KernelCacheHere cache("sinklab-fused-choice");
@@ -211,21 +220,93 @@ TEST(CudaKernels, FusedBackwardCanBeForcedOnOrOff) {
     return cuda_attention(s, call, modules);
   };
   const std::string queries(kernels::abi::kCudaBackwardQueriesSymbol), keys(kernels::abi::kCudaBackwardKeysSymbol);
-  for (const char* setting : {"1", "0"}) {
-    SCOPED_TRACE(std::string("SINKLAB_FUSED_DQ=") + setting);
-    const bool on = setting[0] == '1';
+  for (const char* setting : {"fused_backward=force", "fused_backward=off"}) {
+    SCOPED_TRACE(std::string("SINKLAB_GPU_FEATURES=") + setting);
+    const bool on = std::string(setting).ends_with("=force");
     // The table says the opposite of the setting.
     KernelTiles table{defaults, defaults, defaults};
     if (!on) table.fused = kernels::cuda_fused_candidates(spec, storage).back();
     remember_tiles(tuning_key("CPU emulation", spec, storage), table);
-    setenv("SINKLAB_FUSED_DQ", setting, 1);
     launches.clear();
-    const SixteenBitResult r = measure_sixteen_bit(attend, v, dtype);
-    unsetenv("SINKLAB_FUSED_DQ");
+    SixteenBitResult r;
+    {
+      const sinktest::GpuFeaturesAsked asked(setting);
+      r = measure_sixteen_bit(attend, v, dtype);
+    }
     EXPECT_TRUE(r.passed()) << "forward " << r.forward << " (< " << r.forward_allowed << ")";
     for (const auto& [name, error] : r.grads) EXPECT_LT(error, r.grads_allowed) << name;
     EXPECT_GT(launches[keys], 0);
     EXPECT_EQ(launches[queries] > 0, !on) << launches[queries] << " launches of " << queries;
+  }
+}
+
+// The fused backward_keys is opt-in (runtime/gpu_features.h's row fused_backward) until a GPU check has run it:
+// where SINKLAB_GPU_FEATURES does not name it, a tuning measures no fused candidate, and a fused choice the table
+// holds does not run (the two backward kernels do), unless the row itself lets it (today it does not); with
+// fused_backward=off the same whatever the row says; with fused_backward the tuning measures the fused candidates
+// and the table's fused choice runs. (On compute capability 8.0: no bulk reduction is involved.)
+TEST(CudaKernels, FusedBackwardIsMeasuredAndRunOnlyWhereAllowed) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  const Variant v{.name = "softmax", .T = 40, .D = 64};
+  const auto spec = spec_of(v);
+  const auto storage = kernels::CudaStorage::BFloat16;
+  const std::string key = tuning_key("CPU emulation", spec, storage);
+  const kernels::CudaTiles defaults = kernels::cuda_tiles(spec, storage);
+  const kernels::CudaTiles fused = kernels::cuda_fused_candidates(spec, storage).back();
+  ASSERT_TRUE(fused.fused_dq);
+  const std::string queries(kernels::abi::kCudaBackwardQueriesSymbol);
+  const bool row_allows =
+      decide_gpu_feature(kGpuFeatureRows[static_cast<size_t>(GpuFeature::fused_backward)], 80, "", kernel_text_hash())
+          .on;
+  struct Setting {
+    const char* features;  // SINKLAB_GPU_FEATURES ("": unset)
+    bool runs, tune;
+  };
+  int n = 0;
+  for (const Setting& setting : {Setting{"", row_allows, true}, Setting{"fused_backward=off", false, false},
+                                 Setting{"fused_backward", true, true}}) {
+    SCOPED_TRACE(fmt::format("SINKLAB_GPU_FEATURES='{}'", setting.features));
+    const KernelCacheHere cache(fmt::format("sinklab-fused-allowed-{}", n++));
+    const sinktest::GpuFeaturesAsked asked(setting.features);
+    EXPECT_EQ(fused_backward_allowed(80), setting.runs);
+    if (setting.tune) {
+      // A tuning, and which sources it loads: a fused candidate's is printed with FUSED_DQ true.
+      auto fused_loads = std::make_shared<int>(0);
+      const KernelModules tuning{
+          fmt::format("fused allowed, tuning '{}'", setting.features),
+          [fused_loads](const std::string& source, const torch::Device&) -> std::shared_ptr<KernelModule> {
+            if (source.find("constexpr bool FUSED_DQ = true;") != std::string::npos) ++*fused_loads;
+            return std::make_shared<CpuEmulatedModule>(host_compiled(source), ThreadOrder::Ascending, 80);
+          },
+          true, nullptr, [](const torch::Device&) { return 80; }};
+      ::testing::internal::CaptureStderr();
+      const SixteenBitResult tuned = measure_sixteen_bit(
+          [&](const kernels::KernelSpec& s, const AttentionCall& call) { return cuda_attention(s, call, tuning); }, v,
+          torch::kBFloat16);
+      const std::string said = ::testing::internal::GetCapturedStderr();
+      EXPECT_TRUE(tuned.passed()) << "forward " << tuned.forward << " (< " << tuned.forward_allowed << ")";
+      EXPECT_EQ(*fused_loads > 0, setting.runs) << *fused_loads << " fused sources loaded; " << said;
+      const auto remembered = remembered_tiles(key);
+      ASSERT_TRUE(remembered.has_value()) << "the tuning wrote nothing";
+      EXPECT_EQ(remembered->seconds.count("fused_backward_keys") > 0, setting.runs) << "a fused backward measured";
+      if (!setting.runs) EXPECT_FALSE(remembered->fused.has_value()) << remembered->fused->describe();
+    }
+    // A table whose choice is a fused backward_keys (as a tuning that measured it, or another sinklab, wrote it).
+    const KernelTiles table{defaults, defaults, defaults, fused};
+    remember_tiles(key, table);
+    const auto runs = fused_backward(table, spec, storage, 80);
+    EXPECT_EQ(runs.has_value(), setting.runs);
+    if (runs) EXPECT_TRUE(runs->same_as(fused)) << runs->describe();
+    std::map<std::string, int> launches;
+    const KernelModules modules =
+        watched_modules(fmt::format("fused allowed, table '{}'", setting.features),
+                        [&](std::string_view symbol, LaunchShape&) { ++launches[std::string(symbol)]; });
+    const SixteenBitResult r = measure_sixteen_bit(
+        [&](const kernels::KernelSpec& s, const AttentionCall& call) { return cuda_attention(s, call, modules); }, v,
+        torch::kBFloat16);
+    EXPECT_TRUE(r.passed()) << "forward " << r.forward << " (< " << r.forward_allowed << ")";
+    for (const auto& [name, error] : r.grads) EXPECT_LT(error, r.grads_allowed) << name;
+    EXPECT_EQ(launches[queries] == 0, setting.runs) << launches[queries] << " launches of " << queries;
   }
 }
 
@@ -270,7 +351,8 @@ TEST(CudaKernels, TensorCoreKernelsUseTheSharedMemoryTheirLaunchAsksFor) {
 TEST(CudaKernels, TuningWritesItsChoiceForTheNextProcess) {
   SKIP_WITHOUT_HOST_COMPILER();
   const KernelCacheHere cache("sinklab-tuning");
-  const HopperKernelsOptedIn opted_in;  // (the Hopper tiles measured beside the others, as an opted-in H100 does)
+  // (the Hopper tiles and the fused backward_keys measured beside the others, as an opted-in H100 does)
+  const HopperKernelsOptedIn opted_in(sinktest::kFusedBackwardOn90);
   const Variant v{
       .name = "sigmoid, no norm", .score = call("sigmoid", {var("qk")}), .normalize = "none", .T = 40, .D = 64};
   const auto spec = spec_of(v);
@@ -327,6 +409,7 @@ TEST(CudaKernels, TuningWritesItsChoiceForTheNextProcess) {
 TEST(CudaKernels, TuningKeepsNoCandidateWhoseResultsDiffer) {
   SKIP_WITHOUT_HOST_COMPILER();
   const KernelCacheHere cache("sinklab-tuning-wrong");
+  const sinktest::GpuFeaturesAsked asked("fused_backward");  // (the fused candidates measured)
   const Variant v{.name = "softmax", .T = 40, .D = 64};
   const auto spec = spec_of(v);
   const auto storage = kernels::CudaStorage::BFloat16;
@@ -363,6 +446,65 @@ TEST(CudaKernels, TuningKeepsNoCandidateWhoseResultsDiffer) {
   EXPECT_EQ(remembered->seconds.count("fused_backward_keys"), 0u) << "a skipped candidate's time was kept";
   EXPECT_GT(remembered->seconds.count("backward_queries") ? remembered->seconds.at("backward_queries") : 0.0, 0.3)
       << "backward_queries was not slowed: the fused candidates were not the faster";
+}
+
+// A forward candidate whose row statistics differ from the default tiles' is never kept either, though its output
+// is right: the backward reads the statistics. Here each candidate's source but the default tiles' writes one of a
+// row's two statistics wrong, every other candidate Z (doubled), the others the second (the running maximum, moved by
+// 100), O untouched: the tuning says each of those forward candidates was skipped, keeps the default forward, and
+// training stays right. (Each statistic is compared apart: either one wrong is caught.)
+TEST(CudaKernels, TuningKeepsNoForwardWhoseRowStatisticsDiffer) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  const KernelCacheHere cache("sinklab-tuning-statistics");
+  const Variant v{.name = "softmax", .T = 40, .D = 64};
+  const auto spec = spec_of(v);
+  const auto storage = kernels::CudaStorage::BFloat16;
+  const kernels::CudaTiles defaults = kernels::cuda_tiles(spec, storage);
+  const std::string default_source = kernels::emit_cuda(spec, storage, defaults);
+  // (kernels/cuda/forward.cuh's one write of a row's statistics)
+  const std::string written = "stats[rows.row[f][h]] = Z, stats[T + rows.row[f][h]] = ONLINE ? state.m[f][h] : total;";
+  const std::string wrong_writes[] = {
+      "stats[rows.row[f][h]] = Z * (real)2, stats[T + rows.row[f][h]] = ONLINE ? state.m[f][h] : total;",
+      "stats[rows.row[f][h]] = Z, stats[T + rows.row[f][h]] = (ONLINE ? state.m[f][h] : total) + (real)100;"};
+  ASSERT_NE(default_source.find(written), std::string::npos) << "the forward no longer writes its statistics so";
+  // Each tile candidate's source (but the default tiles') as this test changes it.
+  auto changed = std::make_shared<std::map<std::string, std::string>>();
+  std::vector<kernels::CudaTiles> wrong;
+  for (const auto& c : kernels::cuda_tile_candidates(spec, storage)) {
+    if (c.same_as(defaults)) continue;
+    std::string source = kernels::emit_cuda(spec, storage, c);
+    ASSERT_NE(source, default_source) << c.describe();
+    source.replace(source.find(written), written.size(), wrong_writes[wrong.size() % 2]);
+    changed->emplace(kernels::emit_cuda(spec, storage, c), std::move(source));
+    wrong.push_back(c);
+  }
+  ASSERT_GE(wrong.size(), 2u) << "a candidate of each wrong statistic";
+  auto default_loads = std::make_shared<int>(0);
+  const auto load = [=](const std::string& source, const torch::Device&) -> std::shared_ptr<KernelModule> {
+    if (source == default_source) ++*default_loads;
+    const auto it = changed->find(source);
+    return std::make_shared<CpuEmulatedModule>(host_compiled(it == changed->end() ? source : it->second),
+                                               ThreadOrder::Ascending, 80);
+  };
+  const KernelModules modules{"tuning, forward statistics wrong", load, true, nullptr,
+                              [](const torch::Device&) { return 80; }};
+  ::testing::internal::CaptureStderr();
+  const SixteenBitResult r = measure_sixteen_bit(
+      [&](const kernels::KernelSpec& s, const AttentionCall& call) { return cuda_attention(s, call, modules); }, v,
+      torch::kBFloat16);
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_GT(*default_loads, 0) << "the default tiles' source was never loaded as this test printed it";
+  EXPECT_TRUE(r.passed()) << "forward " << r.forward << " (< " << r.forward_allowed << ")";
+  for (const auto& [name, error] : r.grads) EXPECT_LT(error, r.grads_allowed) << name;
+  for (size_t k = 0; k < wrong.size(); ++k) {
+    const std::string skipped = "forward with tiles " + wrong[k].describe() + " skipped: its results differ";
+    EXPECT_NE(said.find(skipped), std::string::npos)
+        << (k % 2 ? "the running maximum" : "Z") << " wrong, not caught: " << skipped << "\nnot in:\n"
+        << said;
+  }
+  const auto remembered = remembered_tiles(tuning_key("CPU emulation", spec, storage));
+  ASSERT_TRUE(remembered.has_value());
+  EXPECT_TRUE(remembered->forward.same_as(defaults)) << remembered->forward.describe();
 }
 
 // A GPU older than the tensor-core kernels (a T4, compute capability 7.5: no bf16 mma.sync m16n8k16, no
@@ -409,13 +551,20 @@ TEST(CudaKernels, ShippedTilesAnswerWhatThisMachineHasNotMeasured) {
         {"query_keys", 32},   {"min_blocks", min_blocks},     {"row_frags", 1}};
   };
   nlohmann::json shipped;
-  shipped[key] = {
-      {"forward", tiles_json(128, 2)}, {"backward_keys", tiles_json(64, 3)}, {"backward_queries", tiles_json(64, 1)}};
+  shipped[key] = {{"kernels", kernel_text_hash()},
+                  {"forward", tiles_json(128, 2)},
+                  {"backward_keys", tiles_json(64, 3)},
+                  {"backward_queries", tiles_json(64, 1)}};
+  // The same tiles measured on other kernels: not these kernels' tiles.
+  const std::string stale_key = "Test GPU | a stale variant | bf16 storage | d_head 64";
+  shipped[stale_key] = shipped[key];
+  shipped[stale_key]["kernels"] = "0123456789abcdef";
   std::ofstream(home / "data" / "tuning" / "tiles.json") << shipped.dump();
   const char* before = std::getenv("SINKLAB_HOME");
   const std::string old_home = before ? before : "";
   setenv("SINKLAB_HOME", home.c_str(), 1);
   const auto from_shipped = remembered_tiles(key);
+  const bool stale_answered = remembered_tiles(stale_key).has_value();
   const char* tune_before = std::getenv("SINKLAB_TUNE");
   const std::string old_tune = tune_before ? tune_before : "";
   setenv("SINKLAB_TUNE", "1", 1);  // measure here: the shipped table does not answer
@@ -441,12 +590,15 @@ TEST(CudaKernels, ShippedTilesAnswerWhatThisMachineHasNotMeasured) {
   EXPECT_EQ(from_shipped->keys.min_blocks, 3);
   EXPECT_TRUE(from_shipped->forward.tensor_cores);
   EXPECT_FALSE(shipped_answered_tune_1) << "SINKLAB_TUNE=1 should pass over the shipped table";
+  EXPECT_FALSE(stale_answered) << "the shipped table answered with tiles measured on other kernels";
   ASSERT_TRUE(after_measuring.has_value());
   EXPECT_EQ(after_measuring->forward.forward_keys, 32);
 }
 
 // Every entry of the table this tree ships reads as tiles, each within the shared memory every GPU from sm_80
-// on gives a block, under a key of the form tuning_key writes.
+// on gives a block, under a key of the form tuning_key writes. As shipped, an entry answers where it was measured at
+// these kernels (its "kernels" is kernel_text_hash()) and nowhere else; its tiles are read here as if it had been (a
+// copy stamped with this hash, in the cache's table, which answers first).
 TEST(CudaKernels, TheShippedTilesTableReadsWhole) {
   const KernelCacheHere cache("sinklab-shipped-table");  // an empty cache: every answer is the shipped table's
   const auto path = shipped_tuning_table();
@@ -454,6 +606,12 @@ TEST(CudaKernels, TheShippedTilesTableReadsWhole) {
   ASSERT_TRUE(in) << "no shipped table at " << path.string();
   const nlohmann::json table = nlohmann::json::parse(in);
   ASSERT_FALSE(table.empty());
+  for (const auto& [key, entry] : table.items())
+    EXPECT_EQ(remembered_tiles(key).has_value(), entry.value("kernels", std::string()) == kernel_text_hash()) << key;
+  nlohmann::json stamped = table;
+  for (auto& entry : stamped) entry["kernels"] = kernel_text_hash();
+  std::filesystem::create_directories(cache.dir());
+  std::ofstream(tuning_table_path()) << stamped.dump();
   const std::regex key_form(R"((.+) \| (.+) \| (bf16|half) storage \| d_head (\d+))");
   for (const auto& [key, entry] : table.items()) {
     std::smatch parts;
@@ -464,4 +622,70 @@ TEST(CudaKernels, TheShippedTilesTableReadsWhole) {
     EXPECT_LE(kernels::cuda_shared_bytes(tiles->forward, d).forward, kernels::kCudaSharedLimit) << key;
     EXPECT_LE(kernels::cuda_shared_bytes(tiles->queries, d).queries, kernels::kCudaSharedLimit) << key;
   }
+}
+
+// An entry of the table measured on other kernel text (its "kernels" another hash, or none, as every sinklab before
+// the hash wrote) is not these kernels' tiles: remembered_tiles does not return it, and a launcher runs the default
+// tiles; the same entry at kernel_text_hash() is read, and run. Written by hand, under the key a launcher on the
+// emulation looks up.
+TEST(CudaKernels, TilesRememberedForOtherKernelsAreNotReused) {
+  const KernelCacheHere cache("sinklab-tuning-other-kernels");
+  const Variant v{.name = "softmax", .T = 40, .D = 64};
+  const auto spec = spec_of(v);
+  const auto storage = kernels::CudaStorage::BFloat16;
+  const std::string key = tuning_key("CPU emulation", spec, storage);
+  const kernels::CudaTiles defaults = kernels::cuda_tiles(spec, storage);
+  const auto candidates = kernels::cuda_tile_candidates(spec, storage);
+  const auto described = [](const kernels::CudaTiles& t) { return describe_kernels(KernelTiles{t, t, t}, {}); };
+  const auto other = std::find_if(candidates.begin(), candidates.end(),
+                                  [&](const kernels::CudaTiles& c) { return described(c) != described(defaults); });
+  ASSERT_NE(other, candidates.end()) << "no candidate whose kernels are told apart from the default tiles'";
+  const kernels::CudaTiles measured = *other;
+  const auto fields = [](const kernels::CudaTiles& t) {
+    return nlohmann::json{{"forward_rows", t.forward_rows},
+                          {"forward_keys", t.forward_keys},
+                          {"key_rows", t.key_rows},
+                          {"key_queries", t.key_queries},
+                          {"query_rows", t.query_rows},
+                          {"query_keys", t.query_keys},
+                          {"min_blocks", t.min_blocks},
+                          {"row_frags", t.row_frags},
+                          {"fused_dq", t.fused_dq},
+                          {"hopper", t.hopper},
+                          {"overlap", t.overlap}};
+  };
+  // The table holding `measured` for every kernel, at kernel text `hash` (none where nullopt).
+  const auto write_table = [&](const std::optional<std::string>& hash) {
+    nlohmann::json entry{
+        {"forward", fields(measured)}, {"backward_keys", fields(measured)}, {"backward_queries", fields(measured)}};
+    if (hash) entry["kernels"] = *hash;
+    std::filesystem::create_directories(cache.dir());
+    std::ofstream(tuning_table_path()) << nlohmann::json{{key, entry}}.dump(1);
+  };
+  std::string other_hash = kernel_text_hash();
+  other_hash.back() = other_hash.back() == '0' ? '1' : '0';
+  write_table(other_hash);
+  EXPECT_FALSE(remembered_tiles(key).has_value()) << "tiles measured at kernel text " << other_hash << " reused";
+  write_table(std::nullopt);
+  EXPECT_FALSE(remembered_tiles(key).has_value()) << "tiles measured before the kernel text was recorded reused";
+  write_table(kernel_text_hash());
+  const auto read = remembered_tiles(key);
+  ASSERT_TRUE(read.has_value()) << "tiles measured at these kernels were not read";
+  EXPECT_TRUE(read->forward.same_as(measured)) << read->forward.describe();
+  EXPECT_TRUE(read->keys.same_as(measured)) << read->keys.describe();
+  EXPECT_TRUE(read->queries.same_as(measured)) << read->queries.describe();
+  EXPECT_FALSE(read->fused.has_value());
+
+  // What a launcher runs from each table (launchers are kept per loader name: a fresh one for each).
+  SKIP_WITHOUT_HOST_COMPILER();
+  const auto q = torch::zeros({1, 1, v.T, v.D}, torch::kBFloat16);
+  const auto runs = [&](const std::string& name) {
+    return cuda_launcher(spec, q, emulated_modules("other kernels' tiles, " + name, false))->kernels_in_use();
+  };
+  write_table(other_hash);
+  const std::string from_other = runs("another hash");
+  write_table(kernel_text_hash());
+  const std::string from_these = runs("this hash");
+  EXPECT_TRUE(from_other.ends_with(": " + described(defaults))) << from_other;
+  EXPECT_TRUE(from_these.ends_with(": " + described(measured))) << from_these;
 }

@@ -3,7 +3,6 @@
 // differences, and as the training step and the evaluation use it.
 #include <gtest/gtest.h>
 
-#include "runtime/training/evaluation.h"
 #include "runtime/training/lm_head_loss.h"
 #include "runtime/training/model.h"
 #include "runtime/training/precision.h"

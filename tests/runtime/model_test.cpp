@@ -492,7 +492,7 @@ TEST(Model, LibraryRmsNormGivesTheCompositesOutputAndGradients) {
   auto upstream = torch::randn({4, 5, 24}, torch::kDouble);
   auto run = [&](bool library) {
     x.mutable_grad() = torch::Tensor(), w.mutable_grad() = torch::Tensor();
-    auto y = library ? rt::library_rms_norm(x, w, 1e-6) : rt::rms_norm(x, w, 1e-6);
+    auto y = rt::rms_norm(x, w, 1e-6, library ? rt::RmsNormForm::library : rt::RmsNormForm::composite);
     (y * upstream).sum().backward();
     return std::tuple{y.detach(), x.grad().clone(), w.grad().clone()};
   };

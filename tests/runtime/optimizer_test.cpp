@@ -3,6 +3,8 @@
 // held until a read.
 #include <gtest/gtest.h>
 
+#include <torch/version.h>
+
 #include "runtime/training/optimizer.h"
 #include "runtime/training/pending_losses.h"
 #include "runtime_test_util.h"
@@ -175,30 +177,49 @@ TEST(Optimizer, MultiTensorAdamWMatchesLibTorchsAdamW) {
   }
 }
 
-// The captured step's update (the rate and the step counts read on the device, the counts advanced there) against
-// the fused step() it stands for: the same weights, bit for bit, over steps of a changing rate, and after a
-// checkpoint, whose host counts a fresh optimizer's device counts start from. The rate's tensor holds a double, as
-// the captured step's does on the CPU.
-TEST(Optimizer, TheDeviceSideUpdateIsTheFusedStep) {
+// The update a captured step replays (update() then count_update(), as runtime/training/training_step.h runs them:
+// the fused kernel reading its rate from the tensor set_learning_rate fills and each group's step count from a tensor
+// the update advances on the device) against the same fused kernel given the host's numbers (the rate a double, each
+// step's count in a tensor made for it): the same weights, bit for bit, over steps of a changing rate set through the
+// free set_learning_rate a run calls, and after a checkpoint, whose host counts a fresh optimizer's device counts start
+// from. The rate's tensor holds a double on the CPU, as the captured step's does there.
+TEST(Optimizer, TheDeviceSideUpdateIsTheFusedKernelWithTheHostsNumbers) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
   if (MultiTensorAdamW::best_kernel() != MultiTensorAdamW::Kernel::fused)
     GTEST_SKIP() << "this LibTorch has no fused AdamW (PyTorch 2.4 or later), which the device-side update needs";
   AdamWCase theirs = AdamWCase::make(), ours = theirs.copy();
   const AdamWCase start = theirs.copy();
-  MultiTensorAdamW reference(theirs.groups(), torch::optim::AdamWOptions(1e-2), MultiTensorAdamW::Kernel::fused);
   auto optimizer = std::make_unique<MultiTensorAdamW>(ours.groups(), torch::optim::AdamWOptions(1e-2));
-  ASSERT_EQ(optimizer->device_update_unsupported(), "");
-  const torch::Tensor lr = torch::zeros({}, torch::kDouble);
+  ASSERT_EQ(optimizer->capture_unsupported(), "");
+  // The reference: AdamWCase's two groups (weight decay 0.1, then 0), their moments and one host step count each.
+  const std::vector<std::pair<std::vector<size_t>, double>> groups = {{{0, 1, 4}, 0.1}, {{2, 3}, 0.0}};
+  std::vector<torch::Tensor> exp_avgs, exp_avg_sqs;
+  for (const auto& p : theirs.params)
+    exp_avgs.push_back(torch::zeros_like(p)), exp_avg_sqs.push_back(torch::zeros_like(p));
+  std::vector<int64_t> host_steps(groups.size(), 0);
+  auto reference_step = [&](double rate) {
+    torch::NoGradGuard no_grad;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      std::vector<torch::Tensor> params, grads, m, v;
+      for (size_t k : groups[g].first)
+        if (theirs.params[k].grad().defined())
+          params.push_back(theirs.params[k]), grads.push_back(theirs.params[k].grad()), m.push_back(exp_avgs[k]),
+              v.push_back(exp_avg_sqs[k]);
+      const auto count = torch::full({}, static_cast<double>(++host_steps[g]), torch::kFloat);
+      at::_fused_adamw_(params, grads, m, v, {}, std::vector<torch::Tensor>(params.size(), count), rate, 0.9, 0.95,
+                        groups[g].second, 1e-8, /*amsgrad=*/false, /*maximize=*/false);
+    }
+  };
   int64_t step = 0;
   auto train = [&](int steps) {
     for (int k = 0; k < steps; ++k, ++step) {
       const double rate = 1e-2 * (1.0 + 0.5 * std::sin(static_cast<double>(step)));
-      set_learning_rate(reference, rate);
-      lr.fill_(rate);
       theirs.set_gradients(100 + step);
       ours.set_gradients(100 + step);
-      reference.step();
-      optimizer->update_on_device(lr);
-      optimizer->count_update_on_host();
+      reference_step(rate);
+      set_learning_rate(*optimizer, rate);
+      optimizer->update();
+      optimizer->count_update();
     }
   };
   auto expect_equal = [&](const std::string& when) {
@@ -218,6 +239,51 @@ TEST(Optimizer, TheDeviceSideUpdateIsTheFusedStep) {
   torch::load(*optimizer, saved);
   train(3);
   expect_equal("3 steps after a checkpoint");
+#else
+  GTEST_SKIP() << "this LibTorch has no fused AdamW (PyTorch 2.4 or later), which the device-side update needs";
+#endif
+}
+
+// step() is the update and the count together: the same weights, bit for bit, as update() then count_update(), in
+// either kernel this LibTorch has, and through a checkpoint, whose host step counts (count_update's) a fresh
+// optimizer's update starts from.
+TEST(Optimizer, StepIsTheUpdateThenTheCount) {
+  std::vector<MultiTensorAdamW::Kernel> kernels = {MultiTensorAdamW::Kernel::foreach_};
+  if (MultiTensorAdamW::best_kernel() == MultiTensorAdamW::Kernel::fused)
+    kernels.push_back(MultiTensorAdamW::Kernel::fused);
+  for (auto kernel : kernels) {
+    SCOPED_TRACE(kernel == MultiTensorAdamW::Kernel::fused ? "fused" : "foreach");
+    AdamWCase stepped = AdamWCase::make(), halves = stepped.copy();
+    auto fresh = [&](const AdamWCase& c) {
+      return std::make_unique<MultiTensorAdamW>(c.groups(), torch::optim::AdamWOptions(1e-2), kernel);
+    };
+    auto by_step = fresh(stepped), by_halves = fresh(halves);
+    int step = 0;
+    auto train = [&](int steps) {
+      for (int k = 0; k < steps; ++k, ++step) {
+        const double rate = 1e-2 / (1 + step);
+        set_learning_rate(*by_step, rate);
+        by_halves->set_learning_rate(rate);
+        stepped.set_gradients(200 + step);
+        halves.set_gradients(200 + step);
+        by_step->step();
+        by_halves->update();
+        by_halves->count_update();
+      }
+    };
+    train(3);
+    std::stringstream saved_step, saved_halves;
+    torch::save(*by_step, saved_step);
+    torch::save(*by_halves, saved_halves);
+    by_step = fresh(stepped), by_halves = fresh(halves);
+    torch::load(*by_step, saved_step);
+    torch::load(*by_halves, saved_halves);
+    train(2);
+    for (size_t k = 0; k < stepped.params.size(); ++k)
+      EXPECT_TRUE(torch::equal(stepped.params[k], halves.params[k]))
+          << "parameter " << k << ": largest difference "
+          << (stepped.params[k] - halves.params[k]).abs().max().item<double>();
+  }
 }
 
 // What make_optimizer gives the training loop.
