@@ -78,28 +78,8 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/sinklab-gpu-check.XXXXXX")
 export work
 trap 'rm -rf "$work"' EXIT
 export SINKLAB_KERNEL_CACHE=${SINKLAB_KERNEL_CACHE:-$work/kernels}
-# with_features [--unless-named] ENTRY...: SINKLAB_GPU_FEATURES (runtime/gpu_features.h: comma-separated names,
-# name=off, name=MODE) with each ENTRY in place of what it said of that feature, the rest kept; --unless-named: only
-# the ENTRYs whose feature it does not name yet (a choice the caller made stands).
-with_features() {
-  local unless_named=0 entry wanted asked=() out=()
-  [[ ${1:-} == --unless-named ]] && unless_named=1 && shift
-  IFS=', ' read -ra asked <<< "${SINKLAB_GPU_FEATURES:-}"
-  for entry in "${asked[@]}"; do
-    [[ -n $entry ]] || continue
-    if ((!unless_named)); then
-      for wanted; do [[ ${entry%%=*} == "${wanted%%=*}" ]] && continue 2; done
-    fi
-    out+=("$entry")
-  done
-  for wanted; do
-    if ((unless_named)); then
-      for entry in "${asked[@]}"; do [[ ${entry%%=*} == "${wanted%%=*}" ]] && continue 2; done
-    fi
-    out+=("$wanted")
-  done
-  (IFS=,; echo "${out[*]}")
-}
+# with_features: SINKLAB_GPU_FEATURES with some features set (scripts/gpu_features.sh).
+source scripts/gpu_features.sh
 # The GPU features are opt-in until a GPU call has run them (runtime/gpu_features.h): this call is where they are
 # run, so its cases, its tuning and its runs ask for the Hopper (wgmma) kernels as tuning candidates (a crash or hang
 # below turns them off from there on) and for the fused backward, as every run had it before the table; on compute

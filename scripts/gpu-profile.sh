@@ -66,28 +66,8 @@ run() {
   return $rc
 }
 bench() { run "$1" "$2" build-gpu/bench/gpu_attention --repeats 5 --D "$D" --T "$T" --variants "$variants"; }
-# with_features [--unless-named] ENTRY...: SINKLAB_GPU_FEATURES with each ENTRY in place of what it said of that
-# feature, the rest kept; --unless-named: only the ENTRYs whose feature it does not name yet (the caller's choice
-# stands).
-with_features() {
-  local unless_named=0 entry wanted asked=() out=()
-  [[ ${1:-} == --unless-named ]] && unless_named=1 && shift
-  IFS=', ' read -ra asked <<< "${SINKLAB_GPU_FEATURES:-}"
-  for entry in "${asked[@]}"; do
-    [[ -n $entry ]] || continue
-    if ((!unless_named)); then
-      for wanted; do [[ ${entry%%=*} == "${wanted%%=*}" ]] && continue 2; done
-    fi
-    out+=("$entry")
-  done
-  for wanted; do
-    if ((unless_named)); then
-      for entry in "${asked[@]}"; do [[ ${entry%%=*} == "${wanted%%=*}" ]] && continue 2; done
-    fi
-    out+=("$wanted")
-  done
-  (IFS=,; echo "${out[*]}")
-}
+# with_features: SINKLAB_GPU_FEATURES with some features set (scripts/gpu_features.sh).
+source scripts/gpu_features.sh
 
 if [[ ! -x build-gpu/bench/gpu_attention || ! -x build-gpu/bench/kernel_anatomy ]]; then
   capability=$(python3 -c 'import torch; print("%d.%d" % torch.cuda.get_device_capability(0))') || exit 77

@@ -641,26 +641,16 @@ TEST(CudaKernels, TilesRememberedForOtherKernelsAreNotReused) {
                                   [&](const kernels::CudaTiles& c) { return described(c) != described(defaults); });
   ASSERT_NE(other, candidates.end()) << "no candidate whose kernels are told apart from the default tiles'";
   const kernels::CudaTiles measured = *other;
-  const auto fields = [](const kernels::CudaTiles& t) {
-    return nlohmann::json{{"forward_rows", t.forward_rows},
-                          {"forward_keys", t.forward_keys},
-                          {"key_rows", t.key_rows},
-                          {"key_queries", t.key_queries},
-                          {"query_rows", t.query_rows},
-                          {"query_keys", t.query_keys},
-                          {"min_blocks", t.min_blocks},
-                          {"row_frags", t.row_frags},
-                          {"fused_dq", t.fused_dq},
-                          {"hopper", t.hopper},
-                          {"overlap", t.overlap}};
-  };
-  // The table holding `measured` for every kernel, at kernel text `hash` (none where nullopt).
+  // The table holding `measured` for every kernel, at kernel text `hash` (none where nullopt): as remember_tiles
+  // writes it, the hash then changed.
   const auto write_table = [&](const std::optional<std::string>& hash) {
-    nlohmann::json entry{
-        {"forward", fields(measured)}, {"backward_keys", fields(measured)}, {"backward_queries", fields(measured)}};
+    std::filesystem::remove(tuning_table_path());
+    remember_tiles(key, KernelTiles{measured, measured, measured});
+    nlohmann::json table = nlohmann::json::parse(std::ifstream(tuning_table_path()));
+    nlohmann::json& entry = table.at(key);
+    entry.erase("kernels");
     if (hash) entry["kernels"] = *hash;
-    std::filesystem::create_directories(cache.dir());
-    std::ofstream(tuning_table_path()) << nlohmann::json{{key, entry}}.dump(1);
+    std::ofstream(tuning_table_path()) << table.dump(1);
   };
   std::string other_hash = kernel_text_hash();
   other_hash.back() = other_hash.back() == '0' ? '1' : '0';
