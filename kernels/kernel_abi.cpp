@@ -35,4 +35,13 @@ std::string cuda_signature(std::string_view symbol, Params params, int threads, 
   return out;
 }
 
+std::string step_parameters(std::string_view symbol, std::span<const Param> pointers,
+                            std::span<const std::string_view> sizes) {
+  std::string out = fmt::format("#define SINK_PARAMS_{} ", symbol);
+  for (const auto& p : pointers) out += fmt::format("{}* {}, ", p.type, p.name);
+  for (size_t k = 0; k < sizes.size(); ++k)
+    out += fmt::format("long long {}{}", sizes[k], k + 1 < sizes.size() ? ", " : "\n");
+  return out;
+}
+
 }  // namespace sink::kernels::abi

@@ -29,8 +29,7 @@ __device__ __forceinline__ float gate_slope(float g) {
 }
 
 extern "C" __global__ void __launch_bounds__(kGatedThreads)
-    sink_gated_forward(const store_t* gate_up, store_t* h, long long rows, long long width, long long row_blocks,
-                       long long unused) {
+    sink_gated_forward(SINK_PARAMS_sink_gated_forward) {
   const long long c = (long long)blockIdx.x * kGatedThreads + threadIdx.x;
   if (c >= width) return;
   for (long long row = blockIdx.y; row < rows; row += row_blocks) {
@@ -41,8 +40,7 @@ extern "C" __global__ void __launch_bounds__(kGatedThreads)
 
 // d gate = dh up act'(gate), d up = dh act(gate), into d_gate_up laid out as gate_up.
 extern "C" __global__ void __launch_bounds__(kGatedThreads)
-    sink_gated_backward(const store_t* dh, const store_t* gate_up, store_t* d_gate_up, long long rows, long long width,
-                        long long row_blocks, long long unused) {
+    sink_gated_backward(SINK_PARAMS_sink_gated_backward) {
   const long long c = (long long)blockIdx.x * kGatedThreads + threadIdx.x;
   if (c >= width) return;
   for (long long row = blockIdx.y; row < rows; row += row_blocks) {

@@ -44,8 +44,7 @@ __device__ __forceinline__ RowScale row_scale(const float* s, long long lane) {
 }
 
 extern "C" __global__ void __launch_bounds__(kNormWarps * 32, 1)
-    sink_residual_norm_forward(const float* x, const store_t* r, const float* w, const float* b, float* s, store_t* n,
-                               long long rows, long long unused0, long long unused1, long long unused2) {
+    sink_residual_norm_forward(SINK_PARAMS_sink_residual_norm_forward) {
   const long long row = (long long)blockIdx.x * kNormWarps + (threadIdx.x >> 5);
   if (row >= rows) return;  // (the whole warp: a row is a warp's)
   const long long lane = threadIdx.x & 31u, at = row * kNormWidth;
@@ -66,9 +65,7 @@ struct ResidualNormShared {
 };
 
 extern "C" __global__ void __launch_bounds__(kNormWarps * 32, 1)
-    sink_residual_norm_backward(const store_t* dn, const float* ds_after, const float* s, const float* w, float* ds,
-                                float* dw_part, float* db_part, long long rows, long long blocks, long long unused0,
-                                long long unused1) {
+    sink_residual_norm_backward(SINK_PARAMS_sink_residual_norm_backward) {
   ResidualNormShared& shared = shared_block<ResidualNormShared, sizeof(ResidualNormShared)>();
   const int warp = threadIdx.x >> 5;
   const long long lane = threadIdx.x & 31u;

@@ -35,8 +35,7 @@ __device__ __forceinline__ HeadSlot head_slot(long long row, int pair, long long
 }
 
 extern "C" __global__ void __launch_bounds__(kSplitThreads)
-    sink_split_heads_forward(const store_t* qkv, const float* cos, const float* sin, store_t* q, store_t* k, store_t* v,
-                             long long rows, long long T, long long row_blocks, long long unused) {
+    sink_split_heads_forward(SINK_PARAMS_sink_split_heads_forward) {
   const int pair = blockIdx.x * kSplitThreads + threadIdx.x;
   if (pair >= kSplitPairs) return;
   for (long long row = blockIdx.y; row < rows; row += row_blocks) {
@@ -58,9 +57,7 @@ extern "C" __global__ void __launch_bounds__(kSplitThreads)
 
 // d qkv laid out as qkv, each pair of dq and dk turned back: the rotation's transpose, (da c + db s, db c - da s).
 extern "C" __global__ void __launch_bounds__(kSplitThreads)
-    sink_split_heads_backward(const store_t* dq, const store_t* dk, const store_t* dv, const float* cos,
-                              const float* sin, store_t* d_qkv, long long rows, long long T, long long row_blocks,
-                              long long unused) {
+    sink_split_heads_backward(SINK_PARAMS_sink_split_heads_backward) {
   const int pair = blockIdx.x * kSplitThreads + threadIdx.x;
   if (pair >= kSplitPairs) return;
   for (long long row = blockIdx.y; row < rows; row += row_blocks) {

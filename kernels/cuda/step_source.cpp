@@ -4,6 +4,7 @@
 
 #include "kernels/cuda/cuda_source.h"
 #include "kernels/cuda/cuda_text.h"
+#include "kernels/kernel_abi.h"
 
 namespace sink::kernels {
 namespace {
@@ -22,11 +23,13 @@ std::string residual_norm_source(CudaStorage storage, int64_t width, double eps,
              "constexpr long long kNormWidth = {};\nconstexpr float kNormEps = {:.9g}f;\n"
              "constexpr bool kNormCentered = {};\n",
              width, eps, centered) +
+         abi::step_parameters(abi::kResidualNormForward) + abi::step_parameters(abi::kResidualNormBackward) +
          cuda_text::kResidualNorm;
 }
 
 std::string gated_activation_source(CudaStorage storage, GatedActivation activation) {
   return prelude(storage) + fmt::format("constexpr int kGatedActivation = {};\n", static_cast<int>(activation)) +
+         abi::step_parameters(abi::kGatedForward) + abi::step_parameters(abi::kGatedBackward) +
          cuda_text::kGatedActivation;
 }
 
@@ -34,6 +37,7 @@ std::string split_heads_source(CudaStorage storage, int64_t heads, int64_t kv_he
   return prelude(storage) +
          fmt::format("constexpr int kHeads = {}, kKvHeads = {}, kHeadDim = {};\nconstexpr bool kRope = {};\n", heads,
                      kv_heads, head_dim, rope) +
+         abi::step_parameters(abi::kSplitHeadsForward) + abi::step_parameters(abi::kSplitHeadsBackward) +
          cuda_text::kSplitHeads;
 }
 

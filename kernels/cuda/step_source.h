@@ -10,12 +10,7 @@
 
 namespace sink::kernels {
 
-inline constexpr std::string_view kResidualNormForwardSymbol = "sink_residual_norm_forward";
-inline constexpr std::string_view kResidualNormBackwardSymbol = "sink_residual_norm_backward";
-inline constexpr std::string_view kGatedForwardSymbol = "sink_gated_forward";
-inline constexpr std::string_view kGatedBackwardSymbol = "sink_gated_backward";
-inline constexpr std::string_view kSplitHeadsForwardSymbol = "sink_split_heads_forward";
-inline constexpr std::string_view kSplitHeadsBackwardSymbol = "sink_split_heads_backward";
+// Each kernel's symbol and arguments: kernels/kernel_abi.h (kResidualNormForward, ...).
 
 // The residual add and RMSNorm (or, centered, LayerNorm) over rows of `width` with `eps`.
 std::string residual_norm_source(CudaStorage storage, int64_t width, double eps, bool centered = false);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kernels/cuda/step_source.h"
+#include "kernels/kernel_abi.h"
 #include "runtime/attention/cuda_driver.h"
 #include "runtime/gpu_features.h"
 
@@ -15,6 +16,7 @@ namespace sink::rt {
 namespace {
 
 using kernels::CudaStorage;
+using kernels::abi::slot;
 
 constexpr int64_t kNormWarps = 4;           // rows a block (kernels/cuda/residual_norm.cuh)
 constexpr int64_t kNormBlocks = 1024;       // the backward's blocks at most: dw's partial sums, [blocks, d]
@@ -53,12 +55,16 @@ class ResidualNorm : public torch::autograd::Function<ResidualNorm> {
     x = x.contiguous(), r = r.contiguous(), w = w.contiguous(), b = b.contiguous();
     auto s = torch::empty_like(x), n = torch::empty(x.sizes(), r.options());
     const auto source = kernels::residual_norm_source(storage_of(r.scalar_type()), d, eps, centered);
-    const KernelBuffer buffers[] = {buffer(x), buffer(r), buffer(w), buffer(b), buffer(s), buffer(n)};
+    constexpr auto& F = kernels::abi::kResidualNormForward;
+    std::array<KernelBuffer, F.pointers.size()> buffers{};
+    buffers[slot(F.pointers, "x")] = buffer(x), buffers[slot(F.pointers, "r")] = buffer(r);
+    buffers[slot(F.pointers, "w")] = buffer(w), buffers[slot(F.pointers, "b")] = buffer(b);
+    buffers[slot(F.pointers, "s")] = buffer(s), buffers[slot(F.pointers, "n")] = buffer(n);
     const int64_t sizes[] = {rows, 0, 0, 0};
     if (rows > 0)
       step.module(source, x.device())
-          ->launch(kernels::kResidualNormForwardSymbol,
-                   {blocks_for(rows, kNormWarps, INT32_MAX), 1, kNormWarps * 32, 0, current_stream(x)}, buffers, sizes);
+          ->launch(F.symbol, {blocks_for(rows, kNormWarps, INT32_MAX), 1, kNormWarps * 32, 0, current_stream(x)},
+                   buffers, sizes);
     ctx->save_for_backward({s, w});
     ctx->saved_data["kernels"] = kernels;
     ctx->saved_data["eps"] = eps;
@@ -85,8 +91,12 @@ class ResidualNorm : public torch::autograd::Function<ResidualNorm> {
     auto db_part = centered ? torch::zeros({blocks, d}, s.options()) : torch::Tensor();
     const auto source =
         kernels::residual_norm_source(storage_of(r_dtype), d, ctx->saved_data["eps"].toDouble(), centered);
-    const KernelBuffer buffers[] = {buffer(dn), buffer(ds_after), buffer(s),      buffer(w),
-                                    buffer(ds), buffer(dw_part),  buffer(db_part)};
+    constexpr auto& B = kernels::abi::kResidualNormBackward;
+    std::array<KernelBuffer, B.pointers.size()> buffers{};
+    buffers[slot(B.pointers, "dn")] = buffer(dn), buffers[slot(B.pointers, "ds_after")] = buffer(ds_after);
+    buffers[slot(B.pointers, "s")] = buffer(s), buffers[slot(B.pointers, "w")] = buffer(w);
+    buffers[slot(B.pointers, "ds")] = buffer(ds), buffers[slot(B.pointers, "dw_part")] = buffer(dw_part);
+    buffers[slot(B.pointers, "db_part")] = buffer(db_part);
     const int64_t sizes[] = {rows, blocks, 0, 0};
     // ResidualNormShared: each warp's dw slice, and its db slice for LayerNorm (one float in its place for RMSNorm).
     const unsigned shared =
@@ -94,8 +104,7 @@ class ResidualNorm : public torch::autograd::Function<ResidualNorm> {
     if (rows > 0)
       recall(ctx->saved_data["kernels"].toStringRef())
           .module(source, s.device())
-          ->launch(kernels::kResidualNormBackwardSymbol, {blocks, 1, kNormWarps * 32, shared, current_stream(s)},
-                   buffers, sizes);
+          ->launch(B.symbol, {blocks, 1, kNormWarps * 32, shared, current_stream(s)}, buffers, sizes);
     return {ds,
             ds.to(r_dtype),
             dw_part.sum(0).to(w.scalar_type()),
@@ -130,10 +139,11 @@ class Gated : public torch::autograd::Function<Gated> {
     const auto source = kernels::gated_activation_source(storage_of(gate_up.scalar_type()),
                                                          static_cast<kernels::GatedActivation>(activation));
     const LaunchShape shape = gated_shape(rows, width, gate_up);
-    const KernelBuffer buffers[] = {buffer(gate_up), buffer(h)};
+    constexpr auto& F = kernels::abi::kGatedForward;
+    std::array<KernelBuffer, F.pointers.size()> buffers{};
+    buffers[slot(F.pointers, "gate_up")] = buffer(gate_up), buffers[slot(F.pointers, "h")] = buffer(h);
     const int64_t sizes[] = {rows, width, shape.grid_y, 0};
-    if (h.numel() > 0)
-      step.module(source, gate_up.device())->launch(kernels::kGatedForwardSymbol, shape, buffers, sizes);
+    if (h.numel() > 0) step.module(source, gate_up.device())->launch(F.symbol, shape, buffers, sizes);
     ctx->save_for_backward({gate_up});
     ctx->saved_data["kernels"] = kernels;
     ctx->saved_data["activation"] = activation;
@@ -150,12 +160,15 @@ class Gated : public torch::autograd::Function<Gated> {
         kernels::gated_activation_source(storage_of(gate_up.scalar_type()),
                                          static_cast<kernels::GatedActivation>(ctx->saved_data["activation"].toInt()));
     const LaunchShape shape = gated_shape(rows, width, gate_up);
-    const KernelBuffer buffers[] = {buffer(dh), buffer(gate_up), buffer(d_gate_up)};
+    constexpr auto& B = kernels::abi::kGatedBackward;
+    std::array<KernelBuffer, B.pointers.size()> buffers{};
+    buffers[slot(B.pointers, "dh")] = buffer(dh), buffers[slot(B.pointers, "gate_up")] = buffer(gate_up);
+    buffers[slot(B.pointers, "d_gate_up")] = buffer(d_gate_up);
     const int64_t sizes[] = {rows, width, shape.grid_y, 0};
     if (dh.numel() > 0)
       recall(ctx->saved_data["kernels"].toStringRef())
           .module(source, gate_up.device())
-          ->launch(kernels::kGatedBackwardSymbol, shape, buffers, sizes);
+          ->launch(B.symbol, shape, buffers, sizes);
     return {d_gate_up, torch::Tensor(), torch::Tensor()};
   }
 };
@@ -181,10 +194,13 @@ class SplitHeads : public torch::autograd::Function<SplitHeads> {
     const bool rope = cos.numel() > 0;
     const auto source = kernels::split_heads_source(storage_of(qkv.scalar_type()), heads, kv_heads, head_dim, rope);
     const LaunchShape shape = split_shape(B * T, width, qkv);
-    const KernelBuffer buffers[] = {buffer(qkv), buffer(cos), buffer(sin), buffer(q), buffer(k), buffer(v)};
+    constexpr auto& F = kernels::abi::kSplitHeadsForward;
+    std::array<KernelBuffer, F.pointers.size()> buffers{};
+    buffers[slot(F.pointers, "qkv")] = buffer(qkv), buffers[slot(F.pointers, "cos")] = buffer(cos);
+    buffers[slot(F.pointers, "sin")] = buffer(sin), buffers[slot(F.pointers, "q")] = buffer(q);
+    buffers[slot(F.pointers, "k")] = buffer(k), buffers[slot(F.pointers, "v")] = buffer(v);
     const int64_t sizes[] = {B * T, T, shape.grid_y, 0};
-    if (qkv.numel() > 0)
-      step.module(source, qkv.device())->launch(kernels::kSplitHeadsForwardSymbol, shape, buffers, sizes);
+    if (qkv.numel() > 0) step.module(source, qkv.device())->launch(F.symbol, shape, buffers, sizes);
     ctx->save_for_backward({cos, sin});
     ctx->saved_data["kernels"] = kernels;
     ctx->saved_data["heads"] = heads;
@@ -206,12 +222,16 @@ class SplitHeads : public torch::autograd::Function<SplitHeads> {
     auto d_qkv = torch::empty({B, T, width}, dq.options());
     const auto source = kernels::split_heads_source(storage_of(dtype), heads, kv_heads, head_dim, cos.numel() > 0);
     const LaunchShape shape = split_shape(B * T, width, dq);
-    const KernelBuffer buffers[] = {buffer(dq), buffer(dk), buffer(dv), buffer(cos), buffer(sin), buffer(d_qkv)};
+    constexpr auto& P = kernels::abi::kSplitHeadsBackward;
+    std::array<KernelBuffer, P.pointers.size()> buffers{};
+    buffers[slot(P.pointers, "dq")] = buffer(dq), buffers[slot(P.pointers, "dk")] = buffer(dk);
+    buffers[slot(P.pointers, "dv")] = buffer(dv), buffers[slot(P.pointers, "cos")] = buffer(cos);
+    buffers[slot(P.pointers, "sin")] = buffer(sin), buffers[slot(P.pointers, "d_qkv")] = buffer(d_qkv);
     const int64_t sizes[] = {B * T, T, shape.grid_y, 0};
     if (d_qkv.numel() > 0)
       recall(ctx->saved_data["kernels"].toStringRef())
           .module(source, dq.device())
-          ->launch(kernels::kSplitHeadsBackwardSymbol, shape, buffers, sizes);
+          ->launch(P.symbol, shape, buffers, sizes);
     return {d_qkv, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
