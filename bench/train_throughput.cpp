@@ -15,9 +15,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fmt/format.h>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <torch/csrc/autograd/profiler_legacy.h>
+#include <unistd.h>
 
 #include "compiler/pipeline.h"
 #include "plan/run_config.h"
@@ -69,6 +72,30 @@ double ours(RunConfig cfg, int steps) {
   profile.reset();
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return double(steps) * cfg.train.batch * cfg.train.context / secs;
+}
+
+// Tokens/s that `sinkc run` reports for the same spec (summary.json's tokens_per_s: the loop's steps with their data
+// and logging, the measurements and checkpoints left out), `steps` steps at `threads` threads; 0 when it failed.
+double sinkc_run(const std::string& spec, int steps, int threads) {
+  const std::string dir = fmt::format("/tmp/sinklab-bench-run-{}", getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::string body = spec;
+  body.insert(body.rfind('}'), fmt::format("  train.steps = {}  train.threads = {}  train.log_every = {}  "
+                                           "measure.every = {} ",
+                                           steps, threads, steps, steps));
+  std::ofstream(dir + "/bench.sink") << body << "\n";
+  const std::string cmd = fmt::format(
+      "SINKLAB_TOKEN_CACHE=/tmp/sinklab-bench-cache/tokens {} run {}/bench.sink --out {}/runs --no-progress "
+      "> {}/log.txt 2>&1",
+      sinktest::sinkc_binary(), dir, dir, dir);
+  double tokens_per_s = 0;
+  if (std::system(cmd.c_str()) == 0)
+    for (const auto& run : std::filesystem::directory_iterator(dir + "/runs"))
+      if (std::ifstream summary(run.path() / "summary.json"); run.is_directory() && summary)
+        tokens_per_s = nlohmann::json::parse(summary).value("tokens_per_s", 0.0);
+  std::filesystem::remove_all(dir);
+  return tokens_per_s;
 }
 
 // Tokens/s of the twin under `python` (flags: "" or "--compile"), 0 when it failed.
@@ -127,8 +154,10 @@ int main(int argc, char** argv) {
         "torch 2.x columns skipped: no SINKLAB_PYTHON (scripts/setup.sh configures it from scripts/torch-venv.sh)\n");
   else
     fmt::print("torch 2.x: {}\n", python2);
-  fmt::print("{:<10} {:>9} {:>9} | {:>9} {:>9} {:>9} | {:>8} {:>8} {:>9} {:>9}\n", "shape", "reference", "jit",
-             "PyT 1.13", "2.x eager", "2.x comp", "ref/1.13", "jit/ref", "jit/eager", "jit/comp");
+  // "sinkc run": the JIT spec trained by `sinkc run` (its own tokens/s), beside the in-process step's ("jit").
+  fmt::print("{:<10} {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9} | {:>8} {:>8} {:>9} {:>9} {:>9}\n", "shape", "reference",
+             "jit", "sinkc run", "PyT 1.13", "2.x eager", "2.x comp", "ref/1.13", "jit/ref", "jit/eager", "jit/comp",
+             "run/eager");
   for (const auto& s : shapes) {
     if (!only.empty() && only.find(fmt::format(",{},", s.name)) == std::string::npos) continue;
     auto with = [&](const char* backend) {
@@ -138,25 +167,30 @@ int main(int argc, char** argv) {
     };
     auto ref_cfg = with("reference"), jit_cfg = with("jit");
     const int64_t vocab = rt::load_data(ref_cfg.data, "/tmp/sinklab-bench-cache").vocab;
-    // Columns: reference, jit, 1.13, eager, compile; then each round's ratios.
-    std::vector<std::vector<double>> col(5), ratio(4);
+    // Columns: reference, jit, 1.13, eager, compile, sinkc run; then each round's ratios.
+    std::vector<std::vector<double>> col(6), ratio(5);
+    std::string run_spec = s.spec;
+    run_spec.replace(run_spec.find("BACKEND"), 7, "jit");
     for (int r = 0; r < rounds; ++r) {
       col[0].push_back(ours(ref_cfg, steps));
       col[1].push_back(ours(jit_cfg, steps));
       col[2].push_back(pytorch("/usr/bin/python3", "", ref_cfg, vocab, steps, threads));
       col[3].push_back(python2.empty() ? 0 : pytorch(python2, "", ref_cfg, vocab, steps, threads));
       col[4].push_back(python2.empty() ? 0 : pytorch(python2, "--compile", ref_cfg, vocab, steps, threads));
+      col[5].push_back(sinkc_run(run_spec, steps, threads));
       auto over = [&](double a, double b) { return b > 0 ? a / b : 0.0; };
       ratio[0].push_back(over(col[0][r], col[2][r]));
       ratio[1].push_back(over(col[1][r], col[0][r]));
       ratio[2].push_back(over(col[1][r], col[3][r]));
       ratio[3].push_back(over(col[1][r], col[4][r]));
+      ratio[4].push_back(over(col[5][r], col[3][r]));
     }
     auto x = [](double v) { return v > 0 ? fmt::format("{:.2f}x", v) : std::string("-"); };
     auto n = [](double v) { return v > 0 ? fmt::format("{:.0f}", v) : std::string("-"); };
-    fmt::print("{:<10} {:>9} {:>9} | {:>9} {:>9} {:>9} | {:>8} {:>8} {:>9} {:>9}\n", s.name, n(median(col[0])),
-               n(median(col[1])), n(median(col[2])), n(median(col[3])), n(median(col[4])), x(median(ratio[0])),
-               x(median(ratio[1])), x(median(ratio[2])), x(median(ratio[3])));
+    fmt::print("{:<10} {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9} | {:>8} {:>8} {:>9} {:>9} {:>9}\n", s.name,
+               n(median(col[0])), n(median(col[1])), n(median(col[5])), n(median(col[2])), n(median(col[3])),
+               n(median(col[4])), x(median(ratio[0])), x(median(ratio[1])), x(median(ratio[2])), x(median(ratio[3])),
+               x(median(ratio[4])));
   }
   return 0;
 }
