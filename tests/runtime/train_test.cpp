@@ -12,6 +12,7 @@
 #include "runtime/training/run_dir.h"
 #include "runtime/training/train.h"
 #include "runtime_test_util.h"
+#include "tests/gpu_features_asked.h"
 #include "tests/source_paths.h"
 
 using namespace sink;
@@ -338,10 +339,7 @@ TEST(Train, TheStepOnFixedBuffersTrainsTheEagerCurve) {
   const auto plan = sinktest::plan_of(
       "experiment buffers extends micro { train { steps = 12  micro_batch = 1  log_every = 1  checkpoint_every = 5 }"
       "  optim.clip = 0.05  measure.every = 6 }");
-  struct Requested {
-    explicit Requested(const char* features) { setenv("SINKLAB_GPU_FEATURES", features, 1); }
-    ~Requested() { unsetenv("SINKLAB_GPU_FEATURES"); }
-  };
+  using Requested = sinktest::GpuFeaturesAsked;
   TempDir a("eager"), b("buffers"), c("resumed"), d("captured");
   const auto eager = run_plan(plan, run_options(a.str()));
   ASSERT_EQ(eager.status, "completed") << eager.summary.dump(2);
