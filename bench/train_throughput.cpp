@@ -30,6 +30,7 @@
 #include "runtime/training/model.h"
 #include "runtime/training/optimizer.h"
 #include "runtime/training/training_step.h"
+#include "support/remove_tree.h"
 #include "tests/source_paths.h"
 
 using namespace sink;
@@ -78,7 +79,7 @@ double ours(RunConfig cfg, int steps) {
 // and logging, the measurements and checkpoints left out), `steps` steps at `threads` threads; 0 when it failed.
 double sinkc_run(const std::string& spec, int steps, int threads) {
   const std::string dir = fmt::format("/tmp/sinklab-bench-run-{}", getpid());
-  std::filesystem::remove_all(dir);
+  sink::remove_tree(dir);
   std::filesystem::create_directories(dir);
   std::string body = spec;
   body.insert(body.rfind('}'), fmt::format("  train.steps = {}  train.threads = {}  train.log_every = {}  "
@@ -94,7 +95,7 @@ double sinkc_run(const std::string& spec, int steps, int threads) {
     for (const auto& run : std::filesystem::directory_iterator(dir + "/runs"))
       if (std::ifstream summary(run.path() / "summary.json"); run.is_directory() && summary)
         tokens_per_s = nlohmann::json::parse(summary).value("tokens_per_s", 0.0);
-  std::filesystem::remove_all(dir);
+  sink::remove_tree(dir);
   return tokens_per_s;
 }
 

@@ -28,8 +28,7 @@ __device__ __forceinline__ float gate_slope(float g) {
   return sigmoid * (1.0f + g * (1.0f - sigmoid));
 }
 
-extern "C" __global__ void __launch_bounds__(kGatedThreads)
-    sink_gated_forward(SINK_PARAMS_sink_gated_forward) {
+extern "C" __global__ void __launch_bounds__(kGatedThreads) sink_gated_forward(SINK_PARAMS_sink_gated_forward) {
   const long long c = (long long)blockIdx.x * kGatedThreads + threadIdx.x;
   if (c >= width) return;
   for (long long row = blockIdx.y; row < rows; row += row_blocks) {
@@ -39,8 +38,7 @@ extern "C" __global__ void __launch_bounds__(kGatedThreads)
 }
 
 // d gate = dh up act'(gate), d up = dh act(gate), into d_gate_up laid out as gate_up.
-extern "C" __global__ void __launch_bounds__(kGatedThreads)
-    sink_gated_backward(SINK_PARAMS_sink_gated_backward) {
+extern "C" __global__ void __launch_bounds__(kGatedThreads) sink_gated_backward(SINK_PARAMS_sink_gated_backward) {
   const long long c = (long long)blockIdx.x * kGatedThreads + threadIdx.x;
   if (c >= width) return;
   for (long long row = blockIdx.y; row < rows; row += row_blocks) {
