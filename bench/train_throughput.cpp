@@ -134,8 +134,7 @@ int main(int argc, char** argv) {
   const int rounds = argc > 3 ? std::max(1, std::atoi(argv[3])) : 3;
   const std::string only = argc > 4 ? fmt::format(",{},", argv[4]) : "";
   at::set_num_threads(threads);
-  const bool openblas =
-      getenv("SINKLAB_BENCH_BLAS_THREADS") ? false : rt::single_threaded_blas();  // as sinkc-runtime does
+  const std::string blas = rt::blas_threads_follow_libtorch();  // as sinkc-runtime does
   const std::string python2 = torch2_python();
   struct Shape {
     const char* name;
@@ -148,8 +147,8 @@ int main(int argc, char** argv) {
        "experiment b extends tiny { attention.backend = BACKEND"
        "  model { d = 128  layers = 2  heads = 4  ffn_hidden = 256 }  train { context = 256  batch = 16 } }"},
   };
-  fmt::print("{} steps x {} rounds, {} thread(s), OpenBLAS {}, tokens/s (ctx256: d 128, L 2, H 4, context 256)\n",
-             steps, rounds, threads, openblas ? "single-threaded (as sinkc-runtime)" : "with its own threads");
+  fmt::print("{} steps x {} rounds, {} thread(s), BLAS: {}, tokens/s (ctx256: d 128, L 2, H 4, context 256)\n", steps,
+             rounds, threads, blas);
   if (python2.empty())
     fmt::print(
         "torch 2.x columns skipped: no SINKLAB_PYTHON (scripts/setup.sh configures it from scripts/torch-venv.sh)\n");

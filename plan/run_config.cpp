@@ -152,6 +152,12 @@ RunConfig read_config(const Plan& p) {
   ms.input = parse_choice<MeasureInput>(p.choice("measure.input"));
   ms.bos = parse_choice<MeasureBos>(p.choice("measure.bos"));
   ms.massive_activations = p.flag("measure.massive_activations");
+  ms.windowed_loss = p.flag("measure.windowed_loss");
+  ms.window = p.integer("measure.window");
+  ms.window_keeps = ints(p.at("measure.window_keeps"));
+  ms.outliers = p.flag("measure.outliers");
+  ms.quantized_bits = ints(p.at("measure.quantized_bits"));
+  ms.longer_contexts = ints(p.at("measure.longer_contexts"));
   return c;
 }
 

@@ -2,6 +2,7 @@
 // plan values only through this, and the decisions that several places need
 // (softmax, d_head, the k* column, the BOS at measurement) are made here once.
 #pragma once
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -108,6 +109,11 @@ struct MeasureConfig {
   MeasureInput input = MeasureInput::natural;
   MeasureBos bos = MeasureBos::auto_;
   bool massive_activations = true;
+  // What a sink costs (runtime/measurement/sink_costs.h): off where false or empty.
+  bool windowed_loss = false, outliers = false;
+  int64_t window = 0;  // keys; 0 = a quarter of train.context (window_size() says)
+  std::vector<int64_t> window_keeps, quantized_bits, longer_contexts;
+  int64_t window_size(int64_t context) const { return window > 0 ? window : std::max<int64_t>(1, context / 4); }
 };
 
 struct RunConfig {

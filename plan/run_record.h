@@ -34,28 +34,38 @@ inline constexpr const char* kLoss = "loss";
 // sink_from_proxy: true where the Sink values and alpha come from the paper's proxy scores (plan/normalizers.h's
 // sink_from_proxy); absent in runs recorded before it was, whose plans say the same. The four [layer][head]
 // tables are kHeadTables. sequences: `sinkc measure` only, how many sequences the measurement averaged.
-#define SINK_EVAL_KEYS(KEY)                \
-  KEY(kStep, "step")                       \
-  KEY(kTokens, "tokens")                   \
-  KEY(kLr, "lr")                           \
-  KEY(kTrainLoss, "train_loss")            \
-  KEY(kValidLoss, "valid_loss")            \
-  KEY(kElapsedS, "elapsed_s")              \
-  KEY(kTrainS, "train_s")                  \
-  KEY(kTokensPerS, "tokens_per_s")         \
-  KEY(kSink, "sink")                       \
-  KEY(kSinkStar, "sink_star")              \
-  KEY(kAlpha, "alpha")                     \
-  KEY(kAlphaStar, "alpha_star")            \
-  KEY(kMassive, "massive")                 \
-  KEY(kGate, "gate")                       \
-  KEY(kSinkLogit, "sink_logit")            \
-  KEY(kMaxActivation, "max_activation")    \
-  KEY(kSinkLogitShare, "sink_logit_share") \
-  KEY(kKeyNormRatio, "key_norm_ratio")     \
-  KEY(kValueNormRatio, "value_norm_ratio") \
-  KEY(kQueryKeyCos, "query_key_cos")       \
-  KEY(kSinkFromProxy, "sink_from_proxy")
+// What a sink costs (runtime/measurement/sink_costs.h), each where measured: residual_kurtosis,
+// attention_output_max, attention_output_kurtosis: per layer (max_activation is the residual stream's maximum);
+// windowed_loss: {"window": W, "loss": {"K": the loss keeping K first tokens}}; quantized_loss: {"wBaB": loss};
+// longer_context_loss: {"F": the loss on F x train.context tokens, or a string saying why there is none}.
+#define SINK_EVAL_KEYS(KEY)                                  \
+  KEY(kStep, "step")                                         \
+  KEY(kTokens, "tokens")                                     \
+  KEY(kLr, "lr")                                             \
+  KEY(kTrainLoss, "train_loss")                              \
+  KEY(kValidLoss, "valid_loss")                              \
+  KEY(kElapsedS, "elapsed_s")                                \
+  KEY(kTrainS, "train_s")                                    \
+  KEY(kTokensPerS, "tokens_per_s")                           \
+  KEY(kSink, "sink")                                         \
+  KEY(kSinkStar, "sink_star")                                \
+  KEY(kAlpha, "alpha")                                       \
+  KEY(kAlphaStar, "alpha_star")                              \
+  KEY(kMassive, "massive")                                   \
+  KEY(kGate, "gate")                                         \
+  KEY(kSinkLogit, "sink_logit")                              \
+  KEY(kMaxActivation, "max_activation")                      \
+  KEY(kSinkLogitShare, "sink_logit_share")                   \
+  KEY(kKeyNormRatio, "key_norm_ratio")                       \
+  KEY(kValueNormRatio, "value_norm_ratio")                   \
+  KEY(kQueryKeyCos, "query_key_cos")                         \
+  KEY(kSinkFromProxy, "sink_from_proxy")                     \
+  KEY(kResidualKurtosis, "residual_kurtosis")                \
+  KEY(kAttentionOutputMax, "attention_output_max")           \
+  KEY(kAttentionOutputKurtosis, "attention_output_kurtosis") \
+  KEY(kWindowedLoss, "windowed_loss")                        \
+  KEY(kQuantizedLoss, "quantized_loss")                      \
+  KEY(kLongerContextLoss, "longer_context_loss")
 
 namespace eval {
 SINK_EVAL_KEYS(SINK_RUN_RECORD_KEY)

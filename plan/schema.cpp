@@ -299,6 +299,28 @@ std::vector<Field> build() {
       {"measure.input", one_of<MeasureInput>(), "held-out text, uniform random tokens, or one token repeated"},
       {"measure.bos", one_of<MeasureBos>(), "measure with a BOS first: auto = as the training data does"},
       {"measure.massive_activations", boolean(), "record the first-token hidden-state norm ratio per layer"},
+      // What a sink costs (runtime/measurement/sink_costs.h). Added after plans were first hashed: each is neutral
+      // off, so a plan that turns them off hashes as before they existed.
+      {"measure.windowed_loss", boolean(),
+       "the validation loss under window attention (StreamingLLM's streaming evaluation): measure.window keys, "
+       "the first K tokens kept in sight for each K of measure.window_keeps, on the same sequences as valid_loss",
+       Value::of_bool(false)},
+      {"measure.window", int_in(0, kBig), "keys in the windowed loss's window; 0 = a quarter of train.context",
+       Value::of_int(0)},
+      {"measure.window_keeps", int_list(0, kBig),
+       "first tokens the windowed loss keeps in sight, one loss each (0 = a plain window)",
+       Value::of_list({Value::of_int(0), Value::of_int(1), Value::of_int(4)})},
+      {"measure.outliers", boolean(),
+       "per layer, the largest absolute value and the excess kurtosis of the residual stream and of the attention output "
+       "over the measured sequences",
+       Value::of_bool(false)},
+      {"measure.quantized_bits", int_list(2, 16),
+       "the validation loss after fake quantization of every linear layer in the blocks, one loss per entry b: "
+       "weights and inputs b-bit, per-tensor symmetric round-to-nearest (8 = W8A8); [] = none",
+       Value::of_list({})},
+      {"measure.longer_contexts", int_list(2, 64),
+       "the validation loss on sequences this many times train.context long, positions never trained; [] = none",
+       Value::of_list({})},
   };
 }
 

@@ -90,4 +90,9 @@ Visibility visibility(const Plan& plan) {
   return window > 0 && kept > 0 ? keeping_first_keys(v, window, kept) : v;
 }
 
+Visibility streaming_window(int64_t window, int64_t kept) {
+  const Visibility v = visibility(0, window);
+  return kept > 0 ? keeping_first_keys(v, window, kept) : v;
+}
+
 }  // namespace sink

@@ -44,6 +44,9 @@ struct Visibility {
 
 // The rule of prefix and window alone.
 Visibility visibility(int64_t prefix, int64_t window);
+// Causal attention to the last `window` keys and the first `kept` (StreamingLLM's streaming evaluation; kept = 0
+// is the plain window): what loss.window and loss.window_keeps ask for together.
+Visibility streaming_window(int64_t window, int64_t kept);
 // The rule a plan's fields ask for (loss.prefix, loss.window, loss.window_keeps, loss.window_dilation).
 Visibility visibility(const Plan& plan);
 

@@ -93,6 +93,26 @@ std::vector<std::vector<double>> table(const json& j, const char* key) {
   return out;
 }
 
+// {"1": 2.5, ...}: an object keyed by whole numbers (a position, a count of tokens, a factor); a string value is
+// a reason there is no number (into `missing` where given).
+std::map<int, double> by_number(const json& j, const char* key, const std::string& where,
+                                std::map<int, std::string>* missing = nullptr) {
+  std::map<int, double> out;
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_object()) return out;
+  for (const auto& [k, v] : it->items()) {
+    int n = 0;
+    try {
+      n = std::stoi(k);
+    } catch (const std::exception&) {
+      throw ResultsError(fmt::format("{}: '{}' has a key '{}' that is not a number", where, key, k));
+    }
+    if (v.is_string() && missing) (*missing)[n] = v.get<std::string>();
+    out[n] = v.is_number() ? v.get<double>() : NAN;
+  }
+  return out;
+}
+
 // The first key of a metrics.jsonl line or summary.json that this sinklab
 // never writes: a file from another tool or a newer version, read wrongly if
 // read at all.
@@ -145,14 +165,7 @@ Eval read_eval(const json& j, const std::string& where) {
   e.tokens_per_s = number(j, eval_key::kTokensPerS);
   e.elapsed_s = number(j, eval_key::kElapsedS);
   e.train_s = number(j, eval_key::kTrainS);
-  if (auto it = j.find(eval_key::kSink); it != j.end() && it->is_object())
-    for (const auto& [k, v] : it->items()) {
-      try {
-        e.sink[std::stoi(k)] = v.is_number() ? v.get<double>() : NAN;
-      } catch (const std::exception&) {
-        throw ResultsError(fmt::format("{}: '{}' has a key '{}' that is not a position", where, eval_key::kSink, k));
-      }
-    }
+  e.sink = by_number(j, eval_key::kSink, where);
   if (j.contains(eval_key::kSinkStar)) e.sink_star = number(j, eval_key::kSinkStar);
   e.alpha = table(j, eval_key::kAlpha);
   e.alpha_star = table(j, eval_key::kAlphaStar);
@@ -164,6 +177,16 @@ Eval read_eval(const json& j, const std::string& where) {
     e.sink_from_proxy = it->get<bool>();
   for (std::string_view name : eval_key::kHeadTables)
     if (auto t = table(j, std::string(name).c_str()); !t.empty()) e.head_tables[std::string(name)] = std::move(t);
+  if (auto it = j.find(eval_key::kWindowedLoss); it != j.end() && it->is_object()) {
+    e.window = it->value("window", int64_t{0});
+    e.windowed_loss = by_number(*it, "loss", where);
+  }
+  if (auto it = j.find(eval_key::kQuantizedLoss); it != j.end() && it->is_object())
+    for (const auto& [k, v] : it->items()) e.quantized_loss[k] = v.is_number() ? v.get<double>() : NAN;
+  e.longer_context_loss = by_number(j, eval_key::kLongerContextLoss, where, &e.longer_context_missing);
+  e.residual_kurtosis = layers(j, eval_key::kResidualKurtosis);
+  e.attention_output_max = layers(j, eval_key::kAttentionOutputMax);
+  e.attention_output_kurtosis = layers(j, eval_key::kAttentionOutputKurtosis);
   return e;
 }
 

@@ -43,6 +43,15 @@ struct Eval {
   double train_s = NAN;    // the part of elapsed_s not spent measuring or checkpointing (NaN in older runs)
   // Sink values and alpha from the paper's proxy scores; nullopt in runs recorded before the runtime said.
   std::optional<bool> sink_from_proxy;
+  // What a sink costs (runtime/measurement/sink_costs.h), where measured: the losses on valid_loss's sequences
+  // under a window of `window` keys keeping K first tokens, after WbAb fake quantization ("w8a8"), and on
+  // sequences F x the context (or why there is none); per layer, the outliers.
+  int64_t window = 0;
+  std::map<int, double> windowed_loss;
+  std::map<std::string, double> quantized_loss;
+  std::map<int, double> longer_context_loss;
+  std::map<int, std::string> longer_context_missing;
+  std::vector<double> residual_kurtosis, attention_output_max, attention_output_kurtosis;
 };
 
 // `Running` also covers a run that was killed: only the end of a run writes

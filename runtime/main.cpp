@@ -239,7 +239,7 @@ int main(int argc, char** argv) {
   }
   // OpenBLAS/OpenMP threads spin between small ops unless told to yield.
   setenv("OMP_WAIT_POLICY", "passive", 0);
-  rt::single_threaded_blas();
+  rt::blas_threads_follow_libtorch();
   CLI::App app{"sinkc runtime commands"};
   // What is compiled in apart from what this machine has: a login node without a GPU runs the same install.
   // Which GPU features a run here would use, and why (runtime/gpu_features.h), or why the override is wrong.

@@ -23,8 +23,9 @@ packages=(
   # front end
   antlr4 libantlr4-runtime-dev libtomlplusplus-dev libfmt-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev
-  # runtime: LibTorch needs a real BLAS (the reference libblas3 is ~30x slower)
-  libtorch-dev libopenblas0-pthread libzstd-dev zlib1g-dev
+  # runtime: LibTorch needs a real BLAS (the reference libblas3 is ~30x slower); the runtime loads the OpenMP
+  # build, which shares LibTorch's threads (runtime/CMakeLists.txt)
+  libtorch-dev libopenblas0-pthread libopenblas0-openmp libzstd-dev zlib1g-dev
   # data-parallel training: the gloo headers LibTorch's c10d includes
   libgloo-dev
   # JIT attention kernels: LLVM 19 (ORC); its CMake config needs zstd

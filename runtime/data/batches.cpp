@@ -103,16 +103,18 @@ std::pair<torch::Tensor, torch::Tensor> Batches::train(int64_t step) const {
   return {inputs, targets};
 }
 
-std::pair<torch::Tensor, torch::Tensor> Batches::valid(int64_t n) const {
-  auto inputs = torch::empty({n, context_}, torch::kLong);
-  auto targets = torch::empty({n, context_}, torch::kLong);
+int64_t Batches::valid_tokens() const { return data_.synthetic ? 0 : static_cast<int64_t>(data_.valid.size()); }
+
+std::pair<torch::Tensor, torch::Tensor> Batches::valid(int64_t n, int64_t length) const {
+  auto inputs = torch::empty({n, length}, torch::kLong);
+  auto targets = torch::empty({n, length}, torch::kLong);
   // Through accessors, as train() does: `inputs[b][t] = v` would build two tensor views and a
   // fill per token, every evaluation.
   auto in = inputs.accessor<int64_t, 2>();
   auto out = targets.accessor<int64_t, 2>();
   for (int64_t b = 0; b < n; ++b) {
-    auto seq = sequence(true, b, context_, cfg_.bos, true);
-    for (int64_t t = 0; t < context_; ++t) in[b][t] = seq[t], out[b][t] = seq[t + 1];
+    auto seq = sequence(true, b, length, cfg_.bos, true);
+    for (int64_t t = 0; t < length; ++t) in[b][t] = seq[t], out[b][t] = seq[t + 1];
   }
   return {inputs, targets};
 }

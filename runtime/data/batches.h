@@ -16,8 +16,11 @@ class Batches {
 
   // inputs and targets, [batch, context] int64.
   std::pair<torch::Tensor, torch::Tensor> train(int64_t step) const;
-  // The first n validation sequences (modified like training chunks).
-  std::pair<torch::Tensor, torch::Tensor> valid(int64_t n) const;
+  // The first n validation sequences (modified like training chunks), context tokens long or `length`.
+  std::pair<torch::Tensor, torch::Tensor> valid(int64_t n) const { return valid(n, context_); }
+  std::pair<torch::Tensor, torch::Tensor> valid(int64_t n, int64_t length) const;
+  // The validation text's tokens, 0 for synthetic data (any length).
+  int64_t valid_tokens() const;
   // Inputs for sink measurement: [n, T].
   torch::Tensor measure_inputs(int64_t n, int64_t T, MeasureInput input, bool bos) const;
 

@@ -42,14 +42,14 @@ SinkReport sink_metrics(const std::vector<torch::Tensor>& attention, const torch
 }
 
 SinkReport measure_model(Transformer& model, const torch::Tensor& inputs, const std::vector<int64_t>& positions,
-                         double eps, bool massive) {
+                         double eps, bool massive, bool outliers) {
   torch::NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
-  ForwardResult f = model.probe(inputs, /*hidden=*/massive);
+  ForwardResult f = model.probe(inputs, /*hidden=*/massive || outliers);
   if (was_training) model.train();
   // The metrics read tensors on the CPU, whatever device the model is on.
-  for (auto* part : {&f.attention, &f.hidden, &f.gates, &f.sink_shares, &f.geometry})
+  for (auto* part : {&f.attention, &f.hidden, &f.gates, &f.sink_shares, &f.geometry, &f.attention_outputs})
     for (auto& t : *part) t = t.cpu();
   const auto& cfg = model.cfg;
   const int64_t T = inputs.size(1) + (cfg.sink_token ? 1 : 0);
@@ -84,11 +84,16 @@ SinkReport measure_model(Transformer& model, const torch::Tensor& inputs, const 
     r.value_norm_ratio.push_back(row(1));
     r.query_key_cos.push_back(row(2));
   }
-  if (massive)
-    for (auto h : f.hidden) {
-      auto real = cfg.sink_token ? h.narrow(1, 1, h.size(1) - 1) : h;
-      r.massive.push_back(massive_ratio(real));
-      r.max_activation.push_back(real.abs().max().item<double>());
+  // The real tokens' activations: not the sink token's, position 0 of the sequence.
+  auto real = [&](const torch::Tensor& h) { return cfg.sink_token ? h.narrow(1, 1, h.size(1) - 1) : h; };
+  for (const auto& h : f.hidden) {
+    if (massive) r.massive.push_back(massive_ratio(real(h)));
+    r.max_activation.push_back(real(h).abs().max().item<double>());
+  }
+  if (outliers)
+    for (size_t l = 0; l < f.hidden.size(); ++l) {
+      r.residual.emplace_back().add(real(f.hidden[l]));
+      r.attention_output.emplace_back().add(real(f.attention_outputs.at(l)));
     }
   return r;
 }
@@ -124,6 +129,7 @@ SinkReport measure_hf_model(const HfModel& model, const torch::Tensor& inputs, c
     total.alpha.push_back(layer.alpha.at(0));
     total.massive.push_back(massive_ratio(hidden));
     total.max_activation.push_back(hidden.abs().max().item<double>());
+    total.residual.emplace_back().add(hidden);
     total.sequences = layer.sequences;
   });
   return total;
@@ -160,6 +166,10 @@ SinkReport combine_chunks(const std::vector<SinkReport>& parts) {
   // The largest activation of the whole measurement, not a mean of the chunks'.
   for (size_t l = 0; l < r.max_activation.size(); ++l)
     for (const auto& p : parts) r.max_activation[l] = std::max(r.max_activation[l], p.max_activation[l]);
+  // The moments of all the chunks' values together.
+  for (auto member : {&SinkReport::residual, &SinkReport::attention_output})
+    for (size_t l = 0; l < (r.*member).size(); ++l)
+      for (size_t p = 1; p < parts.size(); ++p) (r.*member)[l] += (parts[p].*member).at(l);
   r.sequences = static_cast<int64_t>(total);
   return r;
 }
@@ -180,6 +190,11 @@ nlohmann::json report_json(const SinkReport& r) {
   if (!r.key_norm_ratio.empty()) j[key::kKeyNormRatio] = r.key_norm_ratio;
   if (!r.value_norm_ratio.empty()) j[key::kValueNormRatio] = r.value_norm_ratio;
   if (!r.query_key_cos.empty()) j[key::kQueryKeyCos] = r.query_key_cos;
+  if (!r.residual.empty()) j[key::kResidualKurtosis] = excess_kurtosis(r.residual);
+  if (!r.attention_output.empty()) {
+    j[key::kAttentionOutputMax] = max_abs(r.attention_output);
+    j[key::kAttentionOutputKurtosis] = excess_kurtosis(r.attention_output);
+  }
   j[key::kSequences] = r.sequences;
   j[key::kSinkFromProxy] = r.sink_from_proxy;
   return j;

@@ -9,6 +9,7 @@
 
 #include "runtime/data/batches.h"
 #include "runtime/interop/hf_model.h"
+#include "runtime/measurement/outliers.h"
 #include "runtime/training/model.h"
 
 namespace sink::rt {
@@ -25,6 +26,9 @@ struct SinkReport {
   std::vector<double> max_activation;                 // per layer: max |h| over tokens and channels
   // [layer][head], the first token's geometry (runtime/measurement/geometry.h)
   std::vector<std::vector<double>> key_norm_ratio, value_norm_ratio, query_key_cos;
+  // per layer, with measure.outliers: every value of the residual stream (as max_activation reads it) and of the
+  // attention's output (what it adds to the stream)
+  std::vector<Moments> residual, attention_output;
   int64_t sequences = 0;
   bool sink_from_proxy = false;  // sink and alpha from the paper's proxy scores (plan/normalizers.h)
 };
@@ -35,9 +39,9 @@ struct SinkReport {
 SinkReport sink_metrics(const std::vector<torch::Tensor>& attention, const torch::Tensor& allowed,
                         const std::vector<int64_t>& positions, double eps, bool extra_column);
 
-// Runs the model on the measurement inputs and computes everything.
+// Runs the model on the measurement inputs and computes everything; the outliers with `outliers`.
 SinkReport measure_model(Transformer& model, const torch::Tensor& inputs, const std::vector<int64_t>& positions,
-                         double eps, bool massive);
+                         double eps, bool massive, bool outliers = false);
 
 // The same for a Hugging Face checkpoint (causal attention, no extra column),
 // one layer at a time so that only one layer's attention is ever held.

@@ -139,6 +139,9 @@ void print_text(const std::string& header, const SinkReport& r, double eps) {
   per_layer("massive-activation ratio |h_1| / mean |h_t>1|", r.massive);
   per_layer("max |activation|", r.max_activation);
   per_layer("mean gate", r.gate);
+  per_layer("excess kurtosis of the residual stream", excess_kurtosis(r.residual));
+  per_layer("max |attention output|", max_abs(r.attention_output));
+  per_layer("excess kurtosis of the attention output", excess_kurtosis(r.attention_output));
   auto per_head = [](const char* what, const std::vector<std::vector<double>>& table) {
     if (table.empty()) return;
     fmt::print("{} per layer (rows) and head (columns)\n", what);
@@ -188,7 +191,7 @@ int measure_run(MeasureOptions& o) {
   std::vector<SinkReport> parts;
   for (int64_t b = 0; b < o.n; b += 25)
     parts.push_back(
-        measure_model(*trained.model, x.narrow(0, b, std::min<int64_t>(25, o.n - b)), o.positions, o.eps, true));
+        measure_model(*trained.model, x.narrow(0, b, std::min<int64_t>(25, o.n - b)), o.positions, o.eps, true, true));
   json about = {{"kind", "run"}, {"run", plan.name}, {"hash", plan.hash8()}, {"step", trained.step}};
   print(o, about, fmt::format("{} ({}), step {}", plan.name, plan.hash8(), trained.step), combine_chunks(parts), bos,
         "");
@@ -216,7 +219,7 @@ int measure_llama2c(MeasureOptions& o) {
       {"model", {{"d", c.d}, {"layers", c.layers}, {"heads", c.heads}, {"kv_heads", c.kv_heads}, {"vocab", c.vocab}}}};
   auto header = fmt::format("{} (llama2.c: d {}, {} layers, {} heads, {} kv heads)", o.target, c.d, c.layers, c.heads,
                             c.kv_heads);
-  print(o, about, header, measure_model(*loaded.model, x, o.positions, o.eps, true), bos, note);
+  print(o, about, header, measure_model(*loaded.model, x, o.positions, o.eps, true, true), bos, note);
   return 0;
 }
 

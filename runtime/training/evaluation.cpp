@@ -1,39 +1,36 @@
 #include "runtime/training/evaluation.h"
 
 #include <algorithm>
+#include <optional>
 #include <tuple>
 
 #include "plan/run_record.h"
 #include "runtime/measurement/measure.h"
-#include "runtime/training/lm_head_loss.h"
 #include "runtime/training/precision.h"
 
 namespace sink::rt {
 using json = nlohmann::json;
 namespace eval_key = run_record::eval;
 
-json evaluate(Transformer& model, const Batches& batches, const RunConfig& cfg) {
+json evaluate(Transformer& model, const Batches& batches, const RunConfig& cfg, SinkCosts* costs) {
   torch::NoGradGuard no_grad;
   AutocastScope autocast(cfg.train.precision, model.device);
   model.eval();
   json m;
-  const int64_t n_valid = std::min<int64_t>(cfg.measure.sequences, 64);
+  const int64_t n_valid = std::min<int64_t>(cfg.measure.sequences, 64), chunk = 16;
   auto [x, y] = batches.valid(n_valid);
-  // Summed on the device in double, read once: one wait for the GPU, the same sum as the host's.
-  torch::Tensor loss = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(model.device));
-  int64_t chunks = 0;
-  for (int64_t b = 0; b < n_valid; b += 16, ++chunks) {
-    int64_t n = std::min<int64_t>(16, n_valid - b);
-    loss += lm_loss(model, x.narrow(0, b, n), y.narrow(0, b, n), cfg.model.attention.prefix).to(torch::kDouble);
-  }
-  m[eval_key::kValidLoss] = loss.item<double>() / double(std::max<int64_t>(1, chunks));
+  m[eval_key::kValidLoss] = chunked_loss(model, x, y, cfg.model.attention.prefix, chunk);
+  std::optional<SinkCosts> own;
+  if (!costs) costs = &own.emplace(cfg);
+  m.update(costs->measure(model, batches, x, y, chunk));
 
   const bool bos = measures_with_bos(cfg.measure.bos, cfg.data);
   auto inputs = batches.measure_inputs(cfg.measure.sequences, cfg.measure.T, cfg.measure.input, bos);
   std::vector<SinkReport> parts;
   for (int64_t b = 0; b < inputs.size(0); b += 25)
     parts.push_back(measure_model(model, inputs.narrow(0, b, std::min<int64_t>(25, inputs.size(0) - b)),
-                                  cfg.measure.positions, cfg.measure.eps, cfg.measure.massive_activations));
+                                  cfg.measure.positions, cfg.measure.eps, cfg.measure.massive_activations,
+                                  cfg.measure.outliers));
   auto report = report_json(combine_chunks(parts));
   report.erase(eval_key::kSequences);
   m.update(report);

@@ -9,14 +9,17 @@
 
 #include "plan/run_config.h"
 #include "runtime/data/batches.h"
+#include "runtime/measurement/sink_costs.h"
 #include "runtime/training/model.h"
 
 namespace sink::rt {
 
 // The validation loss over the first min(measure.sequences, 64) validation
-// sequences, in chunks of 16, and the sink metrics of measure.sequences
-// measurement inputs: a metrics.jsonl line's measurements.
-nlohmann::json evaluate(Transformer& model, const Batches& batches, const RunConfig& cfg);
+// sequences, in chunks of 16, the sink metrics of measure.sequences
+// measurement inputs, and what a sink costs on the same validation sequences
+// (runtime/measurement/sink_costs.h): a metrics.jsonl line's measurements.
+// `costs` keeps what the costs compile between evaluations; nullptr: this call's own.
+nlohmann::json evaluate(Transformer& model, const Batches& batches, const RunConfig& cfg, SinkCosts* costs = nullptr);
 
 // The attention of the heads with the largest alpha_1 on the first measurement
 // sequence (at most 32 tokens, 4 heads), for the report's maps.

@@ -29,7 +29,9 @@ FeedForward::FeedForward(const ModelConfig& c) {
 }
 
 torch::Tensor FeedForward::forward(const torch::Tensor& x, const StepOperations& ops) {
-  return w2(gated ? ops.gated_hidden(x, w1->weight, w3->weight, act) : activation(w1(x), act));
+  const auto hidden =
+      gated ? ops.gated_hidden(x, w1->weight, w3->weight, act) : activation(ops.linear(x, w1->weight), act);
+  return ops.linear(hidden, w2->weight);
 }
 
 SelfAttention::SelfAttention(const ModelConfig& c, std::shared_ptr<AttentionBackend> b)
@@ -146,12 +148,16 @@ torch::Tensor SelfAttention::forward(const torch::Tensor& x, const Positions& po
   if (cfg.biases == Biases::v) out = out + v_star.unsqueeze(0).unsqueeze(2);
   if (wg) {
     // Gated attention: each head's output (channel) scaled by sigmoid of a projection of the same input.
-    auto gate = torch::sigmoid(wg(x)).view({B, T, H, cfg.attention.gate == Gate::elementwise ? dh : 1}).transpose(1, 2);
+    auto gate = torch::sigmoid(ops.linear(x, wg->weight))
+                    .view({B, T, H, cfg.attention.gate == Gate::elementwise ? dh : 1})
+                    .transpose(1, 2);
     out = out * gate;
     if (probe) probe->gate = gate.detach();
   }
-  if (cfg.heads_combine == HeadsCombine::add) return wo(out.sum(1));
-  return wo(out.transpose(1, 2).reshape({B, T, H * dh}));
+  auto output = ops.linear(
+      cfg.heads_combine == HeadsCombine::add ? out.sum(1) : out.transpose(1, 2).reshape({B, T, H * dh}), wo->weight);
+  if (probe) probe->output = output.detach();
+  return output;
 }
 
 Block::Block(const ModelConfig& c, std::shared_ptr<AttentionBackend> backend) : cfg(c) {
@@ -295,6 +301,7 @@ ForwardResult Transformer::trunk(const torch::Tensor& tokens, bool probe, bool w
       if (p.gate.defined()) r.gates.push_back(p.gate);
       if (p.sink_share.defined()) r.sink_shares.push_back(p.sink_share);
       if (p.geometry.defined()) r.geometry.push_back(p.geometry);
+      r.attention_outputs.push_back(p.output);
     }
   }
   if (final_norm) x = normed.defined() ? normed : final_norm->forward(x);

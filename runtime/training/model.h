@@ -31,6 +31,7 @@ struct LayerProbe {
   torch::Tensor sink_share;  // [B, H, T'] the sink logit's share, when there is one
   torch::Tensor gate;        // [B, H, T', dh|1] gate values of a gated model
   torch::Tensor geometry;    // [3, H] first_token_geometry (runtime/measurement/geometry.h)
+  torch::Tensor output;      // [B, T', d] what the attention adds to the residual stream (after wo)
 };
 
 // What every layer reads of the positions: RoPE's tables ([T, d_head], or undefined) and the position term by
@@ -84,6 +85,7 @@ struct ForwardResult {
   std::vector<torch::Tensor> gates;        // per layer gate values [B, H, T', dh|1] when probing a gated model
   std::vector<torch::Tensor> sink_shares;  // per layer [B, H, T'] when probing a model with a sink logit
   std::vector<torch::Tensor> geometry;     // per layer [3, H] when probing (runtime/measurement/geometry.h)
+  std::vector<torch::Tensor> attention_outputs;  // per layer [B, T', d] when probing: the attention's output
 };
 
 // Built on `device`, with the attention backend the plan and the device select.

@@ -51,6 +51,10 @@ std::pair<torch::Tensor, torch::Tensor> StepOperations::residual_norm(const torc
   return {sum, norm(sum, w, b, eps)};
 }
 
+torch::Tensor StepOperations::linear(const torch::Tensor& x, const torch::Tensor& w) const {
+  return torch::linear(x, w);
+}
+
 torch::Tensor StepOperations::gated_hidden(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w3,
                                            Ffn act) const {
   const auto gate_up = project(x, {w1, w3}, x.is_cuda());

@@ -59,6 +59,10 @@ class StepOperations {
                                                                 const torch::Tensor& w, const torch::Tensor& b,
                                                                 double eps) const;
 
+  // x w^T: a block's other projections (the attention's output and gate, the FFN's down and ungated up
+  // projections), here so that a measurement can quantize what each one reads (runtime/measurement/sink_costs.h).
+  virtual torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w) const;
+
   // A gated FFN's hidden layer, act(x w1^T) * (x w3^T).
   virtual torch::Tensor gated_hidden(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w3,
                                      Ffn act) const;

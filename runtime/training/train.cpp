@@ -54,6 +54,7 @@ struct Training {
   std::unique_ptr<Batches> batches;
   std::shared_ptr<Transformer> model;
   std::unique_ptr<MultiTensorAdamW> opt;
+  std::unique_ptr<SinkCosts> costs;  // what the evaluations' cost measurements compile, kept between them
   int64_t tokens_per_step() const { return cfg.train.batch * cfg.train.context; }
 };
 
@@ -249,7 +250,8 @@ std::optional<int64_t> read_losses(PendingLosses& pending, DataParallel* workers
 // loop's time so far, `train_s` the part of it not spent measuring or
 // writing checkpoints.
 json measurement(Training& t, Checkpoint& state, double lr, double elapsed, double train_s, double tokens_per_s) {
-  json m = evaluate(*t.model, *t.batches, t.cfg);
+  if (!t.costs) t.costs = std::make_unique<SinkCosts>(t.cfg);
+  json m = evaluate(*t.model, *t.batches, t.cfg, t.costs.get());
   m[eval_key::kStep] = state.step;
   m[eval_key::kTokens] = state.step * t.tokens_per_step();
   m[eval_key::kLr] = lr;

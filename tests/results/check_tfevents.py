@@ -173,7 +173,26 @@ def expected_points(line):
     for metric, table in (("k1_norm_ratio", "key_norm_ratio"), ("v1_norm_ratio", "value_norm_ratio"),
                           ("q_k1_cos", "query_key_cos")):
         add(metric, mean([v for layer in line.get(table) or [] for v in layer]))
+
+    def largest(key):
+        finite = [m for m in (line.get(key) or []) if m is not None and math.isfinite(m)]
+        return max(finite) if finite else None
+
+    add("kurtosis_max", largest("residual_kurtosis"))
+    add("attention_output_max", largest("attention_output_max"))
+    add("attention_kurtosis_max", largest("attention_output_kurtosis"))
     add("tokens_per_s", line.get("tokens_per_s"))
+    valid = line.get("valid_loss")
+    # What a sink costs: the windowed and quantized losses as gaps over the valid loss, the longer contexts' losses.
+    windowed = (line.get("windowed_loss") or {}).get("loss") or {}
+    for k in sorted(windowed, key=int):
+        add(f"windowed_gap_{int(k)}", None if windowed[k] is None else windowed[k] - valid)
+    quantized = line.get("quantized_loss") or {}
+    for q in sorted(quantized):
+        add(f"quantized_gap_{q}", None if quantized[q] is None else quantized[q] - valid)
+    longer = line.get("longer_context_loss") or {}
+    for f in sorted(longer, key=int):
+        add(f"longer_loss_{int(f)}", longer[f] if isinstance(longer[f], (int, float)) else None)
     add("lr", line.get("lr"))
     for name, key in (("alpha_1", "alpha"), ("alpha_star", "alpha_star")):
         for l, layer in enumerate(line.get(key) or []):
@@ -189,6 +208,9 @@ def expected_points(line):
         for l, layer in enumerate(line.get(table) or []):
             for h, v in enumerate(layer):
                 add(f"{table}/layer_{l}/head_{h}", v)
+    for key in ("residual_kurtosis", "attention_output_max", "attention_output_kurtosis"):
+        for l, v in enumerate(line.get(key) or []):
+            add(f"{key}/layer_{l}", v)
     return points
 
 

@@ -17,6 +17,15 @@ the sink metrics of transformers' own forward pass on them: the oracle for
         logits and attention of AutoModelForCausalLM.from_pretrained(DIR)
         (eager attention, fp32) on the ids: "logits" [N, T, V] and
         "attention.L" [N, H, T, T]
+    hf_transformers_oracle.py costs DIR IDS_FILE WINDOW KEEPS BITS OUT.json
+        what a sink costs, by transformers on DIR (eager, fp32) with N lines
+        of T + 1 ids (inputs, then each row's last target): the mean
+        cross-entropy in full ("full"), under an explicit 4D attention mask of
+        WINDOW keys keeping K first tokens for each K of the comma list KEEPS
+        ("windowed"), after numpy's fake quantization of every decoder
+        layer's linear weights and inputs to b bits for each b of BITS
+        ("quantized"); and numpy's excess kurtosis and max |value| of each
+        layer's residual stream and attention output on the inputs
 
 Attention comes from transformers (output_attentions=True with the eager
 implementation); the residual stream after each decoder layer from forward
@@ -26,6 +35,7 @@ import json
 import os
 import sys
 
+import numpy as np
 import torch
 import transformers
 from transformers import AutoModelForCausalLM
@@ -189,6 +199,70 @@ def write_logits(folder, ids_file, out):
     save_file(tensors, out)
 
 
+def fake_quantize(t, bits):
+    """Per-tensor symmetric round-to-nearest in numpy float64: the scale max |t| / (2^(b-1) - 1)."""
+    a = t.detach().double().numpy()
+    levels = 2 ** (bits - 1) - 1
+    scale = max(np.abs(a).max() / levels, 1e-30)
+    return torch.from_numpy(np.clip(np.round(a / scale), -levels, levels) * scale).to(t.dtype)
+
+
+def excess_kurtosis(t):
+    """Population excess kurtosis of every value, two passes in numpy float64."""
+    a = t.detach().double().numpy().ravel()
+    d = a - a.mean()
+    return float((d ** 4).mean() / (d ** 2).mean() ** 2 - 3)
+
+
+def write_costs(folder, ids_file, window, keeps, bits, out):
+    with open(ids_file) as f:
+        ids = torch.tensor([[int(x) for x in line.split()] for line in f if line.strip()])
+    x, y = ids[:, :-1], ids[:, 1:]
+    n = x.shape[1]
+    model = load(folder, torch.float32)
+
+    def loss(mask=None):
+        with torch.no_grad():
+            logits = model(input_ids=x, attention_mask=mask, use_cache=False).logits
+        return float(torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).double(), y.reshape(-1)))
+
+    i = torch.arange(n).view(n, 1)
+    j = torch.arange(n).view(1, n)
+    result = {"full": loss(), "windowed": {}, "quantized": {}}
+    for kept in keeps:
+        seen = (j <= i) & ((j > i - window) | (j < kept))
+        mask = torch.zeros(n, n).masked_fill(~seen, torch.finfo(torch.float32).min)
+        result["windowed"][str(kept)] = loss(mask.expand(x.shape[0], 1, n, n))
+
+    layers = decoder_layers(model)
+    residual, attention = [], []
+    hooks = [layer.register_forward_hook(lambda _m, _a, o: residual.append(o[0] if isinstance(o, tuple) else o))
+             for layer in layers]
+    hooks += [layer.self_attn.register_forward_hook(lambda _m, _a, o: attention.append(o[0])) for layer in layers]
+    with torch.no_grad():
+        model(input_ids=x, use_cache=False)
+    for h in hooks:
+        h.remove()
+    result["residual_kurtosis"] = [excess_kurtosis(h) for h in residual]
+    result["residual_max"] = [float(h.abs().max()) for h in residual]
+    result["attention_output_kurtosis"] = [excess_kurtosis(a) for a in attention]
+    result["attention_output_max"] = [float(a.abs().max()) for a in attention]
+
+    linears = [m for layer in layers for m in layer.modules() if isinstance(m, torch.nn.Linear)]
+    stored = [m.weight.detach().clone() for m in linears]
+    for b in bits:
+        with torch.no_grad():
+            for m, w in zip(linears, stored):
+                m.weight.copy_(fake_quantize(w, b))
+        hooks = [m.register_forward_pre_hook(lambda _m, args, b=b: (fake_quantize(args[0], b),) + args[1:])
+                 for m in linears]
+        result["quantized"][str(b)] = loss()
+        for h in hooks:
+            h.remove()
+    with open(out, "w") as f:
+        json.dump(result, f)
+
+
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "cases":
         write_cases(sys.argv[2], sys.argv[3:])
@@ -197,5 +271,8 @@ if __name__ == "__main__":
     elif len(sys.argv) >= 5 and len(sys.argv) % 3 == 2 and sys.argv[1] == "logits":
         for at in range(2, len(sys.argv), 3):
             write_logits(*sys.argv[at:at + 3])
+    elif len(sys.argv) == 8 and sys.argv[1] == "costs":
+        write_costs(sys.argv[2], sys.argv[3], int(sys.argv[4]), [int(k) for k in sys.argv[5].split(",")],
+                    [int(b) for b in sys.argv[6].split(",")], sys.argv[7])
     else:
         sys.exit(__doc__)

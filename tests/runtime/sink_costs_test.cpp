@@ -1,0 +1,145 @@
+// What a sink costs (runtime/measurement/sink_costs.h, outliers.h): the moments against hand-computed values, the
+// fake quantization against its grid by hand, and the windowed loss, the quantized loss and the outliers of an
+// exported model against Hugging Face's transformers running it with an explicit 4D attention mask, numpy's fake
+// quantization of its linear layers and numpy's kurtosis of its activations (tests/runtime/hf_transformers_oracle.py).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fmt/format.h>
+#include <fstream>
+
+#include "hf_python.h"
+#include "runtime/interop/hf_export.h"
+#include "runtime/measurement/measure.h"
+#include "runtime/measurement/outliers.h"
+#include "runtime/measurement/sink_costs.h"
+#include "runtime_test_util.h"
+
+using namespace sink::rt;
+using sinktest::TempDir;
+
+TEST(Outliers, KurtosisOfValuesByHand) {
+  Moments two_points;  // +-1: m4 = m2 = 1, so 1 - 3
+  two_points.add(torch::tensor({-1.0, 1.0, -1.0, 1.0}));
+  EXPECT_NEAR(two_points.excess_kurtosis(), -2.0, 1e-12);
+  EXPECT_EQ(two_points.max_abs(), 1.0);
+  // {0, 0, 0, 4}: mean 1, deviations -1 -1 -1 3: m2 = 12/4 = 3, m4 = (1 + 1 + 1 + 81) / 4 = 21; 21 / 9 - 3.
+  Moments spike;
+  spike.add(torch::tensor({0.0, 0.0, 0.0, 4.0}));
+  EXPECT_NEAR(spike.excess_kurtosis(), 21.0 / 9.0 - 3.0, 1e-12);
+  // The same values far from zero (a residual stream's offset): the shift keeps the sums from cancelling.
+  Moments offset;
+  offset.add(torch::tensor({1e6, 1e6, 1e6, 1e6 + 4}, torch::kDouble));
+  EXPECT_NEAR(offset.excess_kurtosis(), 21.0 / 9.0 - 3.0, 1e-6);
+  Moments flat;
+  flat.add(torch::full({5}, 2.0));
+  EXPECT_TRUE(std::isnan(flat.excess_kurtosis())) << "no spread, no kurtosis";
+}
+
+TEST(Outliers, ChunksGiveTheKurtosisOfAllTheirValues) {
+  torch::manual_seed(3);
+  auto values = torch::cat({torch::randn({500}) * 0.5 + 3, torch::randn({300}).pow(3) * 2 - 1}).to(torch::kDouble);
+  Moments whole, first, second;
+  whole.add(values);
+  first.add(values.narrow(0, 0, 200));
+  second.add(values.narrow(0, 200, 600));  // another shift: its sums re-centred when merged
+  first += second;
+  // The oracle: two passes over all the values.
+  auto d = values - values.mean();
+  const double want = ((d.pow(4).mean() / d.pow(2).mean().pow(2)) - 3).item<double>();
+  EXPECT_NEAR(whole.excess_kurtosis(), want, 1e-9 * std::abs(want));
+  EXPECT_NEAR(first.excess_kurtosis(), want, 1e-9 * std::abs(want));
+  EXPECT_EQ(first.count(), 800);
+  EXPECT_EQ(first.max_abs(), values.abs().max().item<double>());
+}
+
+TEST(SinkCosts, FakeQuantizationRoundsToThePerTensorGrid) {
+  // 2 bits: levels -1, 0, 1 on scale max |v| = 1; 0.5 rounds to even (0), as round-to-nearest-even does.
+  auto two = fake_quantize(torch::tensor({-1.0f, 0.26f, 0.5f, 0.51f, 1.0f}), 2);
+  EXPECT_TRUE(torch::equal(two, torch::tensor({-1.0f, 0.0f, 0.0f, 1.0f, 1.0f}))) << two;
+  // 3 bits: levels -3..3 on scale 2 / 3: 0.26 -> 0.39 -> 0; 0.4 -> 0.6 -> 1 -> 2/3; -2 -> -3 -> -2.
+  auto three = fake_quantize(torch::tensor({-2.0f, 0.26f, 0.4f, 1.1f}), 3);
+  auto want = torch::tensor({-3.0f, 0.0f, 1.0f, 2.0f}) * (2.0f / 3.0f);
+  EXPECT_TRUE(torch::allclose(three, want, 0, 1e-6)) << three;
+  // bf16 in, bf16 out, computed in fp32 (bf16 holds no integer past 256).
+  auto b = fake_quantize(torch::tensor({-4.0f, 1.0f}).to(torch::kBFloat16), 8);
+  EXPECT_EQ(b.scalar_type(), torch::kBFloat16);
+  EXPECT_EQ(b[0].item<float>(), -4.0f);
+  // An all-zero tensor stays zero (no division by a zero scale).
+  EXPECT_TRUE(torch::equal(fake_quantize(torch::zeros({3}), 8), torch::zeros({3})));
+}
+
+TEST(SinkCosts, LearnedPositionsSayWhyNoLongerContext) {
+  auto cfg = sinktest::config_of("experiment c extends micro { model.pe = learned }");
+  EXPECT_NE(longer_context_obstacle(cfg.model, 64).find("learned"), std::string::npos);
+  EXPECT_EQ(longer_context_obstacle(sinktest::config_of("experiment c extends micro { }").model, 64), "");
+}
+
+// A random llama-like model exported to a Hugging Face folder; weights far from the small init so that its
+// attention is not uniform and a window changes its loss.
+TEST(SinkCosts, TransformersComputesTheWindowedAndQuantizedLossesAndTheOutliers) {
+  HF_PYTHON_OR_SKIP(python);
+  TempDir tmp("sink-costs-hf");
+  auto cfg = sinktest::config_of("experiment c extends micro { model { d = 32  heads = 4  ffn_hidden = 48 } }");
+  const int64_t T = 24, N = 4, window = 6;
+  cfg.model.vocab = 23;
+  cfg.measure.window = window;
+  torch::manual_seed(11);
+  Transformer model(cfg.model);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& item : model.named_parameters()) {
+      auto& p = item.value();
+      if (p.dim() >= 2)
+        p.normal_(0, item.key().find("embed") != std::string::npos ? 1.0 : 0.3);
+      else
+        p.fill_(1).add_(torch::randn_like(p) * 0.1);
+    }
+  }
+  const std::string dir = tmp.file("hf");
+  save_hf(model, T, {}, dir);
+  auto ids = torch::randint(0, cfg.model.vocab, {N, T + 1}, torch::kLong);
+  std::string text;
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t t = 0; t <= T; ++t) text += std::to_string(ids[n][t].item<int64_t>()) + " ";
+    text += "\n";
+  }
+  sinktest::write_file(tmp.file("ids.txt"), text);
+  const std::string out = tmp.file("costs.json");
+  ASSERT_EQ(
+      sinktest::run_oracle(python, {"costs", dir, tmp.file("ids.txt"), std::to_string(window), "0,1,4", "8,4", out}),
+      0);
+  const auto theirs = nlohmann::json::parse(sinktest::read_file(out));
+
+  torch::NoGradGuard no_grad;
+  model.eval();
+  const auto x = ids.narrow(1, 0, T), y = ids.narrow(1, 1, T);
+  SinkCosts costs(cfg);
+  const double full = chunked_loss(model, x, y, 0, 16);
+  EXPECT_NEAR(full, theirs["full"].get<double>(), 1e-5);
+  double spread = 0;
+  for (int64_t keep : {0, 1, 4}) {
+    const double ours = costs.windowed_loss(model, x, y, 16, keep);
+    EXPECT_NEAR(ours, theirs["windowed"][std::to_string(keep)].get<double>(), 1e-5) << "keeping " << keep;
+    spread = std::max(spread, std::abs(ours - full));
+  }
+  EXPECT_GT(spread, 1e-3) << "the window should change this model's loss, or the comparison shows nothing";
+  std::printf("[ costs ] full %.5f; window %lld keeping 0, 1, 4: transformers %.5f %.5f %.5f\n", full,
+              static_cast<long long>(window), theirs["windowed"]["0"].get<double>(),
+              theirs["windowed"]["1"].get<double>(), theirs["windowed"]["4"].get<double>());
+  for (int64_t bits : {8, 4}) {
+    const double ours = quantized_loss(model, x, y, 0, 16, bits);
+    EXPECT_NEAR(ours, theirs["quantized"][std::to_string(bits)].get<double>(), 1e-4) << bits << " bits";
+    if (bits == 4) EXPECT_GT(std::abs(ours - full), 1e-3) << "4 bits should cost something";
+  }
+  const SinkReport r = measure_model(model, x, {1}, 0.3, false, /*outliers=*/true);
+  ASSERT_EQ(r.residual.size(), theirs["residual_kurtosis"].size());
+  for (size_t l = 0; l < r.residual.size(); ++l) {
+    SCOPED_TRACE(fmt::format("layer {}", l));
+    const double k = theirs["residual_kurtosis"][l], ka = theirs["attention_output_kurtosis"][l];
+    EXPECT_NEAR(r.residual[l].excess_kurtosis(), k, 1e-4 * std::max(1.0, std::abs(k)));
+    EXPECT_NEAR(r.attention_output[l].excess_kurtosis(), ka, 1e-4 * std::max(1.0, std::abs(ka)));
+    EXPECT_NEAR(r.residual[l].max_abs(), theirs["residual_max"][l].get<double>(), 1e-5);
+    EXPECT_NEAR(r.attention_output[l].max_abs(), theirs["attention_output_max"][l].get<double>(), 1e-5);
+  }
+}
