@@ -13,6 +13,7 @@
 #include "runtime/measurement/measure.h"
 #include "runtime/measurement/outliers.h"
 #include "runtime/measurement/sink_costs.h"
+#include "runtime/training/train.h"
 #include "runtime_test_util.h"
 
 using namespace sink::rt;
@@ -142,4 +143,33 @@ TEST(SinkCosts, TransformersComputesTheWindowedAndQuantizedLossesAndTheOutliers)
     EXPECT_NEAR(r.residual[l].max_abs(), theirs["residual_max"][l].get<double>(), 1e-5);
     EXPECT_NEAR(r.attention_output[l].max_abs(), theirs["attention_output_max"][l].get<double>(), 1e-5);
   }
+}
+
+// A trained softmax run whose heads park their attention on the first token (tiny at the quickstart's learning
+// rate, a quarter of its batch: Sink_1 past 90 % by step 600, about a minute on one thread) loses more under a
+// window that hides that token than under one that keeps it: the gap at K = 0 that K = 1 closes.
+TEST(SinkCosts, ASinkModelLosesItsFirstTokenUnderAWindowAndKeepingItCloses) {
+  TempDir out("sink-costs-run");
+  auto plan = sinktest::plan_of(
+      "experiment sink extends tiny {"
+      "  optim { lr = 6e-3  schedule = constant(warmup = 100) }"
+      "  train { steps = 600  batch = 64  threads = 1 }"
+      "  measure { every = 600  sequences = 64  window = 8  window_keeps = [0, 1]  quantized_bits = [8] }"
+      "}");
+  auto r = run_plan(plan, sinktest::run_options(out.str()));
+  ASSERT_EQ(r.status, "completed") << r.summary.dump(2);
+  const auto& m = r.summary["final"];
+  const double sink = m["sink"]["1"], valid = m["valid_loss"];
+  const double hidden = m["windowed_loss"]["loss"]["0"].get<double>() - valid;
+  const double kept = m["windowed_loss"]["loss"]["1"].get<double>() - valid;
+  std::printf("[ costs ] Sink_1 %.1f %%; window 8: loss gap %.4f without the first token, %.4f keeping it\n", sink,
+              hidden, kept);
+  ASSERT_GT(sink, 50.0) << "no sink formed: the test measures nothing";
+  EXPECT_EQ(m["windowed_loss"]["window"], 8);
+  EXPECT_GT(hidden, 0.003) << "hiding the sink token should cost the model";
+  EXPECT_LT(std::abs(kept), 0.5 * hidden) << "keeping the first token should close most of the gap";
+  // The other costs are in the same line.
+  EXPECT_TRUE(m["quantized_loss"].contains("w8a8"));
+  EXPECT_EQ(m["residual_kurtosis"].size(), 1u);
+  EXPECT_EQ(m["longer_context_loss"].size(), 2u);
 }
