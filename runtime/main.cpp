@@ -318,6 +318,13 @@ int main(int argc, char** argv) {
   measure->add_option("--tokenizer", mo.tokenizer, "llama2.c tokenizer (tok*.bin) for natural input");
   measure->add_option("--bos", mo.bos, "with | without | auto (a run: as its measure.bos; a checkpoint: without)")
       ->check(CLI::IsMember(choice_names<MeasureBos>()));
+  measure->add_option("--window", mo.window, "keys of the windowed loss's window; 0 = a quarter of T")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  measure->add_option("--window-keeps", mo.window_keeps, "first tokens the windowed loss keeps, one loss each: 0,1,4")
+      ->delimiter(',');
+  measure->add_option("--quantized-bits", mo.quantized_bits, "the loss after WbAb fake quantization, each b: 8,6")
+      ->delimiter(',')
+      ->check(CLI::Range(2, 16));
   measure->add_option("--format", mo.format, "text | json (every value at full precision)")
       ->check(CLI::IsMember({"text", "json"}));
 

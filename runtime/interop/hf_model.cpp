@@ -8,6 +8,7 @@
 
 #include "runtime/attention/attention.h"
 #include "runtime/interop/safetensors.h"
+#include "runtime/measurement/sink_costs.h"
 #include "runtime/training/step_operations.h"
 
 namespace sink::rt {
@@ -203,6 +204,7 @@ torch::Tensor HfModel::attend(const torch::Tensor& q, const torch::Tensor& k, co
   auto values = group > 1 ? v.repeat_interleave(group, 1) : v;
   auto scores = torch::matmul(q, keys.transpose(-1, -2)) / std::sqrt(double(q.size(-1)));
   auto allowed = allowed_pairs(T, 0, cfg_.sliding_window);
+  if (allowed_.defined()) allowed = allowed & allowed_;
   probs = torch::softmax(scores.masked_fill(allowed.logical_not(), -std::numeric_limits<float>::infinity()), -1);
   auto out = torch::matmul(probs, values);  // [N, H, T, dh]
   return out.transpose(1, 2).reshape({q.size(0), T, -1});
@@ -214,27 +216,25 @@ torch::Tensor HfModel::llama_layer(torch::Tensor h, int64_t l, torch::Tensor& pr
   auto x = rms_norm(h, weight(p + "input_layernorm.weight"), cfg_.norm_eps);
   auto projection = [&](const char* name, int64_t heads) {
     return split_heads(
-        torch::linear(x, weight(p + "self_attn." + name + ".weight"), optional(p + "self_attn." + name + ".bias")),
-        heads);
+        dense(x, weight(p + "self_attn." + name + ".weight"), optional(p + "self_attn." + name + ".bias")), heads);
   };
   auto q = rotate(projection("q_proj", cfg_.heads), T);
   auto k = rotate(projection("k_proj", cfg_.kv_heads), T);
   auto v = projection("v_proj", cfg_.kv_heads);
-  h = h + torch::linear(attend(q, k, v, probs), weight(p + "self_attn.o_proj.weight"),
-                        optional(p + "self_attn.o_proj.bias"));
+  h = h + dense(attend(q, k, v, probs), weight(p + "self_attn.o_proj.weight"), optional(p + "self_attn.o_proj.bias"));
   x = rms_norm(h, weight(p + "post_attention_layernorm.weight"), cfg_.norm_eps);
-  auto dense = [&](const torch::Tensor& in, const std::string& name) {  // mlp_bias = true checkpoints have biases
-    return torch::linear(in, weight(p + name + ".weight"), optional(p + name + ".bias"));
+  auto mlp = [&](const torch::Tensor& in, const std::string& name) {  // mlp_bias = true checkpoints have biases
+    return dense(in, weight(p + name + ".weight"), optional(p + name + ".bias"));
   };
-  auto gated = activate(dense(x, "mlp.gate_proj")) * dense(x, "mlp.up_proj");
-  return h + dense(gated, "mlp.down_proj");
+  auto gated = activate(mlp(x, "mlp.gate_proj")) * mlp(x, "mlp.up_proj");
+  return h + mlp(gated, "mlp.down_proj");
 }
 
 torch::Tensor HfModel::gpt2_layer(torch::Tensor h, int64_t l, torch::Tensor& probs) const {
   const std::string p = fmt::format("h.{}.", l);
   // Conv1D stores weights [in, out]: x W + b.
   auto conv1d = [&](const torch::Tensor& x, const std::string& name) {
-    return torch::matmul(x, weight(p + name + ".weight")) + weight(p + name + ".bias");
+    return dense(x, weight(p + name + ".weight"), weight(p + name + ".bias"), /*stored_transposed=*/true);
   };
   auto x = norm(h, weight(p + "ln_1.weight"), weight(p + "ln_1.bias"), cfg_.norm_eps);
   auto qkv = conv1d(x, "attn.c_attn").split(cfg_.d, -1);
@@ -251,16 +251,16 @@ torch::Tensor HfModel::neox_layer(torch::Tensor h, int64_t l, torch::Tensor& pro
   auto norm = [&](const torch::Tensor& x, const std::string& name) {
     return rt::norm(x, weight(p + name + ".weight"), weight(p + name + ".bias"), cfg_.norm_eps);
   };
-  auto dense = [&](const torch::Tensor& x, const std::string& name) {  // attention_bias = false: none on attention
-    return torch::linear(x, weight(p + name + ".weight"), optional(p + name + ".bias"));
+  auto linear = [&](const torch::Tensor& x, const std::string& name) {  // attention_bias = false: none on attention
+    return dense(x, weight(p + name + ".weight"), optional(p + name + ".bias"));
   };
   // The fused projection is laid out per head: [q_h, k_h, v_h] for each head h.
   auto qkv =
-      dense(norm(h, "input_layernorm"), "attention.query_key_value").view({N, T, cfg_.heads, 3 * dh}).transpose(1, 2);
+      linear(norm(h, "input_layernorm"), "attention.query_key_value").view({N, T, cfg_.heads, 3 * dh}).transpose(1, 2);
   auto q = rotate(qkv.narrow(-1, 0, dh), T), k = rotate(qkv.narrow(-1, dh, dh), T), v = qkv.narrow(-1, 2 * dh, dh);
-  auto attn = dense(attend(q, k, v, probs), "attention.dense");
+  auto attn = linear(attend(q, k, v, probs), "attention.dense");
   auto mlp = [&](const torch::Tensor& x) {
-    return dense(activate(dense(x, "mlp.dense_h_to_4h")), "mlp.dense_4h_to_h");
+    return linear(activate(linear(x, "mlp.dense_h_to_4h")), "mlp.dense_4h_to_h");
   };
   if (cfg_.parallel_residual) return h + attn + mlp(norm(h, "post_attention_layernorm"));
   h = h + attn;
@@ -272,17 +272,17 @@ torch::Tensor HfModel::opt_layer(torch::Tensor h, int64_t l, torch::Tensor& prob
   auto norm = [&](const torch::Tensor& x, const std::string& name) {
     return rt::norm(x, weight(p + name + ".weight"), weight(p + name + ".bias"), 1e-5);
   };
-  auto dense = [&](const torch::Tensor& x, const std::string& name) {
-    return torch::linear(x, weight(p + name + ".weight"), weight(p + name + ".bias"));
+  auto linear = [&](const torch::Tensor& x, const std::string& name) {
+    return dense(x, weight(p + name + ".weight"), weight(p + name + ".bias"));
   };
   auto x = cfg_.norm_before ? norm(h, "self_attn_layer_norm") : h;
-  auto q = split_heads(dense(x, "self_attn.q_proj"), cfg_.heads);
-  auto k = split_heads(dense(x, "self_attn.k_proj"), cfg_.heads);
-  auto v = split_heads(dense(x, "self_attn.v_proj"), cfg_.heads);
-  h = h + dense(attend(q, k, v, probs), "self_attn.out_proj");
+  auto q = split_heads(linear(x, "self_attn.q_proj"), cfg_.heads);
+  auto k = split_heads(linear(x, "self_attn.k_proj"), cfg_.heads);
+  auto v = split_heads(linear(x, "self_attn.v_proj"), cfg_.heads);
+  h = h + linear(attend(q, k, v, probs), "self_attn.out_proj");
   if (!cfg_.norm_before) h = norm(h, "self_attn_layer_norm");
   x = cfg_.norm_before ? norm(h, "final_layer_norm") : h;
-  h = h + dense(activate(dense(x, "fc1")), "fc2");
+  h = h + linear(activate(linear(x, "fc1")), "fc2");
   return cfg_.norm_before ? h : norm(h, "final_layer_norm");
 }
 
@@ -308,21 +308,78 @@ torch::Tensor HfModel::embed(const torch::Tensor& ids) const {
   return x + F::embedding(positions, wpe).unsqueeze(0);
 }
 
+torch::Tensor HfModel::layer(const torch::Tensor& h, int64_t l, torch::Tensor& probs) const {
+  if (cfg_.family == "llama") return llama_layer(h, l, probs);
+  if (cfg_.family == "gpt2") return gpt2_layer(h, l, probs);
+  if (cfg_.family == "gpt_neox") return neox_layer(h, l, probs);
+  return opt_layer(h, l, probs);
+}
+
 void HfModel::forward(const torch::Tensor& ids, const LayerVisitor& visit) const {
   torch::NoGradGuard no_grad;
   auto h = embed(ids);
   for (int64_t l = 0; l < cfg_.layers; ++l) {
     torch::Tensor probs;
-    if (cfg_.family == "llama")
-      h = llama_layer(h, l, probs);
-    else if (cfg_.family == "gpt2")
-      h = gpt2_layer(h, l, probs);
-    else if (cfg_.family == "gpt_neox")
-      h = neox_layer(h, l, probs);
-    else
-      h = opt_layer(h, l, probs);
+    h = layer(h, l, probs);
     visit(l, probs, h);
   }
+}
+
+torch::Tensor HfModel::dense(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
+                             bool stored_transposed) const {
+  const auto input = bits_ > 0 ? fake_quantize(x, bits_) : x;
+  const auto matrix = bits_ > 0 ? fake_quantize(w, bits_) : w;
+  if (stored_transposed) return torch::matmul(input, matrix) + b;
+  return torch::linear(input, matrix, b);
+}
+
+torch::Tensor HfModel::final_features(const torch::Tensor& h) const {
+  if (cfg_.family == "llama") return rms_norm(h, weight("norm.weight"), cfg_.norm_eps);
+  if (cfg_.family == "gpt2") return norm(h, weight("ln_f.weight"), weight("ln_f.bias"), cfg_.norm_eps);
+  if (cfg_.family == "gpt_neox")
+    return norm(h, weight("final_layer_norm.weight"), weight("final_layer_norm.bias"), cfg_.norm_eps);
+  // OPT: a final LayerNorm where the layers norm before their sublayers, then project_out where d differs.
+  auto x = h;
+  if (auto w = optional("final_layer_norm.weight"); w.defined() && cfg_.norm_before)
+    x = norm(x, w, weight("final_layer_norm.bias"), 1e-5);
+  if (auto out = optional("project_out.weight"); out.defined()) x = torch::linear(x, out);
+  return x;
+}
+
+torch::Tensor HfModel::head() const {
+  for (const char* name : {"lm_head.weight", "embed_out.weight"})
+    if (auto it = tensors_.find(name); it != tensors_.end()) return it->second.to(torch::kFloat);
+  // Tied to the input embedding (tie_word_embeddings: GPT-2, OPT, some LLaMA).
+  static const std::map<std::string, std::string> embedding = {{"llama", "embed_tokens.weight"},
+                                                               {"gpt2", "wte.weight"},
+                                                               {"gpt_neox", "embed_in.weight"},
+                                                               {"opt", "embed_tokens.weight"}};
+  return weight(embedding.at(cfg_.family));
+}
+
+double HfModel::loss(const torch::Tensor& ids, const torch::Tensor& targets, const torch::Tensor& allowed,
+                     int64_t bits) const {
+  torch::NoGradGuard no_grad;
+  struct Restore {
+    const HfModel& m;
+    ~Restore() { m.allowed_ = torch::Tensor(), m.bits_ = 0; }
+  } restore{*this};
+  allowed_ = allowed, bits_ = bits;
+  const auto w = head();
+  double sum = 0;
+  // A few sequences at a time: a real vocabulary's logits for all of them would not fit.
+  const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 24) / std::max<int64_t>(1, ids.size(1) * w.size(0)));
+  for (int64_t b = 0; b < ids.size(0); b += chunk) {
+    const int64_t n = std::min(chunk, ids.size(0) - b);
+    auto h = embed(ids.narrow(0, b, n));
+    torch::Tensor probs;
+    for (int64_t l = 0; l < cfg_.layers; ++l) h = layer(h, l, probs);
+    auto logits = torch::linear(final_features(h), w);
+    sum += F::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.narrow(0, b, n).reshape(-1),
+                            F::CrossEntropyFuncOptions().reduction(torch::kSum))
+               .item<double>();
+  }
+  return sum / static_cast<double>(targets.numel());
 }
 
 }  // namespace sink::rt

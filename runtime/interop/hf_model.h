@@ -47,6 +47,13 @@ class HfModel {
   using LayerVisitor = std::function<void(int64_t layer, const torch::Tensor& attention, const torch::Tensor& hidden)>;
   void forward(const torch::Tensor& ids, const LayerVisitor& visit) const;
 
+  // The mean next-token cross-entropy of ids [N, T] against targets [N, T] (the LM head after the final norm, a few
+  // sequences at a time): with `allowed` [T, T] defined, each query sees only the keys it allows (and the model's own
+  // sliding window); with bits > 0, every decoder layer's linear weights and inputs fake-quantized to that many bits
+  // (runtime/measurement/sink_costs.h's fake_quantize; biases, embeddings and the head as stored).
+  double loss(const torch::Tensor& ids, const torch::Tensor& targets, const torch::Tensor& allowed = {},
+              int64_t bits = 0) const;
+
  private:
   torch::Tensor weight(const std::string& name) const;    // fp32; throws naming a missing tensor
   torch::Tensor optional(const std::string& name) const;  // undefined when absent
@@ -59,10 +66,19 @@ class HfModel {
   torch::Tensor neox_layer(torch::Tensor h, int64_t l, torch::Tensor& probs) const;
   torch::Tensor opt_layer(torch::Tensor h, int64_t l, torch::Tensor& probs) const;
   torch::Tensor embed(const torch::Tensor& ids) const;
+  torch::Tensor layer(const torch::Tensor& h, int64_t l, torch::Tensor& probs) const;
+  torch::Tensor final_features(const torch::Tensor& h) const;  // the final norm (and OPT's project_out)
+  torch::Tensor head() const;                                  // [vocab, d]: the LM head, or the tied embedding
+  // x W^T + b (W^T: Conv1D's stored [in, out] with `stored_transposed`), fake-quantized while loss() asks.
+  torch::Tensor dense(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
+                      bool stored_transposed = false) const;
 
   HfConfig cfg_;
   std::string prefix_;  // "model.", "transformer.", ... or "" for bare base-model checkpoints
   std::map<std::string, torch::Tensor> tensors_;
+  // What loss() changes for the length of one call: the keys each query may see, the bits of the linear layers.
+  mutable torch::Tensor allowed_;
+  mutable int64_t bits_ = 0;
 };
 
 }  // namespace sink::rt

@@ -3,16 +3,22 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <random>
 #include <sstream>
 
 #include "plan/run_config.h"
+#include "plan/run_record.h"
+#include "plan/visibility.h"
+#include "runtime/attention/attention.h"
 #include "runtime/data/corpus.h"
 #include "runtime/data/hf_tokenizer.h"
 #include "runtime/data/tokenizer.h"
 #include "runtime/interop/hf_model.h"
 #include "runtime/interop/llama2c.h"
 #include "runtime/measurement/measure.h"
+#include "runtime/measurement/sink_costs.h"
 #include "runtime/training/checkpoint.h"
 #include "runtime/training/run_dir.h"
 #include "runtime/training/train.h"
@@ -157,8 +163,81 @@ void print_text(const std::string& header, const SinkReport& r, double eps) {
   per_head("token 1: mean cos(q_t, k_1)", r.query_key_cos);
 }
 
+// The next-token loss on the measured inputs: in full (no keep, bits 0), under the window keeping `keep` first
+// tokens, or with the linear layers fake-quantized to `bits`.
+using CostLoss = std::function<double(std::optional<int64_t> keep, int64_t bits)>;
+
+// What a sink costs on inputs whose loss reads `length` positions, under the keys of plan/run_record.h (valid_loss:
+// the full loss on these inputs).
+json sink_costs_json(const MeasureOptions& o, int64_t length, const CostLoss& loss) {
+  namespace key = run_record::eval;
+  json m;
+  m[key::kValidLoss] = loss(std::nullopt, 0);
+  if (!o.window_keeps.empty()) {
+    json losses = json::object();
+    for (int64_t keep : o.window_keeps) losses[std::to_string(keep)] = loss(keep, 0);
+    MeasureConfig window;
+    window.window = o.window;
+    m[key::kWindowedLoss] = {{"window", window.window_size(length)}, {"loss", losses}};
+  }
+  if (!o.quantized_bits.empty()) {
+    json losses = json::object();
+    for (int64_t bits : o.quantized_bits) losses[fmt::format("w{}a{}", bits, bits)] = loss(std::nullopt, bits);
+    m[key::kQuantizedLoss] = losses;
+  }
+  return m;
+}
+
+// A sinklab model's loss (a run's or a llama2.c checkpoint's) on x [n, T], as a run's evaluation computes it.
+CostLoss transformer_loss(Transformer& model, const torch::Tensor& x, const MeasureOptions& o) {
+  RunConfig cfg;
+  cfg.model = model.cfg;
+  cfg.train.context = x.size(1) - 1;
+  cfg.measure.window = o.window;
+  auto costs = std::make_shared<SinkCosts>(cfg);
+  const auto inputs = x.narrow(1, 0, x.size(1) - 1), targets = x.narrow(1, 1, x.size(1) - 1);
+  return [&model, costs, inputs, targets](std::optional<int64_t> keep, int64_t bits) {
+    torch::NoGradGuard no_grad;
+    model.eval();
+    if (keep) return costs->windowed_loss(model, inputs, targets, 16, *keep);
+    return bits ? quantized_loss(model, inputs, targets, 0, 16, bits) : chunked_loss(model, inputs, targets, 0, 16);
+  };
+}
+
+// A Hugging Face checkpoint's loss on x [n, T], its attention limited by the window's mask.
+CostLoss hf_loss(const HfModel& model, const torch::Tensor& x, const MeasureOptions& o) {
+  const int64_t length = x.size(1) - 1;
+  const auto inputs = x.narrow(1, 0, length), targets = x.narrow(1, 1, length);
+  MeasureConfig window;
+  window.window = o.window;
+  const int64_t keys = window.window_size(length);
+  return [&model, inputs, targets, keys, length](std::optional<int64_t> keep, int64_t bits) {
+    torch::Tensor allowed;
+    if (keep) {
+      AttentionConfig a;
+      a.window = keys;
+      if (*keep > 0) a.rule = streaming_window(keys, *keep);
+      allowed = allowed_pairs(a, length);
+    }
+    return model.loss(inputs, targets, allowed, bits);
+  };
+}
+
+void print_costs(const json& m) {
+  namespace key = run_record::eval;
+  const double full = m[key::kValidLoss];
+  fmt::print("next-token loss on these inputs: {:.4f}\n", full);
+  if (m.contains(key::kWindowedLoss))
+    for (const auto& [keep, loss] : m[key::kWindowedLoss]["loss"].items())
+      fmt::print("  window of {} keys keeping {} first: {:.4f} ({:+.4f})\n",
+                 m[key::kWindowedLoss]["window"].get<int64_t>(), keep, loss.get<double>(), loss.get<double>() - full);
+  if (m.contains(key::kQuantizedLoss))
+    for (const auto& [setting, loss] : m[key::kQuantizedLoss].items())
+      fmt::print("  {} fake quantization: {:.4f} ({:+.4f})\n", setting, loss.get<double>(), loss.get<double>() - full);
+}
+
 void print(const MeasureOptions& o, json about, const std::string& header, const SinkReport& r, bool bos,
-           const std::string& note) {
+           const std::string& note, const json& costs) {
   if (o.format == "json") {
     about["target"] = o.target;
     about["input"] = o.input;
@@ -169,12 +248,14 @@ void print(const MeasureOptions& o, json about, const std::string& header, const
     about["positions"] = o.positions;
     if (!note.empty()) about["note"] = note;
     about.update(report_json(r));
+    about.update(costs);
     fmt::print("{}\n", about.dump(2));
     return;
   }
   print_text(fmt::format("{}, input {}, T = {}, {} sequences, {} BOS{}", header, o.input, o.T, o.n,
                          bos ? "with" : "without", note.empty() ? "" : " (" + note + ")"),
              r, o.eps);
+  print_costs(costs);
 }
 
 int measure_run(MeasureOptions& o) {
@@ -194,7 +275,7 @@ int measure_run(MeasureOptions& o) {
         measure_model(*trained.model, x.narrow(0, b, std::min<int64_t>(25, o.n - b)), o.positions, o.eps, true, true));
   json about = {{"kind", "run"}, {"run", plan.name}, {"hash", plan.hash8()}, {"step", trained.step}};
   print(o, about, fmt::format("{} ({}), step {}", plan.name, plan.hash8(), trained.step), combine_chunks(parts), bos,
-        "");
+        "", sink_costs_json(o, o.T - 1, transformer_loss(*trained.model, x, o)));
   return 0;
 }
 
@@ -219,7 +300,8 @@ int measure_llama2c(MeasureOptions& o) {
       {"model", {{"d", c.d}, {"layers", c.layers}, {"heads", c.heads}, {"kv_heads", c.kv_heads}, {"vocab", c.vocab}}}};
   auto header = fmt::format("{} (llama2.c: d {}, {} layers, {} heads, {} kv heads)", o.target, c.d, c.layers, c.heads,
                             c.kv_heads);
-  print(o, about, header, measure_model(*loaded.model, x, o.positions, o.eps, true, true), bos, note);
+  print(o, about, header, measure_model(*loaded.model, x, o.positions, o.eps, true, true), bos, note,
+        sink_costs_json(o, o.T - 1, transformer_loss(*loaded.model, x, o)));
   return 0;
 }
 
@@ -252,7 +334,8 @@ int measure_hf(MeasureOptions& o) {
                   {"vocab", c.vocab}}}};
   auto header = fmt::format("{} (Hugging Face {}: d {}, {} layers, {} heads, {} kv heads)", o.target, c.model_type, c.d,
                             c.layers, c.heads, c.kv_heads);
-  print(o, about, header, measure_hf_model(model, x, o.positions, o.eps), bos, note);
+  print(o, about, header, measure_hf_model(model, x, o.positions, o.eps), bos, note,
+        sink_costs_json(o, o.T - 1, hf_loss(model, x, o)));
   return 0;
 }
 

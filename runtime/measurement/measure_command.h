@@ -1,5 +1,8 @@
 // `sinkc measure TARGET`: the sink metrics of a trained run, a llama2.c
-// checkpoint, or a Hugging Face model folder (config.json + *.safetensors).
+// checkpoint, or a Hugging Face model folder (config.json + *.safetensors),
+// and what a sink costs on the same inputs: the next-token loss in full, under
+// a window keeping K first tokens, and after fake quantization (a run's own
+// evaluations also measure the loss beyond its trained context).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -19,6 +22,10 @@ struct MeasureOptions {
   double eps = 0.3;
   int64_t T = 64, n = 100;
   std::vector<int64_t> positions;
+  // What a sink costs on the same inputs (runtime/measurement/sink_costs.h): the loss under a window of `window`
+  // keys (0: a quarter of T) keeping each count of first tokens, and after WbAb fake quantization for each b.
+  int64_t window = 0;
+  std::vector<int64_t> window_keeps = {0, 1, 4}, quantized_bits = {8, 6};
 };
 
 // Prints the report; returns the process exit code. Throws

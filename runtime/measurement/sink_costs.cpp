@@ -112,7 +112,7 @@ json SinkCosts::measure(Transformer& model, const Batches& batches, const torch:
                         int64_t chunk) {
   const MeasureConfig& ms = cfg_.measure;
   const int64_t prefix = cfg_.model.attention.prefix, context = cfg_.train.context;
-  json m;
+  json m = json::object();
   // A prefix LM's prefix is seen both ways: no causal window says what its loss would be.
   if (ms.windowed_loss && !ms.window_keeps.empty() && prefix == 0) {
     json losses = json::object();

@@ -133,6 +133,19 @@ TEST(SinkCosts, TransformersComputesTheWindowedAndQuantizedLossesAndTheOutliers)
     EXPECT_NEAR(ours, theirs["quantized"][std::to_string(bits)].get<double>(), 1e-4) << bits << " bits";
     if (bits == 4) EXPECT_GT(std::abs(ours - full), 1e-3) << "4 bits should cost something";
   }
+  // `sinkc measure DIR` on the same ids: the Hugging Face reader's own forward, masked and quantized.
+  const auto measured =
+      sinktest::measure_json({dir, "--ids", tmp.file("ids.txt"), "--T", std::to_string(T + 1), "--n", std::to_string(N),
+                              "--window", std::to_string(window), "--window-keeps", "0,1,4", "--quantized-bits", "8,4"},
+                             tmp);
+  EXPECT_NEAR(measured["valid_loss"].get<double>(), theirs["full"].get<double>(), 1e-5);
+  EXPECT_EQ(measured["windowed_loss"]["window"], window);
+  for (const char* keep : {"0", "1", "4"})
+    EXPECT_NEAR(measured["windowed_loss"]["loss"][keep].get<double>(), theirs["windowed"][keep].get<double>(), 1e-5)
+        << "measure DIR keeping " << keep;
+  for (const auto& [setting, bits] : {std::pair{"w8a8", "8"}, std::pair{"w4a4", "4"}})
+    EXPECT_NEAR(measured["quantized_loss"][setting].get<double>(), theirs["quantized"][bits].get<double>(), 1e-4)
+        << "measure DIR " << setting;
   const SinkReport r = measure_model(model, x, {1}, 0.3, false, /*outliers=*/true);
   ASSERT_EQ(r.residual.size(), theirs["residual_kurtosis"].size());
   for (size_t l = 0; l < r.residual.size(); ++l) {
@@ -172,4 +185,24 @@ TEST(SinkCosts, ASinkModelLosesItsFirstTokenUnderAWindowAndKeepingItCloses) {
   EXPECT_TRUE(m["quantized_loss"].contains("w8a8"));
   EXPECT_EQ(m["residual_kurtosis"].size(), 1u);
   EXPECT_EQ(m["longer_context_loss"].size(), 2u);
+}
+
+TEST(SinkCosts, EachIsTurnedOffByItsField) {
+  TempDir out("sink-costs-off");
+  auto r =
+      run_plan(sinktest::plan_of("experiment off extends micro { measure { windowed_loss = false  outliers = false "
+                                 " quantized_bits = []  longer_contexts = [] } }"),
+               sinktest::run_options(out.str()));
+  ASSERT_EQ(r.status, "completed") << r.summary.dump(2);
+  const auto& m = r.summary["final"];
+  for (const char* key : {"windowed_loss", "quantized_loss", "longer_context_loss", "residual_kurtosis",
+                          "attention_output_max", "attention_output_kurtosis"})
+    EXPECT_FALSE(m.contains(key)) << key;
+  auto on = run_plan(sinktest::plan_of("experiment on extends micro { model.pe = learned }"),
+                     sinktest::run_options(out.str()));
+  ASSERT_EQ(on.status, "completed") << on.summary.dump(2);
+  for (const char* key : {"windowed_loss", "quantized_loss", "longer_context_loss", "residual_kurtosis"})
+    EXPECT_TRUE(on.summary["final"].contains(key)) << key;
+  // Learned positions end at the context: the longer contexts say why instead of a number.
+  EXPECT_TRUE(on.summary["final"]["longer_context_loss"]["2"].is_string());
 }
