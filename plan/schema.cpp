@@ -311,7 +311,8 @@ std::vector<Field> build() {
        "first tokens the windowed loss keeps in sight, one loss each (0 = a plain window)",
        Value::of_list({Value::of_int(0), Value::of_int(1), Value::of_int(4)})},
       {"measure.outliers", boolean(),
-       "per layer, the largest absolute value and the excess kurtosis of the residual stream and of the attention output "
+       "per layer, the largest absolute value and the excess kurtosis of the residual stream and of the attention "
+       "output "
        "over the measured sequences",
        Value::of_bool(false)},
       {"measure.quantized_bits", int_list(2, 16),

@@ -45,8 +45,7 @@ constexpr const char* kWindowedGap = "windowed_gap_";
 constexpr const char* kQuantizedGap = "quantized_gap_";
 constexpr const char* kLongerLoss = "longer_loss_";
 MetricDef windowed_metric(int kept) {
-  return {fmt::format("{}{}", kWindowedGap, kept),
-          fmt::format("window gap, {} kept (nats)", kept), 4, "nats/token"};
+  return {fmt::format("{}{}", kWindowedGap, kept), fmt::format("window gap, {} kept (nats)", kept), 4, "nats/token"};
 }
 MetricDef quantized_metric(const std::string& setting) {
   std::string upper = setting;
@@ -54,8 +53,7 @@ MetricDef quantized_metric(const std::string& setting) {
   return {kQuantizedGap + setting, fmt::format("{} gap (nats)", upper), 4, "nats/token"};
 }
 MetricDef longer_metric(int factor) {
-  return {fmt::format("{}{}", kLongerLoss, factor), fmt::format("loss at {}x context", factor), 4,
-          "nats/token"};
+  return {fmt::format("{}{}", kLongerLoss, factor), fmt::format("loss at {}x context", factor), 4, "nats/token"};
 }
 
 // The whole number after `prefix` in id (at most 6 digits), or nullopt.

@@ -225,6 +225,7 @@ CostLoss hf_loss(const HfModel& model, const torch::Tensor& x, const MeasureOpti
 
 void print_costs(const json& m) {
   namespace key = run_record::eval;
+  if (!m.contains(key::kValidLoss)) return;
   const double full = m[key::kValidLoss];
   fmt::print("next-token loss on these inputs: {:.4f}\n", full);
   if (m.contains(key::kWindowedLoss))
@@ -334,8 +335,14 @@ int measure_hf(MeasureOptions& o) {
                   {"vocab", c.vocab}}}};
   auto header = fmt::format("{} (Hugging Face {}: d {}, {} layers, {} heads, {} kv heads)", o.target, c.model_type, c.d,
                             c.layers, c.heads, c.kv_heads);
-  print(o, about, header, measure_hf_model(model, x, o.positions, o.eps), bos, note,
-        sink_costs_json(o, o.T - 1, hf_loss(model, x, o)));
+  // A folder of the decoder layers alone (no final norm or LM head) is measured without its losses.
+  json costs = json::object();
+  try {
+    costs = sink_costs_json(o, o.T - 1, hf_loss(model, x, o));
+  } catch (const std::runtime_error& e) {
+    note += fmt::format("{}no losses: {}", note.empty() ? "" : "; ", e.what());
+  }
+  print(o, about, header, measure_hf_model(model, x, o.positions, o.eps), bos, note, costs);
   return 0;
 }
 

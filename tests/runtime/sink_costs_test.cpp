@@ -206,3 +206,63 @@ TEST(SinkCosts, EachIsTurnedOffByItsField) {
   // Learned positions end at the context: the longer contexts say why instead of a number.
   EXPECT_TRUE(on.summary["final"]["longer_context_loss"]["2"].is_string());
 }
+
+// Every design of beyond_the_paper and the paper's Table 6 variants: the costs through the JIT kernels agree with
+// the reference path's (LibTorch, the oracle the kernels are tested against) on the same weights, the windowed
+// rules (a plain window, kept first tokens) included.
+TEST(SinkCosts, TheJitAndTheReferenceAgreeOnEveryDesign) {
+  const std::vector<std::string> designs = {
+      "",  // softmax
+      "attention.gate = elementwise",
+      "attention.gate = headwise",
+      "attention.sink_logit = learned",
+      "attention.sink_logit = 0",
+      "attention.normalize = softpick",
+      "attention.differential = true",
+      "attention { score = sigmoid(qk - log(16))  normalize = none }",
+      "attention { score = relu(qk)  normalize = count }",
+      "attention.score = stablemax(qk)",
+      "attention { score = sigmoid(qk)  normalize = none }",
+      "attention { score = sigmoid(qk)  normalize = sum }",
+      "attention { score = elu(qk) + 1  normalize = none }",
+      "attention { score = elu(qk) + 1  normalize = sum }",
+      "attention { kernel = elu1  score = qk  normalize = sum }",
+      "attention { kernel = identity  score = qk  normalize = abs_clamped }",
+      "attention { kernel = mlp(hidden = 8)  score = qk  normalize = abs_clamped }"};
+  const int64_t T = 16, N = 3;
+  for (const auto& body : designs) {
+    SCOPED_TRACE(body.empty() ? "softmax" : body);
+    auto cfg = sinktest::config_of("experiment c extends micro { " + body + " }");
+    cfg.model.vocab = 17;
+    cfg.measure.window = 5;
+    torch::manual_seed(5);
+    cfg.model.attention.backend = sink::Backend::jit;
+    Transformer jit(cfg.model);
+    cfg.model.attention.backend = sink::Backend::reference;
+    Transformer ref(cfg.model);
+    {
+      torch::NoGradGuard no_grad;
+      auto from = jit.named_parameters();
+      for (auto& p : ref.named_parameters()) p.value().copy_(from[p.key()]);
+    }
+    auto ids = torch::randint(0, cfg.model.vocab, {N, 4 * T + 1}, torch::kLong);
+    const auto x = ids.narrow(1, 0, T), y = ids.narrow(1, 1, T);
+    const auto long_x = ids.narrow(1, 0, 4 * T), long_y = ids.narrow(1, 1, 4 * T);
+    SinkCosts jit_costs(cfg), ref_costs(cfg);
+    torch::NoGradGuard no_grad;
+    jit.eval(), ref.eval();
+    for (int64_t keep : {0, 1, 4})
+      EXPECT_NEAR(jit_costs.windowed_loss(jit, x, y, 16, keep), ref_costs.windowed_loss(ref, x, y, 16, keep), 1e-5)
+          << "keeping " << keep;
+    EXPECT_NEAR(quantized_loss(jit, x, y, 0, 16, 8), quantized_loss(ref, x, y, 0, 16, 8), 1e-4);
+    EXPECT_NEAR(chunked_loss(jit, long_x, long_y, 0, 16), chunked_loss(ref, long_x, long_y, 0, 16), 1e-5);
+    const SinkReport rj = measure_model(jit, x, {1}, 0.3, false, true),
+                     rr = measure_model(ref, x, {1}, 0.3, false, true);
+    ASSERT_EQ(rj.residual.size(), rr.residual.size());
+    for (size_t l = 0; l < rj.residual.size(); ++l) {
+      const double k = rr.residual[l].excess_kurtosis(), ka = rr.attention_output[l].excess_kurtosis();
+      EXPECT_NEAR(rj.residual[l].excess_kurtosis(), k, 1e-4 * std::max(1.0, std::abs(k)));
+      EXPECT_NEAR(rj.attention_output[l].excess_kurtosis(), ka, 1e-4 * std::max(1.0, std::abs(ka)));
+    }
+  }
+}
