@@ -325,6 +325,9 @@ int main(int argc, char** argv) {
   measure->add_option("--quantized-bits", mo.quantized_bits, "the loss after WbAb fake quantization, each b: 8,6")
       ->delimiter(',')
       ->check(CLI::Range(2, 16));
+  measure->add_option("--longer-contexts", mo.longer_contexts, "the loss on sequences F x T long, each F: 2,4")
+      ->delimiter(',')
+      ->check(CLI::Range(2, 64));
   measure->add_option("--format", mo.format, "text | json (every value at full precision)")
       ->check(CLI::IsMember({"text", "json"}));
 

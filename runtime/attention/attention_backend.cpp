@@ -84,10 +84,11 @@ class CpuJitBackend : public AttentionBackend {
 // says so when it is asked for).
 class CudaBackend : public AttentionBackend {
  public:
-  CudaBackend(const ModelConfig& cfg, KernelChoice choice)
+  CudaBackend(const ModelConfig& cfg, KernelChoice choice, KernelModules modules)
       : cfg_(cfg.attention),
         kernel_(kernels::kernel_spec(cfg)),
-        sdpa_(choice == KernelChoice::Fastest && has_sdpa() && kernel_.plain_causal_softmax()) {}
+        sdpa_(choice == KernelChoice::Fastest && has_sdpa() && kernel_.plain_causal_softmax()),
+        modules_(std::move(modules)) {}
   // summary.json says which one trained.
   std::string name() const override { return sdpa_ ? "cuda+sdpa" : "cuda"; }
   std::string kernel_source(Precision precision) const override {
@@ -109,10 +110,15 @@ class CudaBackend : public AttentionBackend {
   AttentionConfig cfg_;
   kernels::KernelSpec kernel_;
   bool sdpa_;
-  KernelModules modules_ = cuda_modules();
+  KernelModules modules_;
 };
 
 }  // namespace
+
+std::shared_ptr<AttentionBackend> make_cuda_backend(const ModelConfig& cfg, const KernelModules& modules,
+                                                    KernelChoice choice) {
+  return std::make_shared<CudaBackend>(cfg, choice, modules);
+}
 
 std::vector<std::string> AttentionBackend::kernels_run() const {
   std::lock_guard<std::mutex> lock(kernels_mutex_);
@@ -172,7 +178,7 @@ std::shared_ptr<AttentionBackend> make_attention_backend(const ModelConfig& cfg,
       });
       return std::make_shared<ReferenceBackend>(cfg.attention);
     }
-    return std::make_shared<CudaBackend>(cfg, choice);
+    return make_cuda_backend(cfg, cuda_modules(), choice);
   }
   throw std::runtime_error(
       fmt::format("attention.backend = {} has no kernels for device {} in this build; "

@@ -67,6 +67,12 @@ enum class KernelChoice { Fastest, Generated };
 std::shared_ptr<AttentionBackend> make_attention_backend(const ModelConfig& cfg, const torch::Device& device,
                                                          KernelChoice choice = KernelChoice::Fastest);
 
+// The CUDA kernels of `cfg`'s attention on `modules`' loader: a GPU's (cuda_modules()), or the tests' CPU emulation
+// of one, which runs them on CPU tensors. No gate of the GPU features table: the caller chose these kernels.
+struct KernelModules;
+std::shared_ptr<AttentionBackend> make_cuda_backend(const ModelConfig& cfg, const KernelModules& modules,
+                                                    KernelChoice choice = KernelChoice::Generated);
+
 // LibTorch >= 2.0's scaled_dot_product_attention with the causal mask
 // (q, k, v [B, H, T, dh]); has_sdpa() is false on older LibTorch (Debian's
 // 1.13), where sdpa_causal_attention throws.

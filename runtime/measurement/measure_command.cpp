@@ -167,9 +167,12 @@ void print_text(const std::string& header, const SinkReport& r, double eps) {
 // tokens, or with the linear layers fake-quantized to `bits`.
 using CostLoss = std::function<double(std::optional<int64_t> keep, int64_t bits)>;
 
+// The loss on inputs of the measured kind `factor` times as long (a number), or why there is none (a string).
+using LongerLoss = std::function<json(int64_t factor)>;
+
 // What a sink costs on inputs whose loss reads `length` positions, under the keys of plan/run_record.h (valid_loss:
 // the full loss on these inputs).
-json sink_costs_json(const MeasureOptions& o, int64_t length, const CostLoss& loss) {
+json sink_costs_json(const MeasureOptions& o, int64_t length, const CostLoss& loss, const LongerLoss& longer) {
   namespace key = run_record::eval;
   json m;
   m[key::kValidLoss] = loss(std::nullopt, 0);
@@ -185,7 +188,32 @@ json sink_costs_json(const MeasureOptions& o, int64_t length, const CostLoss& lo
     for (int64_t bits : o.quantized_bits) losses[fmt::format("w{}a{}", bits, bits)] = loss(std::nullopt, bits);
     m[key::kQuantizedLoss] = losses;
   }
+  if (!o.longer_contexts.empty()) {
+    json losses = json::object();
+    for (int64_t factor : o.longer_contexts) losses[std::to_string(factor)] = longer(factor);
+    m[key::kLongerContextLoss] = losses;
+  }
   return m;
+}
+
+// The measured inputs' options for inputs `factor` times as long: as many tokens, in fewer sequences.
+MeasureOptions longer_inputs(const MeasureOptions& o, int64_t factor) {
+  MeasureOptions longer = o;
+  longer.T = factor * o.T;
+  longer.n = std::max<int64_t>(1, o.n / factor);
+  return longer;
+}
+
+// A sinklab model's loss on `inputs(factor)` [n, factor T], or why its positions cannot reach them.
+LongerLoss transformer_longer_loss(Transformer& model, const std::function<torch::Tensor(int64_t)>& inputs) {
+  return [&model, inputs](int64_t factor) -> json {
+    const torch::Tensor x = inputs(factor);
+    const int64_t length = x.size(1) - 1;
+    if (std::string why = longer_context_obstacle(model.cfg, length); !why.empty()) return why;
+    torch::NoGradGuard no_grad;
+    model.eval();
+    return chunked_loss(model, x.narrow(1, 0, length), x.narrow(1, 1, length), 0, 16);
+  };
 }
 
 // A sinklab model's loss (a run's or a llama2.c checkpoint's) on x [n, T], as a run's evaluation computes it.
@@ -235,6 +263,13 @@ void print_costs(const json& m) {
   if (m.contains(key::kQuantizedLoss))
     for (const auto& [setting, loss] : m[key::kQuantizedLoss].items())
       fmt::print("  {} fake quantization: {:.4f} ({:+.4f})\n", setting, loss.get<double>(), loss.get<double>() - full);
+  if (m.contains(key::kLongerContextLoss))
+    for (const auto& [factor, loss] : m[key::kLongerContextLoss].items()) {
+      if (loss.is_string())
+        fmt::print("  inputs {}x as long: no loss ({})\n", factor, loss.get<std::string>());
+      else
+        fmt::print("  inputs {}x as long: {:.4f} ({:+.4f})\n", factor, loss.get<double>(), loss.get<double>() - full);
+    }
 }
 
 void print(const MeasureOptions& o, json about, const std::string& header, const SinkReport& r, bool bos,
@@ -275,8 +310,15 @@ int measure_run(MeasureOptions& o) {
     parts.push_back(
         measure_model(*trained.model, x.narrow(0, b, std::min<int64_t>(25, o.n - b)), o.positions, o.eps, true, true));
   json about = {{"kind", "run"}, {"run", plan.name}, {"hash", plan.hash8()}, {"step", trained.step}};
+  const MeasureInput input = parse_choice<MeasureInput>(o.input);
+  const auto longer = [&](int64_t factor) {
+    const MeasureOptions l = longer_inputs(o, factor);
+    return batches.measure_inputs(l.n, l.T, input, bos);
+  };
   print(o, about, fmt::format("{} ({}), step {}", plan.name, plan.hash8(), trained.step), combine_chunks(parts), bos,
-        "", sink_costs_json(o, o.T - 1, transformer_loss(*trained.model, x, o)));
+        "",
+        sink_costs_json(o, o.T - 1, transformer_loss(*trained.model, x, o),
+                        transformer_longer_loss(*trained.model, longer)));
   return 0;
 }
 
@@ -301,8 +343,13 @@ int measure_llama2c(MeasureOptions& o) {
       {"model", {{"d", c.d}, {"layers", c.layers}, {"heads", c.heads}, {"kv_heads", c.kv_heads}, {"vocab", c.vocab}}}};
   auto header = fmt::format("{} (llama2.c: d {}, {} layers, {} heads, {} kv heads)", o.target, c.d, c.layers, c.heads,
                             c.kv_heads);
+  const auto longer = [&](int64_t factor) {
+    std::string unused;
+    return external_inputs(longer_inputs(o, factor), vocab, bos, unused);
+  };
   print(o, about, header, measure_model(*loaded.model, x, o.positions, o.eps, true, true), bos, note,
-        sink_costs_json(o, o.T - 1, transformer_loss(*loaded.model, x, o)));
+        sink_costs_json(o, o.T - 1, transformer_loss(*loaded.model, x, o),
+                        transformer_longer_loss(*loaded.model, longer)));
   return 0;
 }
 
@@ -338,7 +385,18 @@ int measure_hf(MeasureOptions& o) {
   // A folder of the decoder layers alone (no final norm or LM head) is measured without its losses.
   json costs = json::object();
   try {
-    costs = sink_costs_json(o, o.T - 1, hf_loss(model, x, o));
+    // Past a model's learned positions, its own error says how many it has.
+    const auto longer = [&](int64_t factor) -> json {
+      std::string unused;
+      const torch::Tensor lx = external_inputs(longer_inputs(o, factor), vocab, bos, unused);
+      const int64_t length = lx.size(1) - 1;
+      try {
+        return model.loss(lx.narrow(1, 0, length), lx.narrow(1, 1, length), {}, 0);
+      } catch (const std::runtime_error& e) {
+        return e.what();
+      }
+    };
+    costs = sink_costs_json(o, o.T - 1, hf_loss(model, x, o), longer);
   } catch (const std::runtime_error& e) {
     note += fmt::format("{}no losses: {}", note.empty() ? "" : "; ", e.what());
   }

@@ -44,10 +44,7 @@ class ModelSwap {
     use(backend_);
     model_.operations = operations_;
   }
-  void use(const std::shared_ptr<AttentionBackend>& backend) {
-    model_.backend = backend;
-    for (auto& block : model_.blocks) block->attn->backend = backend;
-  }
+  void use(const std::shared_ptr<AttentionBackend>& backend) { model_.use_attention(backend); }
   void use(std::shared_ptr<const StepOperations> operations) { model_.operations = std::move(operations); }
 
  private:
@@ -67,8 +64,10 @@ torch::Tensor fake_quantize(const torch::Tensor& v, int64_t bits) {
 }
 
 std::string longer_context_obstacle(const ModelConfig& model, int64_t length) {
-  if (model.pe == PosEmbedding::learned)
-    return fmt::format("learned absolute positions: none trained past the training context, {} asked", length);
+  // The sink token takes a position before the sequence's first.
+  const int64_t positions = length + (model.sink_token ? 1 : 0);
+  if (model.pe == PosEmbedding::learned && positions > model.max_positions)
+    return fmt::format("learned absolute positions: the model has {}, {} asked", model.max_positions, positions);
   return "";
 }
 
@@ -101,7 +100,7 @@ double SinkCosts::windowed_loss(Transformer& model, const torch::Tensor& x, cons
     a.window = cfg_.measure.window_size(cfg_.train.context);
     a.rule.reset();
     if (keep > 0) a.rule = streaming_window(a.window, keep);
-    backend = make_attention_backend(windowed, model.device);
+    backend = make_backend_ ? make_backend_(windowed) : make_attention_backend(windowed, model.device);
   }
   ModelSwap swap(model);
   swap.use(backend);

@@ -12,6 +12,7 @@
 // (runtime/measurement/measure.h). Fields: measure.windowed_loss, window, window_keeps, quantized_bits,
 // longer_contexts.
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -27,13 +28,16 @@ namespace sink::rt {
 // v rounded to `bits`-bit symmetric integers on one scale, max |v| / (2^(bits-1) - 1), and back.
 torch::Tensor fake_quantize(const torch::Tensor& v, int64_t bits);
 
-// Why a model cannot be evaluated on `length` tokens, or "" where it can.
+// Why a model cannot be evaluated on `length` tokens (learned positions it does not have), or "" where it can.
 std::string longer_context_obstacle(const ModelConfig& model, int64_t length);
 
 // Holds the windowed rules' attention backends between evaluations: each compiles its kernels once.
 class SinkCosts {
  public:
-  explicit SinkCosts(const RunConfig& cfg) : cfg_(cfg) {}
+  // The attention of a model configuration (the windowed rules'); by default the one its plan and device select.
+  using BackendFactory = std::function<std::shared_ptr<AttentionBackend>(const ModelConfig&)>;
+  explicit SinkCosts(const RunConfig& cfg, BackendFactory make_backend = {})
+      : cfg_(cfg), make_backend_(std::move(make_backend)) {}
   // The measured costs' keys of a metrics.jsonl line (plan/run_record.h), on the validation sequences x, y
   // (which valid_loss is the mean loss of, in chunks of `chunk` sequences) and the batches' longer sequences.
   nlohmann::json measure(Transformer& model, const Batches& batches, const torch::Tensor& x, const torch::Tensor& y,
@@ -44,6 +48,7 @@ class SinkCosts {
 
  private:
   RunConfig cfg_;
+  BackendFactory make_backend_;
   std::map<int64_t, std::shared_ptr<AttentionBackend>> windowed_;  // by kept tokens
 };
 

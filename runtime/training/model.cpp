@@ -274,6 +274,11 @@ ForwardResult Transformer::probe(const torch::Tensor& tokens, bool hidden) { ret
 
 torch::Tensor Transformer::head_weight() { return cfg.tie_embeddings ? embed->weight : head->weight; }
 
+void Transformer::use_attention(std::shared_ptr<AttentionBackend> attention) {
+  for (auto& block : blocks) block->attn->backend = attention;
+  backend = std::move(attention);
+}
+
 ForwardResult Transformer::trunk(const torch::Tensor& tokens, bool probe, bool want_hidden) {
   ForwardResult r;
   auto x = embed(to_device(tokens, device));  // batches are built on the CPU

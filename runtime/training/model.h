@@ -99,6 +99,8 @@ struct Transformer : torch::nn::Module {
   ForwardResult probe(const torch::Tensor& tokens, bool hidden = false);
   // The LM head's matrix [vocab, d]: the embedding's when they are tied.
   torch::Tensor head_weight();
+  // The attention every layer runs from now on (a measurement's windowed rule, the tests' emulated kernels).
+  void use_attention(std::shared_ptr<AttentionBackend> attention);
   torch::Tensor distance_bias(int64_t T);  // ALiBi or T5 bucket bias by distance |i - j|: [H, T], or undefined
   // RoPE's tables for positions 0..T-1 as apply_rope reads them, [T, d_head] float on the model's device: each
   // pair's cos on both its channels, and its sin, negated on the pair's first channel.

@@ -1,7 +1,8 @@
 // What a sink costs (runtime/measurement/sink_costs.h, outliers.h): the moments against hand-computed values, the
 // fake quantization against its grid by hand, and the windowed loss, the quantized loss and the outliers of an
 // exported model against Hugging Face's transformers running it with an explicit 4D attention mask, numpy's fake
-// quantization of its linear layers and numpy's kurtosis of its activations (tests/runtime/hf_transformers_oracle.py).
+// quantization of its linear layers and numpy's kurtosis of its activations (tests/runtime/hf_transformers_oracle.py);
+// and every design's costs through the JIT and the CUDA kernels (on the CPU's emulation) against the reference path.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,12 +10,14 @@
 #include <fstream>
 
 #include "hf_python.h"
+#include "runtime/attention/cuda_attention.h"
 #include "runtime/interop/hf_export.h"
 #include "runtime/measurement/measure.h"
 #include "runtime/measurement/outliers.h"
 #include "runtime/measurement/sink_costs.h"
 #include "runtime/training/train.h"
 #include "runtime_test_util.h"
+#include "tests/kernels/cuda_emulator.h"
 
 using namespace sink::rt;
 using sinktest::TempDir;
@@ -134,10 +137,22 @@ TEST(SinkCosts, TransformersComputesTheWindowedAndQuantizedLossesAndTheOutliers)
     if (bits == 4) EXPECT_GT(std::abs(ours - full), 1e-3) << "4 bits should cost something";
   }
   // `sinkc measure DIR` on the same ids: the Hugging Face reader's own forward, masked and quantized.
-  const auto measured =
-      sinktest::measure_json({dir, "--ids", tmp.file("ids.txt"), "--T", std::to_string(T + 1), "--n", std::to_string(N),
-                              "--window", std::to_string(window), "--window-keeps", "0,1,4", "--quantized-bits", "8,4"},
-                             tmp);
+  // And inputs twice as long: the same ids, two rows to a sequence, as transformers reads them.
+  std::string long_text;
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t t = 0; t <= T; ++t) long_text += std::to_string(ids[n][t].item<int64_t>()) + " ";
+    if (n % 2 == 1) long_text += "\n";
+  }
+  sinktest::write_file(tmp.file("long.txt"), long_text);
+  ASSERT_EQ(sinktest::run_oracle(
+                python, {"costs", dir, tmp.file("long.txt"), std::to_string(window), "0", "8", tmp.file("long.json")}),
+            0);
+  const double twice_as_long = nlohmann::json::parse(sinktest::read_file(tmp.file("long.json")))["full"];
+  const auto measured = sinktest::measure_json(
+      {dir, "--ids", tmp.file("ids.txt"), "--T", std::to_string(T + 1), "--n", std::to_string(N), "--window",
+       std::to_string(window), "--window-keeps", "0,1,4", "--quantized-bits", "8,4", "--longer-contexts", "2"},
+      tmp);
+  EXPECT_NEAR(measured["longer_context_loss"]["2"].get<double>(), twice_as_long, 1e-5);
   EXPECT_NEAR(measured["valid_loss"].get<double>(), theirs["full"].get<double>(), 1e-5);
   EXPECT_EQ(measured["windowed_loss"]["window"], window);
   for (const char* keep : {"0", "1", "4"})
@@ -185,6 +200,10 @@ TEST(SinkCosts, ASinkModelLosesItsFirstTokenUnderAWindowAndKeepingItCloses) {
   EXPECT_TRUE(m["quantized_loss"].contains("w8a8"));
   EXPECT_EQ(m["residual_kurtosis"].size(), 1u);
   EXPECT_EQ(m["longer_context_loss"].size(), 2u);
+  // `sinkc measure RUN`: the loss on inputs 2x and 4x as long as the measured ones, RoPE reaching every position.
+  const auto measured = sinktest::measure_json({r.dir, "--n", "16", "--T", "32"}, out);
+  for (const char* factor : {"2", "4"})
+    EXPECT_TRUE(measured["longer_context_loss"][factor].is_number()) << measured.dump(2);
 }
 
 TEST(SinkCosts, EachIsTurnedOffByItsField) {
@@ -205,64 +224,99 @@ TEST(SinkCosts, EachIsTurnedOffByItsField) {
     EXPECT_TRUE(on.summary["final"].contains(key)) << key;
   // Learned positions end at the context: the longer contexts say why instead of a number.
   EXPECT_TRUE(on.summary["final"]["longer_context_loss"]["2"].is_string());
+  // So does `sinkc measure RUN` past the positions the model has.
+  const auto measured = sinktest::measure_json({on.dir, "--n", "4", "--T", "16", "--longer-contexts", "2"}, out);
+  EXPECT_TRUE(measured["longer_context_loss"]["2"].is_string()) << measured.dump(2);
 }
 
-// Every design of beyond_the_paper and the paper's Table 6 variants: the costs through the JIT kernels agree with
-// the reference path's (LibTorch, the oracle the kernels are tested against) on the same weights, the windowed
-// rules (a plain window, kept first tokens) included.
-TEST(SinkCosts, TheJitAndTheReferenceAgreeOnEveryDesign) {
-  const std::vector<std::string> designs = {
-      "",  // softmax
-      "attention.gate = elementwise",
-      "attention.gate = headwise",
-      "attention.sink_logit = learned",
-      "attention.sink_logit = 0",
-      "attention.normalize = softpick",
-      "attention.differential = true",
-      "attention { score = sigmoid(qk - log(16))  normalize = none }",
-      "attention { score = relu(qk)  normalize = count }",
-      "attention.score = stablemax(qk)",
-      "attention { score = sigmoid(qk)  normalize = none }",
-      "attention { score = sigmoid(qk)  normalize = sum }",
-      "attention { score = elu(qk) + 1  normalize = none }",
-      "attention { score = elu(qk) + 1  normalize = sum }",
-      "attention { kernel = elu1  score = qk  normalize = sum }",
-      "attention { kernel = identity  score = qk  normalize = abs_clamped }",
-      "attention { kernel = mlp(hidden = 8)  score = qk  normalize = abs_clamped }"};
+// Every design of beyond_the_paper and the paper's Table 6 variants, as an experiment body on `micro`.
+std::vector<std::string> cost_designs() {
+  return {"",  // softmax
+          "attention.gate = elementwise",
+          "attention.gate = headwise",
+          "attention.sink_logit = learned",
+          "attention.sink_logit = 0",
+          "attention.normalize = softpick",
+          "attention.differential = true",
+          "attention { score = sigmoid(qk - log(16))  normalize = none }",
+          "attention { score = relu(qk)  normalize = count }",
+          "attention.score = stablemax(qk)",
+          "attention { score = sigmoid(qk)  normalize = none }",
+          "attention { score = sigmoid(qk)  normalize = sum }",
+          "attention { score = elu(qk) + 1  normalize = none }",
+          "attention { score = elu(qk) + 1  normalize = sum }",
+          "attention { kernel = elu1  score = qk  normalize = sum }",
+          "attention { kernel = identity  score = qk  normalize = abs_clamped }",
+          "attention { kernel = mlp(hidden = 8)  score = qk  normalize = abs_clamped }"};
+}
+
+// `design`'s costs through `kernels` (a model on them, and their windowed rules) agree with the reference path's
+// (LibTorch, the oracle the kernels are tested against) on the same weights and sequences: the windowed losses
+// (a plain window, kept first tokens), the W8A8 loss, the loss on sequences 4x as long and the outliers.
+void expect_costs_agree_with_the_reference(const std::string& design, const SinkCosts::BackendFactory& kernels,
+                                           const std::string& kernels_name) {
+  SCOPED_TRACE(design.empty() ? "softmax" : design);
   const int64_t T = 16, N = 3;
-  for (const auto& body : designs) {
-    SCOPED_TRACE(body.empty() ? "softmax" : body);
-    auto cfg = sinktest::config_of("experiment c extends micro { " + body + " }");
-    cfg.model.vocab = 17;
-    cfg.measure.window = 5;
-    torch::manual_seed(5);
-    cfg.model.attention.backend = sink::Backend::jit;
-    Transformer jit(cfg.model);
-    cfg.model.attention.backend = sink::Backend::reference;
-    Transformer ref(cfg.model);
-    {
-      torch::NoGradGuard no_grad;
-      auto from = jit.named_parameters();
-      for (auto& p : ref.named_parameters()) p.value().copy_(from[p.key()]);
-    }
-    auto ids = torch::randint(0, cfg.model.vocab, {N, 4 * T + 1}, torch::kLong);
-    const auto x = ids.narrow(1, 0, T), y = ids.narrow(1, 1, T);
-    const auto long_x = ids.narrow(1, 0, 4 * T), long_y = ids.narrow(1, 1, 4 * T);
-    SinkCosts jit_costs(cfg), ref_costs(cfg);
+  auto cfg = sinktest::config_of("experiment c extends micro { " + design + " }");
+  cfg.model.vocab = 17;
+  cfg.measure.window = 5;
+  cfg.model.attention.backend = sink::Backend::reference;
+  torch::manual_seed(5);
+  Transformer generated(cfg.model), ref(cfg.model);
+  generated.use_attention(kernels(cfg.model));
+  {
     torch::NoGradGuard no_grad;
-    jit.eval(), ref.eval();
-    for (int64_t keep : {0, 1, 4})
-      EXPECT_NEAR(jit_costs.windowed_loss(jit, x, y, 16, keep), ref_costs.windowed_loss(ref, x, y, 16, keep), 1e-5)
-          << "keeping " << keep;
-    EXPECT_NEAR(quantized_loss(jit, x, y, 0, 16, 8), quantized_loss(ref, x, y, 0, 16, 8), 1e-4);
-    EXPECT_NEAR(chunked_loss(jit, long_x, long_y, 0, 16), chunked_loss(ref, long_x, long_y, 0, 16), 1e-5);
-    const SinkReport rj = measure_model(jit, x, {1}, 0.3, false, true),
-                     rr = measure_model(ref, x, {1}, 0.3, false, true);
-    ASSERT_EQ(rj.residual.size(), rr.residual.size());
-    for (size_t l = 0; l < rj.residual.size(); ++l) {
-      const double k = rr.residual[l].excess_kurtosis(), ka = rr.attention_output[l].excess_kurtosis();
-      EXPECT_NEAR(rj.residual[l].excess_kurtosis(), k, 1e-4 * std::max(1.0, std::abs(k)));
-      EXPECT_NEAR(rj.attention_output[l].excess_kurtosis(), ka, 1e-4 * std::max(1.0, std::abs(ka)));
-    }
+    auto from = generated.named_parameters();
+    for (auto& p : ref.named_parameters()) p.value().copy_(from[p.key()]);
   }
+  auto ids = torch::randint(0, cfg.model.vocab, {N, 4 * T + 1}, torch::kLong);
+  const auto x = ids.narrow(1, 0, T), y = ids.narrow(1, 1, T);
+  const auto long_x = ids.narrow(1, 0, 4 * T), long_y = ids.narrow(1, 1, 4 * T);
+  SinkCosts generated_costs(cfg, kernels), ref_costs(cfg);
+  torch::NoGradGuard no_grad;
+  generated.eval(), ref.eval();
+  for (int64_t keep : {0, 1, 4})
+    EXPECT_NEAR(generated_costs.windowed_loss(generated, x, y, 16, keep), ref_costs.windowed_loss(ref, x, y, 16, keep),
+                1e-5)
+        << "keeping " << keep;
+  EXPECT_NEAR(quantized_loss(generated, x, y, 0, 16, 8), quantized_loss(ref, x, y, 0, 16, 8), 1e-4);
+  EXPECT_NEAR(chunked_loss(generated, long_x, long_y, 0, 16), chunked_loss(ref, long_x, long_y, 0, 16), 1e-5);
+  const SinkReport rg = measure_model(generated, x, {1}, 0.3, false, true),
+                   rr = measure_model(ref, x, {1}, 0.3, false, true);
+  const auto ran = generated.backend->kernels_run();
+  ASSERT_FALSE(ran.empty());
+  EXPECT_EQ(ran[0].rfind(kernels_name, 0), 0u) << ran[0];  // what computed the costs: these kernels
+  ASSERT_EQ(rg.residual.size(), rr.residual.size());
+  for (size_t l = 0; l < rg.residual.size(); ++l) {
+    const double k = rr.residual[l].excess_kurtosis(), ka = rr.attention_output[l].excess_kurtosis();
+    EXPECT_NEAR(rg.residual[l].excess_kurtosis(), k, 1e-4 * std::max(1.0, std::abs(k)));
+    EXPECT_NEAR(rg.attention_output[l].excess_kurtosis(), ka, 1e-4 * std::max(1.0, std::abs(ka)));
+  }
+}
+
+TEST(SinkCosts, TheJitAndTheReferenceAgreeOnEveryDesign) {
+  for (const auto& design : cost_designs())
+    expect_costs_agree_with_the_reference(
+        design,
+        [](const sink::ModelConfig& m) {
+          sink::ModelConfig jit = m;
+          jit.attention.backend = sink::Backend::jit;
+          return make_attention_backend(jit, torch::kCPU);
+        },
+        "jit");
+}
+
+// The CUDA kernels, on the CPU's emulation of a GPU (float storage: the scalar kernels), likewise.
+TEST(SinkCosts, TheCudaKernelsOnTheEmulationAndTheReferenceAgreeOnEveryDesign) {
+  if (!sink::testing_variants::have_host_compiler())
+    GTEST_SKIP() << "no host C++ compiler (c++) to run the CUDA kernels on the CPU";
+  for (const auto& design : cost_designs())
+    expect_costs_agree_with_the_reference(
+        design,
+        [](const sink::ModelConfig& m) {
+          sink::ModelConfig cuda = m;
+          cuda.attention.backend = sink::Backend::jit;
+          return make_cuda_backend(cuda, sink::testing_variants::cpu_emulated_modules());
+        },
+        "cuda");
 }
