@@ -25,29 +25,44 @@ enum class CudaStorage { Real, BFloat16, Float16 };
 // two backward kernels give each warp 16 rows of a 64-row block and stream tiles of 64 keys (queries), 32
 // from d_head 96 on. The rest runs on the scalar kernels, a row per thread: float and double (what the
 // checks compare), and a d_head that is not a multiple of 16 (the products' shape, m16n8k16, needs it).
+//
+// The fields a tuning table records, each once (type, name, default): the struct, same_as and the table's JSON
+// (runtime/attention/cuda_tuning.cpp) are written from this list.
+//   forward_rows, forward_keys    forward: query rows per block; key rows per tile
+//   key_rows, key_queries         backward_keys: key rows per block; query rows per tile
+//   query_rows, query_keys        backward_queries: query rows per block; key rows per tile
+//   min_blocks   tensor cores: blocks per multiprocessor the registers must allow (__launch_bounds__)
+//   row_frags    tensor cores: 16-row fragments per warp in the forward and backward_queries (1 or 2)
+//   fused_dq     backward_keys also sums dQ (dS K per tile, atomically into a float dQ: FlashAttention-2's backward),
+//                and backward_queries does not run: five products a tile pair instead of seven, for a float copy of
+//                dQ and sums in no fixed order. The tuning measures it against the two kernels
+//                (cuda_fused_candidates).
+//   hopper       the products of the forward, backward_keys and backward_queries on Hopper's warpgroup multiplies
+//                (wgmma, sm_90a: kernels/cuda/tile_sm90.cuh) instead of mma.sync. Only GPUs of compute capability
+//                9.0 run them (cuda_hopper_candidates, cuda_hopper_fused_candidates).
+//   overlap      with hopper: the products of the forward and backward_queries asynchronous, the next tile's scores
+//                and this tile's O += W V (dQ += dS K) in flight while the warps fold (FlashAttention-3's
+//                pipelining within a warpgroup), over three stages of tiles.
+#define SINK_CUDA_TILE_FIELDS(FIELD) \
+  FIELD(int, forward_rows, 64)       \
+  FIELD(int, forward_keys, 32)       \
+  FIELD(int, key_rows, 32)           \
+  FIELD(int, key_queries, 32)        \
+  FIELD(int, query_rows, 32)         \
+  FIELD(int, query_keys, 32)         \
+  FIELD(int, min_blocks, 0)          \
+  FIELD(int, row_frags, 1)           \
+  FIELD(bool, fused_dq, false)       \
+  FIELD(bool, hopper, false)         \
+  FIELD(bool, overlap, false)
+#define SINK_CUDA_TILE_MEMBER(type, name, initial) type name = initial;
 struct CudaTiles {
   bool tensor_cores = false;
-  int forward_rows = 64, forward_keys = 32;  // forward: query rows per block; key rows per tile
-  int key_rows = 32, key_queries = 32;       // backward_keys: key rows per block; query rows per tile
-  int query_rows = 32, query_keys = 32;      // backward_queries: query rows per block; key rows per tile
-  int row_threads = 128;                     // backward_rows and probe: threads per block
-  int min_blocks = 0;  // tensor cores: blocks per multiprocessor the registers must allow (__launch_bounds__)
-  int row_frags = 1;   // tensor cores: 16-row fragments per warp in the forward and backward_queries (1 or 2)
+  SINK_CUDA_TILE_FIELDS(SINK_CUDA_TILE_MEMBER)
+  int row_threads = 128;  // backward_rows and probe: threads per block
   // Not a tile: whether backward_keys sums the position table's gradient dg (a learned table's, T5's; ALiBi's
   // is a constant). A source of its own where wanted, so the kernels without it hold no flag in a register.
   bool position_grad = false;
-  // backward_keys also sums dQ (dS K per tile, atomically into a float dQ: FlashAttention-2's backward), and
-  // backward_queries does not run: five products a tile pair instead of seven, for a float copy of dQ and
-  // sums in no fixed order. The tuning measures it against the two kernels (cuda_fused_candidates).
-  bool fused_dq = false;
-  // The products of the forward, backward_keys and backward_queries on Hopper's warpgroup multiplies (wgmma,
-  // sm_90a: kernels/cuda/tile_sm90.cuh) instead of mma.sync. Only GPUs of compute capability 9.0 run them
-  // (cuda_hopper_candidates, cuda_hopper_fused_candidates).
-  bool hopper = false;
-  // With hopper: the products of the forward and backward_queries asynchronous, the next tile's scores and this
-  // tile's O += W V (dQ += dS K) in flight while the warps fold (FlashAttention-3's pipelining within a
-  // warpgroup), over three stages of tiles.
-  bool overlap = false;
   // Threads per block of each kernel: a row per thread, or a warp per 16 rows (16 row_frags in the two
   // query-row kernels).
   int forward_threads() const { return threads(forward_rows, row_frags); }
@@ -56,13 +71,12 @@ struct CudaTiles {
   // Stages of key and value tiles the forward and backward_queries stream: the one after next on its way too
   // where the products overlap the fold.
   int streamed_stages() const { return tensor_cores && hopper && overlap ? 3 : 2; }
+#define SINK_CUDA_TILE_SAME(type, name, initial) &&name == o.name
   bool same_as(const CudaTiles& o) const {
-    return tensor_cores == o.tensor_cores && forward_rows == o.forward_rows && forward_keys == o.forward_keys &&
-           key_rows == o.key_rows && key_queries == o.key_queries && query_rows == o.query_rows &&
-           query_keys == o.query_keys && row_threads == o.row_threads && min_blocks == o.min_blocks &&
-           row_frags == o.row_frags && position_grad == o.position_grad && fused_dq == o.fused_dq &&
-           hopper == o.hopper && overlap == o.overlap;
+    return tensor_cores == o.tensor_cores && row_threads == o.row_threads &&
+           position_grad == o.position_grad SINK_CUDA_TILE_FIELDS(SINK_CUDA_TILE_SAME);
   }
+#undef SINK_CUDA_TILE_SAME
   std::string describe() const;  // "rows 64, stream 64, min_blocks 1" per kernel, for logs and the tuning table
 
  private:

@@ -66,20 +66,46 @@ std::vector<fs::path> site_packages_of_loaded_torch() {
   return found;
 }
 
+// Each entry point of NVRTC and of the driver this file calls, once: the member that holds it and the function
+// (by its exported name: cuda.h maps cuDeviceTotalMem to cuDeviceTotalMem_v2). A required one missing from the
+// library is an error; an optional one is null in a library too old for it.
+#define SINK_NVRTC_ENTRY_POINTS(REQUIRED, OPTIONAL)                   \
+  REQUIRED(create, nvrtcCreateProgram)                                \
+  REQUIRED(compile, nvrtcCompileProgram)                              \
+  REQUIRED(log_size, nvrtcGetProgramLogSize)                          \
+  REQUIRED(log, nvrtcGetProgramLog)                                   \
+  REQUIRED(ptx_size, nvrtcGetPTXSize)                                 \
+  REQUIRED(ptx, nvrtcGetPTX)                                          \
+  REQUIRED(destroy, nvrtcDestroyProgram)                              \
+  REQUIRED(error, nvrtcGetErrorString)                                \
+  OPTIONAL(version, nvrtcVersion)                                     \
+  OPTIONAL(cubin_size, nvrtcGetCUBINSize) /* NVRTC 11.1 on */         \
+  OPTIONAL(cubin, nvrtcGetCUBIN)                                      \
+  OPTIONAL(arch_count, nvrtcGetNumSupportedArchs) /* NVRTC 11.2 on */ \
+  OPTIONAL(archs, nvrtcGetSupportedArchs)
+#define SINK_DRIVER_ENTRY_POINTS(REQUIRED, OPTIONAL)   \
+  REQUIRED(init, cuInit)                               \
+  REQUIRED(device_get, cuDeviceGet)                    \
+  REQUIRED(attribute, cuDeviceGetAttribute)            \
+  REQUIRED(retain, cuDevicePrimaryCtxRetain)           \
+  REQUIRED(get_current, cuCtxGetCurrent)               \
+  REQUIRED(set_current, cuCtxSetCurrent)               \
+  REQUIRED(load, cuModuleLoadData)                     \
+  REQUIRED(function, cuModuleGetFunction)              \
+  REQUIRED(launch, cuLaunchKernel)                     \
+  REQUIRED(set_function_attribute, cuFuncSetAttribute) \
+  REQUIRED(synchronize, cuCtxSynchronize)              \
+  REQUIRED(name, cuDeviceGetName)                      \
+  REQUIRED(total_memory, cuDeviceTotalMem_v2)          \
+  REQUIRED(error, cuGetErrorString)                    \
+  REQUIRED(version, cuDriverGetVersion)
+#define SINK_ENTRY_POINT_MEMBER(member, function) decltype(&function) member = nullptr;
+#define SINK_REQUIRED_ENTRY_POINT(member, function) a.member = symbol<decltype(a.member)>(lib, #function);
+#define SINK_OPTIONAL_ENTRY_POINT(member, function) \
+  a.member = reinterpret_cast<decltype(a.member)>(dlsym(lib, #function));
+
 struct Nvrtc {
-  decltype(&nvrtcCreateProgram) create;
-  decltype(&nvrtcCompileProgram) compile;
-  decltype(&nvrtcGetProgramLogSize) log_size;
-  decltype(&nvrtcGetProgramLog) log;
-  decltype(&nvrtcGetPTXSize) ptx_size;
-  decltype(&nvrtcGetPTX) ptx;
-  decltype(&nvrtcDestroyProgram) destroy;
-  decltype(&nvrtcGetErrorString) error;
-  decltype(&nvrtcVersion) version;
-  decltype(&nvrtcGetCUBINSize) cubin_size;  // null before NVRTC 11.1
-  decltype(&nvrtcGetCUBIN) cubin;
-  decltype(&nvrtcGetNumSupportedArchs) arch_count;  // null before NVRTC 11.2
-  decltype(&nvrtcGetSupportedArchs) archs;
+  SINK_NVRTC_ENTRY_POINTS(SINK_ENTRY_POINT_MEMBER, SINK_ENTRY_POINT_MEMBER)
   std::string file;     // the library opened
   std::string missing;  // why it could not be opened, or ""
 };
@@ -94,40 +120,14 @@ const Nvrtc& nvrtc() {
       return a;
     }
     a.file = opened_file(lib);
-    a.create = symbol<decltype(a.create)>(lib, "nvrtcCreateProgram");
-    a.compile = symbol<decltype(a.compile)>(lib, "nvrtcCompileProgram");
-    a.log_size = symbol<decltype(a.log_size)>(lib, "nvrtcGetProgramLogSize");
-    a.log = symbol<decltype(a.log)>(lib, "nvrtcGetProgramLog");
-    a.ptx_size = symbol<decltype(a.ptx_size)>(lib, "nvrtcGetPTXSize");
-    a.ptx = symbol<decltype(a.ptx)>(lib, "nvrtcGetPTX");
-    a.destroy = symbol<decltype(a.destroy)>(lib, "nvrtcDestroyProgram");
-    a.error = symbol<decltype(a.error)>(lib, "nvrtcGetErrorString");
-    a.version = reinterpret_cast<decltype(a.version)>(dlsym(lib, "nvrtcVersion"));
-    a.cubin_size = reinterpret_cast<decltype(a.cubin_size)>(dlsym(lib, "nvrtcGetCUBINSize"));
-    a.cubin = reinterpret_cast<decltype(a.cubin)>(dlsym(lib, "nvrtcGetCUBIN"));
-    a.arch_count = reinterpret_cast<decltype(a.arch_count)>(dlsym(lib, "nvrtcGetNumSupportedArchs"));
-    a.archs = reinterpret_cast<decltype(a.archs)>(dlsym(lib, "nvrtcGetSupportedArchs"));
+    SINK_NVRTC_ENTRY_POINTS(SINK_REQUIRED_ENTRY_POINT, SINK_OPTIONAL_ENTRY_POINT)
     return a;
   }();
   return api;
 }
 
 struct Driver {
-  decltype(&cuInit) init;
-  decltype(&cuDeviceGet) device_get;
-  decltype(&cuDeviceGetAttribute) attribute;
-  decltype(&cuDevicePrimaryCtxRetain) retain;
-  decltype(&cuCtxGetCurrent) get_current;
-  decltype(&cuCtxSetCurrent) set_current;
-  decltype(&cuModuleLoadData) load;
-  decltype(&cuModuleGetFunction) function;
-  decltype(&cuLaunchKernel) launch;
-  decltype(&cuFuncSetAttribute) set_function_attribute;
-  decltype(&cuCtxSynchronize) synchronize;
-  decltype(&cuDeviceGetName) name;
-  decltype(&cuDeviceTotalMem) total_memory;
-  decltype(&cuGetErrorString) error;
-  decltype(&cuDriverGetVersion) version;
+  SINK_DRIVER_ENTRY_POINTS(SINK_ENTRY_POINT_MEMBER, SINK_ENTRY_POINT_MEMBER)
   std::string file;  // the library opened
 };
 
@@ -137,21 +137,7 @@ const Driver& driver() {
     void* lib = open_first({"libcuda.so.1", "libcuda.so"}, tried);
     if (!lib) throw std::runtime_error("CUDA: the driver library could not be opened: " + tried);
     Driver a{};
-    a.init = symbol<decltype(a.init)>(lib, "cuInit");
-    a.device_get = symbol<decltype(a.device_get)>(lib, "cuDeviceGet");
-    a.attribute = symbol<decltype(a.attribute)>(lib, "cuDeviceGetAttribute");
-    a.retain = symbol<decltype(a.retain)>(lib, "cuDevicePrimaryCtxRetain");
-    a.get_current = symbol<decltype(a.get_current)>(lib, "cuCtxGetCurrent");
-    a.set_current = symbol<decltype(a.set_current)>(lib, "cuCtxSetCurrent");
-    a.load = symbol<decltype(a.load)>(lib, "cuModuleLoadData");
-    a.function = symbol<decltype(a.function)>(lib, "cuModuleGetFunction");
-    a.launch = symbol<decltype(a.launch)>(lib, "cuLaunchKernel");
-    a.set_function_attribute = symbol<decltype(a.set_function_attribute)>(lib, "cuFuncSetAttribute");
-    a.synchronize = symbol<decltype(a.synchronize)>(lib, "cuCtxSynchronize");
-    a.name = symbol<decltype(a.name)>(lib, "cuDeviceGetName");
-    a.total_memory = symbol<decltype(a.total_memory)>(lib, "cuDeviceTotalMem_v2");
-    a.error = symbol<decltype(a.error)>(lib, "cuGetErrorString");
-    a.version = symbol<decltype(a.version)>(lib, "cuDriverGetVersion");
+    SINK_DRIVER_ENTRY_POINTS(SINK_REQUIRED_ENTRY_POINT, SINK_OPTIONAL_ENTRY_POINT)
     a.file = opened_file(lib);
     return a;
   }();

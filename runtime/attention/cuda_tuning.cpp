@@ -25,31 +25,22 @@
 namespace sink::rt {
 namespace {
 
+// A tile choice as a tuning table records it: the fields of kernels/cuda/tile_choice.h's SINK_CUDA_TILE_FIELDS.
 nlohmann::json tiles_json(const kernels::CudaTiles& t) {
-  return {{"forward_rows", t.forward_rows},
-          {"forward_keys", t.forward_keys},
-          {"key_rows", t.key_rows},
-          {"key_queries", t.key_queries},
-          {"query_rows", t.query_rows},
-          {"query_keys", t.query_keys},
-          {"min_blocks", t.min_blocks},
-          {"row_frags", t.row_frags},
-          {"fused_dq", t.fused_dq},
-          {"hopper", t.hopper},
-          {"overlap", t.overlap}};
+  nlohmann::json j;
+#define SINK_TILE_TO_JSON(type, name, initial) j[#name] = t.name;
+  SINK_CUDA_TILE_FIELDS(SINK_TILE_TO_JSON)
+#undef SINK_TILE_TO_JSON
+  return j;
 }
 
+// A table's tensor-core tiles; a field it lacks (a table written before the kernels had that choice) the default.
 kernels::CudaTiles tiles_of(const nlohmann::json& j) {
   kernels::CudaTiles t;
   t.tensor_cores = true;
-  t.forward_rows = j.at("forward_rows"), t.forward_keys = j.at("forward_keys");
-  t.key_rows = j.at("key_rows"), t.key_queries = j.at("key_queries");
-  t.query_rows = j.at("query_rows"), t.query_keys = j.at("query_keys");
-  t.min_blocks = j.at("min_blocks");
-  t.row_frags = j.value("row_frags", 1);  // (tables written before the kernels had these choices)
-  t.fused_dq = j.value("fused_dq", false);
-  t.hopper = j.value("hopper", false);
-  t.overlap = j.value("overlap", false);
+#define SINK_TILE_OF_JSON(type, name, initial) t.name = j.value(#name, type{initial});
+  SINK_CUDA_TILE_FIELDS(SINK_TILE_OF_JSON)
+#undef SINK_TILE_OF_JSON
   return t;
 }
 
