@@ -45,7 +45,7 @@ static std::string result_line(const rt::RunResult& r) {
   const nlohmann::json& summary = r.summary.is_object() ? r.summary : none;
   const nlohmann::json final_eval = summary.value(summary_key::kFinal, none);
   auto number = [&](const nlohmann::json& j) { return j.is_number() ? j.get<double>() : NAN; };
-  std::string line = fmt::format("{:<10} {}", r.status, r.dir);
+  std::string line = fmt::format("{:<10} {}", rt::outcome_name(r.status), r.dir);
   if (final_eval.contains(eval_key::kValidLoss))
     line += fmt::format(" valid {:.4f}", number(final_eval[eval_key::kValidLoss]));
   if (final_eval.contains(eval_key::kSink) && final_eval[eval_key::kSink].is_object())
@@ -162,8 +162,8 @@ int run_command(const std::vector<std::string>& targets, const RunFlags& flags) 
     ro.gpu_share = flags.gpu_share;
     auto r = rt::run_plan(plan, ro);
     if (leader) fmt::print("{}\n", result_line(r));
-    if (r.status == status_name(RunStatus::Failed)) ++failures;
-    if (r.status == status_name(RunStatus::Interrupted)) return 130;
+    if (r.status == rt::RunOutcome::Failed) ++failures;
+    if (r.status == rt::RunOutcome::Interrupted) return 130;
     if (rt::device_context_lost()) {
       if (leader)
         fmt::print(stderr,
@@ -188,9 +188,9 @@ int export_command(const std::string& run_dir, const std::string& llama2c_file, 
   }
   auto trained = rt::load_trained_model(run_dir);
   if (!trained.warning.empty()) fmt::print(stderr, "sinkc: warning: {}\n", trained.warning);
-  if (trained.status != status_name(RunStatus::Completed))
+  if (trained.status != RunStatus::Completed)
     fmt::print(stderr, "sinkc: note: the run is {}; writing its checkpoint of step {}\n",
-               trained.status.empty() ? "without a summary" : trained.status, trained.step);
+               trained.status ? status_name(*trained.status) : "without a summary", trained.step);
   const auto& c = trained.model->cfg;
   if (!hf_dir.empty()) {
     const auto tokens = rt::hf_tokens_of(cfg.data);

@@ -150,7 +150,8 @@ TrainedModel load_trained_model(const std::string& run_dir) {
   t.step = r.state.step;
   t.context = cfg.train.context;
   t.warning = r.warning;
-  if (auto s = RunDir::read_summary(run_dir)) t.status = s->value(run_record::summary::kStatus, "");
+  if (auto s = RunDir::read_summary(run_dir))
+    t.status = run_record::parse_status(s->value(run_record::summary::kStatus, ""));
   return t;
 }
 

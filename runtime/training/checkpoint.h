@@ -5,8 +5,11 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <torch/torch.h>
+
+#include "plan/run_record.h"
 
 namespace sink::rt {
 
@@ -41,10 +44,10 @@ Resumed load_latest_checkpoint(const std::string& latest, const std::string& pre
 // usable checkpoint (the previous one when the latest cannot be read).
 struct TrainedModel {
   std::shared_ptr<Transformer> model;
-  int64_t step = 0;     // the checkpoint's
-  int64_t context = 0;  // train.context
-  std::string status;   // summary.json's; empty without one
-  std::string warning;  // why the latest checkpoint was passed over
+  int64_t step = 0;                             // the checkpoint's
+  int64_t context = 0;                          // train.context
+  std::optional<run_record::RunStatus> status;  // summary.json's; none without one
+  std::string warning;                          // why the latest checkpoint was passed over
 };
 // Throws std::runtime_error naming the file at fault.
 TrainedModel load_trained_model(const std::string& run_dir);

@@ -13,6 +13,30 @@
 #include "runtime/training/stale_runs.h"
 
 namespace sink::rt {
+
+const char* outcome_name(RunOutcome outcome) {
+  switch (outcome) {
+#define SINK_RUN_OUTCOME_CASE(outcome, word) \
+  case RunOutcome::outcome: return word;
+    SINK_RUN_OUTCOMES(SINK_RUN_OUTCOME_CASE)
+#undef SINK_RUN_OUTCOME_CASE
+  }
+  return "failed";
+}
+
+std::ostream& operator<<(std::ostream& out, RunOutcome outcome) { return out << outcome_name(outcome); }
+
+RunOutcome outcome_of(run_record::RunStatus status) {
+  switch (status) {
+    case run_record::RunStatus::Completed: return RunOutcome::Completed;
+    case run_record::RunStatus::Stopped: return RunOutcome::Stopped;
+    case run_record::RunStatus::Interrupted: return RunOutcome::Interrupted;
+    case run_record::RunStatus::Diverged: return RunOutcome::Diverged;
+    case run_record::RunStatus::Running:
+    case run_record::RunStatus::Failed: return RunOutcome::Failed;
+  }
+  return RunOutcome::Failed;
+}
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 namespace key = run_record::summary;
@@ -72,12 +96,12 @@ RunClaim claim_run(const Plan& plan, const RunOptions& options) {
   if (workers) decision = workers->broadcast({decision})[0];
   if (decision == kElsewhere) {
     claim.skipped =
-        RunResult{"running elsewhere",
+        RunResult{RunOutcome::RunningElsewhere,
                   claim.dir,
                   {{key::kReason, claim.leader ? RunLock::holder(claim.dir) : std::string("rank 0 skipped it")}}};
   } else if (decision == kCached || decision == kStale) {
     const json summary = claim.leader ? *RunDir::read_summary(claim.dir) : json();
-    claim.skipped = RunResult{decision == kCached ? "cached" : "stale", claim.dir, summary};
+    claim.skipped = RunResult{decision == kCached ? RunOutcome::Cached : RunOutcome::Stale, claim.dir, summary};
     if (decision == kStale && claim.leader) claim.skipped->note = stale_note(summary);
   }
   return claim;
@@ -141,7 +165,7 @@ RunResult RunRecord::finish(RunStatus final_status, const std::string& reason) {
     fmt::print(stderr, "sinkc: {}: status {} not recorded: {}\n", dir_.path(), status, e.what());
   }
   dir_.log(fmt::format("status: {}{}", status, reason.empty() ? "" : " (" + reason + ")"));
-  return {status, dir_.path(), summary_, note_};
+  return {outcome_of(final_status), dir_.path(), summary_, note_};
 }
 
 }  // namespace sink::rt

@@ -3,9 +3,11 @@
 #pragma once
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <string>
 
 #include "plan/plan.h"
+#include "plan/run_record.h"
 
 namespace sink::rt {
 
@@ -26,9 +28,28 @@ struct RunOptions {
   DataParallel* workers = nullptr;  // data-parallel workers (torchrun); null: this process alone
 };
 
+// What run_plan did with a plan, each with its word in a run's result line: trained it to a final status of
+// summary.json (plan/run_record.h's RunStatus), or trained nothing, since a completed run of it was there (cached),
+// one of an older numerics version (stale), or another process holds it.
+#define SINK_RUN_OUTCOMES(OUTCOME)    \
+  OUTCOME(Completed, "completed")     \
+  OUTCOME(Stopped, "stopped")         \
+  OUTCOME(Interrupted, "interrupted") \
+  OUTCOME(Diverged, "diverged")       \
+  OUTCOME(Failed, "failed")           \
+  OUTCOME(Cached, "cached")           \
+  OUTCOME(Stale, "stale")             \
+  OUTCOME(RunningElsewhere, "running elsewhere")
+#define SINK_RUN_OUTCOME_ENUMERATOR(outcome, word) outcome,
+enum class RunOutcome { SINK_RUN_OUTCOMES(SINK_RUN_OUTCOME_ENUMERATOR) };
+#undef SINK_RUN_OUTCOME_ENUMERATOR
+const char* outcome_name(RunOutcome outcome);
+std::ostream& operator<<(std::ostream& out, RunOutcome outcome);  // its word (test messages)
+// A run's final status as an outcome (Running, never final, reads as Failed).
+RunOutcome outcome_of(run_record::RunStatus status);
+
 struct RunResult {
-  // completed | cached | stale | diverged | failed | stopped | interrupted | running elsewhere
-  std::string status;
+  RunOutcome status;
   std::string dir;
   nlohmann::json summary;
   std::string note = "";  // more for the result line: why a run is stale, where its stale results went

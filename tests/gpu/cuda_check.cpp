@@ -401,9 +401,10 @@ void run_resumes_on_the_cpu(const std::string& source_dir) {
   alone.out = (out / "alone").string();
   alone.progress = false;
   const RunResult cpu_only = run_plan(cpu_plan, alone);
-  std::string detail = fmt::format("{} on cuda, then {} on cpu", stopped.status, resumed.status);
-  bool passed = stopped.status == "stopped" && resumed.status == "completed" && cpu_only.status == "completed" &&
-                stopped.dir == resumed.dir;
+  std::string detail =
+      fmt::format("{} on cuda, then {} on cpu", outcome_name(stopped.status), outcome_name(resumed.status));
+  bool passed = stopped.status == RunOutcome::Stopped && resumed.status == RunOutcome::Completed &&
+                cpu_only.status == RunOutcome::Completed && stopped.dir == resumed.dir;
   if (passed) {
     const double a = resumed.summary["final"]["valid_loss"].get<double>();
     const double b = cpu_only.summary["final"]["valid_loss"].get<double>();

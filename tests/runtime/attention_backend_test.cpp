@@ -122,7 +122,7 @@ TEST(AttentionBackend, ARunWritesTheKernelSinkcCompileWrites) {
   o.out = dir.file("runs");
   o.progress = false;
   auto r = run_plan(sinktest::plan_of(spec), o);
-  ASSERT_EQ(r.status, "completed") << r.summary.dump(2);
+  ASSERT_EQ(r.status, sink::rt::RunOutcome::Completed) << r.summary.dump(2);
   const std::string written = sinktest::read_file(r.dir + "/attention.ll");
   EXPECT_FALSE(written.empty());
   EXPECT_EQ(written, sinktest::read_file(dir.file("compiled/ll/attention.ll")));

@@ -150,7 +150,7 @@ TEST(AutoSettings, ACpuRunRecordsWhatAutoBecame) {
   auto result = sink::rt::run_plan(
       sinktest::plan_of("experiment a extends micro { train { precision = auto  micro_batch = auto  steps = 2 } }"),
       sinktest::run_options(out.str()));
-  ASSERT_EQ(result.status, "completed") << result.summary.dump(2);
+  ASSERT_EQ(result.status, sink::rt::RunOutcome::Completed) << result.summary.dump(2);
   EXPECT_EQ(result.summary["precision"], "fp32");
   EXPECT_FALSE(result.summary.contains("micro_batch"));
   const std::string note = result.summary.value("auto_settings", "");

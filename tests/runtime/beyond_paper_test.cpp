@@ -329,7 +329,7 @@ TEST(BeyondThePaper, TheComparisonSpecTrainsInASmokeRun) {
     o.out = out.str();
     o.progress = false;
     RunResult r = run_plan(plan, o);
-    ASSERT_EQ(r.status, "completed") << r.summary.dump();
+    ASSERT_EQ(r.status, sink::rt::RunOutcome::Completed) << r.summary.dump();
     std::ifstream lines(r.dir + "/metrics.jsonl");
     std::string line, last;
     while (std::getline(lines, line)) last = line;

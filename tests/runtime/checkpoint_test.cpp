@@ -82,7 +82,7 @@ void expect_same_final(const json& a, const json& b) {
 TEST(Checkpoint, TheLastTwoAreKept) {
   TempDir out("two");
   auto r = run_plan(sinktest::plan_of(kCheckpointSpec), options(out.str()));
-  ASSERT_EQ(r.status, "completed") << r.summary.dump(2);
+  ASSERT_EQ(r.status, sink::rt::RunOutcome::Completed) << r.summary.dump(2);
   RunDir dir(r.dir);
   EXPECT_EQ(step_in(dir.checkpoint()), 16);
   EXPECT_EQ(step_in(dir.previous_checkpoint()), 12);
@@ -94,12 +94,12 @@ TEST(Checkpoint, ACorruptLatestFallsBackToThePrevious) {
   auto plan = sinktest::plan_of(kCheckpointSpec);
   TempDir a("straight"), b("corrupt");
   auto straight = run_plan(plan, options(a.str()));
-  ASSERT_EQ(straight.status, "completed");
+  ASSERT_EQ(straight.status, sink::rt::RunOutcome::Completed);
 
   auto o = options(b.str());
   o.stop_after = 10;  // checkpoints at 4 and 8
   auto stopped = run_plan(plan, o);
-  ASSERT_EQ(stopped.status, "stopped");
+  ASSERT_EQ(stopped.status, sink::rt::RunOutcome::Stopped);
   RunDir dir(stopped.dir);
   ASSERT_EQ(step_in(dir.checkpoint()), 8);
   ASSERT_EQ(step_in(dir.previous_checkpoint()), 4);
@@ -110,7 +110,7 @@ TEST(Checkpoint, ACorruptLatestFallsBackToThePrevious) {
   o.stop_after = -1;
   o.resume = true;
   auto resumed = run_plan(plan, o);
-  ASSERT_EQ(resumed.status, "completed") << resumed.summary.dump(2);
+  ASSERT_EQ(resumed.status, sink::rt::RunOutcome::Completed) << resumed.summary.dump(2);
   const std::string log = sinktest::read_file(dir.file("log.txt"));
   EXPECT_NE(log.find("warning: checkpoint '" + dir.checkpoint() + "'"), std::string::npos) << log;
   EXPECT_NE(log.find("using the previous checkpoint"), std::string::npos) << log;
@@ -143,7 +143,7 @@ TEST(Checkpoint, ACorruptLatestFallsBackToThePrevious) {
 TEST(Checkpoint, MeasureFallsBackToThePreviousToo) {
   TempDir out("measure");
   auto r = run_plan(sinktest::plan_of(kCheckpointSpec), options(out.str()));
-  ASSERT_EQ(r.status, "completed") << r.summary.dump(2);
+  ASSERT_EQ(r.status, sink::rt::RunOutcome::Completed) << r.summary.dump(2);
   RunDir dir(r.dir);
   const auto measure = [&](const std::string& log) {
     return sinktest::wait_exit(sinktest::spawn({sinktest::sinkc_binary(), "measure", r.dir, "--n", "4"}, log));
@@ -163,7 +163,7 @@ TEST(Checkpoint, BothUnreadableIsAClearError) {
   TempDir out("both");
   auto o = options(out.str());
   o.stop_after = 10;
-  ASSERT_EQ(run_plan(plan, o).status, "stopped");
+  ASSERT_EQ(run_plan(plan, o).status, sink::rt::RunOutcome::Stopped);
   RunDir dir(out.str() + "/" + plan.dir_name());
   sinktest::write_file(dir.checkpoint(), "garbage");
   sinktest::write_file(dir.previous_checkpoint(), "more garbage");
@@ -184,11 +184,11 @@ TEST(Checkpoint, AWriteThatFailsKeepsTheEarlierOnesAndFailsTheRun) {
   auto plan = sinktest::plan_of(kCheckpointSpec);
   TempDir a("straight"), b("full");
   auto straight = run_plan(plan, options(a.str()));
-  ASSERT_EQ(straight.status, "completed");
+  ASSERT_EQ(straight.status, sink::rt::RunOutcome::Completed);
 
   auto o = options(b.str());
   o.stop_after = 10;  // checkpoints at 4 and 8
-  ASSERT_EQ(run_plan(plan, o).status, "stopped");
+  ASSERT_EQ(run_plan(plan, o).status, sink::rt::RunOutcome::Stopped);
   RunDir dir(b.str() + "/" + plan.dir_name());
   const std::string latest = sinktest::read_file(dir.checkpoint()),
                     previous = sinktest::read_file(dir.previous_checkpoint());
@@ -199,7 +199,7 @@ TEST(Checkpoint, AWriteThatFailsKeepsTheEarlierOnesAndFailsTheRun) {
     FullDiskForCheckpoints full(latest.size() / 2);
     ASSERT_NO_THROW(failed = run_plan(plan, o));
   }
-  EXPECT_EQ(failed.status, "failed");
+  EXPECT_EQ(failed.status, sink::rt::RunOutcome::Failed);
   const std::string reason = failed.summary.value("reason", "");
   EXPECT_NE(reason.find("checkpoint of step 12 not written"), std::string::npos) << reason;
   EXPECT_NE(reason.find(std::strerror(ENOSPC)), std::string::npos) << reason;
@@ -234,7 +234,7 @@ TEST(Checkpoint, AWriteThatFailsKeepsTheEarlierOnesAndFailsTheRun) {
 
   // Space again: --resume continues from step 8 to the uninterrupted result.
   auto resumed = run_plan(plan, o);
-  ASSERT_EQ(resumed.status, "completed") << resumed.summary.dump(2);
+  ASSERT_EQ(resumed.status, sink::rt::RunOutcome::Completed) << resumed.summary.dump(2);
   EXPECT_NE(sinktest::read_file(dir.file("log.txt")).find("resumed at step 8"), std::string::npos);
   expect_same_final(straight.summary["final"], resumed.summary["final"]);
   if (!have_sinkc) GTEST_SKIP() << "the `sinkc table` check did not run: " << sinkc << " is not built";

@@ -163,7 +163,7 @@ TEST(Export, Llama2cReadsBackToTheSameLogits) {
     const std::string run = trained_run(out, body);
     TrainedModel trained = load_trained_model(run);
     EXPECT_EQ(trained.step, 6);
-    EXPECT_EQ(trained.status, "completed");
+    EXPECT_TRUE(trained.status == sink::run_record::RunStatus::Completed);
     EXPECT_TRUE(trained.warning.empty()) << trained.warning;
     Transformer& ours = *trained.model;
     // The trained weights, not a fresh initialization: RMSNorm gains start at 1.

@@ -61,7 +61,7 @@ int run_sinkc(const std::string& args, std::string& output) {
 TEST(Provenance, SummaryRecordsWhatComputedTheRun) {
   TempDir out("provenance");
   auto r = run_plan(sinktest::plan_of("experiment prov extends micro { }"), run_options(out.str()));
-  ASSERT_EQ(r.status, "completed") << r.summary.dump(2);
+  ASSERT_EQ(r.status, sink::rt::RunOutcome::Completed) << r.summary.dump(2);
   const json s = summary_of(r.dir);
   EXPECT_EQ(s.at("numerics_version"), kNumericsVersion);
   const json& p = s.at("provenance");
@@ -80,7 +80,7 @@ TEST(Provenance, SummaryRecordsWhatComputedTheRun) {
   auto ref = run_plan(sinktest::plan_of("experiment prov_ref extends micro { attention.backend = reference "
                                         "train.precision = bf16 }"),
                       run_options(out.str()));
-  ASSERT_EQ(ref.status, "completed") << ref.summary.dump(2);
+  ASSERT_EQ(ref.status, sink::rt::RunOutcome::Completed) << ref.summary.dump(2);
   // Training and measurement alike run under bf16 autocast: no float attention ran.
   EXPECT_EQ(summary_of(ref.dir)["provenance"]["attention_kernels"], json::array({"reference bf16"}));
 }
@@ -89,13 +89,13 @@ TEST(Provenance, AnOlderNumericsVersionIsStaleKeptAndRetrainedOnlyWhenAsked) {
   TempDir out("stale");
   auto plan = sinktest::plan_of("experiment stale extends micro { }");
   auto first = run_plan(plan, run_options(out.str()));
-  ASSERT_EQ(first.status, "completed") << first.summary.dump(2);
+  ASSERT_EQ(first.status, sink::rt::RunOutcome::Completed) << first.summary.dump(2);
   for (std::optional<int64_t> older : {std::optional<int64_t>(kNumericsVersion - 1), std::optional<int64_t>()}) {
     make_older(first.dir, older);
     const std::string metrics_before = sinktest::read_file(first.dir + "/metrics.jsonl");
     const auto mtime = fs::last_write_time(first.dir + "/metrics.jsonl");
     auto again = run_plan(plan, run_options(out.str()));
-    EXPECT_EQ(again.status, "stale");
+    EXPECT_EQ(again.status, sink::rt::RunOutcome::Stale);
     EXPECT_NE(again.note.find("--retrain-stale"), std::string::npos) << again.note;
     EXPECT_EQ(again.summary["final"], first.summary["final"]);  // the result is kept and reported
     EXPECT_EQ(fs::last_write_time(first.dir + "/metrics.jsonl"), mtime);
@@ -113,7 +113,7 @@ TEST(Provenance, AnOlderNumericsVersionIsStaleKeptAndRetrainedOnlyWhenAsked) {
   o.retrain_stale = true;
   o.resume = true;
   auto retrained = run_plan(plan, o);
-  ASSERT_EQ(retrained.status, "completed") << retrained.summary.dump(2);
+  ASSERT_EQ(retrained.status, sink::rt::RunOutcome::Completed) << retrained.summary.dump(2);
   EXPECT_NE(retrained.note.find("stale/numerics-0"), std::string::npos) << retrained.note;
   EXPECT_EQ(summary_of(first.dir)["numerics_version"], kNumericsVersion);
   const std::string log = sinktest::read_file(first.dir + "/log.txt");
@@ -127,7 +127,7 @@ TEST(Provenance, AnOlderNumericsVersionIsStaleKeptAndRetrainedOnlyWhenAsked) {
   EXPECT_TRUE(fs::exists(kept + "/plan.toml"));
   EXPECT_FALSE(fs::exists(first.dir + "/stale/.incoming"));
   // Current now: cached, and --retrain-stale leaves it alone.
-  EXPECT_EQ(run_plan(plan, o).status, "cached");
+  EXPECT_EQ(run_plan(plan, o).status, sink::rt::RunOutcome::Cached);
 }
 
 // A crash while the stale results are copied leaves them where they were; one after they are set aside
@@ -136,7 +136,7 @@ TEST(Provenance, SettingAsideSurvivesACrashAtEitherSide) {
   TempDir out("stale-crash");
   auto plan = sinktest::plan_of("experiment stale_crash extends micro { train.steps = 10 }");
   auto first = run_plan(plan, run_options(out.str()));
-  ASSERT_EQ(first.status, "completed");
+  ASSERT_EQ(first.status, sink::rt::RunOutcome::Completed);
   make_older(first.dir, std::nullopt);
   // Killed mid-copy: a partial .incoming folder, the run untouched.
   fs::create_directories(first.dir + "/stale/.incoming/checkpoint");
@@ -144,12 +144,12 @@ TEST(Provenance, SettingAsideSurvivesACrashAtEitherSide) {
   // Killed after the rename, before the retraining wrote anything.
   const std::string once = set_aside_stale_results(first.dir, summary_of(first.dir));
   EXPECT_EQ(once, first.dir + "/stale/numerics-0");
-  EXPECT_FALSE(fs::exists(first.dir + "/checkpoint/state.pt"));       // set aside, so the retraining starts at step 0
-  EXPECT_EQ(run_plan(plan, run_options(out.str())).status, "stale");  // still stale, still reported
+  EXPECT_FALSE(fs::exists(first.dir + "/checkpoint/state.pt"));  // set aside, so the retraining starts at step 0
+  EXPECT_EQ(run_plan(plan, run_options(out.str())).status, sink::rt::RunOutcome::Stale);  // still stale, still reported
   auto o = run_options(out.str());
   o.retrain_stale = true;
   auto retrained = run_plan(plan, o);
-  ASSERT_EQ(retrained.status, "completed") << retrained.summary.dump(2);
+  ASSERT_EQ(retrained.status, sink::rt::RunOutcome::Completed) << retrained.summary.dump(2);
   EXPECT_TRUE(fs::exists(first.dir + "/stale/numerics-0/checkpoint/state.pt"));
   EXPECT_TRUE(fs::exists(first.dir + "/stale/numerics-0-2/summary.json"));  // the second copy beside the first
   EXPECT_FALSE(fs::exists(first.dir + "/stale/.incoming"));
@@ -162,14 +162,14 @@ TEST(Provenance, AResumedRunKeepsTheOlderNumericsVersion) {
   auto o = run_options(out.str());
   o.stop_after = 7;
   auto stopped = run_plan(plan, o);
-  ASSERT_EQ(stopped.status, "stopped");
+  ASSERT_EQ(stopped.status, sink::rt::RunOutcome::Stopped);
   make_older(stopped.dir, kNumericsVersion - 1);
   o.stop_after = -1;
   o.resume = true;
   auto resumed = run_plan(plan, o);
-  ASSERT_EQ(resumed.status, "completed") << resumed.summary.dump(2);
+  ASSERT_EQ(resumed.status, sink::rt::RunOutcome::Completed) << resumed.summary.dump(2);
   EXPECT_EQ(resumed.summary["numerics_version"], kNumericsVersion - 1);
-  EXPECT_EQ(run_plan(plan, run_options(out.str())).status, "stale");
+  EXPECT_EQ(run_plan(plan, run_options(out.str())).status, sink::rt::RunOutcome::Stale);
 }
 
 TEST(Provenance, SinkcRunSaysStaleAndRetrainsWithTheFlag) {

@@ -119,7 +119,7 @@ inline std::string trained_run(const TempDir& out, const std::string& body) {
   o.out = out.str();
   o.progress = false;
   auto r = sink::rt::run_plan(plan, o);
-  EXPECT_EQ(r.status, "completed") << r.summary.dump(2);
+  EXPECT_EQ(r.status, sink::rt::RunOutcome::Completed) << r.summary.dump(2);
   return r.dir;
 }
 
@@ -147,7 +147,7 @@ inline std::string resume_must_fail(const sink::Plan& plan, sink::rt::RunOptions
   o.resume = true;
   sink::rt::RunResult r;
   EXPECT_NO_THROW(r = sink::rt::run_plan(plan, o));
-  EXPECT_EQ(r.status, "failed");
+  EXPECT_EQ(r.status, sink::rt::RunOutcome::Failed);
   return r.summary.value("reason", "");
 }
 

@@ -185,7 +185,7 @@ TEST(SinkCosts, ASinkModelLosesItsFirstTokenUnderAWindowAndKeepingItCloses) {
       "  measure { every = 600  sequences = 64  window = 8  window_keeps = [0, 1]  quantized_bits = [8] }"
       "}");
   auto r = run_plan(plan, sinktest::run_options(out.str()));
-  ASSERT_EQ(r.status, "completed") << r.summary.dump(2);
+  ASSERT_EQ(r.status, sink::rt::RunOutcome::Completed) << r.summary.dump(2);
   const auto& m = r.summary["final"];
   const double sink = m["sink"]["1"], valid = m["valid_loss"];
   const double hidden = m["windowed_loss"]["loss"]["0"].get<double>() - valid;
@@ -212,14 +212,14 @@ TEST(SinkCosts, EachIsTurnedOffByItsField) {
       run_plan(sinktest::plan_of("experiment off extends micro { measure { windowed_loss = false  outliers = false "
                                  " quantized_bits = []  longer_contexts = [] } }"),
                sinktest::run_options(out.str()));
-  ASSERT_EQ(r.status, "completed") << r.summary.dump(2);
+  ASSERT_EQ(r.status, sink::rt::RunOutcome::Completed) << r.summary.dump(2);
   const auto& m = r.summary["final"];
   for (const char* key : {"windowed_loss", "quantized_loss", "longer_context_loss", "residual_kurtosis",
                           "attention_output_max", "attention_output_kurtosis"})
     EXPECT_FALSE(m.contains(key)) << key;
   auto on = run_plan(sinktest::plan_of("experiment on extends micro { model.pe = learned }"),
                      sinktest::run_options(out.str()));
-  ASSERT_EQ(on.status, "completed") << on.summary.dump(2);
+  ASSERT_EQ(on.status, sink::rt::RunOutcome::Completed) << on.summary.dump(2);
   for (const char* key : {"windowed_loss", "quantized_loss", "longer_context_loss", "residual_kurtosis"})
     EXPECT_TRUE(on.summary["final"].contains(key)) << key;
   // Learned positions end at the context: the longer contexts say why instead of a number.

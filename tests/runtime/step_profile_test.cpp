@@ -73,7 +73,7 @@ TEST(StepProfile, ATinyRunWritesWhereItsTimeWent) {
   o.progress = false;
   o.profile = true;
   auto r = run_plan(plan, o);
-  ASSERT_EQ(r.status, "completed") << r.summary.dump(2);
+  ASSERT_EQ(r.status, sink::rt::RunOutcome::Completed) << r.summary.dump(2);
   ASSERT_TRUE(fs::exists(r.dir + "/profile.json"));
   const json profile = json::parse(sinktest::read_file(r.dir + "/profile.json"));
   EXPECT_EQ(profile.at("steps"), 20);
@@ -94,7 +94,7 @@ TEST(StepProfile, ATinyRunWritesWhereItsTimeWent) {
   o.out = plain.str();
   o.profile = false;
   auto quiet = run_plan(plan, o);
-  ASSERT_EQ(quiet.status, "completed");
+  ASSERT_EQ(quiet.status, sink::rt::RunOutcome::Completed);
   EXPECT_FALSE(fs::exists(quiet.dir + "/profile.json"));
 }
 
@@ -105,7 +105,7 @@ TEST(StepProfile, TrainSecondsLeaveOutMeasurementsAndCheckpoints) {
   o.out = out.str();
   o.progress = false;
   auto r = run_plan(plan, o);
-  ASSERT_EQ(r.status, "completed") << r.summary.dump(2);
+  ASSERT_EQ(r.status, sink::rt::RunOutcome::Completed) << r.summary.dump(2);
   const auto lines = read_metrics(r.dir);
   ASSERT_EQ(lines.size(), 4u);
   double previous = 0;

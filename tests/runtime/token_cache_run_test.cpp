@@ -58,7 +58,7 @@ TEST(TokenCacheRun, TrainsFromTheCacheWithoutSentencePieceToTheSameLoss) {
   // The reference: the runtime tokenizes with the programs, as it always did. Its streams are today's:
   // the model trained on the training documents, every document encoded and followed by EOS.
   const RunResult a = run_plan(plan, sinktest::run_options(dir.file("a")));
-  ASSERT_EQ(a.status, "completed") << a.summary.dump();
+  ASSERT_EQ(a.status, sink::rt::RunOutcome::Completed) << a.summary.dump();
   {
     const TokenData data = load_data(read_config(plan).data, dir.file("a") + "/.cache");
     const size_t train_docs = docs.size() - tokens::validation_documents(docs.size(), 0.05);
@@ -82,13 +82,13 @@ TEST(TokenCacheRun, TrainsFromTheCacheWithoutSentencePieceToTheSameLoss) {
     HiddenPrograms hidden(dir.file("empty-bin"));
     ASSERT_FALSE(tokens::sentencepiece_programs().available());
     const RunResult b = run_plan(plan, sinktest::run_options(dir.file("b")));
-    ASSERT_EQ(b.status, "completed") << b.summary.dump();
+    ASSERT_EQ(b.status, sink::rt::RunOutcome::Completed) << b.summary.dump();
     EXPECT_EQ(b.summary["final"]["train_loss"], a.summary["final"]["train_loss"]);
     EXPECT_EQ(b.summary["final"]["valid_loss"], a.summary["final"]["valid_loss"]);
 
     // Neither tokens nor programs: the run fails saying what to do.
     const RunResult c = run_plan(plan, sinktest::run_options(dir.file("c")));
-    EXPECT_EQ(c.status, "failed");
+    EXPECT_EQ(c.status, sink::rt::RunOutcome::Failed);
     EXPECT_NE(c.summary.dump().find("sinkc tokenize"), std::string::npos) << c.summary.dump();
   }
 }

@@ -76,7 +76,7 @@ TEST(StepTrace, AProfiledRunWritesItsTraceAndTable) {
   RunOptions o = sinktest::run_options(out.str());
   o.profile = true;
   auto r = run_plan(sinktest::plan_of("experiment traced extends micro { train.steps = 8 }"), o);
-  ASSERT_EQ(r.status, "completed") << r.summary.dump(2);
+  ASSERT_EQ(r.status, sink::rt::RunOutcome::Completed) << r.summary.dump(2);
   ASSERT_TRUE(fs::exists(r.dir + "/trace.json"));
   const json trace = json::parse(sinktest::read_file(r.dir + "/trace.json"));
   const json profile = json::parse(sinktest::read_file(r.dir + "/profile.json"));
@@ -97,7 +97,7 @@ TEST(PeakMemory, ARunRecordsItsPeakResidentMemory) {
   TempDir out("peak");
   auto r = run_plan(sinktest::plan_of("experiment peak extends micro { train.steps = 2 }"),
                     sinktest::run_options(out.str()));
-  ASSERT_EQ(r.status, "completed") << r.summary.dump(2);
+  ASSERT_EQ(r.status, sink::rt::RunOutcome::Completed) << r.summary.dump(2);
   if (process_peak_resident_bytes() < 0) GTEST_SKIP() << "/proc/self/status has no VmHWM here";
   const json& peak = r.summary.at("peak_memory");
   EXPECT_GT(peak.at("bytes").get<int64_t>(), 1 << 20);

@@ -60,7 +60,7 @@ TEST(Train, EndToEndRunDirectory) {
   TempDir out("e2e");
   auto plan = sinktest::plan_of("experiment e2e extends micro { }");
   auto r = run_plan(plan, run_options(out.str()));
-  ASSERT_EQ(r.status, "completed") << r.summary.dump(2);
+  ASSERT_EQ(r.status, sink::rt::RunOutcome::Completed) << r.summary.dump(2);
   EXPECT_EQ(r.dir, out.str() + "/" + plan.dir_name());
   for (const char* f : {"plan.toml", "metrics.jsonl", "summary.json", "log.txt", "checkpoint/state.pt"})
     EXPECT_TRUE(fs::exists(r.dir + "/" + f)) << f;
@@ -117,19 +117,19 @@ TEST(Train, EndToEndRunDirectory) {
   // Again: cached, nothing rewritten.
   const auto mtime = fs::last_write_time(r.dir + "/metrics.jsonl");
   auto again = run_plan(plan, run_options(out.str()));
-  EXPECT_EQ(again.status, "cached");
+  EXPECT_EQ(again.status, sink::rt::RunOutcome::Cached);
   EXPECT_EQ(again.summary["final"]["valid_loss"], m[1]["valid_loss"]);
   EXPECT_EQ(fs::last_write_time(r.dir + "/metrics.jsonl"), mtime);
   // The same content under another name is cached too, through a link.
   sink::Plan renamed = plan;
   renamed.name = "same_content";
   auto alias = run_plan(renamed, run_options(out.str()));
-  EXPECT_EQ(alias.status, "cached");
+  EXPECT_EQ(alias.status, sink::rt::RunOutcome::Cached);
   EXPECT_TRUE(fs::is_symlink(alias.dir));
   EXPECT_EQ(fs::last_write_time(r.dir + "/metrics.jsonl"), mtime);
   // A different plan is a different directory, not a cache hit.
   auto other = run_plan(sinktest::plan_of("experiment e2e extends micro { train.steps = 10 }"), run_options(out.str()));
-  EXPECT_EQ(other.status, "completed");
+  EXPECT_EQ(other.status, sink::rt::RunOutcome::Completed);
   EXPECT_NE(other.dir, r.dir);
 }
 
@@ -141,17 +141,17 @@ TEST(Train, AnInterruptCheckpointsAndResumes) {
   auto plan = sinktest::plan_of(spec);
   TempDir a("straight"), b("interrupted");
   auto straight = run_plan(plan, run_options(a.str()));
-  ASSERT_EQ(straight.status, "completed");
+  ASSERT_EQ(straight.status, sink::rt::RunOutcome::Completed);
   request_interrupt();
   auto o = run_options(b.str());
   auto stopped = run_plan(plan, o);
   clear_interrupt();
-  ASSERT_EQ(stopped.status, "interrupted") << stopped.summary.dump(2);
+  ASSERT_EQ(stopped.status, sink::rt::RunOutcome::Interrupted) << stopped.summary.dump(2);
   EXPECT_EQ(stopped.summary["steps_done"], 1);
   EXPECT_TRUE(fs::exists(stopped.dir + "/checkpoint"));
   o.resume = true;
   auto resumed = run_plan(plan, o);
-  ASSERT_EQ(resumed.status, "completed") << resumed.summary.dump(2);
+  ASSERT_EQ(resumed.status, sink::rt::RunOutcome::Completed) << resumed.summary.dump(2);
   EXPECT_NE(sinktest::read_file(resumed.dir + "/log.txt").find("resumed at step 1"), std::string::npos);
   expect_same_metrics(straight.summary["final"], resumed.summary["final"], "summary");
 }
@@ -163,18 +163,18 @@ TEST(Train, ResumeEqualsUninterrupted) {
   auto plan = sinktest::plan_of(spec);
   TempDir a("straight"), b("resumed");
   auto straight = run_plan(plan, run_options(a.str()));
-  ASSERT_EQ(straight.status, "completed") << straight.summary.dump(2);
+  ASSERT_EQ(straight.status, sink::rt::RunOutcome::Completed) << straight.summary.dump(2);
 
   auto o = run_options(b.str());
   o.stop_after = 7;
   auto stopped = run_plan(plan, o);
-  ASSERT_EQ(stopped.status, "stopped") << stopped.summary.dump(2);
+  ASSERT_EQ(stopped.status, sink::rt::RunOutcome::Stopped) << stopped.summary.dump(2);
   // Evaluations at 3 and 6 were written; the checkpoint holds step 5.
   ASSERT_EQ(metrics_lines(stopped.dir).size(), 2u);
   o.stop_after = -1;
   o.resume = true;
   auto resumed = run_plan(plan, o);
-  ASSERT_EQ(resumed.status, "completed") << resumed.summary.dump(2);
+  ASSERT_EQ(resumed.status, sink::rt::RunOutcome::Completed) << resumed.summary.dump(2);
   EXPECT_NE(sinktest::read_file(resumed.dir + "/log.txt").find("resumed at step 5"), std::string::npos);
 
   auto ms = metrics_lines(straight.dir), mr = metrics_lines(resumed.dir);
@@ -189,7 +189,7 @@ TEST(Train, ResumeEqualsUninterrupted) {
   auto fresh_opts = run_options(c.str());
   fresh_opts.resume = true;
   auto fresh = run_plan(plan, fresh_opts);
-  ASSERT_EQ(fresh.status, "completed");
+  ASSERT_EQ(fresh.status, sink::rt::RunOutcome::Completed);
   expect_same_metrics(straight.summary["final"], fresh.summary["final"], "fresh");
 }
 
@@ -204,13 +204,13 @@ TEST(Train, DivergenceIsRecorded) {
   TempDir out("diverge");
   RunResult r;
   ASSERT_NO_THROW(r = run_plan(plan, run_options(out.str())));
-  EXPECT_EQ(r.status, "diverged") << r.summary.dump(2);
+  EXPECT_EQ(r.status, sink::rt::RunOutcome::Diverged) << r.summary.dump(2);
   auto summary = json::parse(sinktest::read_file(r.dir + "/summary.json"));
   EXPECT_EQ(summary["status"], "diverged");
   EXPECT_NE(summary["reason"].get<std::string>().find("non-finite"), std::string::npos);
   EXPECT_LT(summary["steps_done"].get<int64_t>(), 20);
   // Not cached: a diverged run is run again.
-  EXPECT_EQ(run_plan(plan, run_options(out.str())).status, "diverged");
+  EXPECT_EQ(run_plan(plan, run_options(out.str())).status, sink::rt::RunOutcome::Diverged);
 }
 
 TEST(Train, CorruptCheckpointFailsClearly) {
@@ -218,7 +218,7 @@ TEST(Train, CorruptCheckpointFailsClearly) {
   TempDir out("corrupt");
   auto o = run_options(out.str());
   o.stop_after = 7;
-  ASSERT_EQ(run_plan(plan, o).status, "stopped");
+  ASSERT_EQ(run_plan(plan, o).status, sink::rt::RunOutcome::Stopped);
   const std::string ckpt = out.str() + "/" + plan.dir_name() + "/checkpoint/state.pt";
   ASSERT_TRUE(fs::exists(ckpt));
   sinktest::write_file(ckpt, "this is not a checkpoint, just garbage bytes \x01\x02\x03");
@@ -232,14 +232,14 @@ TEST(Train, CorruptCheckpointFailsClearly) {
   TempDir out2("mismatch");
   auto o2 = run_options(out2.str());
   o2.stop_after = 6;
-  ASSERT_EQ(run_plan(plan, o2).status, "stopped");
+  ASSERT_EQ(run_plan(plan, o2).status, sink::rt::RunOutcome::Stopped);
   fs::create_directories(out2.str() + "/" + wide.dir_name() + "/checkpoint");
   fs::copy_file(out2.str() + "/" + plan.dir_name() + "/checkpoint/state.pt",
                 out2.str() + "/" + wide.dir_name() + "/checkpoint/state.pt");
   o2.stop_after = -1;
   o2.resume = true;
   auto mismatch = run_plan(wide, o2);
-  EXPECT_EQ(mismatch.status, "failed");
+  EXPECT_EQ(mismatch.status, sink::rt::RunOutcome::Failed);
   EXPECT_NE(mismatch.summary.value("reason", "").find("checkpoint"), std::string::npos) << mismatch.summary.dump(2);
 }
 
@@ -285,8 +285,8 @@ TEST(Train, MicroBatchesTrainTheSameCurve) {
   auto whole = run_plan(sinktest::plan_of("experiment whole extends micro { }"), run_options(out.str()));
   auto split =
       run_plan(sinktest::plan_of("experiment split extends micro { train.micro_batch = 1 }"), run_options(out.str()));
-  ASSERT_EQ(whole.status, "completed");
-  ASSERT_EQ(split.status, "completed");
+  ASSERT_EQ(whole.status, sink::rt::RunOutcome::Completed);
+  ASSERT_EQ(split.status, sink::rt::RunOutcome::Completed);
   EXPECT_EQ(split.summary["micro_batch"], 1);
   auto a = metrics_lines(whole.dir), b = metrics_lines(split.dir);
   ASSERT_EQ(a.size(), b.size());
@@ -304,8 +304,8 @@ TEST(Train, Bf16AutocastTrainsCloseToFp32) {
   auto fp32 = run_plan(sinktest::plan_of("experiment fp32 extends micro { }"), run_options(out.str()));
   auto bf16 =
       run_plan(sinktest::plan_of("experiment bf16 extends micro { train.precision = bf16 }"), run_options(out.str()));
-  ASSERT_EQ(fp32.status, "completed");
-  ASSERT_EQ(bf16.status, "completed") << bf16.summary.dump(2);
+  ASSERT_EQ(fp32.status, sink::rt::RunOutcome::Completed);
+  ASSERT_EQ(bf16.status, sink::rt::RunOutcome::Completed) << bf16.summary.dump(2);
   EXPECT_EQ(bf16.summary["precision"], "bf16");
   EXPECT_EQ(fp32.summary["precision"], "fp32");
   const double a = fp32.summary["final"]["valid_loss"], b = bf16.summary["final"]["valid_loss"];
@@ -319,7 +319,7 @@ TEST(Train, TokensPerSecondLeavesOutTheMeasurements) {
   TempDir out("tokens-per-s");
   auto r =
       run_plan(sinktest::plan_of("experiment speed extends micro { measure.sequences = 64 }"), run_options(out.str()));
-  ASSERT_EQ(r.status, "completed");
+  ASSERT_EQ(r.status, sink::rt::RunOutcome::Completed);
   const std::vector<json> lines = metrics_lines(r.dir);
   ASSERT_EQ(lines.size(), 2u);
   for (size_t k = 0; k < lines.size(); ++k) {
@@ -342,14 +342,14 @@ TEST(Train, TheStepOnFixedBuffersTrainsTheEagerCurve) {
   using Requested = sinktest::GpuFeaturesAsked;
   TempDir a("eager"), b("buffers"), c("resumed"), d("captured");
   const auto eager = run_plan(plan, run_options(a.str()));
-  ASSERT_EQ(eager.status, "completed") << eager.summary.dump(2);
+  ASSERT_EQ(eager.status, sink::rt::RunOutcome::Completed) << eager.summary.dump(2);
   EXPECT_FALSE(eager.summary.contains("step")) << "an eager run says nothing of a captured step";
   const std::string losses = sinktest::read_file(eager.dir + "/losses.jsonl");
   EXPECT_EQ(std::count(losses.begin(), losses.end(), '\n'), 12);
   {
     Requested requested("cuda_graph=buffers");
     const auto buffers = run_plan(plan, run_options(b.str()));
-    ASSERT_EQ(buffers.status, "completed") << buffers.summary.dump(2);
+    ASSERT_EQ(buffers.status, sink::rt::RunOutcome::Completed) << buffers.summary.dump(2);
     const std::string how = buffers.summary.value("step", "");
     EXPECT_EQ(how, "eager on fixed buffers, never captured (cuda_graph=buffers)");
     EXPECT_NE(sinktest::read_file(buffers.dir + "/log.txt").find("step: " + how), std::string::npos);
@@ -364,7 +364,7 @@ TEST(Train, TheStepOnFixedBuffersTrainsTheEagerCurve) {
     // On the CPU the captured step is the step on fixed buffers, where the optimizer could be captured.
     Requested requested("cuda_graph");
     const auto captured = run_plan(plan, run_options(d.str()));
-    ASSERT_EQ(captured.status, "completed") << captured.summary.dump(2);
+    ASSERT_EQ(captured.status, sink::rt::RunOutcome::Completed) << captured.summary.dump(2);
     const std::string how = captured.summary.value("step", "");
     if (how.find("not captured") != std::string::npos)
       EXPECT_NE(how.find("fused kernel"), std::string::npos) << how;  // (LibTorch 1.13: no fused AdamW)
@@ -375,11 +375,11 @@ TEST(Train, TheStepOnFixedBuffersTrainsTheEagerCurve) {
   Requested requested("cuda_graph=buffers");
   auto o = run_options(c.str());
   o.stop_after = 7;
-  ASSERT_EQ(run_plan(plan, o).status, "stopped");
+  ASSERT_EQ(run_plan(plan, o).status, sink::rt::RunOutcome::Stopped);
   o.stop_after = -1;
   o.resume = true;
   const auto resumed = run_plan(plan, o);
-  ASSERT_EQ(resumed.status, "completed") << resumed.summary.dump(2);
+  ASSERT_EQ(resumed.status, sink::rt::RunOutcome::Completed) << resumed.summary.dump(2);
   EXPECT_EQ(sinktest::read_file(resumed.dir + "/losses.jsonl"), losses);
 
   // A run that cannot take the captured step trains eagerly and says why.
@@ -388,7 +388,7 @@ TEST(Train, TheStepOnFixedBuffersTrainsTheEagerCurve) {
   auto profiled = run_options(e.str());
   profiled.profile = true;
   const auto eager_again = run_plan(plan, profiled);
-  ASSERT_EQ(eager_again.status, "completed") << eager_again.summary.dump(2);
+  ASSERT_EQ(eager_again.status, sink::rt::RunOutcome::Completed) << eager_again.summary.dump(2);
   EXPECT_EQ(eager_again.summary.value("step", ""), "eager, not captured: --profile times the step's parts apart");
   EXPECT_EQ(sinktest::read_file(eager_again.dir + "/losses.jsonl"), losses);
 
@@ -396,7 +396,7 @@ TEST(Train, TheStepOnFixedBuffersTrainsTheEagerCurve) {
   Requested misspelt("cuda_grahp");
   TempDir f("misspelt");
   const auto refused = run_plan(plan, run_options(f.str()));
-  EXPECT_EQ(refused.status, "failed");
+  EXPECT_EQ(refused.status, sink::rt::RunOutcome::Failed);
   const std::string reason = refused.summary.value("reason", "");
   EXPECT_NE(reason.find("no GPU feature is called 'cuda_grahp'"), std::string::npos) << reason;
   EXPECT_NE(reason.find("cuda_graph"), std::string::npos) << reason;
