@@ -55,8 +55,8 @@ def main(argv):
         ("a missing file", {"readme": "# R\n\n[x](docs/NONE.md)\n"}, 1, "no such file in the repository"),
         ("a long README", {"readme": "# R\n" + "line\n" * 300}, 1, "README.md: 301 lines, more than 300"),
         ("a long doc", {"docs": {"GUIDE.md": GOOD_DOC + "line\n" * 600}}, 1, "lines, more than 600"),
-        ("ten docs", {"docs": {f"D{i}.md": "# D\n" for i in range(10)} | {"GUIDE.md": GOOD_DOC}}, 1,
-         "docs/: 11 files, more than 9"),
+        ("eleven docs", {"docs": {f"D{i}.md": "# D\n" for i in range(11)} | {"GUIDE.md": GOOD_DOC}}, 1,
+         "docs/: 12 files, more than 10"),
     ]
     failures = 0
     for name, repo, want_code, want_text in cases:
