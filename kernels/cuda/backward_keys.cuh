@@ -176,7 +176,7 @@
         if (!full) {
           int lo, hi;
           key_range(i, n, lo, hi);
-          seen = is_key[h] && qb + c <= last && key[h] >= lo && key[h] <= hi && visible_pair(i, key[h], n);
+          seen = is_key[h] && qb + c <= last && SEES(i, key[h], lo, hi, n);
         }
         real A, dx;
         // (Without a position table, of the product q.k: the scaling folds into the exponent.)

@@ -122,7 +122,7 @@ __device__ __forceinline__ void fold_tile(float (&s)[M][KEYS / 8][4], RowState<M
     RowMax<KEYS> tile_max;
     map_tile<KEYS>(s[f], [&](float qk, int h, int nb, int e) {
       const int j = kb + frag_col(nb, e);
-      const bool seen = FULL || (j >= rows.lo[f][h] && j <= rows.hi[f][h] && visible_pair(rows.row[f][h], j, n));
+      const bool seen = FULL || SEES(rows.row[f][h], j, rows.lo[f][h], rows.hi[f][h], n);
       const real x = tile_logit(qk, along[h], nb, e, rows.row[f][h], j, g, BELOW);
       if (ONLINE) tile_max.add(seen ? x : -SINK_INF, nb, e);
       return seen ? x : -SINK_INF;
@@ -209,8 +209,8 @@ __device__ __forceinline__ void gradient_tile(float (&s)[M][KEYS / 8][4], const 
       real A, dx;
       column_grad<!POSITION_BIAS>(x, rows.pos_i[f][h], (real)(j + 1), (real)n, dA[f][nb][e], row_delta[f][h],
                                   divisor[f][h], inv_divisor[f][h], shift_or_sum[f][h], A, dx, DX_SCALE);
-      const bool seen =
-          FULL || (kb + frag_col(nb, e) <= rows.hi[f][h] && j >= rows.lo[f][h] && visible_pair(rows.row[f][h], j, n));
+      // The column unclamped: a row's hi is at most the block's (last_key), so where it is seen it is j.
+      const bool seen = FULL || SEES(rows.row[f][h], kb + frag_col(nb, e), rows.lo[f][h], rows.hi[f][h], n);
       return seen ? dx * (SCALE_QK / DX_SCALE) : (real)0;
     });
   }

@@ -15,7 +15,7 @@
     const long long j = c - (KEY_BIAS ? 1 : 0);
     long long lo, hi;
     key_range(i, T, lo, hi);
-    if (j < lo || j > hi || !visible_pair(i, j, T)) {
+    if (!SEES(i, j, lo, hi, T)) {
       out[e] = 0;
       return;
     }

@@ -37,7 +37,7 @@
       const long long i = qb + r;
       long long lo, hi;
       key_range(i, T, lo, hi);
-      if (!is_key || key < lo || key > hi || !visible_pair(i, key, T)) continue;
+      if (!is_key || !SEES(i, key, lo, hi, T)) continue;
       real x = 0, dA = 0;
 #pragma unroll
       for (int d = 0; d < D; ++d)

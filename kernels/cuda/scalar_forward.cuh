@@ -41,7 +41,7 @@
     const int n = (int)imin(FWD_KEYS, block_hi - kb + 1);
     for (int c = 0; c < n; ++c) {
       const long long j = kb + c;
-      if (!is_row || j < lo || j > hi || !visible_pair(row, j, T)) continue;
+      if (!is_row || !SEES(row, j, lo, hi, T)) continue;
       real x = 0;
 #pragma unroll
       for (int d = 0; d < D; ++d) x += qr[d] * k_tile[c][d];
