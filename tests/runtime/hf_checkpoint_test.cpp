@@ -199,6 +199,20 @@ TEST(HfCheckpoint, Stories260kInHuggingFaceLayoutMeasuresAsTheLlama2cCheckpoint)
         EXPECT_NEAR(theirs["alpha"][l][h].get<double>(), ours["alpha"][l][h].get<double>(), 1e-5)
             << input << " layer " << l << " head " << h;
     EXPECT_NEAR(theirs["sink"]["1"].get<double>(), ours["sink"]["1"].get<double>(), 1e-9) << input;
+    // What a sink costs, through two implementations of the model (the llama2.c loader's Transformer and the
+    // Hugging Face reader's own forward, its window an explicit mask): the same losses.
+    EXPECT_NEAR(theirs["valid_loss"].get<double>(), ours["valid_loss"].get<double>(), 1e-4) << input;
+    for (const char* keep : {"0", "1", "4"})
+      EXPECT_NEAR(theirs["windowed_loss"]["loss"][keep].get<double>(),
+                  ours["windowed_loss"]["loss"][keep].get<double>(), 1e-4)
+          << input << " keeping " << keep;
+    for (const char* bits : {"w8a8", "w6a6"})
+      EXPECT_NEAR(theirs["quantized_loss"][bits].get<double>(), ours["quantized_loss"][bits].get<double>(), 1e-3)
+          << input << " " << bits;
+    for (const char* factor : {"2", "4"})
+      EXPECT_NEAR(theirs["longer_context_loss"][factor].get<double>(),
+                  ours["longer_context_loss"][factor].get<double>(), 1e-4)
+          << input << " " << factor << "x as long";
   }
 }
 
