@@ -3,13 +3,14 @@
 // (bench/pytorch_twin.py) run side by side with the same threads and shapes:
 // Debian's python3-torch 1.13 eager, and the pip torch 2.x researchers run
 // (SINKLAB_PYTHON: scripts/torch-venv.sh) eager and under torch.compile.
-// Three shapes: the tiny and tiny_text presets, and context 256 with d = 128,
-// 2 layers, 4 heads. Each contender runs `steps` steps once per round, the
-// rounds interleaved so that a change of the machine's load hits all of them;
-// each column is the median over rounds, each ratio the median of the rounds'
-// ratios.
+// Four shapes: the tiny and tiny_text presets, tiny_text at context 256, and
+// context 256 with d = 128, 2 layers, 4 heads. "unfused" is the JIT step with
+// LibTorch's operations around the attention instead of the CPU's fused ones.
+// Each contender runs `steps` steps once per round, the rounds interleaved so
+// that a change of the machine's load hits all of them; each column is the
+// median over rounds, each ratio the median of the rounds' ratios.
 //
-//   build/bench/train_throughput [steps=20] [threads=1] [rounds=3] [shapes=tiny,tiny_text,ctx256]
+//   build/bench/train_throughput [steps=20] [threads=1] [rounds=3] [shapes=tiny,tiny_text,text256,ctx256]
 // The environment variable SINKLAB_PYTHON overrides the Python the build was configured with;
 // SINKLAB_BENCH_PROFILE=PREFIX writes PREFIX-reference.json and PREFIX-jit.json (profiler traces).
 #include <algorithm>
@@ -45,13 +46,15 @@ RunConfig config(const std::string& spec) {
   return read_config(c.plans().at(0));
 }
 
-// Tokens/s of `steps` training steps (after 3 warm-up steps).
-double ours(RunConfig cfg, int steps) {
+// Tokens/s of `steps` training steps (after 3 warm-up steps); `library`: with LibTorch's operations around the
+// attention instead of the CPU's fused ones (runtime/training/cpu_step_operations.h).
+double ours(RunConfig cfg, int steps, bool library = false) {
   auto data = rt::load_data(cfg.data, "/tmp/sinklab-bench-cache");
   cfg.model.vocab = data.vocab;
   rt::Batches batches(data, cfg.data, cfg.train.context, cfg.train.batch, 0);
   torch::manual_seed(0);
   rt::Transformer model(cfg.model);
+  if (library) model.operations = rt::library_operations();
   auto opt = rt::make_optimizer(model, cfg.train);
   // The step every run takes (runtime/training/training_step.h), eager, as `sinkc run` takes it.
   rt::StepProfile unprofiled(false, model.device);
@@ -143,6 +146,7 @@ int main(int argc, char** argv) {
   std::vector<Shape> shapes = {
       {"tiny", "experiment b extends tiny { attention.backend = BACKEND }"},
       {"tiny_text", "experiment b extends tiny_text { attention.backend = BACKEND }"},
+      {"text256", "experiment b extends tiny_text { attention.backend = BACKEND  train.context = 256 }"},
       {"ctx256",
        "experiment b extends tiny { attention.backend = BACKEND"
        "  model { d = 128  layers = 2  heads = 4  ffn_hidden = 256 }  train { context = 256  batch = 16 } }"},
@@ -154,10 +158,11 @@ int main(int argc, char** argv) {
         "torch 2.x columns skipped: no SINKLAB_PYTHON (scripts/setup.sh configures it from scripts/torch-venv.sh)\n");
   else
     fmt::print("torch 2.x: {}\n", python2);
-  // "sinkc run": the JIT spec trained by `sinkc run` (its own tokens/s), beside the in-process step's ("jit").
-  fmt::print("{:<10} {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9} | {:>8} {:>8} {:>9} {:>9} {:>9}\n", "shape", "reference",
-             "jit", "sinkc run", "PyT 1.13", "2.x eager", "2.x comp", "ref/1.13", "jit/ref", "jit/eager", "jit/comp",
-             "run/eager");
+  // "sinkc run": the JIT spec trained by `sinkc run` (its own tokens/s), beside the in-process step's ("jit");
+  // "unfused": the JIT step with LibTorch's operations around the attention, where "jit" has the CPU's fused ones.
+  fmt::print("{:<10} {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9} | {:>8} {:>8} {:>9} {:>9} {:>9} {:>9}\n", "shape",
+             "reference", "jit", "unfused", "sinkc run", "PyT 1.13", "2.x eager", "2.x comp", "ref/1.13", "jit/ref",
+             "jit/eager", "jit/comp", "run/eager", "jit/unf");
   for (const auto& s : shapes) {
     if (!only.empty() && only.find(fmt::format(",{},", s.name)) == std::string::npos) continue;
     auto with = [&](const char* backend) {
@@ -167,8 +172,8 @@ int main(int argc, char** argv) {
     };
     auto ref_cfg = with("reference"), jit_cfg = with("jit");
     const int64_t vocab = rt::load_data(ref_cfg.data, "/tmp/sinklab-bench-cache").vocab;
-    // Columns: reference, jit, 1.13, eager, compile, sinkc run; then each round's ratios.
-    std::vector<std::vector<double>> col(6), ratio(5);
+    // Columns: reference, jit, 1.13, eager, compile, sinkc run, unfused; then each round's ratios.
+    std::vector<std::vector<double>> col(7), ratio(6);
     std::string run_spec = s.spec;
     run_spec.replace(run_spec.find("BACKEND"), 7, "jit");
     for (int r = 0; r < rounds; ++r) {
@@ -178,19 +183,21 @@ int main(int argc, char** argv) {
       col[3].push_back(python2.empty() ? 0 : pytorch(python2, "", ref_cfg, vocab, steps, threads));
       col[4].push_back(python2.empty() ? 0 : pytorch(python2, "--compile", ref_cfg, vocab, steps, threads));
       col[5].push_back(sinkc_run(run_spec, steps, threads));
+      col[6].push_back(ours(jit_cfg, steps, true));
       auto over = [&](double a, double b) { return b > 0 ? a / b : 0.0; };
       ratio[0].push_back(over(col[0][r], col[2][r]));
       ratio[1].push_back(over(col[1][r], col[0][r]));
       ratio[2].push_back(over(col[1][r], col[3][r]));
       ratio[3].push_back(over(col[1][r], col[4][r]));
       ratio[4].push_back(over(col[5][r], col[3][r]));
+      ratio[5].push_back(over(col[1][r], col[6][r]));
     }
     auto x = [](double v) { return v > 0 ? fmt::format("{:.2f}x", v) : std::string("-"); };
     auto n = [](double v) { return v > 0 ? fmt::format("{:.0f}", v) : std::string("-"); };
-    fmt::print("{:<10} {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9} | {:>8} {:>8} {:>9} {:>9} {:>9}\n", s.name,
-               n(median(col[0])), n(median(col[1])), n(median(col[5])), n(median(col[2])), n(median(col[3])),
-               n(median(col[4])), x(median(ratio[0])), x(median(ratio[1])), x(median(ratio[2])), x(median(ratio[3])),
-               x(median(ratio[4])));
+    fmt::print("{:<10} {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9} | {:>8} {:>8} {:>9} {:>9} {:>9} {:>9}\n", s.name,
+               n(median(col[0])), n(median(col[1])), n(median(col[6])), n(median(col[5])), n(median(col[2])),
+               n(median(col[3])), n(median(col[4])), x(median(ratio[0])), x(median(ratio[1])), x(median(ratio[2])),
+               x(median(ratio[3])), x(median(ratio[4])), x(median(ratio[5])));
   }
   return 0;
 }

@@ -9,6 +9,7 @@
 #include "runtime/measurement/geometry.h"
 #include "runtime/training/device.h"
 #include "runtime/training/positions.h"
+#include "runtime/training/cpu_step_operations.h"
 #include "runtime/training/step_kernels.h"
 
 namespace sink::rt {
@@ -227,6 +228,8 @@ Transformer::Transformer(const ModelConfig& c, torch::Device dev)
   to(device);
   if (auto kernels = step_kernels_for(device))
     operations = kernels;
+  else if (auto cpu = cpu_step_operations_for(device))
+    operations = cpu;
   else
     operations = library_operations();
 }

@@ -117,8 +117,8 @@ struct Transformer : torch::nn::Module {
   torch::Tensor sink_token;
   std::vector<std::shared_ptr<Block>> blocks;
   std::shared_ptr<Norm> final_norm;
-  // The operations around the attention (runtime/training/step_operations.h): LibTorch's own, or the step kernels
-  // where the device runs them (runtime/training/step_kernels.h).
+  // The operations around the attention (runtime/training/step_operations.h): the step kernels where a GPU runs
+  // them (runtime/training/step_kernels.h), the CPU's fused ones on the CPU (cpu_step_operations.h), else LibTorch's.
   std::shared_ptr<const StepOperations> operations;
   // What this model fuses ("residual add + RMSNorm, swiglu's activation"), or "" for nothing.
   std::string fused_operations() const { return operations->fused(cfg); }

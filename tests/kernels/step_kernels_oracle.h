@@ -1,8 +1,9 @@
 #pragma once
-// The step kernels (runtime/training/step_kernels.h) against the LibTorch operations they replace, computed in
-// double from the same inputs: the forward and every gradient, each difference relative to the oracle's largest
-// magnitude beside what the storage's rounding allows. Shared by the emulation's tests
-// (tests/kernels/step_kernels_test.cpp) and the GPU's check (tests/gpu/cuda_check.cpp).
+// The step kernels (runtime/training/step_kernels.h, and the CPU's: cpu_step_operations.h) against the LibTorch
+// operations they replace, computed in double from the same inputs: the forward and every gradient, each difference
+// relative to the oracle's largest magnitude beside what the storage's rounding allows. Shared by the emulation's
+// tests (tests/kernels/step_kernels_test.cpp), the CPU's (tests/runtime/cpu_step_operations_test.cpp) and the GPU's
+// check (tests/gpu/cuda_check.cpp).
 #include <fmt/format.h>
 #include <torch/torch.h>
 
@@ -35,7 +36,7 @@ inline Comparison compare(const std::string& what, const torch::Tensor& got, con
 
 // s = x + r and n = RMSNorm(s) * w (or, layer_norm, LayerNorm(s) * w + b) over rows of `width` on `device`, r and n
 // in `dtype`; with the stream's own gradient or (through_stream false) n's alone.
-inline std::vector<Comparison> residual_norm(const rt::StepKernels& kernels, torch::Device device,
+inline std::vector<Comparison> residual_norm(const rt::StepOperations& kernels, torch::Device device,
                                              torch::ScalarType dtype, std::vector<int64_t> shape, bool through_stream,
                                              bool layer_norm = false, double eps = 1e-5) {
   const auto on = torch::TensorOptions().device(device);

@@ -139,6 +139,7 @@ TEST(StepKernels, AModelWithThemTrainsTheStepWithout) {
         std::string("experiment a extends micro { model.vocab = 20  attention.backend = reference ") + body + " }");
     torch::manual_seed(7);
     Transformer plain(cfg.model);
+    plain.operations = library_operations();
     torch::manual_seed(7);
     Transformer fused(cfg.model);
     fused.operations = emulated();
