@@ -2,7 +2,10 @@
 // + backward, in the same process: the median of interleaved rounds, as a ratio (< 1: sinklab's form is faster).
 //   RoPE: apply_rope (x cos + swap(x) sin, runtime/training/step_operations.h) against each pair's rotation stacked
 //     ((a cos - b sin, a sin + b cos): seven operations), on q's transposed view as attention passes it;
-//   the projections: q, k and v as one product with the weights stacked (what a GPU runs) against three.
+//   the projections: q, k and v as one product with the weights stacked (what a GPU runs) against three;
+//   the CPU's fused operations (runtime/training/cpu_step_operations.h) against LibTorch's: the residual add +
+//     RMSNorm, SwiGLU's activation with its product, and q into head-major rows with RoPE (apply_rope on the
+//     transposed view, then the copy the attention makes of it).
 // Shapes: tiny_text's (16 x 128 tokens, d 128, 4 heads) and paper_60m's for one sequence (2048 tokens, d 768,
 // 8 heads), float: the CPU's evidence; a GPU's is in the step's profile tables.
 //
@@ -13,6 +16,7 @@
 #include <torch/torch.h>
 
 #include "bench/interleaved_rounds.h"
+#include "runtime/training/cpu_step_operations.h"
 #include "runtime/training/step_operations.h"
 
 using namespace sink::rt;
@@ -76,6 +80,45 @@ int main(int argc, char** argv) {
       };
     };
     row("q, k, v", s, sink::bench::interleaved_medians(projections(false), projections(true), rounds));
+
+    const CpuStepOperations cpu;
+    const auto library = library_operations();
+    auto stream = torch::randn({s.B, s.T, s.d}).requires_grad_(), branch = torch::randn({s.B, s.T, s.d});
+    auto gain = (torch::rand({s.d}) + 0.5).requires_grad_();
+    branch.requires_grad_();
+    const auto d_stream = torch::randn({s.B, s.T, s.d}), d_normed = torch::randn({s.B, s.T, s.d});
+    auto residual_norm = [&](const StepOperations& ops) {
+      return [&] {
+        auto [sum, normed] = ops.residual_norm(stream, branch, gain, torch::Tensor(), 1e-5);
+        torch::autograd::backward({sum, normed}, {d_stream, d_normed});
+        for (auto* t : {&stream, &branch, &gain}) t->mutable_grad().reset();
+      };
+    };
+    row("add + RMS", s, sink::bench::interleaved_medians(residual_norm(*library), residual_norm(cpu), rounds));
+
+    auto gate = torch::randn({s.B, s.T, 2 * s.d}).requires_grad_(), up = torch::randn({s.B, s.T, 2 * s.d});
+    up.requires_grad_();
+    const auto d_hidden = torch::randn({s.B, s.T, 2 * s.d});
+    auto swiglu = [&](bool fused) {
+      return [&, fused] {
+        (fused ? CpuStepOperations::swiglu(gate, up) : torch::silu(gate) * up).backward(d_hidden);
+        gate.mutable_grad().reset(), up.mutable_grad().reset();
+      };
+    };
+    row("SwiGLU", s, sink::bench::interleaved_medians(swiglu(false), swiglu(true), rounds));
+
+    auto projected = torch::randn({s.B, s.T, s.d}).requires_grad_();
+    auto heads = [&](bool fused) {
+      return [&, fused] {
+        const auto q = fused ? CpuStepOperations::rope_heads(projected, cos_table, sin_table, s.heads)
+                             : apply_rope(projected.view({s.B, s.T, s.heads, dh}).transpose(1, 2), cos_table,
+                                          sin_table)
+                                   .contiguous();
+        q.backward(upstream);
+        projected.mutable_grad().reset();
+      };
+    };
+    row("RoPE heads", s, sink::bench::interleaved_medians(heads(false), heads(true), rounds));
   }
   return 0;
 }

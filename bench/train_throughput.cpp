@@ -12,7 +12,8 @@
 //
 //   build/bench/train_throughput [steps=20] [threads=1] [rounds=3] [shapes=tiny,tiny_text,text256,ctx256]
 // The environment variable SINKLAB_PYTHON overrides the Python the build was configured with;
-// SINKLAB_BENCH_PROFILE=PREFIX writes PREFIX-reference.json and PREFIX-jit.json (profiler traces).
+// SINKLAB_BENCH_PROFILE=PREFIX writes PREFIX-reference.json, PREFIX-jit.json and PREFIX-jit-unfused.json (profiler
+// traces).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -68,7 +69,8 @@ double ours(RunConfig cfg, int steps, bool library = false) {
   // (bench/profile_summary.py sums it by operator).
   std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
   if (const char* path = getenv("SINKLAB_BENCH_PROFILE")) {
-    const std::string file = fmt::format("{}-{}.json", path, name_of(cfg.model.attention.backend));
+    const std::string file =
+        fmt::format("{}-{}{}.json", path, name_of(cfg.model.attention.backend), library ? "-unfused" : "");
     profile = std::make_unique<torch::autograd::profiler::RecordProfile>(file);
   }
   auto t0 = std::chrono::steady_clock::now();
