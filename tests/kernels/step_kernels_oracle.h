@@ -137,4 +137,28 @@ inline std::vector<Comparison> split_heads(const rt::StepKernels& kernels, torch
           compare("d qkv", grad, want_grad, rounding)};
 }
 
+// A model of `cfg` (vocabulary 20) with `operations` against the same model with LibTorch's: the loss and every
+// parameter's gradient on one batch, in float (where the only differences are the order of the sums).
+inline std::vector<Comparison> model_step(const ModelConfig& cfg, std::shared_ptr<const rt::StepOperations> operations,
+                                          int64_t B = 2, int64_t T = 9) {
+  torch::manual_seed(7);
+  rt::Transformer plain(cfg);
+  plain.operations = rt::library_operations();
+  torch::manual_seed(7);
+  rt::Transformer fused(cfg);
+  fused.operations = std::move(operations);
+  const auto tokens = torch::randint(20, {B, T}), targets = torch::randint(20, {B, T});
+  auto loss_of = [&](rt::Transformer& m) {
+    auto logits = m.forward(tokens).logits;
+    return torch::nn::functional::cross_entropy(logits.reshape({-1, 20}), targets.reshape({-1}));
+  };
+  auto want = loss_of(plain), got = loss_of(fused);
+  want.backward(), got.backward();
+  std::vector<Comparison> out = {{"the loss", std::abs(got.item<double>() - want.item<double>()), 1e-5}};
+  auto p = plain.named_parameters(), f = fused.named_parameters();
+  for (const auto& item : p)
+    out.push_back(compare(item.key(), f[item.key()].grad(), item.value().grad().to(torch::kDouble), 1e-4));
+  return out;
+}
+
 }  // namespace sink::testing_step_kernels

@@ -156,26 +156,9 @@ TEST(CpuStepOperations, AModelWithThemTrainsTheStepWithout) {
     SCOPED_TRACE(body);
     auto cfg = sinktest::config_of(
         std::string("experiment a extends micro { model.vocab = 20  attention.backend = reference ") + body + " }");
-    torch::manual_seed(7);
-    Transformer plain(cfg.model);
-    plain.operations = library_operations();
-    torch::manual_seed(7);
-    Transformer fused(cfg.model);
-    ASSERT_NE(dynamic_cast<const CpuStepOperations*>(fused.operations.get()), nullptr) << "the CPU's by default";
-    const auto tokens = torch::randint(20, {3, 11}), targets = torch::randint(20, {3, 11});
-    auto loss_of = [&](Transformer& m) {
-      auto logits = m.forward(tokens).logits;
-      return torch::nn::functional::cross_entropy(logits.reshape({-1, 20}), targets.reshape({-1}));
-    };
-    auto want = loss_of(plain), got = loss_of(fused);
-    want.backward(), got.backward();
-    EXPECT_NEAR(got.item<double>(), want.item<double>(), 1e-5);
-    auto p = plain.named_parameters(), f = fused.named_parameters();
-    for (const auto& item : p) {
-      const auto& g = f[item.key()].grad();
-      ASSERT_TRUE(g.defined()) << item.key();
-      expect_passed({compare(item.key(), g, item.value().grad().to(torch::kDouble), 1e-4)});
-    }
+    const auto chosen = Transformer(cfg.model).operations;
+    ASSERT_NE(dynamic_cast<const CpuStepOperations*>(chosen.get()), nullptr) << "the CPU's by default";
+    expect_passed(testing_step_kernels::model_step(cfg.model, chosen, 3, 11));
   }
   const auto cfg = sinktest::config_of("experiment a extends tiny_text { }");
   EXPECT_EQ(Transformer(cfg.model).fused_operations(),
