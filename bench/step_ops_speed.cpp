@@ -111,8 +111,7 @@ int main(int argc, char** argv) {
     auto heads = [&](bool fused) {
       return [&, fused] {
         const auto q = fused ? CpuStepOperations::rope_heads(projected, cos_table, sin_table, s.heads)
-                             : apply_rope(projected.view({s.B, s.T, s.heads, dh}).transpose(1, 2), cos_table,
-                                          sin_table)
+                             : apply_rope(projected.view({s.B, s.T, s.heads, dh}).transpose(1, 2), cos_table, sin_table)
                                    .contiguous();
         q.backward(upstream);
         projected.mutable_grad().reset();

@@ -25,12 +25,14 @@
 //      rounding of the loss and of the head's and features' gradients)
 //   6  the CPU kernels print the column algebra the CUDA kernels print (plan/column_algebra.h): the backward
 //      multiplies by 1 / Z where it divided by Z, the p-norm's sum of terms rescales by r^p
+//   7  the CPU step's residual add + RMSNorm, SwiGLU's activation and RoPE as fused kernels
+//      (runtime/training/cpu_step_operations.h: other float rounding, and SwiGLU's e^x by a polynomial)
 #pragma once
 #include <cstdint>
 
 namespace sink {
 
-inline constexpr int64_t kNumericsVersion = 6;
+inline constexpr int64_t kNumericsVersion = 7;
 
 // A completed run's numbers may differ from what this sinklab computes.
 // `recorded`: summary.json's numerics_version, 0 where it has none.

@@ -72,9 +72,8 @@ class SwiGlu : public torch::autograd::Function<SwiGlu> {
   static torch::Tensor forward(AutogradContext* ctx, torch::Tensor gate, torch::Tensor up) {
     gate = gate.contiguous(), up = up.contiguous();
     auto h = torch::empty_like(gate);
-    over_rows(gate.numel(), 1, [&](int64_t first, int64_t last) {
-      cpu::swiglu_forward(in(gate), in(up), first, last, out(h));
-    });
+    over_rows(gate.numel(), 1,
+              [&](int64_t first, int64_t last) { cpu::swiglu_forward(in(gate), in(up), first, last, out(h)); });
     ctx->save_for_backward({gate, up});
     return h;
   }
@@ -170,16 +169,16 @@ std::pair<torch::Tensor, torch::Tensor> CpuStepOperations::residual_norm(const t
   return residual_rms(x, r, w, eps);
 }
 
-torch::Tensor CpuStepOperations::gated_hidden(const torch::Tensor& x, const torch::Tensor& w1,
-                                              const torch::Tensor& w3, Ffn act) const {
+torch::Tensor CpuStepOperations::gated_hidden(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w3,
+                                              Ffn act) const {
   const auto gate = linear(x, w1), up = linear(x, w3);
   return swiglu_fits(gate, up, act) ? swiglu(gate, up) : activation(gate, act) * up;
 }
 
 std::array<torch::Tensor, 3> CpuStepOperations::heads(const torch::Tensor& x, const torch::Tensor& wq,
                                                       const torch::Tensor& wk, const torch::Tensor& wv,
-                                                      const torch::Tensor& cos, const torch::Tensor& sin,
-                                                      int64_t heads, int64_t kv_heads) const {
+                                                      const torch::Tensor& cos, const torch::Tensor& sin, int64_t heads,
+                                                      int64_t kv_heads) const {
   const auto q = linear(x, wq), k = linear(x, wk), v = linear(x, wv);
   if (!rope_heads_fits(q, cos, heads) || !rope_heads_fits(k, cos, kv_heads))
     return into_heads({q, k, v}, cos, sin, heads, kv_heads);

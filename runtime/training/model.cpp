@@ -7,9 +7,9 @@
 
 #include "runtime/attention/score.h"
 #include "runtime/measurement/geometry.h"
+#include "runtime/training/cpu_step_operations.h"
 #include "runtime/training/device.h"
 #include "runtime/training/positions.h"
-#include "runtime/training/cpu_step_operations.h"
 #include "runtime/training/step_kernels.h"
 
 namespace sink::rt {

@@ -110,7 +110,7 @@ TEST(CpuStepOperations, RopeHeadsIsTheViewTransposeAndRopeForwardAndBackward) {
   }
   const auto x = torch::randn({1, 4, 12});
   EXPECT_FALSE(CpuStepOperations::rope_heads_fits(x, torch::ones({4, 12}), 1));  // d_head 12
-  EXPECT_FALSE(CpuStepOperations::rope_heads_fits(x, torch::Tensor(), 3));        // no RoPE
+  EXPECT_FALSE(CpuStepOperations::rope_heads_fits(x, torch::Tensor(), 3));       // no RoPE
 }
 
 TEST(CpuStepOperations, ExpIsWithinTwoUnitsInTheLastPlace) {
