@@ -1,9 +1,9 @@
 // The operations of a training step around the attention, behind one interface, the way AttentionBackend puts the
 // attention behind one: the residual add with the norm after it, a gated FFN's hidden layer, the projection of q, k
 // and v into heads with RoPE, and the LM head's loss. Its default is LibTorch's own operations, on every device;
-// StepKernels (runtime/training/step_kernels.h) runs each as one kernel each way on a GPU where it fits, and this
-// default where it does not. The model's blocks call these and nothing else for them, so the model is written once
-// whichever runs.
+// StepKernels (runtime/training/step_kernels.h) runs each as one kernel each way on a GPU where it fits, and
+// CpuStepOperations (cpu_step_operations.h) on the CPU, each this default where it does not. The model's blocks
+// call these and nothing else for them, so the model is written once whichever runs.
 #pragma once
 #include <array>
 #include <string>
