@@ -80,7 +80,7 @@
   const store_t *ka = shared.k_swizzled, *va = shared.v_swizzled;
   load_pair_async<KEY_ROWS, KEY_THREADS>(shared.k_swizzled, shared.v_swizzled, k, v, first_key, last_key);
 #else
-  unsigned ka[D / 16][4], va[D / 16][4];
+  PackedTile<D> ka, va;
   load_a_rows(ka, k, warp_key, n);
   load_a_rows(va, v, warp_key, n);
   if (FUSED_DQ) store_a<D>(k_rows, 16 * warp, ka);  // (read after the first stage's barrier)
@@ -93,8 +93,8 @@
     is_key[h] = warp_key + frag_row(2 * h) < n;
     key[h] = imin(warp_key + frag_row(2 * h), n - 1), pos_j[h] = (real)(key[h] + 1);
   }
-  float dk_acc[D / 8][4], dv_acc[D / 8][4];
-  zero(dk_acc), zero(dv_acc);
+  FloatTile<D> dk_acc, dv_acc;
+  dk_acc.zero(), dv_acc.zero();
   int first, last, unused;
   query_range(first_key, n, first, unused);
   query_range(last_key, n, unused, last);
@@ -141,7 +141,7 @@
     await_stage();
     if (FUSED_DQ && SINK_BULK_REDUCE && qb > first) reduce_rows(qb - KEY_QUERIES);
     if (more) fetch_queries(stage ^ 1, qb + KEY_QUERIES);
-    float sT[KEY_QUERIES / 8][4], dAT[KEY_QUERIES / 8][4];
+    FloatTile<KEY_QUERIES> sT, dAT;
     issue_abt<KEY_QUERIES>(sT, ka, q_tile[stage]);  // (on Hopper, both in flight at once)
     issue_abt<KEY_QUERIES>(dAT, va, do_tile[stage]);
     await_products<0>(sT, dAT);
@@ -181,11 +181,11 @@
         real A, dx;
         // (Without a position table, of the product q.k: the scaling folds into the exponent.)
         column_grad<!POSITION_BIAS>(
-            POSITION_BIAS ? logit_of(sT[nb][e], i, key[h], g) : sT[nb][e], (real)(i + 1), pos_j[h], (real)n, dAT[nb][e],
-            delta_tile[stage][c], ONLINE ? (real)1 : divisor_tile[stage][c],
+            POSITION_BIAS ? logit_of(sT.frag[nb][e], i, key[h], g) : sT.frag[nb][e], (real)(i + 1), pos_j[h], (real)n,
+            dAT.frag[nb][e], delta_tile[stage][c], ONLINE ? (real)1 : divisor_tile[stage][c],
             ONLINE ? (real)1 : inv_divisor_tile[stage][c], shift_or_sum_tile[stage][c], A, dx, DX_SCALE);
-        sT[nb][e] = seen ? A : (real)0;
-        dAT[nb][e] = seen ? dx * (SCALE_QK / DX_SCALE) : (real)0;  // dS, the gradient of q.k
+        sT.frag[nb][e] = seen ? A : (real)0;
+        dAT.frag[nb][e] = seen ? dx * (SCALE_QK / DX_SCALE) : (real)0;  // dS, the gradient of q.k
         if (POSITION_GRAD) {
           const float dg_term = seen ? dx * (1 / DX_SCALE) : 0.f;
           if (h == 0)
@@ -200,9 +200,9 @@
       }
     }
     if (POSITION_GRAD) add_diagonal(KEY_QUERIES / 8 - 1, closing);
-    unsigned aa[KEY_QUERIES / 16][4], sa[KEY_QUERIES / 16][4];
-    as_a<KEY_QUERIES>(aa, sT);
-    as_a<KEY_QUERIES>(sa, dAT);
+    PackedTile<KEY_QUERIES> aa, sa;
+    as_a(aa, sT);
+    as_a(sa, dAT);
 #if SINK_FUSED_DQ && SINK_WGMMA
     // dQ's share of the tile, dS K over the block's 64 keys: the warpgroup's product of dS^T's tile and K's rows,
     // issued while dV's and dK's are on the tensor cores where the registers hold all three (to d_head 64).
@@ -217,17 +217,14 @@
       async_proxy_fence();  // (wgmma reads shared memory through the async proxy)
       bulk_wait_read();
       __syncthreads();
-      float dq_acc[D / 8][4];
+      FloatTile<D> dq_acc;
       issue_atb<KEY_ROWS>(dq_acc, shared.ds_swizzled, shared.k_swizzled);
       if (DQ_BESIDE)
         await_products<0>(dv_acc, dk_acc, dq_acc);
       else
         await_products<0>(dq_acc);
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int nb = 0; nb < D / 8; ++nb)
-          store_pair(&dq_tile[16 * warp + frag_row(2 * h)][frag_col(nb, 0)], dq_acc[nb][2 * h], dq_acc[nb][2 * h + 1]);
+      dq_acc.pairs([&](int row, int col, float x, float y) { store_pair(&dq_tile[16 * warp + row][col], x, y); });
       async_proxy_fence();
     }
 #else
@@ -251,24 +248,16 @@
         const int u = warp + round * WARPS;
         if (UNITS % WARPS != 0 && u >= UNITS) break;
         const int rb = u / (COLS / CB), c0 = u % (COLS / CB) * CB;
-        float acc[CB][2][4];
-#pragma unroll
-        for (int cb = 0; cb < CB; ++cb) zero(acc[cb]);
+        FloatTile<16 * CB> acc;
+        acc.zero();
         mma_atb_blocks<KEY_ROWS, KEY_QUERIES + 8, CB>(acc, ds_tile, rb, k_rows, c0);
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {  // the lane's two rows; its elements 2 h and 2 h + 1 are neighbours
-          const int r = 16 * rb + frag_row(2 * h), i = qb + r;
-#pragma unroll
-          for (int cb = 0; cb < CB; ++cb)
-#pragma unroll
-            for (int half = 0; half < 2; ++half) {
-              const int c = 16 * (c0 + cb) + frag_col(half, 0);
-              if (SINK_BULK_REDUCE)
-                store_pair(&dq_tile[r][c], acc[cb][half][2 * h], acc[cb][half][2 * h + 1]);
-              else if (i <= last)
-                red_add_pair(&dq_sum[(long long)i * D + c], acc[cb][half][2 * h], acc[cb][half][2 * h + 1]);
-            }
-        }
+        acc.pairs([&](int row, int col, float x, float y) {
+          const int r = 16 * rb + row, i = qb + r, c = 16 * c0 + col;
+          if (SINK_BULK_REDUCE)
+            store_pair(&dq_tile[r][c], x, y);
+          else if (i <= last)
+            red_add_pair(&dq_sum[(long long)i * D + c], x, y);
+        });
       }
       if (SINK_BULK_REDUCE) async_proxy_fence();
     }

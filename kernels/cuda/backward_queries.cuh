@@ -27,10 +27,10 @@
   q += bh * T * D, k += bh * T * D, v += bh * T * D, dout += bh * T * D, dq += bh * T * D;
   stats += bh * 2 * T, delta += bh * T;
   if (POSITION_BIAS) g += head * g_step;
-  unsigned qa[M][D / 16][4], da[M][D / 16][4];
+  PackedTile<D> qa[M], da[M];
   WarpRows<M> rows;
   real row_delta[M][2], divisor[M][2], inv_divisor[M][2], shift_or_sum[M][2];
-  float dq_acc[M][D / 8][4];
+  FloatTile<D> dq_acc[M];
 #pragma unroll
   for (int f = 0; f < M; ++f) {
     load_a_rows(qa[f], q, warp_row + 16 * f, n);
@@ -41,17 +41,16 @@
       row_delta[f][h] = delta[r] * DX_SCALE;  // (times column_grad's dx_scale)
       backward_statistics(stats[r], stats[T + r], divisor[f][h], inv_divisor[f][h], shift_or_sum[f][h]);
     }
-#pragma unroll
-    for (int nb = 0; nb < D / 8; ++nb)
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        dq_acc[f][nb][e] =
-            KEY_BIAS ? kstar[head * star_step + frag_col(nb, e)] * dx_kstar[bh * T + rows.row[f][e / 2]] : 0.f;
+    if (KEY_BIAS)  // (dQ's k* term, kstar dx_kstar, first)
+      dq_acc[f].set(
+          [&](const Element& at) { return kstar[head * star_step + at.col()] * dx_kstar[bh * T + rows.row[f][at.h]]; });
+    else
+      dq_acc[f].zero();
   }
   const BlockKeys block = block_keys(first_row, last_row, n);
   auto keys = key_stream<QUERY_KEYS, QUERY_THREADS, QUERY_STAGES>(shared.k_tile, shared.v_tile, k, v, block.hi);
-  float s[M][QUERY_KEYS / 8][4], dA[M][QUERY_KEYS / 8][4];  // S = Q K^T, turned into dS; dA = dO V^T
-  unsigned sa[M][QUERY_KEYS / 16][4];   // dS, dQ += dS K's A (OVERLAP: read by the product until its wait)
+  FloatTile<QUERY_KEYS> s[M], dA[M];    // S = Q K^T, turned into dS; dA = dO V^T
+  PackedTile<QUERY_KEYS> sa[M];         // dS, dQ += dS K's A (OVERLAP: read by the product until its wait)
   auto issue_scores = [&](int ahead) {  // (on Hopper, both products in flight at once)
     issue_abt<QUERY_KEYS, M>(s, qa, keys.keys(ahead));
     issue_abt<QUERY_KEYS, M>(dA, da, keys.values(ahead));
@@ -67,7 +66,7 @@
     // OVERLAP: dS's registers are rewritten only past the wait for the tile before's product, which read them.
     if (OVERLAP) await_products<0>(dq_acc);
 #pragma unroll
-    for (int f = 0; f < M; ++f) as_a<QUERY_KEYS>(sa[f], s[f]);
+    for (int f = 0; f < M; ++f) as_a(sa[f], s[f]);
     // OVERLAP: the next tile's products, on the tensor cores while this tile's dS K sums into dQ (every warp is past
     // its wait for the tile before: its stage takes the one after next)
     if (OVERLAP && kb + QUERY_KEYS <= block.hi) keys.fetch(kb, 2), issue_scores(1);

@@ -4,16 +4,20 @@
 // a tile at a time), backward_queries takes each pair's logit gradient. Named operations over tile.cuh's register
 // tiles; a column's own functions (fold_column, column_grad) are columns.cuh's.
 
-// The rows a warp owns: M fragments of 16 rows, the lane's two of each (h = 0, 1: frag_row(2 h)), rows from T on
+// The rows a warp owns: M fragments of 16 rows, the lane's two of each (h = 0, 1: lane_row(h)), rows from T on
 // acting as row T - 1; their positions i + 1 and the keys [lo, hi] each sees. A kernel sets each row up (set) where
 // it sets up the rest of the row's state.
 template <int M>
 struct WarpRows {
   int row[M][2], lo[M][2], hi[M][2];
   real pos_i[M][2];
-  // Row h of fragment f, for the warp whose first row is warp_row; returns its index.
+  // Row h of fragment f, for the warp whose first row is warp_row, unclamped: from T on, no row of the slice.
+  static __device__ __forceinline__ int unclamped(int f, int h, int warp_row) {
+    return warp_row + 16 * f + lane_row(h);
+  }
+  // Row h of fragment f set up; returns its index.
   __device__ __forceinline__ int set(int f, int h, int warp_row, int n) {
-    const int r = imin(warp_row + 16 * f + frag_row(2 * h), n - 1);
+    const int r = imin(unclamped(f, h, warp_row), n - 1);
     row[f][h] = r, pos_i[f][h] = (real)(r + 1);
     key_range(r, n, lo[f][h], hi[f][h]);
     return r;
@@ -50,9 +54,9 @@ __device__ __forceinline__ void by_tile_kind(const BlockKeys& block, int kb, Wor
 // The pair's logit from its product q.k: without a position table the product itself, whose scaling folds into
 // the exponent's multiply-add (one multiply a pair fewer); else scaled, plus the table's term, read along the
 // row's diagonal pointer (BELOW) or by the distance from the row to key j.
-__device__ __forceinline__ real tile_logit(float qk, const real* along, int nb, int e, int row, int j, const real* g,
-                                           const bool BELOW) {
-  return !POSITION_BIAS ? qk : BELOW ? logit_along(qk, along, -(8 * nb + e % 2)) : logit_of(qk, row, j, g);
+__device__ __forceinline__ real tile_logit(float qk, const real* along, const Element& at, int row, int j,
+                                           const real* g, const bool BELOW) {
+  return !POSITION_BIAS ? qk : BELOW ? logit_along(qk, along, -at.lane_offset()) : logit_of(qk, row, j, g);
 }
 // The row's diagonal pointers for a tile of keys from kb at or below its diagonal (unused otherwise).
 template <int M>
@@ -97,11 +101,11 @@ __device__ __forceinline__ KeyStream<KEYS, THREADS, STAGES, Tiles> key_stream(Ti
 
 // The forward's running state of a warp's rows: the shift m (online: the row's maximum so far), the lane's share P
 // of the row's sum of terms, and, SUM_OF_WEIGHTS, the rows' sums taken on the tensor cores as W times a block of
-// ones (each of its eight columns the sum, in every lane of the row).
+// ones (add_row_sums).
 template <int M>
 struct RowState {
   real m[M][2], P[M][2];
-  float row_sum[M][4];
+  FloatTile<8> row_sum[M];
 };
 
 // One tile of products s (q.k) folded into the rows' state, s becoming the weights W: the logits under the
@@ -111,7 +115,7 @@ struct RowState {
 // keeps the products: the maximum is taken on them (the scale is positive and rounding monotone, so the scaled
 // maximum is the maximum of the scaled) and the scaling goes into the exponent's multiply-add.
 template <int KEYS, int M>
-__device__ __forceinline__ void fold_tile(float (&s)[M][KEYS / 8][4], RowState<M>& state, float (&acc)[M][D / 8][4],
+__device__ __forceinline__ void fold_tile(FloatTile<KEYS> (&s)[M], RowState<M>& state, FloatTile<D> (&acc)[M],
                                           real (&o_rescale)[M][2], const WarpRows<M>& rows, int kb, int n,
                                           const real* g, const bool FULL, const bool BELOW) {
   constexpr bool OF_PRODUCT = !POSITION_BIAS;
@@ -120,11 +124,11 @@ __device__ __forceinline__ void fold_tile(float (&s)[M][KEYS / 8][4], RowState<M
     const real* along[2];
     diagonals(along, rows, f, kb, g, BELOW);
     RowMax<KEYS> tile_max;
-    map_tile<KEYS>(s[f], [&](float qk, int h, int nb, int e) {
-      const int j = kb + frag_col(nb, e);
+    s[f].map([&](float qk, const Element& at) {
+      const int h = at.h, j = kb + at.col();
       const bool seen = FULL || SEES(rows.row[f][h], j, rows.lo[f][h], rows.hi[f][h], n);
-      const real x = tile_logit(qk, along[h], nb, e, rows.row[f][h], j, g, BELOW);
-      if (ONLINE) tile_max.add(seen ? x : -SINK_INF, nb, e);
+      const real x = tile_logit(qk, along[h], at, rows.row[f][h], j, g, BELOW);
+      if (ONLINE) tile_max.add(seen ? x : -SINK_INF, at);
       return seen ? x : -SINK_INF;
     });
     real shift[2] = {0, 0}, unit[2] = {1, 1};
@@ -137,20 +141,21 @@ __device__ __forceinline__ void fold_tile(float (&s)[M][KEYS / 8][4], RowState<M
         if (new_max > m) {  // fold_column's rescale, for the whole tile at once
           const real rescale = fold_rescale(m, new_max);
           state.P[f][h] *= term_rescale(rescale);
-          state.row_sum[f][2 * h] *= rescale, state.row_sum[f][2 * h + 1] *= rescale;
+          state.row_sum[f].scale_row(h, rescale);
           if (OVERLAP)
             o_rescale[f][h] = rescale;
           else
-            scale_row<D>(acc[f], h, rescale);
+            acc[f].scale_row(h, rescale);
           m = new_max;
         }
         shift[h] = shift_of(m), unit[h] = r_exp(-shift[h]);
       }
     }
     real tile_sum[2][2] = {{0, 0}, {0, 0}};  // two chains a row
-    map_tile<KEYS>(s[f], [&](float v, int h, int nb, int e) {
+    s[f].map([&](float v, const Element& at) {
+      const int h = at.h;
       const bool hidden = !FULL && v == -SINK_INF;
-      const real pos_j = (real)(kb + frag_col(nb, e) + 1);
+      const real pos_j = (real)(kb + at.col() + 1);
       real x, sc;  // the logit, its score
       if (OF_PRODUCT) {
         const real product = hidden ? shift[h] * (1 / SCALE_QK) : v;
@@ -158,7 +163,7 @@ __device__ __forceinline__ void fold_tile(float (&s)[M][KEYS / 8][4], RowState<M
       } else {
         x = hidden ? shift[h] : v, sc = score(x, shift[h], rows.pos_i[f][h], pos_j, (real)n);
       }
-      if (!SUM_OF_WEIGHTS) tile_sum[h][e % 2] += hidden ? (real)0 : norm_term(sc, x, unit[h]);
+      if (!SUM_OF_WEIGHTS) tile_sum[h][at.chain()] += hidden ? (real)0 : norm_term(sc, x, unit[h]);
       return hidden ? (real)0 : norm_weight(sc, x, unit[h]);
     });
     if (!SUM_OF_WEIGHTS)
@@ -168,25 +173,23 @@ __device__ __forceinline__ void fold_tile(float (&s)[M][KEYS / 8][4], RowState<M
 
 // OVERLAP: O's rows rescaled as the tile's maxima asked, once the product that was in flight has landed.
 template <int M>
-__device__ __forceinline__ void rescale_rows(float (&acc)[M][D / 8][4], const real (&o_rescale)[M][2]) {
+__device__ __forceinline__ void rescale_rows(FloatTile<D> (&acc)[M], const real (&o_rescale)[M][2]) {
 #pragma unroll
   for (int f = 0; f < M; ++f)
 #pragma unroll
     for (int h = 0; h < 2; ++h)
-      if (ONLINE && o_rescale[f][h] != 1) scale_row<D>(acc[f], h, o_rescale[f][h]);
+      if (ONLINE && o_rescale[f][h] != 1) acc[f].scale_row(h, o_rescale[f][h]);
 }
 
 // The weights as O += W V's A operand, rounded to 16 bits; SUM_OF_WEIGHTS: their rows' sums added on the tensor
-// cores, the rounded weights that O sums, as W times a block of ones (`ones`: two 16-bit ones, packed once).
+// cores, the rounded weights that O sums (add_row_sums; `ones`: two 16-bit ones, packed once).
 template <int KEYS, int M>
-__device__ __forceinline__ void weights_operand(unsigned (&wa)[M][KEYS / 16][4], const float (&s)[M][KEYS / 8][4],
+__device__ __forceinline__ void weights_operand(PackedTile<KEYS> (&wa)[M], const FloatTile<KEYS> (&s)[M],
                                                 RowState<M>& state, unsigned ones) {
 #pragma unroll
   for (int f = 0; f < M; ++f) {
-    as_a<KEYS>(wa[f], s[f]);
-    if (SUM_OF_WEIGHTS)
-#pragma unroll
-      for (int kk = 0; kk < KEYS / 16; ++kk) mma_16816<HALF_MMA>(state.row_sum[f], wa[f][kk], ones, ones);
+    as_a(wa[f], s[f]);
+    if (SUM_OF_WEIGHTS) add_row_sums(state.row_sum[f], wa[f], ones);
   }
 }
 
@@ -194,7 +197,7 @@ __device__ __forceinline__ void weights_operand(unsigned (&wa)[M][KEYS / 16][4],
 // from the forward's row statistics (column_grad); hidden pairs 0. A key after the block's last is hidden, and its
 // distance from the row is taken as the last's (the position table is T long).
 template <int KEYS, int M>
-__device__ __forceinline__ void gradient_tile(float (&s)[M][KEYS / 8][4], const float (&dA)[M][KEYS / 8][4],
+__device__ __forceinline__ void gradient_tile(FloatTile<KEYS> (&s)[M], const FloatTile<KEYS> (&dA)[M],
                                               const WarpRows<M>& rows, const real (&row_delta)[M][2],
                                               const real (&divisor)[M][2], const real (&inv_divisor)[M][2],
                                               const real (&shift_or_sum)[M][2], int kb, int last_key, int n,
@@ -203,14 +206,14 @@ __device__ __forceinline__ void gradient_tile(float (&s)[M][KEYS / 8][4], const 
   for (int f = 0; f < M; ++f) {
     const real* along[2];
     diagonals(along, rows, f, kb, g, BELOW);
-    map_tile<KEYS>(s[f], [&](float qk, int h, int nb, int e) {
-      const int j = FULL ? kb + frag_col(nb, e) : imin(kb + frag_col(nb, e), last_key);
-      const real x = tile_logit(qk, along[h], nb, e, rows.row[f][h], j, g, BELOW);
+    s[f].map([&](float qk, const Element& at) {
+      const int h = at.h, j = FULL ? kb + at.col() : imin(kb + at.col(), last_key);
+      const real x = tile_logit(qk, along[h], at, rows.row[f][h], j, g, BELOW);
       real A, dx;
-      column_grad<!POSITION_BIAS>(x, rows.pos_i[f][h], (real)(j + 1), (real)n, dA[f][nb][e], row_delta[f][h],
+      column_grad<!POSITION_BIAS>(x, rows.pos_i[f][h], (real)(j + 1), (real)n, dA[f][at], row_delta[f][h],
                                   divisor[f][h], inv_divisor[f][h], shift_or_sum[f][h], A, dx, DX_SCALE);
       // The column unclamped: a row's hi is at most the block's (last_key), so where it is seen it is j.
-      const bool seen = FULL || SEES(rows.row[f][h], kb + frag_col(nb, e), rows.lo[f][h], rows.hi[f][h], n);
+      const bool seen = FULL || SEES(rows.row[f][h], kb + at.col(), rows.lo[f][h], rows.hi[f][h], n);
       return seen ? dx * (SCALE_QK / DX_SCALE) : (real)0;
     });
   }

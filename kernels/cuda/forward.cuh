@@ -17,9 +17,9 @@
   };
 #endif
   Shared& shared = shared_block<Shared, FWD_SHARED_BYTES>();
-  // A warp owns M = ROW_FRAGS fragments of 16 rows; the lane holds two rows of each (h = 0, 1: frag_row(2 h)).
+  // A warp owns M = ROW_FRAGS fragments of 16 rows; the lane holds two rows of each (h = 0, 1: lane_row(h)).
   constexpr int M = ROW_FRAGS;
-  const int warp = threadIdx.x / 32, lane = lane_id();
+  const int warp = threadIdx.x / 32;
   const long long bh = blockIdx.y, head = (unsigned)blockIdx.y % (unsigned)H;  // (a 64-bit % is a call)
   const int n = (int)T;  // positions within the slice are 32-bit (tile.cuh)
   // The last row blocks first: under a causal mask they see the most keys, so the blocks that start last
@@ -31,16 +31,12 @@
   if (POSITION_BIAS) g += head * g_step;
   if (KEY_BIAS) kstar += head * star_step, vstar += head * star_step;
   if (SINK_LOGIT) sink += head;
-  unsigned qa[M][D / 16][4];
-  float acc[M][D / 8][4];
+  PackedTile<D> qa[M];
+  FloatTile<D> acc[M];
   RowState<M> state;
   const unsigned ones = pack_rn<HALF_MMA>(1.f, 1.f);
 #pragma unroll
-  for (int f = 0; f < M; ++f) {
-    load_a_rows(qa[f], q, warp_row + 16 * f, n), zero(acc[f]);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) state.row_sum[f][e] = 0;
-  }
+  for (int f = 0; f < M; ++f) load_a_rows(qa[f], q, warp_row + 16 * f, n), acc[f].zero(), state.row_sum[f].zero();
   WarpRows<M> rows;
 #pragma unroll
   for (int f = 0; f < M; ++f)
@@ -62,23 +58,21 @@
         real &m = state.m[f][h], pos_i = rows.pos_i[f][h];
         if (KEY_BIAS) {
           fold_column(q_kstar[h] * SCALE_QK, pos_i, (real)0, (real)n, m, own, w, rescale);
-#pragma unroll
-          for (int nb = 0; nb < D / 8; ++nb)
-            acc[f][nb][2 * h] = w * vstar[frag_col(nb, 0)], acc[f][nb][2 * h + 1] = w * vstar[frag_col(nb, 1)];
+          acc[f].fill_row(h, [&](int c) { return w * vstar[c]; });
         }
         if (SINK_LOGIT) {
           fold_column(sink[0], pos_i, (real)0, (real)n, m, own, w, rescale);
-          scale_row<D>(acc[f], h, rescale);
+          acc[f].scale_row(h, rescale);
         }
-        state.P[f][h] = lane % 4 == 0 ? own : (real)0;
-        state.row_sum[f][2 * h] = state.row_sum[f][2 * h + 1] = own;
+        state.P[f][h] = row_leader() ? own : (real)0;
+        state.row_sum[f].fill_row(h, [&](int) { return own; });
       }
     }
   }
   const BlockKeys block = block_keys(first_row, last_row, n);
   auto keys = key_stream<FWD_KEYS, FWD_THREADS, FWD_STAGES>(shared.k_tile, shared.v_tile, k, v, block.hi);
-  float s[M][FWD_KEYS / 8][4];       // S = Q K^T, folded into the weights W
-  unsigned wa[M][FWD_KEYS / 16][4];  // W, O += W V's A (OVERLAP: read by the product until its wait)
+  FloatTile<FWD_KEYS> s[M];    // S = Q K^T, folded into the weights W
+  PackedTile<FWD_KEYS> wa[M];  // W, O += W V's A (OVERLAP: read by the product until its wait)
   keys.start(block.lo);
   if (OVERLAP) keys.fetch(block.lo, 1), issue_abt<FWD_KEYS, M>(s, qa, keys.keys()), await_products<0>(s);
   for (int kb = block.lo; kb <= block.hi; kb += FWD_KEYS, keys.advance()) {
@@ -106,10 +100,10 @@
     float scale[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const real total = SUM_OF_WEIGHTS ? state.row_sum[f][2 * h] : quad_sum(state.P[f][h]);
+      const real total = SUM_OF_WEIGHTS ? state.row_sum[f].row_value(h) : quad_sum(state.P[f][h]);
       // Z and m apart, not m + log Z: with large logits the sum would lose log Z's digits.
       const real Z = safe_divisor(norm_finish(total, ONLINE ? r_exp(-shift_of(state.m[f][h])) : (real)1));
-      if (lane % 4 == 0 && warp_row + 16 * f + frag_row(2 * h) < n)
+      if (row_leader() && WarpRows<M>::unclamped(f, h, warp_row) < n)
         stats[rows.row[f][h]] = Z, stats[T + rows.row[f][h]] = ONLINE ? state.m[f][h] : total;
       scale[h] = r_div(ALPHA, Z);
     }

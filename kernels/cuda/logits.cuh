@@ -8,10 +8,10 @@ __device__ __forceinline__ real logit_of(float qk, int i, int j, const real* g) 
   return x;
 }
 // The logit along a tile of keys from j0 whose every pair has i >= j (at or below the diagonal), the position
-// table read from one pointer per row of the lane, below = g + i - j0 - 2 (lane % 4) (below_keys): g at i - j
-// for element (nb, e) is below[-(8 nb + e % 2)], no distance and no address arithmetic per element.
+// table read from one pointer per row of the lane, below = g + i - j0 - lane_first_col() (below_keys): g at i - j
+// for an element is below[-lane_offset()] (tile.cuh's Element), no distance and no address arithmetic per element.
 __device__ __forceinline__ const real* below_keys(const real* g, int i, int j0) {
-  return g + (i - j0 - 2 * (lane_id() % 4));
+  return g + (i - j0 - lane_first_col());
 }
 __device__ __forceinline__ real logit_along(float qk, const real* below, int offset) {
   real x = qk * SCALE_QK;

@@ -62,6 +62,13 @@ __device__ __forceinline__ void load_pair_async(store_t* a_tile, store_t* b_tile
 
 // Every accumulator register in an array of them, fenced for the compiler (warp_sm90.cuh's fence_register).
 __device__ __forceinline__ void fence_registers(float& r) { fence_register(r); }
+template <int N>
+__device__ __forceinline__ void fence_registers(FloatTile<N>& tile) {
+#pragma unroll
+  for (int nb = 0; nb < N / 8; ++nb)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) fence_register(tile.frag[nb][e]);
+}
 template <typename T, int N>
 __device__ __forceinline__ void fence_registers(T (&registers)[N]) {
 #pragma unroll
@@ -83,8 +90,7 @@ __device__ __forceinline__ void await_products(Accumulators&... accumulators) {
 // piece. Issued as one group, not waited for (await_products): until then neither acc nor A may be touched, nor
 // the tile rewritten.
 template <int N, int M>
-__device__ __forceinline__ void issue_abt(float (&acc)[M][N / 8][4], const unsigned (&a)[M][D / 16][4],
-                                          const store_t* tile) {
+__device__ __forceinline__ void issue_abt(FloatTile<N> (&acc)[M], const PackedTile<D> (&a)[M], const store_t* tile) {
   wgmma_fence();
 #pragma unroll
   for (int f = 0; f < M; ++f)
@@ -94,9 +100,9 @@ __device__ __forceinline__ void issue_abt(float (&acc)[M][N / 8][4], const unsig
       const unsigned long long b =
           tile_descriptor(reinterpret_cast<const unsigned char*>(tile) + byte, 16, 8 * SWIZZLE);
       if (kk == 0)
-        wgmma_rs<HALF_MMA, N, 0, 0>(acc[f], a[f][kk], b);
+        wgmma_rs<HALF_MMA, N, 0, 0>(acc[f].frag, a[f].reg[kk], b);
       else
-        wgmma_rs<HALF_MMA, N, 0>(acc[f], a[f][kk], b);
+        wgmma_rs<HALF_MMA, N, 0>(acc[f].frag, a[f].reg[kk], b);
     }
   wgmma_commit();
 }
@@ -105,7 +111,7 @@ __device__ __forceinline__ void issue_abt(float (&acc)[M][N / 8][4], const unsig
 // tile a_tile (K-major, as B; warp w's rows 16 w..), where they would take registers a kernel has no room for (the
 // fused Hopper backward's K and V rows).
 template <int N>
-__device__ __forceinline__ void issue_abt(float (&acc)[N / 8][4], const store_t* a_tile, const store_t* tile) {
+__device__ __forceinline__ void issue_abt(FloatTile<N>& acc, const store_t* a_tile, const store_t* tile) {
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
@@ -115,9 +121,9 @@ __device__ __forceinline__ void issue_abt(float (&acc)[N / 8][4], const store_t*
     const unsigned long long b =
         tile_descriptor(reinterpret_cast<const unsigned char*>(tile) + piece * N + along, 16, 8 * SWIZZLE);
     if (kk == 0)
-      wgmma_ss<HALF_MMA, N, 0, 0, 0>(acc, a, b);
+      wgmma_ss<HALF_MMA, N, 0, 0, 0>(acc.frag, a, b);
     else
-      wgmma_ss<HALF_MMA, N, 0, 0>(acc, a, b);
+      wgmma_ss<HALF_MMA, N, 0, 0>(acc.frag, a, b);
   }
   wgmma_commit();
 }
@@ -125,8 +131,7 @@ __device__ __forceinline__ void issue_abt(float (&acc)[N / 8][4], const store_t*
 // acc (16 x D per fragment) += A B, B the swizzled tile's K rows: per 16 rows one wgmma per fragment, B MN-major
 // (row k's D numbers along a piece's row, pieces ROWS x SWIZZLE apart, 8 rows a stride); issued as issue_abt.
 template <int K, int M>
-__device__ __forceinline__ void issue_ab(float (&acc)[M][D / 8][4], const unsigned (&a)[M][K / 16][4],
-                                         const store_t* tile) {
+__device__ __forceinline__ void issue_ab(FloatTile<D> (&acc)[M], const PackedTile<K> (&a)[M], const store_t* tile) {
   fence_registers(acc);
   wgmma_fence();
 #pragma unroll
@@ -135,32 +140,29 @@ __device__ __forceinline__ void issue_ab(float (&acc)[M][D / 8][4], const unsign
     for (int kk = 0; kk < K / 16; ++kk) {
       const unsigned long long b =
           tile_descriptor(reinterpret_cast<const unsigned char*>(tile) + 16 * kk * SWIZZLE, K * SWIZZLE, 8 * SWIZZLE);
-      wgmma_rs<HALF_MMA, D, 1>(acc[f], a[f][kk], b);
+      wgmma_rs<HALF_MMA, D, 1>(acc[f].frag, a[f].reg[kk], b);
     }
   wgmma_commit();
 }
 
 // acc += A B, waited for before it returns.
 template <int K, int M>
-__device__ __forceinline__ void mma_ab(float (&acc)[M][D / 8][4], const unsigned (&a)[M][K / 16][4],
-                                       const store_t* tile) {
+__device__ __forceinline__ void mma_ab(FloatTile<D> (&acc)[M], const PackedTile<K> (&a)[M], const store_t* tile) {
   issue_ab<K, M>(acc, a, tile);
   await_products<0>(acc);
 }
 
 // One fragment a warp (the backward kernels'), as tile.cuh's.
 template <int N>
-__device__ __forceinline__ void issue_abt(float (&acc)[N / 8][4], const unsigned (&a)[D / 16][4], const store_t* tile) {
-  issue_abt<N, 1>(reinterpret_cast<float(&)[1][N / 8][4]>(acc), reinterpret_cast<const unsigned(&)[1][D / 16][4]>(a),
-                  tile);
+__device__ __forceinline__ void issue_abt(FloatTile<N>& acc, const PackedTile<D>& a, const store_t* tile) {
+  issue_abt<N, 1>(reinterpret_cast<FloatTile<N>(&)[1]>(acc), reinterpret_cast<const PackedTile<D>(&)[1]>(a), tile);
 }
 template <int K>
-__device__ __forceinline__ void issue_ab(float (&acc)[D / 8][4], const unsigned (&a)[K / 16][4], const store_t* tile) {
-  issue_ab<K, 1>(reinterpret_cast<float(&)[1][D / 8][4]>(acc), reinterpret_cast<const unsigned(&)[1][K / 16][4]>(a),
-                 tile);
+__device__ __forceinline__ void issue_ab(FloatTile<D>& acc, const PackedTile<K>& a, const store_t* tile) {
+  issue_ab<K, 1>(reinterpret_cast<FloatTile<D>(&)[1]>(acc), reinterpret_cast<const PackedTile<K>(&)[1]>(a), tile);
 }
 template <int K>
-__device__ __forceinline__ void mma_ab(float (&acc)[D / 8][4], const unsigned (&a)[K / 16][4], const store_t* tile) {
+__device__ __forceinline__ void mma_ab(FloatTile<D>& acc, const PackedTile<K>& a, const store_t* tile) {
   issue_ab<K>(acc, a, tile);
   await_products<0>(acc);
 }
@@ -168,7 +170,7 @@ __device__ __forceinline__ void mma_ab(float (&acc)[D / 8][4], const unsigned (&
 // A warp's 16 x COLS A operand (as_a's layout) into rows r0..r0+15 of a ROWS x COLS swizzled tile, which the
 // warpgroup's products then read (after async_proxy_fence and a barrier).
 template <int ROWS, int COLS>
-__device__ __forceinline__ void store_swizzled(store_t* tile, int r0, const unsigned (&a)[COLS / 16][4]) {
+__device__ __forceinline__ void store_swizzled(store_t* tile, int r0, const PackedTile<COLS>& a) {
   unsigned char* bytes = reinterpret_cast<unsigned char*>(tile);
   const int g = lane_id() / 4, t = lane_id() % 4;
 #pragma unroll
@@ -176,14 +178,14 @@ __device__ __forceinline__ void store_swizzled(store_t* tile, int r0, const unsi
 #pragma unroll
     for (int e = 0; e < 4; ++e)  // register e: row g (+ 8 for e odd), columns 16 kk + 2 t (+ 8 from e = 2)
       *reinterpret_cast<unsigned*>(bytes + swizzled_chunk<ROWS, COLS>(r0 + g + 8 * (e % 2), 2 * kk + e / 2) + 4 * t) =
-          a[kk][e];
+          a.reg[kk][e];
 }
 
 // acc (the warp's 16 of the 64 x D product) = X^T B: X the swizzled K x 64 tile x (a row per summed index, its 64
 // columns the product's rows), B the swizzled K x D tile b; both read by the warpgroup's products from shared
 // memory (A MN-major, B MN-major as issue_ab's), the first 16 rows' product setting acc. Issued as one group.
 template <int K>
-__device__ __forceinline__ void issue_atb(float (&acc)[D / 8][4], const store_t* x, const store_t* b) {
+__device__ __forceinline__ void issue_atb(FloatTile<D>& acc, const store_t* x, const store_t* b) {
   constexpr int X_BYTES = SWIZZLE_OF<64>;
   wgmma_fence();
 #pragma unroll
@@ -193,9 +195,9 @@ __device__ __forceinline__ void issue_atb(float (&acc)[D / 8][4], const store_t*
     const unsigned long long b_descriptor =
         tile_descriptor(reinterpret_cast<const unsigned char*>(b) + 16 * kk * SWIZZLE, K * SWIZZLE, 8 * SWIZZLE);
     if (kk == 0)
-      wgmma_ss<HALF_MMA, D, 1, 1, 0>(acc, a_descriptor, b_descriptor);
+      wgmma_ss<HALF_MMA, D, 1, 1, 0>(acc.frag, a_descriptor, b_descriptor);
     else
-      wgmma_ss<HALF_MMA, D, 1, 1>(acc, a_descriptor, b_descriptor);
+      wgmma_ss<HALF_MMA, D, 1, 1>(acc.frag, a_descriptor, b_descriptor);
   }
   wgmma_commit();
 }

@@ -28,12 +28,12 @@ torch::Tensor through_fragments(std::string_view body, const torch::Tensor& m, c
   const std::string kernel = fmt::format(R"(
 extern "C" __global__ void through_fragments(const store_t* a, const store_t* b, float* m, float* out, float* extra,
                                              float* unused, long long, long long, long long, long long) {{
-  float v[8][4];
+  FloatTile<64> v;
   for (int nb = 0; nb < 8; ++nb)
-    for (int e = 0; e < 4; ++e) v[nb][e] = m[frag_row(e) * 64 + frag_col(nb, e)];
+    for (int e = 0; e < 4; ++e) v.frag[nb][e] = m[frag_row(e) * 64 + frag_col(nb, e)];
   {}
   for (int nb = 0; nb < 8; ++nb)
-    for (int e = 0; e < 4; ++e) out[frag_row(e) * 64 + frag_col(nb, e)] = v[nb][e];
+    for (int e = 0; e < 4; ++e) out[frag_row(e) * 64 + frag_col(nb, e)] = v.frag[nb][e];
 }}
 )",
                                          body);
@@ -130,12 +130,12 @@ TEST(CudaTensorCores, DiagonalSumsGiveEveryDiagonalsTotal) {
   const char* kernel = R"(
 extern "C" __global__ void diagonals(const store_t* a, const store_t* b, float* m, float* out, float* u1, float* u2,
                                      long long, long long, long long, long long) {
-  float v[8][4];
+  FloatTile<64> v;
   for (int nb = 0; nb < 8; ++nb)
-    for (int e = 0; e < 4; ++e) v[nb][e] = m[frag_row(e) * 64 + frag_col(nb, e)];
+    for (int e = 0; e < 4; ++e) v.frag[nb][e] = m[frag_row(e) * 64 + frag_col(nb, e)];
   for (int k = -1; k < 8; ++k)
     for (int e1 = 0; e1 < 2; ++e1) {
-      const float total = diagonal_sum((k >= 0 ? v[k][e1] : 0.f) + (k + 1 < 8 ? v[k + 1][2 + e1] : 0.f));
+      const float total = diagonal_sum((k >= 0 ? v.frag[k][e1] : 0.f) + (k + 1 < 8 ? v.frag[k + 1][2 + e1] : 0.f));
       const int along = 8 * k + 2 * (lane_id() % 4) + e1 - lane_id() / 4;  // c - r, -15..63
       if (diagonal_head()) atomicAdd(&out[along + 15], total);
     }
@@ -151,29 +151,51 @@ extern "C" __global__ void diagonals(const store_t* a, const store_t* b, float* 
   EXPECT_TRUE(torch::allclose(out, want, 1e-5, 1e-5)) << (out - want).abs().max();
 }
 
-// scale_row (tile.cuh): row h of each lane's two in a 16 x 64 accumulator times a factor per row, written back
-// through the fragment map: every element of row r times factor[r], the other rows untouched.
+// FloatTile::scale_row (tile.cuh): row h of each lane's two in a 16 x 64 accumulator times a factor per row, written
+// back through the fragment map: every element of row r times factor[r], the other rows untouched.
 TEST(CudaTensorCores, ScaleRowScalesExactlyItsRow) {
   SKIP_WITHOUT_HOST_COMPILER();
   torch::manual_seed(6);
   auto m = torch::randn({16, 64}), factor = torch::rand({16}) + 0.5;
   // The lower eight rows only, each by its own factor.
-  auto out = through_fragments("scale_row<64>(v, 1, extra[frag_row(2)]);", m, factor);
+  auto out = through_fragments("v.scale_row(1, extra[lane_row(1)]);", m, factor);
   auto want = m.clone();
   for (int64_t r = 8; r < 16; ++r) want[r] *= factor[r];
   EXPECT_TRUE(torch::equal(out, want)) << (out - want).abs().max();
 }
 
-// map_tile hands each element its row and column: here value + 100 row + column, against a plain loop.
+// FloatTile::map hands each element its row and column: here value + 100 row + column, against a plain loop.
 TEST(CudaTensorCores, MapTileSeesEachElementsRowAndColumn) {
   SKIP_WITHOUT_HOST_COMPILER();
   torch::manual_seed(7);
   auto m = torch::randn({16, 64});
-  auto out = through_fragments(
-      "map_tile<64>(v, [&](float x, int h, int nb, int e) { return x + 100.f * frag_row(2 * h) + frag_col(nb, e); });",
-      m, torch::zeros({1}));
+  auto out =
+      through_fragments("v.map([&](float x, const Element& at) { return x + 100.f * lane_row(at.h) + at.col(); });", m,
+                        torch::zeros({1}));
   auto want = m + 100 * torch::arange(16, torch::kFloat).unsqueeze(1) + torch::arange(64, torch::kFloat);
   EXPECT_TRUE(torch::equal(out, want)) << (out - want).abs().max();
+}
+
+// FloatTile's set, fill_row and pairs name an element by its row and column, never its registers: set writes
+// 100 row + column everywhere; fill_row the lower eight rows from a vector by column, the upper untouched; pairs hands
+// each pair of neighbours with its place, written here into a plain matrix that must equal the tile's.
+TEST(CudaTensorCores, TileOperationsPlaceEachValueAtItsRowAndColumn) {
+  SKIP_WITHOUT_HOST_COMPILER();
+  torch::manual_seed(9);
+  auto m = torch::randn({16, 64});
+  auto set = through_fragments("v.set([&](const Element& at) { return 100.f * lane_row(at.h) + at.col(); });", m,
+                               torch::zeros({1}));
+  const auto rows = torch::arange(16, torch::kFloat).unsqueeze(1), cols = torch::arange(64, torch::kFloat);
+  EXPECT_TRUE(torch::equal(set, (100 * rows + cols).expand({16, 64}))) << set;
+  auto column_values = torch::randn({64});
+  auto filled = through_fragments("v.fill_row(1, [&](int c) { return extra[c]; });", m, column_values);
+  auto want = m.clone();
+  want.slice(0, 8, 16).copy_(column_values.expand({8, 64}));
+  EXPECT_TRUE(torch::equal(filled, want)) << (filled - want).abs().max();
+  auto placed = torch::zeros({16, 64});
+  through_fragments(
+      "v.pairs([&](int r, int c, float x, float y) { extra[r * 64 + c] = x, extra[r * 64 + c + 1] = y; });", m, placed);
+  EXPECT_TRUE(torch::equal(placed, m)) << (placed - m).abs().max();
 }
 
 // RowMax: each row's maximum, in each of the four lanes that hold the row, against LibTorch's; the maximum is
@@ -183,12 +205,12 @@ TEST(CudaTensorCores, RowMaxIsEachRowsMaximumInEveryLaneOfTheRow) {
   const char* kernel = R"(
 extern "C" __global__ void row_maxima(const store_t* a, const store_t* b, float* m, float* out, float* unused,
                                       float* unused2, long long, long long, long long, long long) {
-  float v[4][4];
+  FloatTile<32> v;
   for (int nb = 0; nb < 4; ++nb)
-    for (int e = 0; e < 4; ++e) v[nb][e] = m[frag_row(e) * 32 + frag_col(nb, e)];
+    for (int e = 0; e < 4; ++e) v.frag[nb][e] = m[frag_row(e) * 32 + frag_col(nb, e)];
   RowMax<32> maxima;
   for (int nb = 0; nb < 4; ++nb)
-    for (int e = 0; e < 4; ++e) maxima.add(v[nb][e], nb, e);
+    for (int e = 0; e < 4; ++e) maxima.add(v.frag[nb][e], Element{e / 2, nb, e});
   for (int h = 0; h < 2; ++h) out[frag_row(2 * h) * 4 + lane_id() % 4] = maxima.of_row(h);
 }
 )";

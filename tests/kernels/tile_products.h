@@ -43,28 +43,28 @@ inline constexpr const char* kWarpProducts = R"(
 extern "C" __global__ void products(const store_t* a, const store_t* b, float* abt, float* ab, float* rows,
                                     float* unused, long long T, long long, long long, long long) {
   __shared__ __align__(16) store_t tile[64][PITCH];
-  unsigned fa[D / 16][4];
+  PackedTile<D> fa;
   load_a_rows(fa, a, 0, T);
   load_tile_async<64, THREADS>(tile, b, 0, 63);
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
-  float s[8][4];
-  zero(s);
+  FloatTile<64> s;
+  s.zero();
   mma_abt<64>(s, fa, tile);
   for (int nb = 0; nb < 8; ++nb)
-    for (int e = 0; e < 4; ++e) abt[frag_row(e) * 64 + frag_col(nb, e)] = s[nb][e];
-  unsigned sa[4][4];
-  as_a<64>(sa, s);
-  float o[D / 8][4];
-  zero(o);
+    for (int e = 0; e < 4; ++e) abt[frag_row(e) * 64 + frag_col(nb, e)] = s.frag[nb][e];
+  PackedTile<64> sa;
+  as_a(sa, s);
+  FloatTile<D> o;
+  o.zero();
   mma_ab<64>(o, sa, tile);
   for (int nb = 0; nb < D / 8; ++nb)
-    for (int e = 0; e < 4; ++e) ab[frag_row(e) * D + frag_col(nb, e)] = o[nb][e];
+    for (int e = 0; e < 4; ++e) ab[frag_row(e) * D + frag_col(nb, e)] = o.frag[nb][e];
   for (int h = 0; h < 2; ++h) {
     float most = -SINK_INF, sum = 0;
     for (int nb = 0; nb < 8; ++nb)
-      for (int e = 2 * h; e < 2 * h + 2; ++e) most = r_fmax(most, s[nb][e]), sum += s[nb][e];
+      for (int e = 2 * h; e < 2 * h + 2; ++e) most = r_fmax(most, s.frag[nb][e]), sum += s.frag[nb][e];
     most = quad_max(most), sum = quad_sum(sum);
     if (lane_id() % 4 == 0) rows[frag_row(2 * h) * 2] = most, rows[frag_row(2 * h) * 2 + 1] = sum;
   }
@@ -84,41 +84,41 @@ extern "C" __global__ void hopper_products(const store_t* a, const store_t* b, f
   };
   Shared& shared = shared_block<Shared, sizeof(Shared) + 1008>();
   const int row0 = 16 * (threadIdx.x / 32);
-  unsigned fa[1][D / 16][4];
+  PackedTile<D> fa[1];
   load_a_rows(fa[0], a, row0, T);
   load_tile_async<64, THREADS>(shared.tile, b, 0, 63);
   load_tile_async<64, THREADS>(shared.a_tile, a, 0, T - 1);
   cp_async_commit();
   await_stage();
-  float s[1][8][4];
+  FloatTile<64> s[1];
   for (int nb = 0; nb < 8; ++nb)  // (NaN: issue_abt sets S, whatever its registers held)
-    for (int e = 0; e < 4; ++e) s[0][nb][e] = __int_as_float(0x7fc00000);
+    for (int e = 0; e < 4; ++e) s[0].frag[nb][e] = __int_as_float(0x7fc00000);
   issue_abt<64, 1>(s, fa, shared.tile);
   await_products<0>(s);
   for (int nb = 0; nb < 8; ++nb)
-    for (int e = 0; e < 4; ++e) abt[(row0 + frag_row(e)) * 64 + frag_col(nb, e)] = s[0][nb][e];
-  unsigned sa[1][4][4];
-  as_a<64>(sa[0], s[0]);
-  float o[1][D / 8][4];
-  zero(o[0]);
+    for (int e = 0; e < 4; ++e) abt[(row0 + frag_row(e)) * 64 + frag_col(nb, e)] = s[0].frag[nb][e];
+  PackedTile<64> sa[1];
+  as_a(sa[0], s[0]);
+  FloatTile<D> o[1];
+  o[0].zero();
   mma_ab<64, 1>(o, sa, shared.tile);
   for (int nb = 0; nb < D / 8; ++nb)
-    for (int e = 0; e < 4; ++e) ab[(row0 + frag_row(e)) * D + frag_col(nb, e)] = o[0][nb][e];
+    for (int e = 0; e < 4; ++e) ab[(row0 + frag_row(e)) * D + frag_col(nb, e)] = o[0].frag[nb][e];
   store_swizzled<64, 64>(shared.s_tile, row0, sa[0]);
   async_proxy_fence();
   __syncthreads();
   for (int nb = 0; nb < D / 8; ++nb)  // (NaN: the first product sets the sums)
-    for (int e = 0; e < 4; ++e) o[0][nb][e] = __int_as_float(0x7fc00000);
+    for (int e = 0; e < 4; ++e) o[0].frag[nb][e] = __int_as_float(0x7fc00000);
   issue_atb<64>(o[0], shared.s_tile, shared.tile);
   await_products<0>(o);
   for (int nb = 0; nb < D / 8; ++nb)
-    for (int e = 0; e < 4; ++e) atb[(row0 + frag_row(e)) * D + frag_col(nb, e)] = o[0][nb][e];
+    for (int e = 0; e < 4; ++e) atb[(row0 + frag_row(e)) * D + frag_col(nb, e)] = o[0].frag[nb][e];
   for (int nb = 0; nb < 8; ++nb)
-    for (int e = 0; e < 4; ++e) s[0][nb][e] = __int_as_float(0x7fc00000);
+    for (int e = 0; e < 4; ++e) s[0].frag[nb][e] = __int_as_float(0x7fc00000);
   issue_abt<64>(s[0], shared.a_tile, shared.tile);
   await_products<0>(s);
   for (int nb = 0; nb < 8; ++nb)
-    for (int e = 0; e < 4; ++e) abt_shared[(row0 + frag_row(e)) * 64 + frag_col(nb, e)] = s[0][nb][e];
+    for (int e = 0; e < 4; ++e) abt_shared[(row0 + frag_row(e)) * 64 + frag_col(nb, e)] = s[0].frag[nb][e];
 }
 )";
 
