@@ -5,16 +5,7 @@
   // than atomics from the key-side kernel: no float copy of dQ, no conversion pass, the same sums in every run.
   // OVERLAP (Hopper only): the forward's pipeline, the next tile's S and dA issued with this tile's dQ += dS K and
   // folded while it is in flight, over three stages of tiles.
-#if SINK_WGMMA  // (Hopper: swizzled tiles that wgmma reads, kernels/cuda/tile_sm90.cuh)
-  struct alignas(1024) Shared {
-    store_t k_tile[QUERY_STAGES][QUERY_KEYS * D], v_tile[QUERY_STAGES][QUERY_KEYS * D];
-  };
-#else
-  struct alignas(16) Shared {
-    store_t k_tile[2][QUERY_KEYS][PITCH], v_tile[2][QUERY_KEYS][PITCH];
-  };
-#endif
-  Shared& shared = shared_block<Shared, QUERY_SHARED_BYTES>();
+  auto& shared = shared_block<KeyValueTiles<QUERY_KEYS, QUERY_STAGES>, QUERY_SHARED_BYTES>();
   constexpr int M = ROW_FRAGS;  // 16-row fragments per warp, as in the forward
   const int warp = threadIdx.x / 32;
   const long long bh = blockIdx.y, head = (unsigned)blockIdx.y % (unsigned)H;  // (a 64-bit % is a call)

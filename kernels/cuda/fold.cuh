@@ -67,6 +67,13 @@ __device__ __forceinline__ void diagonals(const real* (&along)[2], const WarpRow
     along[0] = below_keys(g, rows.row[f][0], kb), along[1] = below_keys(g, rows.row[f][1], kb);
 }
 
+// A block's shared memory for the key and value tiles it streams: STAGES stages of KEYS rows, padded (two stages) or,
+// on Hopper, swizzled from a 1024-byte boundary (kernels/cuda/tile_sm90.cuh).
+template <int KEYS, int STAGES>
+struct alignas(SINK_WGMMA ? 1024 : 16) KeyValueTiles {
+  typename Choose<SINK_WGMMA, store_t[STAGES][KEYS * D], store_t[2][KEYS][PITCH]>::type k_tile, v_tile;
+};
+
 // The key and value tiles a block streams through shared memory: STAGES stages of KEYS rows, the copies of the tiles
 // ahead in flight while one is computed on (cp.async; on Hopper into the swizzled tiles of tile_sm90.cuh).
 template <int KEYS, int THREADS, int STAGES, typename Tiles>

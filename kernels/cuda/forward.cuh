@@ -7,16 +7,7 @@
   // FlashAttention-3's pipeline within a warpgroup, the products asynchronous: the next tile's S = Q K^T is issued
   // with this tile's O += W V, and the fold of those scores runs while O's product is in flight (three stages of
   // tiles: the next one's keys read while this one's values still are, the one after on its way).
-#if SINK_WGMMA
-  struct alignas(1024) Shared {
-    store_t k_tile[FWD_STAGES][FWD_KEYS * D], v_tile[FWD_STAGES][FWD_KEYS * D];
-  };
-#else
-  struct alignas(16) Shared {
-    store_t k_tile[2][FWD_KEYS][PITCH], v_tile[2][FWD_KEYS][PITCH];
-  };
-#endif
-  Shared& shared = shared_block<Shared, FWD_SHARED_BYTES>();
+  auto& shared = shared_block<KeyValueTiles<FWD_KEYS, FWD_STAGES>, FWD_SHARED_BYTES>();
   // A warp owns M = ROW_FRAGS fragments of 16 rows; the lane holds two rows of each (h = 0, 1: lane_row(h)).
   constexpr int M = ROW_FRAGS;
   const int warp = threadIdx.x / 32;

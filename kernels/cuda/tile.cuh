@@ -9,6 +9,16 @@
 
 __device__ __forceinline__ int lane_id() { return threadIdx.x % 32; }
 
+// The type A, or B where not USE_A.
+template <bool USE_A, typename A, typename B>
+struct Choose {
+  using type = A;
+};
+template <typename A, typename B>
+struct Choose<false, A, B> {
+  using type = B;
+};
+
 // Positions within a (batch, head) slice as 32-bit integers (T < 2^31): half the registers and instructions
 // of the scalar kernels' 64-bit ones in the per-element masks. Pointer offsets stay 64-bit.
 __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
