@@ -223,7 +223,6 @@
         await_products<0>(dv_acc, dk_acc, dq_acc);
       else
         await_products<0>(dq_acc);
-#pragma unroll
       dq_acc.pairs([&](int row, int col, float x, float y) { store_pair(&dq_tile[16 * warp + row][col], x, y); });
       async_proxy_fence();
     }
