@@ -103,8 +103,7 @@ Case make_case(const Variant& var, int64_t B, int64_t H, int64_t T, int64_t dh) 
   AttentionConfig& cfg = c.model.attention;
   cfg.score = var.score;
   cfg.normalize = var.normalize;
-  cfg.window = var.window;
-  cfg.prefix = var.prefix;
+  cfg.rule = visibility(var.prefix, var.window);
   cfg.scale = var.scale;
   cfg.shifted_exp = is_shifted_exp(cfg.score, cfg.normalize);
   cfg.sink_logit = var.sink_logit;

@@ -12,12 +12,12 @@ std::string KernelSpec::describe() const {
   return fmt::format(
              "score={} softmax={} normalize={} p={} alpha={} prefix={} window={} position_bias={} key_bias={} "
              "d_head={} {}",
-             to_string(score), softmax(), norm->name, format_number(p), format_number(alpha), prefix, window,
+             to_string(score), softmax(), norm->name, format_number(p), format_number(alpha), rule.prefix, rule.window,
              position_bias, key_bias, d_head, f64 ? "f64" : "f32") +
          (sink_logit ? " sink_logit" : "") +  // (absent before the field existed: earlier kernels keep their names)
          (!online && is_shifted_exp(score, norm->name) ? " direct" : "") +  // (the direct form, forced by a test)
          // (a rule beyond prefix and window, named by its expressions)
-         (rule ? " visibility: " + rule->describe() : "");
+         (rule.of_range_alone() ? "" : " visibility: " + rule.describe());
 }
 
 std::string KernelSpec::hash() const { return fnv1a_hex(describe()); }
@@ -28,13 +28,11 @@ KernelSpec kernel_spec(const ModelConfig& model) {
   const AttentionConfig& a = model.attention;
   KernelSpec k;
   k.rule = a.rule;
-  k.score = substitute(a.score, "n", a.visibility().key_count);
+  k.score = substitute(a.score, "n", a.rule.key_count);
   k.online = a.shifted_exp;
   k.norm = &normalizer_named(a.normalize);
   k.p = a.pnorm_p;
   k.alpha = a.scale;
-  k.prefix = a.prefix;
-  k.window = a.window;
   k.position_bias = model.position_term();
   k.key_bias = model.key_column();
   k.sink_logit = a.has_sink_logit();

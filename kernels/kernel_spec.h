@@ -21,24 +21,22 @@ struct KernelSpec {
   const Normalizer* norm = &normalizer_named("sum");  // the row of attention.normalize
   double p = 1;                                       // its parameter, where it takes one
   double alpha = 1;                                   // rows sum to alpha
-  int64_t prefix = 0, window = 0;
-  std::optional<Visibility> rule;  // a visibility rule beyond prefix and window (AttentionConfig::rule)
-  bool position_bias = false;      // g(i - j) from a per-head table indexed by distance (ALiBi, T5)
-  bool key_bias = false;           // the k* column (with v*)
-  bool sink_logit = false;         // a per-head logit b_h: one more column, of no value (the online form)
+  Visibility rule = visibility(0, 0);                 // which keys each query sees (AttentionConfig::rule)
+  bool position_bias = false;                         // g(i - j) from a per-head table indexed by distance (ALiBi, T5)
+  bool key_bias = false;                              // the k* column (with v*)
+  bool sink_logit = false;  // a per-head logit b_h: one more column, of no value (the online form)
   int64_t d_head = 0;
   bool f64 = false;  // double precision (finite-difference checks), else float
 
   bool softmax() const { return online && is_softmax(score, norm->name); }
   NormalizerForm normalizer() const { return normalizer_form(*norm, p); }
-  // Which keys each query sees: the rule, or that of prefix and window.
-  Visibility visibility() const { return rule ? *rule : sink::visibility(prefix, window); }
   // ds/dqk, simplified: the one derivative every emitter uses (plan/symbolic.h).
   ExprNode score_derivative() const;
   // softmax(qk / sqrt(d_head)) v under the causal mask and nothing else: what
   // LibTorch's scaled_dot_product_attention computes, so a backend may run it.
   bool plain_causal_softmax() const {
-    return softmax() && alpha == 1 && prefix <= 1 && window == 0 && !rule && !position_bias && !key_bias && !sink_logit;
+    return softmax() && alpha == 1 && rule.prefix <= 1 && rule.window == 0 && rule.of_range_alone() && !position_bias &&
+           !key_bias && !sink_logit;
   }
 
   std::string describe() const;

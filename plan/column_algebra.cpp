@@ -19,8 +19,11 @@ ColumnAlgebra column_algebra(const NormalizerForm& norm, double alpha, bool onli
   c.term_rescale = norm.term_degree == 1
                        ? formula("r")
                        : substitute_vars(formula("r ^ degree"), {{"degree", number(norm.term_degree)}});
-  // (The comparison's form keeps a NaN Z: it is not below 1e-30.)
+  // (The comparison's form keeps a NaN Z: it is not below 1e-30.) Online, 1 is e^-shift under the shift.
+  c.row_finish = substitute_vars(norm.finish, {{"unit", online ? read_expr("__exp(-shift)") : number(1)}});
   c.safe_divisor = formula("__if_pos(1e-30 - __abs(Z), 1, Z)");
+  c.stored_divisor = formula("Z");
+  c.stored_shift_or_sum = online ? formula("m") : formula("P");
   c.backward_shift = online ? formula("m_or_P + __log(Z)") : formula("m_or_P");
   c.backward_divisor = online ? formula("1") : formula("Z");
   // (1 / Z times ds first: where the weight and the slope are both s (softmax), that product is A's, and dx one

@@ -83,10 +83,7 @@ RunConfig read_config(const Plan& p) {
   if (const Value* p_arg = norm.arg("p")) a.pnorm_p = p_arg->number();
   a.scale = p.number("attention.scale");
   a.shifted_exp = is_shifted_exp(a.score, a.normalize);
-  a.prefix = p.integer("loss.prefix");
-  const Value& window = p.at("loss.window");
-  a.window = window.kind == Value::Kind::Int ? window.i : 0;
-  if (Visibility rule = visibility(p); !(rule == visibility(a.prefix, a.window))) a.rule = std::move(rule);
+  a.rule = visibility(p);
   a.backend = parse_choice<Backend>(p.choice("attention.backend"));
   a.gate = parse_choice<Gate>(p.choice("attention.gate"));
   const Value& sink_logit = p.at("attention.sink_logit");

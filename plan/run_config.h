@@ -27,10 +27,9 @@ struct AttentionConfig {
   std::string normalize = "sum";  // a row of plan/normalizers.h
   double pnorm_p = 1;             // its parameter p, where it takes one
   double scale = 1;               // alpha
-  int64_t prefix = 0;             // loss.prefix
-  int64_t window = 0;             // 0 = full causal
-  // The plan's visibility rule where prefix and window alone do not say it (plan/visibility.h); unset otherwise.
-  std::optional<Visibility> rule;
+  // Which keys each query sees (plan/visibility.h): loss.prefix, loss.window and the rules beyond them; its prefix
+  // is also the loss's (rule.prefix).
+  Visibility rule = visibility(0, 0);
   Backend backend = Backend::reference;
   Gate gate = Gate::none;
   SinkLogit sink_logit = SinkLogit::none;  // a per-head logit in the softmax denominator
@@ -39,8 +38,6 @@ struct AttentionConfig {
   double lambda_init = 0.8;
 
   bool has_sink_logit() const { return sink_logit != SinkLogit::none; }
-  // Which keys each query sees: the rule, or that of prefix and window.
-  Visibility visibility() const { return rule ? *rule : sink::visibility(prefix, window); }
 };
 
 struct ModelConfig {

@@ -51,12 +51,15 @@ Visibility dilated_window(int64_t window, int64_t dilation) {
   Visibility v = visibility(0, (window - 1) * dilation + 1);
   v.pair = call("__if_pos", sub(num(1), call("__mod", sub(i, j), d)), num(1), num(0));
   v.key_count = call("__min", num(window), add(div(sub(before, call("__mod", before, d)), d), num(1)));
+  v.window = window;  // (the window's keys, not the span its range covers)
   return v;
 }
 
 }  // namespace
 
 bool Visibility::checks_pairs() const { return !(pair.op == Op::Number && pair.number == 1); }
+
+bool Visibility::of_range_alone() const { return *this == visibility(prefix, window); }
 
 std::string Visibility::describe() const {
   return "keys [" + to_string(first_key) + ", " + to_string(last_key) + "] of query i, queries [" +
@@ -76,6 +79,7 @@ Visibility visibility(int64_t prefix, int64_t window) {
   v.last_query = window > 0 ? call("__min", last, add(j, num(window - 1))) : last;
   v.pair = num(1);
   v.key_count = range_key_count(prefix, window);
+  v.prefix = prefix, v.window = window;
   return v;
 }
 

@@ -14,10 +14,10 @@
 // tokens, the dilated window) is checked per pair, and its kernels mask every tile.
 //
 // A new rule is its field in the schema (plan/schema.cpp, with its default in stdlib/defaults.sink) and its case in
-// visibility.cpp, which reads the field from the plan: the runtime carries the rule's expressions
-// (AttentionConfig::rule) to the kernels and to the reference path's mask. The reference keeps its own mask for the
-// rules of prefix and window alone (runtime/attention/attention.cpp), the oracle the kernels are tested against;
-// tests/plan/visibility_test.cpp checks every rule against the mask written out by hand.
+// visibility.cpp, which reads the field from the plan: the runtime carries the rule (AttentionConfig::rule, the one
+// place a run's visibility is held) to the kernels and to the reference path's mask. The reference keeps its own
+// mask for the rules of prefix and window alone (runtime/attention/attention.cpp), the oracle the kernels are tested
+// against; tests/plan/visibility_test.cpp checks every rule against the mask written out by hand.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -35,9 +35,14 @@ struct Visibility {
   // The score's n (the language's `n`): the number of keys the 1-based query i sees, over i and T, written in the
   // shortest form, which names the kernels.
   ExprNode key_count;
+  // The prefix and the window the rule was written from, for what is not a mask: the loss's prefix (its tokens are
+  // not predicted), an export's sliding window, a kernel's name. Causal attention is 0 and 0.
+  int64_t prefix = 0, window = 0;
 
   // Whether some pair inside a query's range is hidden (pair is not the number 1).
   bool checks_pairs() const;
+  // Whether it is the rule of its prefix and window alone (not keeping first keys, not dilated).
+  bool of_range_alone() const;
   std::string describe() const;
   bool operator==(const Visibility& o) const = default;
 };

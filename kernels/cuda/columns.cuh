@@ -1,6 +1,7 @@
-// What every kernel computes per row and column, scalar and tensor-core: the fold, the column weight and gradient
-// around the column algebra's functions (plan/column_algebra.h, printed by kernels/cuda/emit_cuda.cpp with the
-// variant's norm_* and score*), the statistics the backward reads, and the scalar kernels' shared-memory tile loads.
+// What every kernel computes per row and column, scalar and tensor-core: the fold, the row's finish, the column
+// weight and gradient around the column algebra's functions (plan/column_algebra.h, printed by
+// kernels/cuda/emit_cuda.cpp with the variant's norm_* and score*), the statistics the backward reads, and the scalar
+// kernels' shared-memory tile loads.
 __device__ __forceinline__ long long imin(long long a, long long b) { return a < b ? a : b; }
 __device__ __forceinline__ long long imax(long long a, long long b) { return a > b ? a : b; }
 __device__ __forceinline__ long long distance(long long i, long long j) { return i > j ? i - j : j - i; }
@@ -19,25 +20,42 @@ __device__ __forceinline__ void load_tiles(real (*a_tile)[D], real (*b_tile)[D],
 // The online form's shift for a running max m: m, or 0 while m = -inf (no column seen yet).
 __device__ __forceinline__ real shift_of(real m) { return m == -SINK_INF ? (real)0 : m; }
 
+// The online fold's control, written once for the CUDA kernels (a column in fold_column, a tile in fold_tile): a
+// logit x above the row's shift m grows it to x, the sum of terms P scales by term_rescale of the rescale, and the
+// caller scales the weights and O so far by `rescale`. Whether m grew.
+__device__ __forceinline__ bool grow_shift(real x, real& m, real& P, real& rescale) {
+  if (!(x > m)) return false;
+  rescale = fold_rescale(m, x);
+  P *= term_rescale(rescale);
+  m = x;
+  return true;
+}
+
 // One column of logit x folded into a row's running state: the shift m (the online form's row max) and the
 // sum of terms P. w: the column's weight (A = ALPHA w / Z at the end); rescale: what the weights so far
 // are scaled by as m grows.
 __device__ __forceinline__ void fold_column(real x, real pos_i, real pos_j, real length, real& m, real& P, real& w,
                                             real& rescale) {
+  rescale = 1;
   if (ONLINE) {
-    rescale = 1;
-    if (x > m) {  // the weights scale by the rescale, the terms by term_rescale of it (p-norm: p-th powers)
-      rescale = fold_rescale(m, x);
-      P *= term_rescale(rescale);
-      m = x;
-    }
+    grow_shift(x, m, P, rescale);
     const real shift = shift_of(m), s = score(x, shift, pos_i, pos_j, length), unit = r_exp(-shift);
     P += norm_term(s, x, unit), w = norm_weight(s, x, unit);
   } else {
     const real s = score(x, (real)0, pos_i, pos_j, length);
-    rescale = 1;
     P += norm_term(s, x, (real)1), w = norm_weight(s, x, (real)1);
   }
+}
+
+// A row's finish, written once for the CUDA kernels: its divisor Z from the sum of terms P and the shift m (the
+// column algebra's row_divisor; O is ALPHA / Z times what it summed), and the two statistics the row stores for the
+// backward and the probe (stats[i], stats[T + i]).
+struct FinishedRow {
+  real Z, divisor, shift_or_sum;
+};
+__device__ __forceinline__ FinishedRow finish_row(real P, real m) {
+  const real Z = row_divisor(P, shift_of(m));
+  return {Z, stored_divisor(Z, m, P), stored_shift_or_sum(Z, m, P)};
 }
 
 // The weight w of a pair with logit x, from the row statistic shift_or_sum (m online, P direct).

@@ -280,8 +280,9 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
   flag("OVERLAP", tiles.tensor_cores && tiles.hopper && tiles.overlap);
   out += fmt::format("constexpr int D = {};\n", spec.d_head);
   const NormalizerForm norm = spec.normalizer();
-  out += fmt::format("#define ALPHA {}\n#define SCALE_QK {}\n#define SHIFT_FLOOR {}\n", number(spec.alpha),
-                     number(scale_qk), number(norm.row->shift_floor));
+  // SHIFT_START: a row's shift before its first column (online, the normaliser's floor; direct, unread).
+  out += fmt::format("#define ALPHA {}\n#define SCALE_QK {}\n#define SHIFT_START {}\n", number(spec.alpha),
+                     number(scale_qk), number(spec.online ? norm.row->shift_floor : -INFINITY));
   // What the tensor-core backward computes dx times (column_grad's dx_scale): the scaling itself, so that dS,
   // the gradient of q.k, costs no multiply per pair; or 1 where the scaling is a power of two (d_head 64), whose
   // multiply folds into the product before it (FMUL.D8).
@@ -309,13 +310,16 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
   };
   function("norm_term", "real s, real x, real unit", normaliser(norm.term));
   function("norm_weight", "real s, real x, real unit", normaliser(norm.weight));
-  function("norm_finish", "real P, real unit", c_expr(norm.finish));
-  // The column algebra (plan/column_algebra.h): the fold, the safe divisor, the backward's row statistics, a
-  // column's attention and logit gradient.
+  // The column algebra (plan/column_algebra.h): the fold, the row's finish and the statistics it stores, the
+  // backward's reading of them, a column's attention and logit gradient.
   const ColumnAlgebra columns = column_algebra(norm, spec.alpha, spec.online);
   function("fold_rescale", "real m, real m_new", c_expr(columns.rescale));
   function("term_rescale", "real r", c_expr(columns.term_rescale));
-  function("safe_divisor", "real Z", c_expr(columns.safe_divisor));
+  out += fmt::format(
+      "__device__ __forceinline__ real row_divisor(real P, real shift) {{ const real Z = {}; return {}; }}\n",
+      c_expr(columns.row_finish), c_expr(columns.safe_divisor));
+  function("stored_divisor", "real Z, real m, real P", c_expr(columns.stored_divisor));
+  function("stored_shift_or_sum", "real Z, real m, real P", c_expr(columns.stored_shift_or_sum));
   function("backward_shift", "real Z, real m_or_P", c_expr(columns.backward_shift));
   function("backward_divisor", "real Z, real m_or_P", c_expr(columns.backward_divisor));
   function("column_attention", "real s, real x, real unit, real inv_Z", normaliser(columns.attention));
@@ -329,7 +333,7 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
   out += "\n";
   // Which keys each query sees (plan/visibility.h): 64-bit positions for the scalar kernels; 32-bit ones, half the
   // registers and instructions per element mask, for the tensor-core kernels (T < 2^31, offsets stay 64-bit).
-  const Visibility visible = spec.visibility();
+  const Visibility visible = spec.rule;
   out +=
       "// Visibility: query i sees keys [lo, hi] (where visible_pair); key j is seen by queries in [first, last] at "
       "most\n";

@@ -144,16 +144,14 @@ __device__ __forceinline__ void fold_tile(FloatTile<KEYS> (&s)[M], RowState<M>& 
       for (int h = 0; h < 2; ++h) {
         const real new_max = tile_max.of_row(h) * (OF_PRODUCT ? SCALE_QK : (real)1);
         real& m = state.m[f][h];
+        real rescale;
         if (OVERLAP) o_rescale[f][h] = 1;
-        if (new_max > m) {  // fold_column's rescale, for the whole tile at once
-          const real rescale = fold_rescale(m, new_max);
-          state.P[f][h] *= term_rescale(rescale);
+        if (grow_shift(new_max, m, state.P[f][h], rescale)) {  // for the whole tile at once
           state.row_sum[f].scale_row(h, rescale);
           if (OVERLAP)
             o_rescale[f][h] = rescale;
           else
             acc[f].scale_row(h, rescale);
-          m = new_max;
         }
         shift[h] = shift_of(m), unit[h] = r_exp(-shift[h]);
       }

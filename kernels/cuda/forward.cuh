@@ -34,7 +34,7 @@
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       rows.set(f, h, warp_row, n);
-      state.m[f][h] = ONLINE ? SHIFT_FLOOR : -SINK_INF, state.P[f][h] = 0;
+      state.m[f][h] = SHIFT_START, state.P[f][h] = 0;
     }
   // The k* column (value v*) and the sink logit (no value) first. The four lanes of a row fold them alike (the
   // same running state); one of them counts their terms in its share of the row's sum.
@@ -92,11 +92,10 @@
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const real total = SUM_OF_WEIGHTS ? state.row_sum[f].row_value(h) : quad_sum(state.P[f][h]);
-      // Z and m apart, not m + log Z: with large logits the sum would lose log Z's digits.
-      const real Z = safe_divisor(norm_finish(total, ONLINE ? r_exp(-shift_of(state.m[f][h])) : (real)1));
+      const FinishedRow finished = finish_row(total, state.m[f][h]);
       if (row_leader() && WarpRows<M>::unclamped(f, h, warp_row) < n)
-        stats[rows.row[f][h]] = Z, stats[T + rows.row[f][h]] = ONLINE ? state.m[f][h] : total;
-      scale[h] = r_div(ALPHA, Z);
+        stats[rows.row[f][h]] = finished.divisor, stats[T + rows.row[f][h]] = finished.shift_or_sum;
+      scale[h] = r_div(ALPHA, finished.Z);
     }
     store_rows(o, acc[f], warp_row + 16 * f, n, scale);
   }

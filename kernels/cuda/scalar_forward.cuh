@@ -18,7 +18,7 @@
   key_range(row, T, lo, hi);
   // The running state (fold_column); the k* column (value v*, every query sees it) and the sink logit (no
   // value) first.
-  real m = ONLINE ? SHIFT_FLOOR : -SINK_INF, P = 0, w, rescale;
+  real m = SHIFT_START, P = 0, w, rescale;
   if (KEY_BIAS) {
     real xs = 0;
 #pragma unroll
@@ -57,10 +57,9 @@
     }
   }
   if (!is_row) return;  // after the last barrier
-  // Z and m apart, not m + log Z: with large logits the sum would lose log Z's digits.
-  const real Z = safe_divisor(norm_finish(P, ONLINE ? r_exp(-shift_of(m)) : (real)1));
-  stats[row] = Z, stats[T + row] = ONLINE ? m : P;
-  const real scale = ALPHA / Z;
+  const FinishedRow finished = finish_row(P, m);
+  stats[row] = finished.divisor, stats[T + row] = finished.shift_or_sum;
+  const real scale = ALPHA / finished.Z;
 #pragma unroll
   for (int d = 0; d < D; ++d) store(o, row * D + d, acc[d] * scale);
 }

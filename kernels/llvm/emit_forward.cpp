@@ -87,11 +87,10 @@ std::string Generator::forward() {
   close_loop(b, "kb", kKeyBlock, next);
   for (int r = 0; r < R; ++r) {
     const RowState row{fmt::format("%kb.m{}", r), fmt::format("%kb.P{}", r)};
-    std::string Z = row_z(b, row);
-    b.store_row(b.vscale(fmt::format("%kb.acc{}", r), b.fdiv(b.num(spec.alpha), Z)), "%o", g.index[r]);
-    // Z and m apart, not m + log Z: with large logits the sum would lose log Z's digits.
-    b.store(Z, "%stats", g.index[r]);
-    b.store(spec.online ? row.m : row.P, "%stats", b.op("add i64 %Tp, " + g.index[r]));
+    const FinishedRow finished = finish_row(b, row);
+    b.store_row(b.vscale(fmt::format("%kb.acc{}", r), b.fdiv(b.num(spec.alpha), finished.Z)), "%o", g.index[r]);
+    b.store(finished.divisor, "%stats", g.index[r]);
+    b.store(finished.shift_or_sum, "%stats", b.op("add i64 %Tp, " + g.index[r]));
   }
   close_loop(b, "qg", R);
   b.line("ret void");

@@ -31,8 +31,8 @@ std::string Generator::module() {
   out += "; normalize = " + spec.norm->name + ": " + spec.norm->formula + "\n";
   out += spec.online ? "; online form: s = exp(qk - m) with the running row max m, rescaled per block\n" : "";
   out += spec.sink_logit ? "; a sink logit b per head: one more column, of no value\n" : "";
-  out += "; rows: query i sees keys j in [lo(i), hi(i)] (causal" + std::string(spec.prefix ? ", prefix" : "") +
-         (spec.window ? ", window" : "") + ")" + (spec.rule ? "; " + spec.rule->describe() : "") +
+  out += "; rows: query i sees keys j in [lo(i), hi(i)] (causal" + std::string(spec.rule.prefix ? ", prefix" : "") +
+         (spec.rule.window ? ", window" : "") + ")" + (spec.rule.of_range_alone() ? "" : "; " + spec.rule.describe()) +
          (spec.key_bias ? "; the k* column comes first" : "") + "\n";
   out += fmt::format("; keys in blocks of {} lanes: one vector of logits, one vectorized exp per block and row\n",
                      kKeyBlock);
@@ -64,7 +64,7 @@ std::string Generator::probe() {
   if (spec.position_bias) x = b.fadd(x, b.load("%g", dist(b, "%i", "%j")));
   std::string at = b.op("add i64 " + row0 + ", " + b.op("add i64 %j, " + std::to_string(cols)));
   std::string w = value(x, position(b, "%j"));
-  if (const Visibility v = spec.visibility(); v.checks_pairs()) {  // (a hidden pair inside the range: weight 0)
+  if (const Visibility v = spec.rule; v.checks_pairs()) {  // (a hidden pair inside the range: weight 0)
     const std::string pair = index_expr(b, v.pair, {{"i", "%i"}, {"j", "%j"}, {"T", "%T"}});
     w = b.select(b.op("icmp sgt i64 " + pair + ", 0"), b.scalar, w, b.num(0));
   }

@@ -160,19 +160,19 @@ std::string Generator::index_expr(IrText& b, const ExprNode& e,
 }
 
 std::pair<std::string, std::string> Generator::key_range(IrText& b, const std::string& i, bool lanes) {
-  const Visibility v = spec.visibility();
+  const Visibility v = spec.rule;
   const std::vector<std::pair<std::string, std::string>> values{{"i", i}, {"T", lanes ? splat_int(b, "%T") : "%T"}};
   return {index_expr(b, v.first_key, values, lanes), index_expr(b, v.last_key, values, lanes)};
 }
 
 std::pair<std::string, std::string> Generator::query_range(IrText& b, const std::string& j) {
-  const Visibility v = spec.visibility();
+  const Visibility v = spec.rule;
   return {index_expr(b, v.first_query, {{"j", j}, {"T", "%T"}}), index_expr(b, v.last_query, {{"j", j}, {"T", "%T"}})};
 }
 
 std::string Generator::and_visible_pairs(IrText& b, const std::string& valid, const std::string& i,
                                          const std::string& j) {
-  const Visibility v = spec.visibility();
+  const Visibility v = spec.rule;
   if (!v.checks_pairs()) return valid;
   const std::string pair = index_expr(b, v.pair, {{"i", i}, {"j", j}, {"T", splat_int(b, "%T")}}, true);
   const std::string seen = b.op(fmt::format("icmp sgt <{} x i64> {}, zeroinitializer", kKeyBlock, pair));
@@ -343,10 +343,14 @@ Folded Generator::fold_columns(IrText& b, const Ty& t, const RowState& row, cons
   return out;
 }
 
-std::string Generator::row_z(IrText& b, const RowState& row) {
-  const std::string unit = spec.online ? b.exp(b.scalar, b.fneg(b.scalar, shift_of(b, row.m))) : b.num(1);
-  const std::string Z = emit_expr(b, b.scalar, norm.finish, named_values({{"P", row.P}, {"unit", unit}}));
-  return emit_expr(b, b.scalar, columns.safe_divisor, named_values({{"Z", Z}}));
+FinishedRow Generator::finish_row(IrText& b, const RowState& row) {
+  const std::string shift = spec.online ? shift_of(b, row.m) : b.num(0);
+  const std::string finished_Z =
+      emit_expr(b, b.scalar, columns.row_finish, named_values({{"P", row.P}, {"shift", shift}}));
+  const std::string Z = emit_expr(b, b.scalar, columns.safe_divisor, named_values({{"Z", finished_Z}}));
+  const ScoreEnv finished = named_values({{"Z", Z}, {"m", row.m}, {"P", row.P}});
+  return {Z, emit_expr(b, b.scalar, columns.stored_divisor, finished),
+          emit_expr(b, b.scalar, columns.stored_shift_or_sum, finished)};
 }
 
 std::string Generator::column_weight(IrText& b, const Ty& t, const std::string& x, const std::string& pos_i,
@@ -358,9 +362,9 @@ std::string Generator::column_weight(IrText& b, const Ty& t, const std::string& 
 }
 
 BackwardRow Generator::backward_row(IrText& b, const Ty& t, const std::string& Z, const std::string& m_or_P) {
-  // The forward's Z and m or P as they are: A and dx are of degree 0 in (s, unit), so any shift serves, and the
-  // algebra's backward_shift m + log Z, which spares a GPU a multiply per pair, would cost a CPU a libm log per
-  // lane in every block of keys. One division per block instead of two per pair.
+  // The stored statistics as they are (Z and m, or Z and P): A and dx are of degree 0 in (s, unit), so any shift
+  // serves, and the algebra's backward_shift m + log Z, which spares a GPU a multiply per pair, would cost a CPU a libm
+  // log per lane in every block of keys. One division per block instead of two per pair.
   return {Z, b.bin("fdiv", t, b.num(1, t), Z), m_or_P};
 }
 

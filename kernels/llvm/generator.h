@@ -67,6 +67,11 @@ struct Folded {
   RowState row;
   std::string weights, rescale;
 };
+// A row's finish: its divisor Z (O is alpha / Z times what it summed) and the statistics it stores, stats[0][i] and
+// stats[1][i].
+struct FinishedRow {
+  std::string Z, divisor, shift_or_sum;
+};
 // What the backward reads of a row: its divisor, 1 / divisor, and its shift m (online) or sum P.
 struct BackwardRow {
   std::string divisor, inv_divisor, shift_or_sum;
@@ -148,8 +153,8 @@ class Generator {
   // Columns of logits x (type t: a scalar column, or lanes where `valid`, an i1 vector) folded into `row`.
   Folded fold_columns(IrText& b, const Ty& t, const RowState& row, const std::string& x, const std::string& pos_i,
                       const std::string& pos_j, const std::string& valid = "");
-  // Z of a row from its final state.
-  std::string row_z(IrText& b, const RowState& row);
+  // A row's finish from its final state: Z, and the two statistics it stores (the column algebra's).
+  FinishedRow finish_row(IrText& b, const RowState& row);
   // w(s) of logits x from the row statistic shift_or_sum (the probe's value: A = alpha w / Z).
   std::string column_weight(IrText& b, const Ty& t, const std::string& x, const std::string& pos_i,
                             const std::string& pos_j, const std::string& shift_or_sum);

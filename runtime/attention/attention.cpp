@@ -17,13 +17,13 @@ torch::Tensor allowed_pairs(int64_t T, int64_t prefix, int64_t window) {
 }
 
 torch::Tensor allowed_pairs(const AttentionConfig& cfg, int64_t T) {
-  if (!cfg.rule) return allowed_pairs(T, cfg.prefix, cfg.window);
+  if (cfg.rule.of_range_alone()) return allowed_pairs(T, cfg.rule.prefix, cfg.rule.window);
   // A rule given as expressions, over every pair (in double: exact for any length a mask of T^2 can hold).
   const auto i = torch::arange(T, torch::kDouble).unsqueeze(1), j = torch::arange(T, torch::kDouble).unsqueeze(0);
   const auto length = torch::full({}, static_cast<double>(T), torch::kDouble);
   const NamedTensors query = {{"i", i}, {"T", length}}, pair = {{"i", i}, {"j", j}, {"T", length}};
-  return (j >= eval_expr(cfg.rule->first_key, query)) & (j <= eval_expr(cfg.rule->last_key, query)) &
-         (eval_expr(cfg.rule->pair, pair) > 0);
+  return (j >= eval_expr(cfg.rule.first_key, query)) & (j <= eval_expr(cfg.rule.last_key, query)) &
+         (eval_expr(cfg.rule.pair, pair) > 0);
 }
 
 torch::Tensor metric_attention(const AttentionConfig& cfg, const torch::Tensor& s, const torch::Tensor& A,

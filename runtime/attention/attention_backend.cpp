@@ -170,10 +170,10 @@ std::shared_ptr<AttentionBackend> make_attention_backend(const ModelConfig& cfg,
     // GPU: the reference path runs such a rule until the table (runtime/gpu_features.h) lets them run.
     const FeatureDecision pair_kernels =
         gpu_feature(GpuFeature::pair_rule_kernels, gpu_capability(device.has_index() ? device.index() : 0));
-    if (cfg.attention.visibility().checks_pairs() && !pair_kernels.on) {
+    if (cfg.attention.rule.checks_pairs() && !pair_kernels.on) {
       static std::once_flag said;
       std::call_once(said, [&] {
-        std::cerr << "sinklab: visibility " << cfg.attention.rule->describe()
+        std::cerr << "sinklab: visibility " << cfg.attention.rule.describe()
                   << ": the reference attention runs it; its generated kernels are " << pair_kernels.why << "\n";
       });
       return std::make_shared<ReferenceBackend>(cfg.attention);

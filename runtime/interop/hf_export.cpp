@@ -32,8 +32,8 @@ std::string paper_variant(const ModelConfig& c) {
   if (a.has_sink_logit()) return refuse("attention.sink_logit", name_of(a.sink_logit));
   if (a.differential) return refuse("attention.differential", "true");
   if (a.scale != 1) return refuse("attention.scale", fmt::format("{}", a.scale));
-  if (a.prefix != 0) return refuse("loss.prefix", std::to_string(a.prefix));
-  if (a.rule) return fmt::format("visibility {}: {}", a.rule->describe(), kNoClass);
+  if (a.rule.prefix != 0) return refuse("loss.prefix", std::to_string(a.rule.prefix));
+  if (!a.rule.of_range_alone()) return fmt::format("visibility {}: {}", a.rule.describe(), kNoClass);
   if (c.sink_token) return refuse("model.sink_token", "true");
   if (c.biases != Biases::none) return refuse("model.biases", name_of(c.biases));
   if (c.heads_combine != HeadsCombine::concat) return refuse("model.heads_combine", name_of(c.heads_combine));
@@ -136,7 +136,7 @@ std::string hf_model_type(const ModelConfig& c, std::string* why) {
       if (!gated(c.ffn))
         return no(refuse("model.ffn", name_of(c.ffn),
                          "RoPE + RMSNorm models are exported as LLaMA, whose FFN is gated (swiglu, geglu, reglu)"));
-      return c.attention.window > 0 ? "mistral" : "llama";
+      return c.attention.rule.window > 0 ? "mistral" : "llama";
     }
     // RoPE + LayerNorm: GPT-NeoX with every dimension rotating and the serial residual.
     if (gated(c.ffn))
@@ -144,8 +144,8 @@ std::string hf_model_type(const ModelConfig& c, std::string* why) {
                        "RoPE + LayerNorm models are exported as GPT-NeoX, whose FFN is not gated"));
     if (c.kv_heads != c.heads)
       return no(refuse("model.kv_heads", std::to_string(c.kv_heads), "GPT-NeoX has no grouped-query attention"));
-    if (c.attention.window > 0)
-      return no(refuse("loss.window", std::to_string(c.attention.window), "GPT-NeoX has no sliding window"));
+    if (c.attention.rule.window > 0)
+      return no(refuse("loss.window", std::to_string(c.attention.rule.window), "GPT-NeoX has no sliding window"));
     return "gpt_neox";
   }
   if (c.pe == PosEmbedding::learned || c.pe == PosEmbedding::nope || c.pe == PosEmbedding::sinusoidal) {
@@ -156,8 +156,8 @@ std::string hf_model_type(const ModelConfig& c, std::string* why) {
       return no(refuse("model.ffn", name_of(c.ffn), "GPT-2's and OPT's FFN is not gated (gelu, relu, swish)"));
     if (c.kv_heads != c.heads)
       return no(refuse("model.kv_heads", std::to_string(c.kv_heads), "GPT-2 and OPT have no grouped-query attention"));
-    if (c.attention.window > 0)
-      return no(refuse("loss.window", std::to_string(c.attention.window), "GPT-2 and OPT have no sliding window"));
+    if (c.attention.rule.window > 0)
+      return no(refuse("loss.window", std::to_string(c.attention.rule.window), "GPT-2 and OPT have no sliding window"));
     if (c.placement == NormPlacement::pre) return "gpt2";
     // OPT-350m's layout: each sublayer's LayerNorm after its residual sum, no final norm.
     if (c.norm_eps != 1e-5)
@@ -332,7 +332,7 @@ std::string save_hf(Transformer& model, int64_t context, const HfTokens& tokens,
                    {"attention_bias", false},
                    {"mlp_bias", false},
                    {"attention_dropout", 0.0}});
-    if (type == "mistral") config["sliding_window"] = c.attention.window;
+    if (type == "mistral") config["sliding_window"] = c.attention.rule.window;
     tensors["model.embed_tokens.weight"] = w(model.embed->weight);
     for (int64_t l = 0; l < c.layers; ++l) {
       const Block& b = *model.blocks[l];

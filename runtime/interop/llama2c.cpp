@@ -122,9 +122,11 @@ std::string llama2c_unsupported(const ModelConfig& c) {
     return only("attention.sink_logit", name_of(a.sink_logit), "nothing but the keys in the softmax denominator");
   if (a.differential) return only("attention.differential", "true", "one softmax map per head");
   if (a.scale != 1) return only("attention.scale", fmt::format("{}", a.scale), "attention weights summing to 1");
-  if (a.prefix != 0) return only("loss.prefix", std::to_string(a.prefix), "causal attention at every position");
-  if (a.window != 0) return only("loss.window", std::to_string(a.window), "attention over the whole context");
-  if (a.rule) return "visibility " + a.rule->describe() + ": llama2.c has attention over the whole context only";
+  if (a.rule.prefix != 0)
+    return only("loss.prefix", std::to_string(a.rule.prefix), "causal attention at every position");
+  if (a.rule.window != 0) return only("loss.window", std::to_string(a.rule.window), "attention over the whole context");
+  if (!a.rule.of_range_alone())
+    return "visibility " + a.rule.describe() + ": llama2.c has attention over the whole context only";
   if (c.d_head * c.heads != c.d) return only("model.heads", std::to_string(c.heads), "d_head = d / heads");
   return "";
 }

@@ -243,8 +243,7 @@ CostLoss hf_loss(const HfModel& model, const torch::Tensor& x, const MeasureOpti
     torch::Tensor allowed;
     if (keep) {
       AttentionConfig a;
-      a.window = keys;
-      if (*keep > 0) a.rule = streaming_window(keys, *keep);
+      a.rule = streaming_window(keys, *keep);
       allowed = allowed_pairs(a, length);
     }
     return model.loss(inputs, targets, allowed, bits);

@@ -96,10 +96,7 @@ double SinkCosts::windowed_loss(Transformer& model, const torch::Tensor& x, cons
     // The model's attention in every other respect; causal under the window.
     ModelConfig windowed = model.cfg;
     AttentionConfig& a = windowed.attention;
-    a.prefix = 0;
-    a.window = cfg_.measure.window_size(cfg_.train.context);
-    a.rule.reset();
-    if (keep > 0) a.rule = streaming_window(a.window, keep);
+    a.rule = streaming_window(cfg_.measure.window_size(cfg_.train.context), keep);
     backend = make_backend_ ? make_backend_(windowed) : make_attention_backend(windowed, model.device);
   }
   ModelSwap swap(model);
@@ -110,7 +107,7 @@ double SinkCosts::windowed_loss(Transformer& model, const torch::Tensor& x, cons
 json SinkCosts::measure(Transformer& model, const Batches& batches, const torch::Tensor& x, const torch::Tensor& y,
                         int64_t chunk) {
   const MeasureConfig& ms = cfg_.measure;
-  const int64_t prefix = cfg_.model.attention.prefix, context = cfg_.train.context;
+  const int64_t prefix = cfg_.model.attention.rule.prefix, context = cfg_.train.context;
   json m = json::object();
   // A prefix LM's prefix is seen both ways: no causal window says what its loss would be.
   if (ms.windowed_loss && !ms.window_keeps.empty() && prefix == 0) {

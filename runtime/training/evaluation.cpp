@@ -19,7 +19,7 @@ json evaluate(Transformer& model, const Batches& batches, const RunConfig& cfg, 
   json m;
   const int64_t n_valid = std::min<int64_t>(cfg.measure.sequences, 64), chunk = 16;
   auto [x, y] = batches.valid(n_valid);
-  m[eval_key::kValidLoss] = chunked_loss(model, x, y, cfg.model.attention.prefix, chunk);
+  m[eval_key::kValidLoss] = chunked_loss(model, x, y, cfg.model.attention.rule.prefix, chunk);
   std::optional<SinkCosts> own;
   if (!costs) costs = &own.emplace(cfg);
   m.update(costs->measure(model, batches, x, y, chunk));

@@ -38,7 +38,7 @@ torch::Tensor forward_backward(Transformer& model, const RunConfig& cfg, const t
       auto timed = profile.time(StepProfile::Forward);
       {
         AutocastScope autocast(cfg.train.precision, model.device);
-        loss = lm_loss(model, x.narrow(0, at, n), y.narrow(0, at, n), cfg.model.attention.prefix);
+        loss = lm_loss(model, x.narrow(0, at, n), y.narrow(0, at, n), cfg.model.attention.rule.prefix);
       }
       loss = loss.to(torch::kFloat) * (static_cast<double>(n) / rows);
     }

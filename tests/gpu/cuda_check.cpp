@@ -363,7 +363,7 @@ void training_matches_the_cpu(const std::string& source_dir) {
   RunConfig grouped = cfg;
   grouped.model.kv_heads = cfg.model.heads / 2;
   grouped.model.sink_token = true;
-  grouped.model.attention.window = 9;
+  grouped.model.attention.rule = visibility(cfg.model.attention.rule.prefix, 9);
   grouped.model.biases = Biases::k;
   train_on_both_devices(fmt::format("{} query heads on {} kv heads, sink token, window 9, k*", grouped.model.heads,
                                     grouped.model.kv_heads),

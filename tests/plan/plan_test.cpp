@@ -78,7 +78,7 @@ TEST(PlanLibrary, RunConfigurationMakesEachDecisionOnce) {
   EXPECT_TRUE(c.model.position_term());
   EXPECT_EQ(c.model.v_star, sink::VStar::fixed);
   EXPECT_FALSE(c.model.attention.shifted_exp);
-  EXPECT_EQ(c.model.attention.window, 12);
+  EXPECT_EQ(c.model.attention.rule.window, 12);
   EXPECT_DOUBLE_EQ(c.model.attention.pnorm_p, 3);
   EXPECT_EQ(c.data.random_positions, (std::vector<int64_t>{2, 5}));
   EXPECT_EQ(c.train.warmup, 10);
@@ -168,15 +168,15 @@ TEST(PlanLibrary, AFieldAddedLaterKeepsEarlierPlansHashes) {
 TEST(PlanLibrary, AVisibilityRuleReachesTheKernelAsExpressions) {
   const std::string text = unhashed(fixture_text());
   const sink::Plan plain = sink::plan_from_toml(text, "fixture");
-  EXPECT_FALSE(sink::read_config(plain).model.attention.rule);
+  EXPECT_TRUE(sink::read_config(plain).model.attention.rule.of_range_alone());
   EXPECT_EQ(sink::kernels::kernel_spec(plain).describe().find("visibility"), std::string::npos);
   const sink::Plan kept = sink::plan_from_toml(with_line(text, "window_keeps", "window_keeps = 3"), "kept");
   const sink::AttentionConfig a = sink::read_config(kept).model.attention;
-  ASSERT_TRUE(a.rule);
-  EXPECT_EQ(*a.rule, sink::visibility(kept));
-  EXPECT_TRUE(a.visibility().checks_pairs());
+  ASSERT_FALSE(a.rule.of_range_alone());
+  EXPECT_EQ(a.rule, sink::visibility(kept));
+  EXPECT_TRUE(a.rule.checks_pairs());
   const sink::kernels::KernelSpec spec = sink::kernels::kernel_spec(kept);
-  EXPECT_NE(spec.describe().find("visibility: " + a.rule->describe()), std::string::npos) << spec.describe();
+  EXPECT_NE(spec.describe().find("visibility: " + a.rule.describe()), std::string::npos) << spec.describe();
   EXPECT_NE(spec.hash(), sink::kernels::kernel_spec(plain).hash());
   EXPECT_NE(kept.hash(), plain.hash());
 }

@@ -126,4 +126,26 @@ TEST(Visibility, ARuleSaysWhatItIs) {
   EXPECT_NE(kept, rule_of(0, 4, 3).describe());
 }
 
+// The rule is the one thing a run carries of its visibility: the plan's prefix and window ride in it (the loss's
+// prefix, an export's window), and it knows whether it is their range alone.
+TEST(Visibility, ARuleCarriesThePrefixAndWindowItWasWrittenFrom) {
+  for (int64_t prefix : {0, 3})
+    for (int64_t window : {0, 4}) {
+      SCOPED_TRACE(testing::Message() << "prefix " << prefix << ", window " << window);
+      const sink::Visibility plain = rule_of(prefix, window, 0);
+      EXPECT_EQ(plain.prefix, prefix);
+      EXPECT_EQ(plain.window, window);
+      EXPECT_TRUE(plain.of_range_alone());
+      const sink::Visibility kept = rule_of(prefix, window, 2);
+      EXPECT_EQ(kept.prefix, prefix);
+      EXPECT_EQ(kept.window, window);
+      EXPECT_EQ(kept.of_range_alone(), window == 0) << "kept keys change only a window";
+    }
+  const sink::Visibility dilated = rule_of(0, 4, 0, 3);
+  EXPECT_EQ(dilated.window, 4) << "the window's keys, not the span its range covers";
+  EXPECT_FALSE(dilated.of_range_alone());
+  EXPECT_FALSE(sink::streaming_window(8, 1).of_range_alone());
+  EXPECT_EQ(sink::streaming_window(8, 0), sink::visibility(0, 8));
+}
+
 }  // namespace

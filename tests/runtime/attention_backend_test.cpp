@@ -53,7 +53,7 @@ TEST(AttentionBackend, ChosenByPlanAndDevice) {
   // A visibility rule that checks pairs runs on the reference path on a GPU until its kernels have run on one
   // (runtime/gpu_features.h's row pair_rule_kernels), unless they are asked for; on the CPU, the JIT runs it.
   const ModelConfig kept = model_of("attention.backend = jit  loss { window = 8  window_keeps = 2 }");
-  ASSERT_TRUE(kept.attention.rule);
+  ASSERT_FALSE(kept.attention.rule.of_range_alone());
   EXPECT_EQ(make_attention_backend(kept, torch::kCPU)->name(), "jit");
   {
     const sinktest::GpuFeaturesAsked unset("");

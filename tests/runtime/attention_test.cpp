@@ -348,8 +348,7 @@ TEST(Attention, PrefixAndWindowMasks) {
                    (softmax ? " softmax" : " generic"));
       auto cfg = config(exp_qk());
       cfg.shifted_exp = softmax;
-      cfg.prefix = mc.prefix;
-      cfg.window = mc.window;
+      cfg.rule = sink::visibility(mc.prefix, mc.window);
       auto r = reference_attention(cfg, {in.q, in.k, in.v, {}, {}, {}}, true);
       Oracle o;
       o.score = [](double x, int, int) { return std::exp(x); };
@@ -366,7 +365,7 @@ TEST(Attention, PrefixAndWindowMasks) {
   // Inside the prefix, query 1 attends to a later token.
   auto cfg = config(exp_qk());
   cfg.shifted_exp = true;
-  cfg.prefix = 3;
+  cfg.rule = sink::visibility(3, 0);
   auto r = reference_attention(cfg, {in.q, in.k, in.v, {}, {}, {}}, true);
   EXPECT_GT(r.probe[0][0][0][2].item<double>(), 0.0);
   EXPECT_EQ(r.probe[0][0][0][3].item<double>(), 0.0);
@@ -405,7 +404,7 @@ TEST(Attention, KeyCountByHand) {
   };
   for (Case mc : {Case{0, 0}, Case{0, 3}, Case{4, 0}, Case{9, 0}, Case{3, 2}}) {
     SCOPED_TRACE("prefix " + std::to_string(mc.prefix) + " window " + std::to_string(mc.window));
-    cfg.prefix = mc.prefix, cfg.window = mc.window;
+    cfg.rule = sink::visibility(mc.prefix, mc.window);
     auto r = reference_attention(cfg, {in.q, in.k, in.v, {}, {}, {}}, true);
     Oracle o;
     const int p = mc.prefix, w = mc.window;

@@ -64,7 +64,7 @@ TEST(ColumnAlgebra, TheOnlineFoldGivesTheDirectRow) {
           m = m_new;
         }
         const double Z =
-            value(c.safe_divisor, {{"Z", eval_expr(n.finish, {{"P", number(P)}, {"unit", number(std::exp(-m))}})}});
+            value(c.safe_divisor, {{"Z", eval_expr(c.row_finish, {{"P", number(P)}, {"shift", number(m)}})}});
         const torch::Tensor expected = direct_attention(n, 0.75, torch::tensor(logits, torch::kDouble));
         for (size_t j = 0; j < logits.size(); ++j)
           EXPECT_NEAR(0.75 * weights[j] / Z, expected[j].item<double>(), 1e-12) << "key " << j;
@@ -97,9 +97,11 @@ TEST(ColumnAlgebra, TheLogitGradientIsAutogradsAndCentralDifferences) {
           const NamedTensors forward = {{"s", torch::exp(x0 - m)}, {"x", x0}, {"unit", number(std::exp(-m))}};
           const torch::Tensor P = eval_expr(n.term, forward).expand_as(x0).sum();
           const torch::Tensor Z =
-              eval_expr(c.safe_divisor, {{"Z", eval_expr(n.finish, {{"P", P}, {"unit", number(std::exp(-m))}})}});
-          // What the backward reads of the row, then each column's A and dx.
-          const NamedTensors statistics = {{"Z", Z}, {"m_or_P", online ? number(m) : P}};
+              eval_expr(c.safe_divisor, {{"Z", eval_expr(c.row_finish, {{"P", P}, {"shift", number(m)}})}});
+          // What the row stores, what the backward reads of it, then each column's A and dx.
+          const NamedTensors finished = {{"Z", Z}, {"m", number(m)}, {"P", P}};
+          const NamedTensors statistics = {{"Z", eval_expr(c.stored_divisor, finished)},
+                                           {"m_or_P", eval_expr(c.stored_shift_or_sum, finished)}};
           const torch::Tensor divisor = eval_expr(c.backward_divisor, statistics);
           const torch::Tensor shift_or_sum = eval_expr(c.backward_shift, statistics);
           const torch::Tensor shift = online ? shift_or_sum : number(0), s = torch::exp(x0 - shift);

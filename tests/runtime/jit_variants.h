@@ -49,16 +49,13 @@ inline AttentionConfig config_of(const Variant& v) {
   a.normalize = v.normalize;
   a.pnorm_p = v.p;
   a.scale = v.alpha;
-  a.prefix = v.prefix;
-  a.window = v.window;
-  if (v.window_keeps > 0 || v.window_dilation > 1) {  // a rule beyond prefix and window, as a plan asks for it
-    Plan plan;
-    plan.fields["loss.prefix"] = Value::of_int(v.prefix);
-    plan.fields["loss.window"] = Value::of_int(v.window);
-    plan.fields["loss.window_keeps"] = Value::of_int(v.window_keeps);
-    plan.fields["loss.window_dilation"] = Value::of_int(v.window_dilation);
-    a.rule = visibility(plan);
-  }
+  // The rule as a plan asks for it.
+  Plan plan;
+  plan.fields["loss.prefix"] = Value::of_int(v.prefix);
+  plan.fields["loss.window"] = Value::of_int(v.window);
+  plan.fields["loss.window_keeps"] = Value::of_int(v.window_keeps);
+  plan.fields["loss.window_dilation"] = Value::of_int(v.window_dilation);
+  a.rule = visibility(plan);
   a.shifted_exp = sink::is_shifted_exp(v.score, v.normalize);
   a.sink_logit = v.sink_logit ? SinkLogit::learned : SinkLogit::none;
   return a;
