@@ -90,8 +90,8 @@
   real pos_j[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    is_key[h] = warp_key + frag_row(2 * h) < n;
-    key[h] = imin(warp_key + frag_row(2 * h), n - 1), pos_j[h] = (real)(key[h] + 1);
+    is_key[h] = warp_key + lane_row(h) < n;
+    key[h] = imin(warp_key + lane_row(h), n - 1), pos_j[h] = (real)(key[h] + 1);
   }
   FloatTile<D> dk_acc, dv_acc;
   dk_acc.zero(), dv_acc.zero();

@@ -7,14 +7,9 @@
   // folded while it is in flight, over three stages of tiles.
   auto& shared = shared_block<KeyValueTiles<QUERY_KEYS, QUERY_STAGES>, QUERY_SHARED_BYTES>();
   constexpr int M = ROW_FRAGS;  // 16-row fragments per warp, as in the forward
-  const int warp = threadIdx.x / 32;
-  const long long bh = blockIdx.y, head = (unsigned)blockIdx.y % (unsigned)H;  // (a 64-bit % is a call)
-  const int n = (int)T;  // positions within the slice are 32-bit (tile.cuh)
-  // The last row blocks first: under a causal mask they see the most keys, so the blocks that start last
-  // are the short ones and the grid's tail packs tighter.
-  const int first_row = ((n + QUERY_ROWS - 1) / QUERY_ROWS - 1 - (int)blockIdx.x) * QUERY_ROWS;
-  const int warp_row = first_row + 16 * M * warp;
-  const int last_row = imin(first_row + QUERY_ROWS - 1, n - 1);
+  long long bh, head;
+  int n, first_row, last_row, warp_row;
+  place_row_block<QUERY_ROWS, M>(T, H, bh, head, n, first_row, last_row, warp_row);
   q += bh * T * D, k += bh * T * D, v += bh * T * D, dout += bh * T * D, dq += bh * T * D;
   stats += bh * 2 * T, delta += bh * T;
   if (POSITION_BIAS) g += head * g_step;

@@ -24,6 +24,20 @@ struct WarpRows {
   }
 };
 
+// Where a query-row kernel's block is (the forward's, backward_queries's): its slice bh and the slice's head, the
+// slice's length n (positions within a slice are 32-bit: tile.cuh), its rows first_row .. last_row of ROWS, and the
+// first of the M fragments of 16 rows this warp owns. The last row blocks first: under a causal mask they see the
+// most keys, so the blocks that start last are the short ones and the grid's tail packs tighter.
+template <int ROWS, int M>
+__device__ __forceinline__ void place_row_block(long long T, long long H, long long& bh, long long& head, int& n,
+                                                int& first_row, int& last_row, int& warp_row) {
+  bh = blockIdx.y, head = (unsigned)blockIdx.y % (unsigned)H;  // (a 64-bit % is a call)
+  n = (int)T;
+  first_row = ((n + ROWS - 1) / ROWS - 1 - (int)blockIdx.x) * ROWS;
+  warp_row = first_row + 16 * M * (int)(threadIdx.x / 32);
+  last_row = imin(first_row + ROWS - 1, n - 1);
+}
+
 // The keys a block of rows first_row..last_row streams, [lo, hi], and the span [last_lo, first_hi] that every row
 // of the block sees.
 struct BlockKeys {

@@ -10,14 +10,9 @@
   auto& shared = shared_block<KeyValueTiles<FWD_KEYS, FWD_STAGES>, FWD_SHARED_BYTES>();
   // A warp owns M = ROW_FRAGS fragments of 16 rows; the lane holds two rows of each (h = 0, 1: lane_row(h)).
   constexpr int M = ROW_FRAGS;
-  const int warp = threadIdx.x / 32;
-  const long long bh = blockIdx.y, head = (unsigned)blockIdx.y % (unsigned)H;  // (a 64-bit % is a call)
-  const int n = (int)T;  // positions within the slice are 32-bit (tile.cuh)
-  // The last row blocks first: under a causal mask they see the most keys, so the blocks that start last
-  // are the short ones and the grid's tail packs tighter.
-  const int first_row = ((n + FWD_ROWS - 1) / FWD_ROWS - 1 - (int)blockIdx.x) * FWD_ROWS;
-  const int warp_row = first_row + 16 * M * warp;
-  const int last_row = imin(first_row + FWD_ROWS - 1, n - 1);
+  long long bh, head;
+  int n, first_row, last_row, warp_row;
+  place_row_block<FWD_ROWS, M>(T, H, bh, head, n, first_row, last_row, warp_row);
   q += bh * T * D, k += bh * T * D, v += bh * T * D, o += bh * T * D, stats += bh * 2 * T;
   if (POSITION_BIAS) g += head * g_step;
   if (KEY_BIAS) kstar += head * star_step, vstar += head * star_step;
