@@ -161,7 +161,7 @@
 #pragma unroll
       for (int e1 = 0; e1 < 2; ++e1) {
         const float total = diagonal_sum(sum[e1]);
-        const int along = qb - warp_key + 8 * k + 2 * (lane_id() % 4) + e1 - lane_id() / 4;  // i - j
+        const int along = lane_diagonal(qb - warp_key, k, e1);  // i - j
         const int d = along < 0 ? -along : along;
         if (diagonal_head() && d < n && total != 0) atomicAdd(&dg[d], total);
       }
@@ -170,7 +170,8 @@
     for (int nb = 0; nb < KEY_QUERIES / 8; ++nb) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int h = e / 2, c = frag_col(nb, e);
+        const Element at{e / 2, nb, e};
+        const int h = at.h, c = at.col();
         const int i = imin(qb + c, last);  // (a row after `last` is hidden)
         bool seen = full;
         if (!full) {
@@ -180,18 +181,18 @@
         }
         real A, dx;
         // (Without a position table, of the product q.k: the scaling folds into the exponent.)
-        column_grad<!POSITION_BIAS>(
-            POSITION_BIAS ? logit_of(sT.frag[nb][e], i, key[h], g) : sT.frag[nb][e], (real)(i + 1), pos_j[h], (real)n,
-            dAT.frag[nb][e], delta_tile[stage][c], ONLINE ? (real)1 : divisor_tile[stage][c],
-            ONLINE ? (real)1 : inv_divisor_tile[stage][c], shift_or_sum_tile[stage][c], A, dx, DX_SCALE);
-        sT.frag[nb][e] = seen ? A : (real)0;
-        dAT.frag[nb][e] = seen ? dx * (SCALE_QK / DX_SCALE) : (real)0;  // dS, the gradient of q.k
+        column_grad<!POSITION_BIAS>(POSITION_BIAS ? logit_of(sT[at], i, key[h], g) : sT[at], (real)(i + 1), pos_j[h],
+                                    (real)n, dAT[at], delta_tile[stage][c], ONLINE ? (real)1 : divisor_tile[stage][c],
+                                    ONLINE ? (real)1 : inv_divisor_tile[stage][c], shift_or_sum_tile[stage][c], A, dx,
+                                    DX_SCALE);
+        sT[at] = seen ? A : (real)0;
+        dAT[at] = seen ? dx * (SCALE_QK / DX_SCALE) : (real)0;  // dS, the gradient of q.k
         if (POSITION_GRAD) {
           const float dg_term = seen ? dx * (1 / DX_SCALE) : 0.f;
           if (h == 0)
-            opening[e % 2] += dg_term;
+            opening[at.chain()] += dg_term;
           else
-            closing[e % 2] += dg_term;
+            closing[at.chain()] += dg_term;
         }
       }
       if (POSITION_GRAD) {

@@ -349,6 +349,11 @@ struct RowMax {
 // one, and so do lanes (g, t), (g + 2, t + 1), ..., nine apart. diagonal_sum(v) is the sum of v over such a
 // chain of lanes, in its first lane (diagonal_head: g < 2 or t = 0); the other lanes' results are partial.
 __device__ __forceinline__ bool diagonal_head() { return lane_id() / 4 < 2 || lane_id() % 4 == 0; }
+// The lane's diagonal k (its row 0 of block k, row 1 of block k + 1) in chain e % 2, c - r = 8 k + 2 t - g + e % 2,
+// plus `base`, the tile's first column less its first row.
+__device__ __forceinline__ int lane_diagonal(int base, int k, int chain) {
+  return base + 8 * k + 2 * (lane_id() % 4) + chain - lane_id() / 4;
+}
 __device__ __forceinline__ float diagonal_sum(float v) {
   const int g = lane_id() / 4, t = lane_id() % 4;
   const float next = shfl_down(v, 9);  // lane (g + 2, t + 1)
