@@ -333,7 +333,7 @@ std::string emit_cuda(const KernelSpec& spec, CudaStorage storage, const CudaTil
   out += "\n";
   // Which keys each query sees (plan/visibility.h): 64-bit positions for the scalar kernels; 32-bit ones, half the
   // registers and instructions per element mask, for the tensor-core kernels (T < 2^31, offsets stay 64-bit).
-  const Visibility visible = spec.rule;
+  const Visibility& visible = spec.rule;
   out +=
       "// Visibility: query i sees keys [lo, hi] (where visible_pair); key j is seen by queries in [first, last] at "
       "most\n";

@@ -64,7 +64,7 @@ std::string Generator::probe() {
   if (spec.position_bias) x = b.fadd(x, b.load("%g", dist(b, "%i", "%j")));
   std::string at = b.op("add i64 " + row0 + ", " + b.op("add i64 %j, " + std::to_string(cols)));
   std::string w = value(x, position(b, "%j"));
-  if (const Visibility v = spec.rule; v.checks_pairs()) {  // (a hidden pair inside the range: weight 0)
+  if (const Visibility& v = spec.rule; v.checks_pairs()) {  // (a hidden pair inside the range: weight 0)
     const std::string pair = index_expr(b, v.pair, {{"i", "%i"}, {"j", "%j"}, {"T", "%T"}});
     w = b.select(b.op("icmp sgt i64 " + pair + ", 0"), b.scalar, w, b.num(0));
   }

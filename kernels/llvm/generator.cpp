@@ -160,19 +160,19 @@ std::string Generator::index_expr(IrText& b, const ExprNode& e,
 }
 
 std::pair<std::string, std::string> Generator::key_range(IrText& b, const std::string& i, bool lanes) {
-  const Visibility v = spec.rule;
+  const Visibility& v = spec.rule;
   const std::vector<std::pair<std::string, std::string>> values{{"i", i}, {"T", lanes ? splat_int(b, "%T") : "%T"}};
   return {index_expr(b, v.first_key, values, lanes), index_expr(b, v.last_key, values, lanes)};
 }
 
 std::pair<std::string, std::string> Generator::query_range(IrText& b, const std::string& j) {
-  const Visibility v = spec.rule;
+  const Visibility& v = spec.rule;
   return {index_expr(b, v.first_query, {{"j", j}, {"T", "%T"}}), index_expr(b, v.last_query, {{"j", j}, {"T", "%T"}})};
 }
 
 std::string Generator::and_visible_pairs(IrText& b, const std::string& valid, const std::string& i,
                                          const std::string& j) {
-  const Visibility v = spec.rule;
+  const Visibility& v = spec.rule;
   if (!v.checks_pairs()) return valid;
   const std::string pair = index_expr(b, v.pair, {{"i", i}, {"j", j}, {"T", splat_int(b, "%T")}}, true);
   const std::string seen = b.op(fmt::format("icmp sgt <{} x i64> {}, zeroinitializer", kKeyBlock, pair));
