@@ -151,10 +151,11 @@ TEST(CudaKernels, TuningKeepsNoForwardWhoseRowStatisticsDiffer) {
   const kernels::CudaTiles defaults = kernels::cuda_tiles(spec, storage);
   const std::string default_source = kernels::emit_cuda(spec, storage, defaults);
   // (kernels/cuda/forward.cuh's one write of a row's statistics)
-  const std::string written = "stats[rows.row[f][h]] = Z, stats[T + rows.row[f][h]] = ONLINE ? state.m[f][h] : total;";
+  const std::string written =
+      "stats[rows.row[f][h]] = finished.divisor, stats[T + rows.row[f][h]] = finished.shift_or_sum;";
   const std::string wrong_writes[] = {
-      "stats[rows.row[f][h]] = Z * (real)2, stats[T + rows.row[f][h]] = ONLINE ? state.m[f][h] : total;",
-      "stats[rows.row[f][h]] = Z, stats[T + rows.row[f][h]] = (ONLINE ? state.m[f][h] : total) + (real)100;"};
+      "stats[rows.row[f][h]] = finished.divisor * (real)2, stats[T + rows.row[f][h]] = finished.shift_or_sum;",
+      "stats[rows.row[f][h]] = finished.divisor, stats[T + rows.row[f][h]] = finished.shift_or_sum + (real)100;"};
   ASSERT_NE(default_source.find(written), std::string::npos) << "the forward no longer writes its statistics so";
   // Each tile candidate's source (but the default tiles') as this test changes it.
   auto changed = std::make_shared<std::map<std::string, std::string>>();
